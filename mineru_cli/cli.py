@@ -1,0 +1,123 @@
+"""The `mineru` command line. Thin: options in, runner out, exit code back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import __version__
+from .errors import SetupError
+
+app = typer.Typer(
+    name="mineru",
+    help="Batch document parsing on plain CPUs: folders of page images and PDFs in, "
+         "one JSON line per page out (blocks with type, box and text, plus Markdown).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"mineru-cli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+):
+    """Exit codes: 0 every page ok; 1 some pages failed (see their records); 2 usage or set-up
+    error (nothing was parsed); 130 interrupted (re-run to resume)."""
+
+
+@app.command()
+def parse(
+    paths: List[Path] = typer.Argument(..., help="Files or folders (walked recursively, sorted).", show_default=False),
+    out: Path = typer.Option(Path("results.jsonl"), "--out", "-o",
+                             help="JSONL journal: one record per page; re-runs resume from it."),
+    engine: str = typer.Option("auto", "--engine", "-e", help="auto | ocr | vlm."),
+    lang: str = typer.Option("en", "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."),
+    cpus: Optional[int] = typer.Option(None, "--cpus", min=1,
+                                       help="CPU budget (default: the affinity/cgroup limit)."),
+    include: List[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
+    exclude: List[str] = typer.Option([], "--exclude", help="Skip files matching this glob (repeatable)."),
+    pages: Optional[str] = typer.Option(None, "--pages", help="Pages to parse, 1-based: '1-3,7'."),
+    dpi: int = typer.Option(200, "--dpi", min=36, max=600, help="PDF render DPI (long side capped at 3500 px)."),
+    gif_frames: str = typer.Option("first", "--gif-frames", help="first | all: which GIF frames are pages."),
+    force: bool = typer.Option(False, "--force", help="Re-parse pages that are already done."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-parse pages whose record failed."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the result cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir",
+                                             help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir)."),
+    cache_near: str = typer.Option("verify", "--cache-near", help="off | verify: reuse verified near-duplicates."),
+    cache_url: Optional[str] = typer.Option(None, "--cache-url", help="Shared tier: redis://host:port/db."),
+    cache_ttl: int = typer.Option(7200, "--cache-ttl", min=1, help="Seconds a result lives in the shared tier."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
+    log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
+):
+    """Parse every page under PATHS into OUT (JSON lines), resuming what is already done."""
+    from .inputs import LoadOptions
+    from .report import make_reporter
+    from .runner import ParseOptions, run_parse
+
+    reporter = make_reporter(quiet, log_json)
+    try:
+        if gif_frames not in ("first", "all"):
+            raise SetupError("--gif-frames must be 'first' or 'all'")
+        if cache_near not in ("off", "verify"):
+            raise SetupError("--cache-near must be 'off' or 'verify'")
+        if no_cache:
+            cache_path = None
+        else:
+            from .cache import default_cache_dir
+            cache_path = cache_dir or default_cache_dir()
+        opts = ParseOptions(inputs=list(paths), out=out, engine=engine, lang=lang, cpus=cpus,
+                            include=list(include), exclude=list(exclude), pages=pages,
+                            load=LoadOptions(dpi=dpi, gif_frames=gif_frames), force=force,
+                            retry_failed=retry_failed, cache_dir=cache_path, cache_near=cache_near,
+                            cache_url=cache_url, cache_ttl=cache_ttl)
+        summary = run_parse(opts, reporter)
+    except SetupError as exc:
+        reporter.console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_SETUP)
+    reporter.finish(summary, str(out))
+    if summary.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    raise typer.Exit(EXIT_FAILED if summary.failed else EXIT_OK)
+
+
+@app.command()
+def schema():
+    """Print the JSON Schema of a page record."""
+    import json
+
+    from .records import load_schema
+
+    typer.echo(json.dumps(load_schema(), indent=2))
+
+
+def _mount_cache() -> None:
+    try:
+        from .cache.cli import cache_app
+    except ImportError:  # pragma: no cover - the cache package is part of the distribution
+        return
+    app.add_typer(cache_app, name="cache", help="Inspect and manage the result cache.")
+
+
+_mount_cache()
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

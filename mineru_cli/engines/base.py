@@ -1,0 +1,52 @@
+"""What every engine offers the runner, and the block it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from PIL import Image
+
+
+@dataclass
+class Block:
+    """One region of a page, in reading order.
+
+    bbox is (x1, y1, x2, y2) in pixels of the normalised page image the engine saw.
+    extra holds engine-specific fields that are written as-is into the record
+    (e.g. "lines" for OCR, "angle"/"html"/"latex" for the VLM).
+    """
+
+    type: str
+    bbox: tuple[int, int, int, int]
+    text: str
+    score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {"type": self.type, "bbox": [int(v) for v in self.bbox], "text": self.text,
+             "score": None if self.score is None else round(float(self.score), 4)}
+        d.update(self.extra)
+        return d
+
+
+@dataclass
+class EngineResult:
+    blocks: list[Block]
+    markdown: str
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per engine step
+    warnings: list[str] = field(default_factory=list)
+
+
+class Engine(Protocol):
+    name: str      # "ocr" | "vlm"
+    version: str   # bump when the same inputs would give different output
+
+    def identity(self) -> dict:
+        """Model identity for the record: file names and sha256 of the weights in use."""
+
+    def options(self) -> dict:
+        """Options that change the output (go into the resume/cache fingerprint)."""
+
+    def parse(self, image: Image.Image) -> EngineResult:
+        """Parse one normalised 8-bit RGB page image."""

@@ -1,0 +1,355 @@
+"""The embedded offline engine: RapidOCR text lines + RapidLayout regions.
+
+Both models ship inside their wheels (PP-OCRv4 det/rec + mobile cls, and the
+PP-Layout CDLA detector), so nothing is downloaded at run time.
+
+Pipeline per page:
+  1. RapidOCR finds text lines (box, text, confidence).
+  2. RapidLayout finds regions (text, title, figure, table, captions, ...).
+  3. Each line goes to the region holding most of it (>= half its area);
+     lines outside every region are grouped into paragraphs by proximity.
+  4. Blocks get their text from their lines (see `_block_text`), then
+     reading_order sorts them and markdown renders them.
+
+Not thread-safe: use one engine per worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import statistics
+import time
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from mineru_cli.engines.base import Block, EngineResult
+from mineru_cli.errors import SetupError
+from mineru_cli.markdown import blocks_to_markdown
+from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
+
+LANGS = ("en", "ch")  # PP-OCRv4 "ch" recognises both Chinese and English
+
+# CDLA layout classes -> block types (the captions keep which thing they caption).
+LAYOUT_TYPES = {
+    "text": "text", "title": "title", "figure": "figure",
+    "figure_caption": "figure_caption", "table": "table",
+    "table_caption": "table_caption", "header": "header", "footer": "footer",
+    "reference": "reference", "equation": "equation",
+}
+LAYOUT_MODEL = "layout_cdla.onnx"
+
+# Text-recognition and grouping settings; all of them are in options().
+OCR_SETTINGS = {"text_score": 0.5, "det_limit_side_len": 736, "det_limit_type": "min",
+                "det_thresh": 0.3, "det_box_thresh": 0.5, "det_unclip_ratio": 1.6,
+                "use_cls": True}
+LAYOUT_SETTINGS = {"conf_thresh": 0.5, "iou_thresh": 0.5}
+GROUPING = {
+    "line_in_region": 0.5,   # share of a line's area inside a region to belong to it
+    "para_gap": 0.8,         # max vertical gap between paragraph lines, x line height
+    "row_gap": 1.5,          # max horizontal gap between pieces of one line, x height
+    "title_height": 1.35,    # line height vs page median that makes a loose line a title
+}
+
+_PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
+
+
+class OcrEngine:
+    name = "ocr"
+    version = "1.0"  # bump when the same inputs would give different output
+
+    def __init__(self, threads: int = 1, lang: str = "en"):
+        if lang not in LANGS:
+            raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
+        # The libraries ignore thread counts above the CPU count and then use all cores.
+        self.threads = max(1, min(int(threads), os.cpu_count() or 1))
+        self.lang = lang
+        self._models = _model_files()
+        missing = [str(p) for p in self._models.values() if not p.is_file()]
+        if missing:
+            raise SetupError(f"ocr engine: model files missing from the installed wheels: {missing}")
+        self._ocr = self._layout = None  # loaded on first parse
+
+    def identity(self) -> dict:
+        return {
+            "engine": self.name,
+            "version": self.version,
+            "models": [{"role": role, "file": path.name, "sha256": _sha256(str(path))}
+                       for role, path in self._models.items()],
+            "packages": {pkg: _package_version(pkg)
+                         for pkg in ("rapidocr_onnxruntime", "rapid-layout", "onnxruntime")},
+        }
+
+    def options(self) -> dict:
+        return {"lang": self.lang, "layout_model": LAYOUT_MODEL, "ocr": dict(OCR_SETTINGS),
+                "layout": dict(LAYOUT_SETTINGS), "grouping": dict(GROUPING),
+                "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
+
+    def parse(self, image: Image.Image) -> EngineResult:
+        self._load()
+        timings: dict[str, float] = {}
+        bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
+
+        t = time.perf_counter()
+        ocr_out, elapsed = self._ocr(bgr)
+        timings["ocr"] = time.perf_counter() - t
+        if elapsed and len(elapsed) == 3:
+            timings.update(zip(("ocr_det", "ocr_cls", "ocr_rec"), elapsed))
+        lines = [_Line(_quad_to_box(quad), text, float(score))
+                 for quad, text, score in (ocr_out or []) if text.strip()]
+
+        t = time.perf_counter()
+        layout = self._layout(bgr)
+        timings["layout"] = time.perf_counter() - t
+        regions = [(_clip(box, image.size), cls, float(score))
+                   for box, cls, score in zip(layout.boxes or [], layout.class_names or [],
+                                              layout.scores or [])]
+
+        t = time.perf_counter()
+        blocks = sort_blocks(assemble_blocks(lines, regions, image.size))
+        markdown = blocks_to_markdown(blocks)
+        timings["assemble"] = time.perf_counter() - t
+
+        warnings = [] if lines else ["no text found on the page"]
+        return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings)
+
+    def _load(self) -> None:
+        if self._ocr is not None:
+            return
+        from rapid_layout import RapidLayout
+        from rapidocr_onnxruntime import RapidOCR
+
+        sessions = {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
+        with _quiet_logging():
+            self._ocr = RapidOCR(
+                det_model_path=str(self._models["det"]), cls_model_path=str(self._models["cls"]),
+                rec_model_path=str(self._models["rec"]), print_verbose=False,
+                **sessions, **OCR_SETTINGS)
+            self._layout = RapidLayout(
+                model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
+                engine_cfg=dict(sessions), **LAYOUT_SETTINGS)
+        # Their loggers reset themselves to INFO on creation; quieten them for good now.
+        for name in list(logging.root.manager.loggerDict):
+            if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "OrtInferSession")):
+                logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class _Line:
+    __slots__ = ("box", "text", "score")
+
+    def __init__(self, box: tuple[int, int, int, int], text: str, score: float):
+        self.box, self.text, self.score = box, text.strip(), score
+
+    @property
+    def height(self) -> int:
+        return max(1, self.box[3] - self.box[1])
+
+    def as_dict(self) -> dict:
+        return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
+
+
+def assemble_blocks(lines: list[_Line], regions: list[tuple], page_size: tuple[int, int]) -> list[Block]:
+    """Lines + layout regions -> unordered blocks (pure geometry, no models)."""
+    members: list[list[_Line]] = [[] for _ in regions]
+    loose: list[_Line] = []
+    for line in lines:
+        best = _best_region(line.box, [r[0] for r in regions])
+        (members[best] if best is not None else loose).append(line)
+
+    blocks = []
+    for (box, cls, score), group in zip(regions, members):
+        kind = LAYOUT_TYPES.get(cls, "text")
+        if group:
+            blocks.append(_make_block(kind, group, box))
+        elif kind == "figure":  # pictures keep their place even without text
+            blocks.append(Block("figure", tuple(int(v) for v in box), "", score))
+        # other empty regions are layout false positives: dropped
+    blocks += [_make_block("text", group) for group in _paragraphs(loose)]
+
+    median_h = statistics.median(l.height for l in lines) if lines else 0
+    for b in blocks:
+        _refine_type(b, median_h, page_size[1])
+    return blocks
+
+
+def _best_region(box, region_boxes) -> int | None:
+    """Region holding the biggest share of `box`; ties go to the smaller region."""
+    area = _area(box)
+    best, best_key = None, None
+    for i, region in enumerate(region_boxes):
+        share = _area(_intersection(box, region)) / area if area else 0.0
+        if share >= GROUPING["line_in_region"]:
+            key = (share, -_area(region))
+            if best_key is None or key > best_key:
+                best, best_key = i, key
+    return best
+
+
+def _paragraphs(lines: list[_Line]) -> list[list[_Line]]:
+    """Group loose lines into paragraphs: union of lines that touch vertically
+    (small gap, shared x-range, similar height) or continue the same row."""
+    parent = list(range(len(lines)))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, a in enumerate(lines):
+        for j in range(i + 1, len(lines)):
+            if _linked(a, lines[j]):
+                parent[root(i)] = root(j)
+    groups: dict[int, list[_Line]] = {}
+    for i, line in enumerate(lines):
+        groups.setdefault(root(i), []).append(line)
+    return list(groups.values())
+
+
+def _linked(a: _Line, b: _Line) -> bool:
+    h = min(a.height, b.height)
+    if max(a.height, b.height) > 1.3 * h:  # a heading does not join body text
+        return False
+    x_shared = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+    y_shared = min(a.box[3], b.box[3]) - max(a.box[1], b.box[1])
+    if y_shared >= 0.5 * h:  # same row: pieces of one line split at a wide space
+        return -x_shared <= GROUPING["row_gap"] * h
+    narrower = min(a.box[2] - a.box[0], b.box[2] - b.box[0])
+    return -y_shared <= GROUPING["para_gap"] * h and x_shared >= 0.5 * max(1, narrower)
+
+
+def _make_block(kind: str, lines: list[_Line], region_box=None) -> Block:
+    rows = [[lines[i] for i in row] for row in group_rows([l.box for l in lines])]
+    ordered = [l for row in rows for l in row]
+    boxes = [l.box for l in ordered] + ([region_box] if region_box is not None else [])
+    bbox = (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
+            int(max(b[2] for b in boxes)), int(max(b[3] for b in boxes)))
+    extra: dict = {"lines": [l.as_dict() for l in ordered]}
+    cells = _table_cells(ordered) if kind == "table" else None
+    if cells:
+        extra["cells"] = cells
+    score = sum(l.score for l in ordered) / len(ordered)
+    return Block(kind, bbox, _block_text(kind, rows, cells), score, extra)
+
+
+def _block_text(kind: str, rows: list[list[_Line]], cells: list[list[str]] | None) -> str:
+    """Tables: one row per line, cells tab-separated. Equations and figure
+    labels: one row per line. Prose: rows re-flowed into one paragraph."""
+    if cells:
+        return "\n".join("\t".join(row) for row in cells)
+    row_texts = [join_text([l.text for l in row]) for row in rows]
+    if kind in ("table", "equation", "figure"):
+        return "\n".join(row_texts)
+    return join_text(row_texts)
+
+
+def join_text(parts: list[str]) -> str:
+    """Join pieces with a space, except around CJK text and after a hyphen."""
+    out = ""
+    for part in parts:
+        if out and not (out.endswith("-") or _CJK.match(out[-1]) or _CJK.match(part[0])):
+            out += " "
+        out += part
+    return out
+
+
+def _table_cells(lines: list[_Line]) -> list[list[str]] | None:
+    """Cluster a table's lines into a rows x columns grid, or None if it has
+    fewer than 2 rows or 2 columns (then it is rendered as plain lines)."""
+    bands = column_bands([l.box for l in lines])
+    rows = group_rows([l.box for l in lines])
+    if len(bands) < 2 or len(rows) < 2:
+        return None
+    grid = []
+    for row in rows:
+        cells: list[list[str]] = [[] for _ in bands]
+        for i in row:
+            center = (lines[i].box[0] + lines[i].box[2]) / 2
+            col = next(c for c, (x1, x2) in enumerate(bands) if center <= x2 or c == len(bands) - 1)
+            cells[col].append(lines[i].text)
+        grid.append([join_text(c) for c in cells])
+    return grid
+
+
+def _refine_type(block: Block, median_h: float, page_h: int) -> None:
+    """Two corrections the layout model often misses: big loose lines are
+    titles, a lone number at the top or bottom edge is a page number."""
+    lines = block.extra.get("lines", [])
+    if not lines:
+        return
+    heights = [l["bbox"][3] - l["bbox"][1] for l in lines]
+    if (block.type == "text" and median_h and len(lines) <= 3
+            and statistics.median(heights) >= GROUPING["title_height"] * median_h):
+        block.type = "title"
+    near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
+    if block.type in ("text", "header", "footer") and near_edge and _PAGE_NUMBER.match(block.text):
+        block.type = "page_number"
+
+
+def _model_files() -> dict[str, Path]:
+    """The ONNX files the engine loads, located inside the installed wheels."""
+    import rapid_layout
+    import rapidocr_onnxruntime
+    from rapidocr_onnxruntime.utils import read_yaml
+
+    ocr_root = Path(rapidocr_onnxruntime.__file__).resolve().parent
+    cfg = read_yaml(str(ocr_root / "config.yaml"))
+    files = {role: ocr_root / cfg[section]["model_path"]
+             for role, section in (("det", "Det"), ("cls", "Cls"), ("rec", "Rec"))}
+    files["layout"] = Path(rapid_layout.__file__).resolve().parent / "models" / LAYOUT_MODEL
+    return files
+
+
+@lru_cache(maxsize=None)
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@contextlib.contextmanager
+def _quiet_logging():
+    """Mute the libraries' INFO chatter while they load (their loggers are
+    created, with their own handlers, inside the constructors)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def _quad_to_box(quad) -> tuple[int, int, int, int]:
+    xs, ys = [p[0] for p in quad], [p[1] for p in quad]
+    return int(min(xs)), int(min(ys)), int(round(max(xs))), int(round(max(ys)))
+
+
+def _clip(box, size) -> tuple[float, float, float, float]:
+    w, h = size
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2)
+
+
+def _area(box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _intersection(a, b):
+    return max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])

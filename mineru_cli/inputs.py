@@ -1,0 +1,548 @@
+"""Finding input files and turning them into normalised page images.
+
+Two halves:
+
+* ``discover`` walks the command-line paths into a stable, de-duplicated list of
+  ``SourceFile``s. Problems found while walking (dangling links, loops, FIFOs,
+  directories named like documents) become ``SourceFile.error`` instead of
+  exceptions, so one bad entry never stops the batch.
+* ``open_document`` sniffs a file's content (PDF or any image Pillow decodes) and
+  gives a ``Document`` whose ``page(i)`` returns an 8-bit RGB ``Page``. Every
+  failure is a ``PageError`` with a kind the record can carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fnmatch
+import hashlib
+import math
+import os
+import posixpath
+import stat
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pypdfium2 as pdfium
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .errors import PageError
+
+DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
+
+WHITE = (255, 255, 255)
+_HEAD_BYTES = 1024  # pdfium accepts a "%PDF-" header anywhere in the first 1 KiB
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    dpi: int = 200  # PDF render DPI
+    pdf_max_side: int = 3500  # long side of a rendered PDF page is capped (as MinerU does)
+    max_page_pixels: int = 3500 * 3500  # larger pages are downscaled to this area
+    bomb_pixels: int = 178_956_970  # decoded images above this are refused
+    gif_frames: str = "first"  # "first" | "all"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path  # as discovered (not resolved; may go through symlinks)
+    rel: str  # posix path relative to the input root: the record's `source`
+    kind: str  # "image" | "pdf"
+    error: PageError | None = None  # a problem found while discovering
+    status: str = "failed"  # status to record when error is set: "failed" | "skipped"
+
+
+@dataclass
+class Page:
+    image: Image.Image  # 8-bit RGB, normalised
+    sha256: str  # of the normalised pixels: a lossless re-save of the file matches
+    original_size: tuple[int, int]  # before any downscale (PDF: rendered size before the cap)
+    scale: float  # applied downscale factor (1.0 if none)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- discover
+
+
+def discover(paths: list[Path], include: list[str] = (), exclude: list[str] = ()) -> list[SourceFile]:
+    """Expand files and folders into SourceFiles, in a stable order, each `rel` once."""
+    args = _unique_args(paths)
+    root = _input_root(args)
+    found: list[SourceFile] = []
+    for arg in args:
+        found.extend(_discover_arg(arg, _rel_to(root, arg)))
+
+    seen: set[str] = set()
+    result = []
+    for src in found:
+        # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first.
+        if src.rel in seen or not _selected(src.rel, include, exclude):
+            continue
+        seen.add(src.rel)
+        result.append(src)
+    return result
+
+
+def _unique_args(paths) -> list[Path]:
+    seen, args = set(), []
+    for p in map(Path, paths):
+        key = os.path.abspath(p)
+        if key not in seen:
+            seen.add(key)
+            args.append(p)
+    return args
+
+
+def _input_root(args: list[Path]) -> str:
+    """Common folder of the arguments (a folder itself, a file's parent); lexical, not resolved."""
+    folders = [os.path.abspath(a if a.is_dir() else a.parent) for a in args]
+    if not folders:
+        return os.path.abspath(".")
+    try:
+        return os.path.commonpath(folders)
+    except ValueError:  # different drives on Windows: no common root
+        return ""
+
+
+def _rel_to(root: str, path: Path) -> str:
+    absolute = os.path.abspath(path)
+    rel = os.path.relpath(absolute, root) if root else absolute
+    return Path(rel).as_posix()
+
+
+def _selected(rel: str, include, exclude) -> bool:
+    def matches(patterns) -> bool:
+        name = posixpath.basename(rel)
+        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+    if include and not matches(include):
+        return False
+    return not matches(exclude)
+
+
+def _is_doc(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in DOC_EXTS
+
+
+def _kind_for(name: str) -> str:
+    return "pdf" if name.lower().endswith(".pdf") else "image"
+
+
+def _failed(path: Path, rel: str, kind: str, message: str, status: str = "failed") -> SourceFile:
+    error = PageError(kind, "discover", message)
+    return SourceFile(path, rel, _kind_for(path.name), error, status)
+
+
+def _stat_or_error(path: Path, rel: str) -> os.stat_result | SourceFile:
+    """Follow links once; turn what the OS says about a broken entry into a record."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            return _failed(path, rel, "not_found", f"dangling symlink -> {os.readlink(path)}")
+        return _failed(path, rel, "not_found", "no such file or directory")
+    except PermissionError as exc:
+        return _failed(path, rel, "unreadable", f"cannot stat: {exc.strerror}")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _failed(path, rel, "symlink_loop", "symlink loop (link resolves to itself)")
+        return _failed(path, rel, "unreadable", f"cannot stat: {exc.strerror or exc}")
+
+
+def _discover_arg(arg: Path, rel: str) -> Iterator[SourceFile]:
+    st = _stat_or_error(arg, rel)
+    if isinstance(st, SourceFile):
+        yield st
+    elif stat.S_ISDIR(st.st_mode):
+        # An explicit folder is walked; files inside are relative to the input root.
+        yield from _walk(arg, "" if rel == "." else rel, {(st.st_dev, st.st_ino)})
+    elif not stat.S_ISREG(st.st_mode):
+        yield _failed(arg, rel, "not_a_file", f"not a regular file ({_file_type(st)})")
+    elif _is_doc(arg.name):
+        yield SourceFile(arg, rel, _kind_for(arg.name))
+    else:
+        yield _explicit_other(arg, rel)
+
+
+def _explicit_other(path: Path, rel: str) -> SourceFile:
+    """A file named explicitly with an unknown extension: take it if its content is a document."""
+    kind = _sniff_kind(path)
+    if kind is None:
+        suffix = path.suffix or "no extension"
+        return _failed(path, rel, "unsupported", f"unsupported file type ({suffix}): not an image or PDF")
+    return SourceFile(path, rel, kind)
+
+
+def _sniff_kind(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            if b"%PDF-" in f.read(_HEAD_BYTES):
+                return "pdf"
+            f.seek(0)
+            with _pillow_bomb_limit(None), Image.open(f):  # identify only: size is page()'s business
+                return "image"
+    except Exception:  # any failure to identify means "not a document we know"
+        return None
+
+
+def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[SourceFile]:
+    """Depth-first, entries sorted by name; `ancestors` holds (dev, ino) of the folders
+    on the current path, so a link back up is reported once instead of walked forever."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        yield _failed(folder, rel or ".", "unreadable", f"cannot list folder: {exc.strerror or exc}")
+        return
+    for name in names:
+        if name.startswith("."):
+            continue
+        path, child_rel = folder / name, posixpath.join(rel, name)
+        st = _stat_or_error(path, child_rel)
+        if isinstance(st, SourceFile):
+            if _is_doc(name):  # broken entries without a document name are not ours
+                yield st
+        elif stat.S_ISDIR(st.st_mode):
+            yield from _walk_child_dir(path, child_rel, st, ancestors)
+        elif _is_doc(name):
+            if stat.S_ISREG(st.st_mode):
+                yield SourceFile(path, child_rel, _kind_for(name))
+            else:  # never open these: reading a FIFO blocks forever
+                yield _failed(path, child_rel, "not_a_file", f"not a regular file ({_file_type(st)})")
+
+
+def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iterator[SourceFile]:
+    key = (st.st_dev, st.st_ino)
+    if _is_doc(path.name):
+        yield _failed(path, rel, "not_a_file", "is a directory (named like a document; not walked)")
+    elif key in ancestors:
+        target = os.readlink(path) if path.is_symlink() else path
+        yield _failed(path, rel, "symlink_loop", f"symlink loop: {target} is an ancestor folder; not walked",
+                      status="skipped")
+    else:
+        yield from _walk(path, rel, ancestors | {key})
+
+
+def _file_type(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def parse_page_ranges(spec: str | None) -> Callable[[int], bool] | None:
+    """Parse "1-3,7" or "5-" (1-based, inclusive) into a predicate.
+
+    The predicate takes a **1-based page number** (Document.page(i) is page i + 1).
+    None means every page. Raises ValueError on a malformed spec.
+    """
+    if spec is None:
+        return None
+    ranges: list[tuple[int, float]] = []
+    for part in spec.split(","):
+        ranges.append(_parse_range(part.strip(), spec))
+
+    def wanted(number: int) -> bool:
+        return any(lo <= number <= hi for lo, hi in ranges)
+
+    return wanted
+
+
+def _parse_range(part: str, spec: str) -> tuple[int, float]:
+    lo_s, dash, hi_s = part.partition("-")
+    try:
+        lo = int(lo_s)
+        hi = (int(hi_s) if hi_s.strip() else math.inf) if dash else lo
+    except ValueError:
+        raise ValueError(f"bad page range {part!r} in {spec!r}: expected N, N-M or N-") from None
+    if lo < 1 or hi < lo:
+        raise ValueError(f"bad page range {part!r} in {spec!r}: pages start at 1 and need start <= end")
+    return lo, hi
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def pixels_sha256(image: Image.Image) -> str:
+    """Hash of what the engine sees, independent of the file's encoding."""
+    h = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
+    h.update(image.tobytes())
+    return h.hexdigest()
+
+
+def _os_error(exc: OSError, stage: str) -> PageError:
+    if isinstance(exc, PermissionError):
+        return PageError("unreadable", stage, "permission denied")
+    if isinstance(exc, FileNotFoundError):
+        return PageError("not_found", stage, "no such file (removed or a dangling link)")
+    if isinstance(exc, IsADirectoryError):
+        return PageError("not_a_file", stage, "is a directory")
+    if exc.errno == errno.ELOOP:
+        return PageError("symlink_loop", stage, "symlink loop")
+    return PageError("unreadable", stage, f"cannot read: {exc.strerror or exc}")
+
+
+# --------------------------------------------------------------------------- documents
+
+
+class Document:
+    """An opened source file; `page(i)` decodes and normalises one page."""
+
+    page_count: int = 0
+
+    def page(self, index: int) -> Page:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Document":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_index(self, index: int) -> None:
+        # A wrong index is a caller bug, not a bad file: fail loudly.
+        if not 0 <= index < self.page_count:
+            raise IndexError(f"page index {index} out of range (0..{self.page_count - 1})")
+
+
+def open_document(src: SourceFile, opts: LoadOptions) -> Document:
+    """Open by content, not extension. Raises PageError (stage "open")."""
+    if src.error is not None:
+        raise src.error
+    head = _read_head(src.path)
+    if not head:
+        raise PageError("empty", "open", "file is empty (0 bytes)")
+    if b"%PDF-" in head:
+        return PdfDocument(src.path, opts)
+    return ImageDocument(src.path, opts)
+
+
+def _read_head(path: Path) -> bytes:
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # never open a FIFO: it blocks
+            raise PageError("not_a_file", "open", f"not a regular file ({_file_type(st)})")
+        with open(path, "rb") as f:
+            return f.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise _os_error(exc, "open") from None
+
+
+class ImageDocument(Document):
+    """Any image Pillow can decode. Multi-page TIFF: every frame; GIF: first or all
+    frames per options; other animations (APNG, WEBP, MPO): first frame."""
+
+    def __init__(self, path: Path, opts: LoadOptions):
+        self.opts = opts
+        try:
+            self._file = open(path, "rb")
+        except OSError as exc:
+            raise _os_error(exc, "open") from None
+        try:
+            # Only the header is read here; page() checks each frame's size before decoding.
+            with _pillow_bomb_limit(None):
+                self._im = Image.open(self._file)
+                self.page_count = self._frames_to_read()
+        except PageError:
+            self._file.close()
+            raise
+        except Exception as exc:
+            self._file.close()
+            raise _decode_error(exc, "open") from None
+
+    def _frames_to_read(self) -> int:
+        n = getattr(self._im, "n_frames", 1)
+        if self._im.format == "TIFF" or (self._im.format == "GIF" and self.opts.gif_frames == "all"):
+            return n
+        return 1
+
+    def page(self, index: int) -> Page:
+        self._check_index(index)
+        try:
+            with _pillow_bomb_limit(self.opts.bomb_pixels):
+                if getattr(self._im, "n_frames", 1) > 1:
+                    self._im.seek(index)
+                _check_bomb(self._im.size, self.opts.bomb_pixels)  # header size, before decoding
+                self._im.load()
+                frame, warns = _upright(self._im)
+        except PageError:
+            raise
+        except Exception as exc:
+            raise _decode_error(exc, "open") from None
+        return _finish_page(frame, frame.size, 1.0, warns, self.opts)
+
+    def close(self) -> None:
+        self._im.close()
+        self._file.close()
+
+
+class PdfDocument(Document):
+    """A PDF through pypdfium2: counting pages renders nothing."""
+
+    def __init__(self, path: Path, opts: LoadOptions):
+        self.opts = opts
+        try:
+            self._pdf = pdfium.PdfDocument(str(path))
+        except pdfium.PdfiumError as exc:
+            raise _pdf_open_error(exc) from None
+        self.page_count = len(self._pdf)
+
+    def page(self, index: int) -> Page:
+        self._check_index(index)
+        page = None
+        try:
+            page = self._pdf[index]
+            width, height = page.get_size()
+            image, original, cap = self._render(page, width, height)
+        except PageError:
+            raise
+        except Exception as exc:
+            raise PageError("corrupt", "render", f"PDF page {index + 1} failed to render: {exc}") from None
+        finally:
+            if page is not None:
+                page.close()
+        warns = [f"PDF page rendered at {image.width}x{image.height} (long side capped at "
+                 f"{self.opts.pdf_max_side})"] if cap < 1.0 else []
+        return _finish_page(image, original, cap, warns, self.opts)
+
+    def _render(self, page, width: float, height: float) -> tuple[Image.Image, tuple[int, int], float]:
+        # As MinerU: scale = dpi/72, lowered so the long side stays within pdf_max_side.
+        base = self.opts.dpi / 72
+        scale = base
+        long_side = max(width, height)
+        if long_side * scale > self.opts.pdf_max_side:
+            scale = self.opts.pdf_max_side / long_side
+        original = (math.ceil(width * base), math.ceil(height * base))  # pypdfium2 sizes with ceil
+        _check_bomb((math.ceil(width * scale), math.ceil(height * scale)), self.opts.bomb_pixels)
+        bitmap = page.render(scale=scale)
+        try:
+            image = bitmap.to_pil().convert("RGB")  # a copy: the bitmap buffer is freed below
+        finally:
+            bitmap.close()
+        return image, original, scale / base
+
+    def close(self) -> None:
+        self._pdf.close()
+
+
+def _pdf_open_error(exc: pdfium.PdfiumError) -> PageError:
+    code = getattr(exc, "err_code", None)
+    if code in (pdfium.raw.FPDF_ERR_PASSWORD, pdfium.raw.FPDF_ERR_SECURITY):
+        return PageError("encrypted", "open", str(exc))
+    if code == pdfium.raw.FPDF_ERR_FILE:
+        return PageError("unreadable", "open", str(exc))
+    return PageError("corrupt", "open", str(exc))
+
+
+def _decode_error(exc: Exception, stage: str) -> PageError:
+    if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
+        return PageError("too_large", "normalise", str(exc))
+    if isinstance(exc, UnidentifiedImageError):
+        return PageError("corrupt", stage, "not an image or PDF (content not recognised)")
+    if isinstance(exc, MemoryError):
+        return PageError("too_large", stage, "out of memory while decoding")
+    if isinstance(exc, (PermissionError, FileNotFoundError)):
+        return _os_error(exc, stage)
+    # Pillow's decoders raise a zoo of types (OSError, SyntaxError, ValueError, EOFError,
+    # struct.error, ...) for bad data; all mean the same thing to the record.
+    return PageError("corrupt", stage, f"cannot decode image: {type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def _pillow_bomb_limit(limit: int | None):
+    """Make Pillow's own size checks (GIF frames, TIFF tiles, ...) use our limit and fail
+    instead of warn; None turns them off. Process-global state: one thread decodes at a time."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = limit
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+
+
+def _check_bomb(size: tuple[int, int], limit: int) -> None:
+    pixels = size[0] * size[1]
+    if pixels > limit:
+        raise PageError("too_large", "normalise",
+                        f"image is {size[0]}x{size[1]} = {pixels:,} pixels, over the limit of "
+                        f"{limit:,} pixels (possible decompression bomb); refused")
+
+
+def _upright(im: Image.Image) -> tuple[Image.Image, list[str]]:
+    """Apply EXIF orientation; a broken EXIF block only costs the rotation."""
+    try:
+        return ImageOps.exif_transpose(im), []
+    except Exception as exc:
+        return im.copy(), [f"EXIF orientation ignored: {exc}"]
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def _finish_page(image: Image.Image, original: tuple[int, int], scale: float,
+                 warns: list[str], opts: LoadOptions) -> Page:
+    try:
+        rgb = to_rgb8(image)
+    except Exception as exc:
+        raise PageError("unsupported", "normalise", f"cannot convert {image.mode} image to RGB: {exc}") from None
+    rgb, factor = _fit_area(rgb, opts.max_page_pixels)
+    if factor < 1.0:
+        warns.append(f"downscaled from {image.width}x{image.height} to {rgb.width}x{rgb.height} "
+                     f"(max_page_pixels={opts.max_page_pixels:,})")
+    return Page(rgb, pixels_sha256(rgb), original, scale * factor, warns)
+
+
+def to_rgb8(im: Image.Image) -> Image.Image:
+    """Any Pillow mode -> 8-bit RGB; transparency is flattened onto white."""
+    if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        im = _sixteen_to_l(im)
+    elif im.mode == "F":
+        im = Image.fromarray(np.clip(np.asarray(im), 0, 255).round().astype(np.uint8))
+    if _has_alpha(im):
+        rgba = im.convert("RGBA")  # P/L/RGB with a tRNS colour become real alpha here
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, WHITE + (255,)), rgba).convert("RGB")
+    return im if im.mode == "RGB" else im.convert("RGB")
+
+
+def _has_alpha(im: Image.Image) -> bool:
+    return im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info
+
+
+def _sixteen_to_l(im: Image.Image) -> Image.Image:
+    # Scale the full 16-bit range onto 0..255 (Pillow's own convert clips at 255).
+    # Mode "I" comes from 16-bit PNG/TIFF too, so it is read with the same range.
+    a = np.asarray(im).astype(np.int64)
+    a = np.clip(a, 0, 65535)
+    return Image.fromarray(((a * 255 + 32767) // 65535).astype(np.uint8))
+
+
+def _fit_area(im: Image.Image, max_pixels: int) -> tuple[Image.Image, float]:
+    """Downscale so width*height <= max_pixels, aspect kept; text stays legible
+    instead of the engine shrinking an oversized page to nothing."""
+    w, h = im.size
+    if w * h <= max_pixels:
+        return im, 1.0
+    factor = math.sqrt(max_pixels / (w * h))
+    size = (max(1, math.floor(w * factor)), max(1, math.floor(h * factor)))
+    # reducing_gap: a cheap box reduction first, then LANCZOS; quality is indistinguishable.
+    return im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0), size[0] / w

@@ -1,0 +1,68 @@
+"""Blocks (already in reading order) -> Markdown, shared by all engines.
+
+Rules by block type:
+  title              "# text" ("#" * extra["level"] when given, 1..6)
+  table              extra["html"] as-is, else extra["cells"] (rows of cell
+                     strings) as a Markdown table, else its text line by line
+  equation           "$$ latex $$" when extra["latex"], else its text
+  code               fenced block
+  figure / image     omitted: there is no cropped image to link to
+  header / footer /  omitted: page furniture stays in the blocks only
+  page_number
+  anything else      its text as a paragraph (text, list, captions, ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mineru_cli.engines.base import Block
+
+OMITTED_TYPES = frozenset({"header", "footer", "page_number", "figure", "image"})
+
+
+def blocks_to_markdown(blocks: Iterable[Block]) -> str:
+    parts = [md for md in (block_to_markdown(b) for b in blocks) if md]
+    return "\n\n".join(parts) + "\n" if parts else ""
+
+
+def block_to_markdown(block: Block) -> str:
+    """One block's Markdown, or "" when the block does not belong in it."""
+    kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
+    if kind in OMITTED_TYPES:
+        return ""
+    if kind == "title":
+        level = extra.get("level", 1)
+        level = min(max(int(level), 1), 6) if isinstance(level, (int, float)) else 1
+        return f"{'#' * level} {' '.join(text.split())}" if text else ""
+    if kind == "table":
+        if extra.get("html"):
+            return str(extra["html"]).strip()
+        if extra.get("cells"):
+            return cells_to_markdown(extra["cells"])
+        return "  \n".join(line.strip() for line in text.splitlines() if line.strip())
+    if kind == "equation" and extra.get("latex"):
+        return f"$$\n{str(extra['latex']).strip()}\n$$"
+    if kind == "code" and text:
+        return f"```\n{block.text.strip(chr(10))}\n```"
+    return text
+
+
+def cells_to_markdown(rows: list[list[str]]) -> str:
+    """Rows of cell strings -> Markdown table; the first row is the header."""
+    width = max((len(r) for r in rows), default=0)
+    if width == 0:
+        return ""
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [_cell(c) for c in row] + [""] * (width - len(row))
+        lines.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            lines.append("|" + "---|" * width)
+    return "\n".join(lines)
+
+
+def _cell(text) -> str:
+    # A pipe would end the cell and a newline the row.
+    text = "" if text is None else str(text)
+    return " ".join(text.split()).replace("|", "\\|")

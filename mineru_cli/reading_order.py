@@ -1,0 +1,132 @@
+"""Reading order from boxes alone: pure functions, no models.
+
+Boxes are (x1, y1, x2, y2) in pixels, y growing downwards. The page-level
+order is a recursive XY-cut: split at horizontal whitespace bands first, then
+at vertical ones. Plain XY-cut interleaves two columns whose paragraph gaps
+happen to line up (left p1, right p1, left p2, ...), so consecutive horizontal
+bands that share a column gutter are merged back before cutting vertically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+Box = Sequence[float]
+
+# Block types pinned to the top / bottom of the page regardless of position.
+TOP_TYPES = frozenset({"header"})
+BOTTOM_TYPES = frozenset({"footer", "page_number"})
+
+
+def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
+    """Indices of `boxes` in reading order: headers, body (XY-cut), footers."""
+    types = list(types) if types is not None else [""] * len(boxes)
+    top = [i for i, t in enumerate(types) if t in TOP_TYPES]
+    bottom = [i for i, t in enumerate(types) if t in BOTTOM_TYPES]
+    pinned = set(top) | set(bottom)
+    body = [i for i in range(len(boxes)) if i not in pinned]
+    return xy_cut(boxes, top) + xy_cut(boxes, body) + xy_cut(boxes, bottom)
+
+
+def sort_blocks(blocks: list) -> list:
+    """Blocks (anything with .bbox and .type) sorted into reading order."""
+    order = reading_order([b.bbox for b in blocks], [b.type for b in blocks])
+    return [blocks[i] for i in order]
+
+
+def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
+    """Recursive XY-cut over the boxes named by `idx` (all when None)."""
+    idx = list(range(len(boxes))) if idx is None else list(idx)
+    if len(idx) <= 1:
+        return idx
+    bands = _merge_column_bands(boxes, _split(boxes, idx, axis=1))
+    if len(bands) > 1:
+        return [i for band in bands for i in xy_cut(boxes, band)]
+    columns = _split(boxes, idx, axis=0)
+    if len(columns) > 1:
+        return [i for col in columns for i in xy_cut(boxes, col)]
+    # Overlapping boxes with no whitespace cut: top-to-bottom, left-to-right.
+    return sorted(idx, key=lambda i: (boxes[i][1], boxes[i][0]))
+
+
+def group_rows(boxes: Sequence[Box], min_overlap: float = 0.5) -> list[list[int]]:
+    """Cluster boxes (e.g. text lines) into rows; rows top-down, each left-right.
+
+    A box joins a row when it shares at least `min_overlap` of the smaller
+    height with the row's vertical extent.
+    """
+    rows: list[tuple[float, float, list[int]]] = []  # (top, bottom, members)
+    for i in sorted(range(len(boxes)), key=lambda i: (_center(boxes[i], 1), boxes[i][0])):
+        y1, y2 = boxes[i][1], boxes[i][3]
+        for r, (top, bottom, members) in enumerate(rows):
+            shared = min(y2, bottom) - max(y1, top)
+            if shared >= min_overlap * max(1.0, min(y2 - y1, bottom - top)):
+                rows[r] = (min(top, y1), max(bottom, y2), members + [i])
+                break
+        else:
+            rows.append((y1, y2, [i]))
+    rows.sort(key=lambda r: (r[0] + r[1]) / 2)
+    return [sorted(m, key=lambda i: boxes[i][0]) for _, _, m in rows]
+
+
+def column_bands(boxes: Sequence[Box]) -> list[tuple[float, float]]:
+    """Disjoint x-intervals covered by the boxes, left to right (table columns)."""
+    bands: list[list[float]] = []
+    for x1, x2 in sorted((b[0], b[2]) for b in boxes):
+        if bands and x1 < bands[-1][1]:
+            bands[-1][1] = max(bands[-1][1], x2)
+        else:
+            bands.append([x1, x2])
+    return [(a, b) for a, b in bands]
+
+
+def _center(box: Box, axis: int) -> float:
+    return (box[axis] + box[axis + 2]) / 2
+
+
+def _split(boxes: Sequence[Box], idx: list[int], axis: int) -> list[list[int]]:
+    """Split at whitespace along `axis` (0: vertical cuts by x, 1: horizontal by y).
+
+    Boxes are shrunk a little first so that layout boxes touching or
+    overlapping by a few pixels still leave a cut between them.
+    """
+    spans = []
+    for i in idx:
+        lo, hi = boxes[i][axis], boxes[i][axis + 2]
+        pad = min(3.0, (hi - lo) * 0.1)
+        spans.append((lo + pad, hi - pad, i))
+    spans.sort()
+    groups: list[list[int]] = []
+    reach = float("-inf")
+    for lo, hi, i in spans:
+        if groups and lo < reach:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        reach = max(reach, hi)
+    return groups
+
+
+def _is_multi_column(boxes: Sequence[Box], idx: list[int]) -> bool:
+    return len(_split(boxes, idx, axis=0)) > 1
+
+
+def _merge_column_bands(boxes: Sequence[Box], bands: list[list[int]]) -> list[list[int]]:
+    """Re-join consecutive horizontal bands that continue the same columns.
+
+    Two bands merge when their union still has a vertical gutter and at least
+    one of them is itself multi-column; two single-column bands (a right-aligned
+    date above a left-aligned salutation) stay in top-to-bottom order.
+    """
+    merged: list[list[int]] = []
+    for band in bands:
+        if merged:
+            prev = merged[-1]
+            union = prev + band
+            if _is_multi_column(boxes, union) and (
+                _is_multi_column(boxes, prev) or _is_multi_column(boxes, band)
+            ):
+                merged[-1] = union
+                continue
+        merged.append(list(band))
+    return merged

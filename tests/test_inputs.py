@@ -1,0 +1,457 @@
+"""inputs.py: discovery, opening by content, normalisation. Files are made at test time."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+
+from mineru_cli import inputs
+from mineru_cli.errors import PageError
+from mineru_cli.inputs import LoadOptions, SourceFile, discover, open_document, parse_page_ranges
+
+RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def png(path: Path, size=(20, 10), color=RED, mode="RGB") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, size, color).save(path, format="PNG")
+    return path
+
+
+def noise_image(size=(200, 200)) -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+
+
+def rels(found) -> list[str]:
+    return [s.rel for s in found]
+
+
+def by_rel(found, rel) -> SourceFile:
+    return next(s for s in found if s.rel == rel)
+
+
+def src_for(path: Path) -> SourceFile:
+    return SourceFile(path, path.name, "pdf" if path.suffix == ".pdf" else "image")
+
+
+def load_page(path: Path, index=0, **opts):
+    with open_document(src_for(path), LoadOptions(**opts)) as doc:
+        return doc.page(index)
+
+
+def open_error(path: Path, **opts) -> PageError:
+    with pytest.raises(PageError) as info:
+        with open_document(src_for(path), LoadOptions(**opts)) as doc:
+            doc.page(0)
+    return info.value
+
+
+def pdf_with_pages(path: Path, sizes) -> Path:
+    pdf = pdfium.PdfDocument.new()
+    for w, h in sizes:
+        pdf.new_page(w, h).close()
+    pdf.save(str(path))
+    pdf.close()
+    return path
+
+
+def minimal_pdf(objects: list[bytes], trailer_extra: bytes = b"") -> bytes:
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, trailer_extra, xref)
+    return bytes(out)
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A valid PNG header claiming a size, followed by a few bytes of pixel data."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+            + png_chunk(b"IDAT", zlib.compress(b"\0" * 64)) + png_chunk(b"IEND", b""))
+
+
+def close_to(actual, expected, tol=8) -> bool:
+    return all(abs(a - e) <= tol for a, e in zip(actual, expected))
+
+
+# --------------------------------------------------------------------------- discover
+
+
+def test_walk_is_sorted_recursive_and_filters_extensions(tmp_path):
+    for name in ["b.png", "a.PNG", "A.jpg", "sub/c.pdf", "sub/z/d.tiff", "notes.txt", "c.webp"]:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    found = discover([tmp_path])
+    assert rels(found) == ["A.jpg", "a.PNG", "b.png", "c.webp", "sub/c.pdf", "sub/z/d.tiff"]
+    assert [s.kind for s in found] == ["image"] * 4 + ["pdf", "image"]
+    assert all(s.error is None for s in found)
+    assert found[0].path == tmp_path / "A.jpg"  # as discovered, not resolved
+
+
+def test_hidden_files_and_folders_are_skipped(tmp_path):
+    png(tmp_path / "ok.png")
+    png(tmp_path / ".hidden.png")
+    png(tmp_path / ".git" / "x.png")
+    assert rels(discover([tmp_path])) == ["ok.png"]
+
+
+def test_include_and_exclude_match_rel_or_basename(tmp_path):
+    for name in ["a.png", "b.pdf", "drafts/c.png", "drafts/d.pdf"]:
+        png(tmp_path / name)
+    assert rels(discover([tmp_path], include=["*.pdf"])) == ["b.pdf", "drafts/d.pdf"]
+    assert rels(discover([tmp_path], exclude=["drafts/*"])) == ["a.png", "b.pdf"]
+    assert rels(discover([tmp_path], include=["*.png"], exclude=["c.png"])) == ["a.png"]
+
+
+def test_rel_is_relative_to_common_root(tmp_path, monkeypatch):
+    png(tmp_path / "a" / "report.pdf")
+    png(tmp_path / "b" / "report.pdf")
+    png(tmp_path / "examples" / "prose.png")
+    monkeypatch.chdir(tmp_path)
+    assert rels(discover([Path("a/report.pdf"), Path("b/report.pdf")])) == ["a/report.pdf", "b/report.pdf"]
+    assert rels(discover([Path("examples/")])) == ["prose.png"]
+    assert rels(discover([Path("examples/prose.png")])) == ["prose.png"]
+
+
+def test_duplicate_and_overlapping_arguments_are_taken_once(tmp_path):
+    png(tmp_path / "d" / "x.png")
+    png(tmp_path / "d" / "y.png")
+    found = discover([tmp_path / "d", tmp_path / "d", tmp_path / "d" / "x.png", tmp_path / "d/./x.png"])
+    assert rels(found) == ["x.png", "y.png"]
+
+
+def test_symlink_loop_is_skipped_not_walked(tmp_path):
+    png(tmp_path / "top.png")
+    png(tmp_path / "sub" / "in.png")
+    os.symlink("..", tmp_path / "sub" / "up")
+    found = discover([tmp_path])
+    assert rels(found) == ["sub/in.png", "sub/up", "top.png"]
+    loop = by_rel(found, "sub/up")
+    assert loop.status == "skipped"
+    assert loop.error.kind == "symlink_loop" and loop.error.stage == "discover"
+
+
+def test_symlinked_folder_and_file_are_followed(tmp_path):
+    png(tmp_path / "real" / "x.png")
+    os.symlink("real", tmp_path / "alias")
+    os.symlink("real/x.png", tmp_path / "link.png")
+    found = discover([tmp_path])
+    assert rels(found) == ["alias/x.png", "link.png", "real/x.png"]
+    assert all(s.error is None for s in found)
+
+
+def test_dangling_and_self_links_fail(tmp_path):
+    os.symlink("missing.png", tmp_path / "dead.png")
+    os.symlink("self.png", tmp_path / "self.png")
+    os.symlink("missing", tmp_path / "dead_no_ext")  # not a document name: ignored
+    found = discover([tmp_path])
+    assert rels(found) == ["dead.png", "self.png"]
+    assert by_rel(found, "dead.png").error.kind == "not_found"
+    assert "missing.png" in by_rel(found, "dead.png").error.message
+    assert by_rel(found, "self.png").error.kind == "symlink_loop"
+    assert all(s.status == "failed" for s in found)
+    # Named explicitly they fail the same way.
+    assert discover([tmp_path / "dead.png"])[0].error.kind == "not_found"
+    assert discover([tmp_path / "nope.pdf"])[0].error.kind == "not_found"
+
+
+def test_folder_named_like_document(tmp_path):
+    png(tmp_path / "scan.png" / "inner.png")
+    found = discover([tmp_path])
+    assert rels(found) == ["scan.png"]
+    assert found[0].error.kind == "not_a_file"
+    assert "directory" in found[0].error.message
+    assert rels(discover([tmp_path / "scan.png"])) == ["inner.png"]  # explicit: walked
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifo_is_reported_never_opened(tmp_path):
+    os.mkfifo(tmp_path / "pipe.png")
+    os.mkfifo(tmp_path / "pipe")
+    found = discover([tmp_path])
+    assert rels(found) == ["pipe.png"]
+    assert found[0].error.kind == "not_a_file" and "FIFO" in found[0].error.message
+    explicit = discover([tmp_path / "pipe"])
+    assert explicit[0].error.kind == "not_a_file"
+    # Even handed straight to open_document it is refused without blocking.
+    with pytest.raises(PageError) as info:
+        open_document(src_for(tmp_path / "pipe.png"), LoadOptions())
+    assert info.value.kind == "not_a_file"
+
+
+def test_explicit_file_of_unknown_type(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    png(tmp_path / "scan_without_ext")
+    found = discover([tmp_path / "notes.txt", tmp_path / "scan_without_ext"])
+    assert found[0].status == "failed" and found[0].error.kind == "unsupported"
+    assert found[1].error is None and found[1].kind == "image"
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def test_parse_page_ranges():
+    assert parse_page_ranges(None) is None
+    want = parse_page_ranges("1-3, 7")
+    assert [n for n in range(1, 11) if want(n)] == [1, 2, 3, 7]  # predicate takes 1-based numbers
+    open_end = parse_page_ranges("4-")
+    assert [n for n in range(1, 7) if open_end(n)] == [4, 5, 6]
+    for bad in ["", "0", "3-1", "a", "1-2-3", "1,,2", "-2"]:
+        with pytest.raises(ValueError):
+            parse_page_ranges(bad)
+
+
+def test_file_and_pixel_hashes(tmp_path):
+    a = png(tmp_path / "a.png", color=BLUE)
+    b = tmp_path / "b.bmp"
+    Image.open(a).save(b)  # lossless re-save in another format
+    assert inputs.file_sha256(a) != inputs.file_sha256(b)
+    assert load_page(a).sha256 == load_page(b).sha256
+    assert load_page(a).sha256 != load_page(png(tmp_path / "c.png", color=GREEN)).sha256
+
+
+# --------------------------------------------------------------------------- opening images
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "e.png").write_bytes(b"")
+    assert open_error(tmp_path / "e.png").kind == "empty"
+
+
+def test_text_named_png_is_corrupt(tmp_path):
+    (tmp_path / "t.png").write_text("not really an image\n" * 10)
+    err = open_error(tmp_path / "t.png")
+    assert (err.kind, err.stage) == ("corrupt", "open")
+    assert "not an image" in err.message
+
+
+@pytest.mark.parametrize("fmt,name", [("PNG", "cut.png"), ("JPEG", "cut.jpg")])
+def test_truncated_image_is_corrupt(tmp_path, fmt, name):
+    path = tmp_path / name
+    noise_image().save(path, format=fmt)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert open_error(path).kind == "corrupt"
+
+
+def test_png_named_jpg_works(tmp_path):
+    path = png(tmp_path / "really_png.jpg", color=GREEN)
+    page = load_page(path)
+    assert page.image.getpixel((0, 0)) == GREEN and page.scale == 1.0
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    path = png(tmp_path / "locked.png")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(args[0]))
+
+    # Tests run as root, where chmod 000 does not stop reads: refuse inside inputs only.
+    monkeypatch.setattr(inputs, "open", denied, raising=False)
+    err = open_error(path)
+    assert (err.kind, err.stage) == ("unreadable", "open")
+
+
+def test_multi_frame_tiff_gives_every_frame(tmp_path):
+    path = tmp_path / "scan.tif"
+    frames = [Image.new("RGB", (30, 20), c) for c in (RED, GREEN, BLUE)]
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+    with open_document(src_for(path), LoadOptions()) as doc:
+        assert doc.page_count == 3
+        assert [doc.page(i).image.getpixel((5, 5)) for i in range(3)] == [RED, GREEN, BLUE]
+        with pytest.raises(IndexError):
+            doc.page(3)
+
+
+def test_gif_first_or_all_frames(tmp_path):
+    path = tmp_path / "anim.gif"
+    frames = [Image.new("RGB", (16, 16), c) for c in (RED, GREEN, BLUE)]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    with open_document(src_for(path), LoadOptions()) as doc:
+        assert doc.page_count == 1
+        assert doc.page(0).image.getpixel((0, 0)) == RED
+    with open_document(src_for(path), LoadOptions(gif_frames="all")) as doc:
+        assert doc.page_count == 3
+        assert [doc.page(i).image.getpixel((8, 8)) for i in range(3)] == [RED, GREEN, BLUE]
+
+
+def test_animated_png_gives_first_frame(tmp_path):
+    path = tmp_path / "anim.png"
+    frames = [Image.new("RGB", (16, 16), c) for c in (BLUE, RED)]
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+    with open_document(src_for(path), LoadOptions()) as doc:
+        assert doc.page_count == 1
+        assert doc.page(0).image.getpixel((0, 0)) == BLUE
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def test_exif_rotated_jpeg_comes_out_upright(tmp_path):
+    stored = Image.new("RGB", (40, 20), RED)
+    stored.paste(BLUE, (0, 10, 40, 20))  # red top half, blue bottom half as stored
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 degrees clockwise to display"
+    path = tmp_path / "phone.jpg"
+    stored.save(path, exif=exif, quality=95)
+    page = load_page(path)
+    assert page.image.size == (20, 40) and page.original_size == (20, 40)
+    assert close_to(page.image.getpixel((15, 20)), RED)  # the stored top is now on the right
+    assert close_to(page.image.getpixel((4, 20)), BLUE)
+
+
+def test_rgba_is_flattened_onto_white(tmp_path):
+    im = Image.new("RGBA", (4, 1), (0, 0, 0, 0))
+    im.putpixel((1, 0), (255, 0, 0, 255))
+    im.putpixel((2, 0), (255, 0, 0, 128))
+    im.save(tmp_path / "a.png")
+    page = load_page(tmp_path / "a.png")
+    assert page.image.mode == "RGB"
+    assert page.image.getpixel((0, 0)) == WHITE
+    assert page.image.getpixel((1, 0)) == RED
+    assert close_to(page.image.getpixel((2, 0)), (255, 127, 127), tol=2)
+
+
+def test_la_and_palette_transparency_flattened(tmp_path):
+    Image.new("LA", (2, 2), (0, 0)).save(tmp_path / "la.png")
+    assert load_page(tmp_path / "la.png").image.getpixel((0, 0)) == WHITE
+    p = Image.new("P", (2, 1))
+    p.putpalette([0, 0, 0, 0, 0, 255] + [0] * 762)
+    p.putpixel((1, 0), 1)
+    p.save(tmp_path / "p.png", transparency=0)
+    page = load_page(tmp_path / "p.png")
+    assert page.image.getpixel((0, 0)) == WHITE and page.image.getpixel((1, 0)) == BLUE
+
+
+@pytest.mark.parametrize("mode,color,name,expected", [
+    ("P", None, "p.png", (0, 0, 255)),
+    ("CMYK", (255, 0, 0, 0), "c.tif", (0, 255, 255)),
+    ("CMYK", (0, 0, 0, 0), "w.jpg", WHITE),
+    ("L", 100, "l.png", (100, 100, 100)),
+    ("1", 1, "one.png", WHITE),
+    ("1", 0, "zero.bmp", (0, 0, 0)),
+])
+def test_modes_become_8bit_rgb(tmp_path, mode, color, name, expected):
+    if mode == "P":
+        im = Image.new("P", (8, 8), 1)
+        im.putpalette([0, 0, 0, 0, 0, 255] + [0] * 762)
+    else:
+        im = Image.new(mode, (8, 8), color)
+    im.save(tmp_path / name)
+    page = load_page(tmp_path / name)
+    assert page.image.mode == "RGB"
+    assert close_to(page.image.getpixel((4, 4)), expected, tol=2)
+
+
+def test_16_bit_is_scaled_not_clipped(tmp_path):
+    values = np.array([[0, 32768, 65535, 1000]], dtype=np.uint16)
+    Image.fromarray(values).save(tmp_path / "deep.png")
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I")
+    px = [load_page(tmp_path / "deep.png").image.getpixel((x, 0))[0] for x in range(4)]
+    assert px == [0, 128, 255, 4]  # a clipping convert would give [0, 255, 255, 255]
+    as_i = Image.fromarray(values.astype(np.int32))  # mode "I"
+    assert inputs.to_rgb8(as_i).getpixel((2, 0)) == WHITE
+
+
+def test_bomb_limit_refuses_before_decoding(tmp_path):
+    path = png(tmp_path / "big.png", size=(30, 20))
+    err = open_error(path, bomb_pixels=500)
+    assert (err.kind, err.stage) == ("too_large", "normalise")
+    assert "30x20" in err.message and "600" in err.message and "500" in err.message
+    # A header that claims 100000 x 100000 with no pixel data: refused by size,
+    # never decoded (decoding would report "corrupt").
+    (tmp_path / "claims.png").write_bytes(png_header_only(100_000, 100_000))
+    err = open_error(tmp_path / "claims.png")
+    assert err.kind == "too_large" and "100000x100000" in err.message
+
+
+def test_huge_page_is_downscaled_by_area(tmp_path):
+    path = png(tmp_path / "wide.png", size=(400, 100))
+    page = load_page(path, max_page_pixels=10_000)
+    assert page.image.size == (200, 50)
+    assert page.original_size == (400, 100) and page.scale == 0.5
+    assert any("downscaled" in w for w in page.warnings)
+    assert load_page(path).scale == 1.0 and load_page(path).warnings == []
+
+
+# --------------------------------------------------------------------------- PDFs
+
+
+def test_pdf_page_count_and_200_dpi(tmp_path):
+    path = pdf_with_pages(tmp_path / "doc.pdf", [(72, 144), (144, 72), (36, 36)])
+    with open_document(src_for(path), LoadOptions()) as doc:
+        assert doc.page_count == 3
+        page = doc.page(1)
+    assert page.image.size == (400, 200) and page.image.mode == "RGB"
+    assert page.original_size == (400, 200) and page.scale == 1.0
+    assert page.image.getpixel((10, 10)) == WHITE
+    want = parse_page_ranges("1,3")
+    assert [i for i in range(doc.page_count) if want(i + 1)] == [0, 2]  # as the runner selects
+
+
+def test_pdf_sniffed_by_content(tmp_path):
+    path = pdf_with_pages(tmp_path / "doc.pdf", [(72, 72)])
+    disguised = tmp_path / "scan.png"
+    path.rename(disguised)
+    assert load_page(disguised).image.size == (200, 200)
+
+
+def test_pdf_long_side_capped_like_mineru(tmp_path):
+    path = pdf_with_pages(tmp_path / "poster.pdf", [(2520, 1260)])  # 35 x 17.5 inches
+    page = load_page(path)
+    assert page.image.size == (3500, 1750)
+    assert page.original_size == (7000, 3500)
+    assert page.scale == pytest.approx(0.5)
+    assert page.warnings
+
+
+def test_corrupt_pdf(tmp_path):
+    (tmp_path / "bad.pdf").write_bytes(b"%PDF-1.4\nthis is not a pdf body\n")
+    err = open_error(tmp_path / "bad.pdf")
+    assert (err.kind, err.stage) == ("corrupt", "open")
+    assert "PDFium" in err.message
+
+
+def test_encrypted_pdf(tmp_path):
+    # A standard-security dictionary whose password hashes match no password:
+    # pdfium refuses it as it would a real user-password PDF.
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] >>",
+        b"<< /Filter /Standard /V 1 /R 2 /O <" + b"ab" * 32 + b"> /U <" + b"cd" * 32 + b"> /P -4 >>",
+    ]
+    trailer = b"/Encrypt 4 0 R /ID [<" + b"00" * 16 + b"><" + b"00" * 16 + b">] "
+    (tmp_path / "locked.pdf").write_bytes(minimal_pdf(objects, trailer))
+    (tmp_path / "open.pdf").write_bytes(minimal_pdf(objects[:3]))
+    err = open_error(tmp_path / "locked.pdf")
+    assert err.kind == "encrypted" and "password" in err.message
+    assert load_page(tmp_path / "open.pdf").image.size == (278, 278)
+
+
+def test_pdf_original_size_matches_uncapped_render(tmp_path):
+    path = pdf_with_pages(tmp_path / "a4.pdf", [(595.276, 841.89)])
+    page = load_page(path)
+    assert page.original_size == page.image.size == (1654, 2339)

@@ -1,0 +1,175 @@
+"""`mineru parse` end to end through the real CLI: bad inputs, exit codes, resume, kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from conftest import mineru, read_journal
+
+
+def text_page(path: Path, text: str, size=(640, 200)) -> Path:
+    """A small real page with one line of text the OCR engine can read."""
+    img = Image.new("RGB", size, "white")
+    ImageDraw.Draw(img).text((20, 70), text, fill="black", font=ImageFont.load_default(size=36))
+    img.save(path)
+    return path
+
+
+def by_id(records):
+    return {r["id"]: r for r in records}
+
+
+@pytest.fixture
+def bad_tree(tmp_path):
+    """A folder holding good pages next to every kind of bad input."""
+    d = tmp_path / "in"
+    d.mkdir()
+    text_page(d / "a_good.png", "Good page one")
+    (d / "b_empty.png").write_bytes(b"")
+    good = (d / "a_good.png").read_bytes()
+    (d / "c_truncated.png").write_bytes(good[: len(good) // 2])
+    (d / "d_notanimage.jpg").write_text("this is plain text, not a JPEG\n")
+    (d / "e_dir.png").mkdir()
+    (d / "f_dangling.png").symlink_to(d / "does-not-exist.png")
+    (d / "g_corrupt.pdf").write_bytes(b"%PDF-1.4\n garbage garbage\n")
+    sub = d / "loop"
+    sub.mkdir()
+    (sub / "back").symlink_to(d, target_is_directory=True)
+    frames = [Image.new("RGB", (320, 120), "white") for _ in range(3)]
+    for i, f in enumerate(frames):
+        ImageDraw.Draw(f).text((10, 40), f"Frame {i + 1}", fill="black", font=ImageFont.load_default(size=32))
+    frames[0].save(d / "h_frames.tif", save_all=True, append_images=frames[1:])
+    text_page(d / "z_good.png", "Good page two")
+    return d
+
+
+def test_bad_inputs_each_get_a_record_and_the_batch_goes_on(tmp_path, bad_tree, record_validator):
+    out = tmp_path / "out.jsonl"
+    r = mineru("parse", str(bad_tree), "--out", str(out), "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    recs = by_id(read_journal(out, record_validator))
+    expected_fail = {"b_empty.png#0": "empty", "c_truncated.png#0": "corrupt",
+                     "d_notanimage.jpg#0": "corrupt", "e_dir.png#0": "not_a_file",
+                     "f_dangling.png#0": "not_found", "g_corrupt.pdf#0": "corrupt"}
+    for pid, kind in expected_fail.items():
+        assert recs[pid]["status"] == "failed", recs[pid]
+        assert recs[pid]["error"]["kind"] == kind, recs[pid]["error"]
+        assert recs[pid]["error"]["message"]
+    assert recs["loop/back#0"]["status"] == "skipped"
+    assert recs["loop/back#0"]["error"]["kind"] == "symlink_loop"
+    # Good pages and all three TIFF frames still parsed.
+    for pid in ["a_good.png#0", "z_good.png#0", "h_frames.tif#0", "h_frames.tif#1", "h_frames.tif#2"]:
+        assert recs[pid]["status"] == "ok", recs[pid]
+    assert "Good page one" in recs["a_good.png#0"]["markdown"]
+    assert "Frame 3" in recs["h_frames.tif#2"]["markdown"]
+    assert recs["h_frames.tif#1"]["page_count"] == 3
+    assert len(recs) == len(read_journal(out))            # one record per page, no duplicates
+
+
+def test_exit_codes(tmp_path):
+    text_page(tmp_path / "p.png", "Hello world")
+    ok = mineru("parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    missing = mineru("parse", "nope/", "--out", "o.jsonl", "--no-cache", cwd=tmp_path)
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    bad_pages = mineru("parse", "p.png", "--pages", "3-1", "--no-cache", cwd=tmp_path)
+    assert bad_pages.returncode == 2 and "--pages" in bad_pages.stderr
+    bad_engine = mineru("parse", "p.png", "--engine", "gpt", "--no-cache", cwd=tmp_path)
+    assert bad_engine.returncode == 2 and "unknown engine" in bad_engine.stderr
+
+
+def events(stderr: str) -> list[dict]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def test_resume_skips_done_pages_and_reprocesses_changes(tmp_path, record_validator):
+    d = tmp_path / "in"
+    d.mkdir()
+    for i in range(3):
+        text_page(d / f"p{i}.png", f"Page number {i}")
+    args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+    first = mineru(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
+
+    again = mineru(*args, cwd=tmp_path)
+    pages = [e for e in events(again.stderr) if e["event"] == "page"]
+    assert [e["resumed"] for e in pages] == [True, True, True]
+    assert by_id(read_journal(tmp_path / "o.jsonl")) == before   # untouched, not rewritten
+
+    text_page(d / "p1.png", "Page number 1 changed")                # changed content
+    third = mineru(*args, cwd=tmp_path)
+    redone = [e["id"] for e in events(third.stderr) if e["event"] == "page" and not e["resumed"]]
+    assert redone == ["p1.png#0"]
+    recs = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
+    assert "changed" in recs["p1.png#0"]["markdown"] and len(recs) == 3
+
+    forced = mineru(*args, "--force", cwd=tmp_path)
+    assert all(not e["resumed"] for e in events(forced.stderr) if e["event"] == "page")
+    assert len(read_journal(tmp_path / "o.jsonl")) == 3
+
+    other_opts = mineru(*args, "--lang", "ch", cwd=tmp_path)         # options change the fingerprint
+    assert all(not e["resumed"] for e in events(other_opts.stderr) if e["event"] == "page")
+
+
+def test_failed_pages_are_retried_only_when_asked(tmp_path):
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    text_page(tmp_path / "good.png", "Fine page")
+    args = ["parse", "bad.png", "good.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+    assert mineru(*args, cwd=tmp_path).returncode == 1
+    second = mineru(*args, cwd=tmp_path)
+    assert second.returncode == 1                                   # the failure still stands
+    assert all(e["resumed"] for e in events(second.stderr) if e["event"] == "page")
+    text_page(tmp_path / "bad.png", "Repaired page")               # the user fixes the file
+    fixed = mineru(*args, cwd=tmp_path)
+    assert fixed.returncode == 0
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert recs["bad.png#0"]["status"] == "ok" and len(recs) == 2
+    # --retry-failed redoes a failed page whose file did not change.
+    (tmp_path / "bad2.png").write_bytes(b"")
+    args2 = ["parse", "bad2.png", "--out", "o2.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+    mineru(*args2, cwd=tmp_path)
+    retried = mineru(*args2, "--retry-failed", cwd=tmp_path)
+    assert [e["resumed"] for e in events(retried.stderr) if e["event"] == "page"] == [False]
+    assert len(read_journal(tmp_path / "o2.jsonl")) == 1
+
+
+def test_sigkill_mid_run_then_resume_does_every_page_once(tmp_path, record_validator):
+    d = tmp_path / "in"
+    d.mkdir()
+    n = 16
+    for i in range(n):
+        text_page(d / f"p{i:02d}.png", f"Line of text {i}", size=(900, 600))
+    out = tmp_path / "o.jsonl"
+    cmd = [sys.executable, "-m", "mineru_cli", "parse", "in", "--out", str(out), "--no-cache",
+           "--engine", "ocr", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if out.exists() and out.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = {r["id"]: r for r in read_journal(out)}
+    assert 3 <= len(done_before) < n, "the kill should land mid-run"
+
+    r = mineru("parse", "in", "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    pages = [e for e in events(r.stderr) if e["event"] == "page"]
+    assert {e["id"] for e in pages if e["resumed"]} == set(done_before)      # not redone
+    recs = read_journal(out, record_validator)
+    assert sorted(x["id"] for x in recs) == sorted(f"p{i:02d}.png#0" for i in range(n))
+    for rec in recs:                                                     # earlier records kept as written
+        if rec["id"] in done_before:
+            assert rec == done_before[rec["id"]]
