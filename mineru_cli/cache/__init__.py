@@ -1,0 +1,10 @@
+"""Result cache: exact and verified near-duplicate reuse of page results.
+
+Local tier: SQLite in the user cache dir (store.py).  Shared tier: Redis with a
+TTL (redis_tier.py).  Near-duplicate verification: similarity.py.  Standalone:
+nothing here imports the runner or the engines.
+"""
+
+from .result_cache import CacheHit, ResultCache, default_cache_dir
+
+__all__ = ["CacheHit", "ResultCache", "default_cache_dir"]

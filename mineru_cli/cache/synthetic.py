@@ -73,6 +73,16 @@ def slide(word: str, width: int = 1280, height: int = 720) -> Image.Image:
     return img
 
 
+def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 1300,
+                size: int = 14) -> Image.Image:
+    """A prose page in small type with one line "Amount due: <amount> EUR"."""
+    img = text_page(seed, width, height, size)
+    d = ImageDraw.Draw(img)
+    d.rectangle((60, 600, width - 60, 600 + size + 6), fill="white")
+    d.text((60, 600), f"Amount due: {amount} EUR", fill="black", font=_font(size))
+    return img
+
+
 # Pairs that must never share a result: (page_a, page_b, what differs).
 def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
     pairs = []
@@ -81,6 +91,10 @@ def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
         pairs.append((invoice(a), invoice(b), f"invoice {a} vs {b}"))
     for a, b in [("higher", "lower"), ("better", "worse"), ("much", "mush")]:
         pairs.append((slide(a), slide(b), f"slide {a} vs {b}"))
+    for a, b in [("5,600", "6,600"), ("9.99", "9.90"), ("3.14", "8.14"), ("1.50", "7.50")]:
+        pairs.append((amount_page(a), amount_page(b), f"14px text {a} vs {b}"))
+    pairs.append((amount_page("5,600", 11, 1654, 2339, 28), amount_page("6,600", 11, 1654, 2339, 28),
+                  "A4 200dpi 5,600 vs 6,600"))
     return pairs
 
 

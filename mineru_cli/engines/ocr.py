@@ -55,7 +55,8 @@ GROUPING = {
     "line_in_region": 0.5,   # share of a line's area inside a region to belong to it
     "para_gap": 0.8,         # max vertical gap between paragraph lines, x line height
     "row_gap": 1.5,          # max horizontal gap between pieces of one line, x height
-    "title_height": 1.35,    # line height vs page median that makes a loose line a title
+    "title_height": 1.35,    # line height vs page median that makes a text block a title
+    "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
 }
 
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
@@ -103,7 +104,7 @@ class OcrEngine:
         timings["ocr"] = time.perf_counter() - t
         if elapsed and len(elapsed) == 3:
             timings.update(zip(("ocr_det", "ocr_cls", "ocr_rec"), elapsed))
-        lines = [_Line(_quad_to_box(quad), text, float(score))
+        lines = [Line(_quad_to_box(quad), text, float(score))
                  for quad, text, score in (ocr_out or []) if text.strip()]
 
         t = time.perf_counter()
@@ -142,7 +143,9 @@ class OcrEngine:
                 logging.getLogger(name).setLevel(logging.WARNING)
 
 
-class _Line:
+class Line:
+    """One recognised text line: axis-aligned box, text, confidence."""
+
     __slots__ = ("box", "text", "score")
 
     def __init__(self, box: tuple[int, int, int, int], text: str, score: float):
@@ -156,10 +159,10 @@ class _Line:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
 
 
-def assemble_blocks(lines: list[_Line], regions: list[tuple], page_size: tuple[int, int]) -> list[Block]:
+def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[int, int]) -> list[Block]:
     """Lines + layout regions -> unordered blocks (pure geometry, no models)."""
-    members: list[list[_Line]] = [[] for _ in regions]
-    loose: list[_Line] = []
+    members: list[list[Line]] = [[] for _ in regions]
+    loose: list[Line] = []
     for line in lines:
         best = _best_region(line.box, [r[0] for r in regions])
         (members[best] if best is not None else loose).append(line)
@@ -193,7 +196,7 @@ def _best_region(box, region_boxes) -> int | None:
     return best
 
 
-def _paragraphs(lines: list[_Line]) -> list[list[_Line]]:
+def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     """Group loose lines into paragraphs: union of lines that touch vertically
     (small gap, shared x-range, similar height) or continue the same row."""
     parent = list(range(len(lines)))
@@ -208,13 +211,13 @@ def _paragraphs(lines: list[_Line]) -> list[list[_Line]]:
         for j in range(i + 1, len(lines)):
             if _linked(a, lines[j]):
                 parent[root(i)] = root(j)
-    groups: dict[int, list[_Line]] = {}
+    groups: dict[int, list[Line]] = {}
     for i, line in enumerate(lines):
         groups.setdefault(root(i), []).append(line)
     return list(groups.values())
 
 
-def _linked(a: _Line, b: _Line) -> bool:
+def _linked(a: Line, b: Line) -> bool:
     h = min(a.height, b.height)
     if max(a.height, b.height) > 1.3 * h:  # a heading does not join body text
         return False
@@ -226,7 +229,7 @@ def _linked(a: _Line, b: _Line) -> bool:
     return -y_shared <= GROUPING["para_gap"] * h and x_shared >= 0.5 * max(1, narrower)
 
 
-def _make_block(kind: str, lines: list[_Line], region_box=None) -> Block:
+def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     rows = [[lines[i] for i in row] for row in group_rows([l.box for l in lines])]
     ordered = [l for row in rows for l in row]
     boxes = [l.box for l in ordered] + ([region_box] if region_box is not None else [])
@@ -240,7 +243,7 @@ def _make_block(kind: str, lines: list[_Line], region_box=None) -> Block:
     return Block(kind, bbox, _block_text(kind, rows, cells), score, extra)
 
 
-def _block_text(kind: str, rows: list[list[_Line]], cells: list[list[str]] | None) -> str:
+def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None) -> str:
     """Tables: one row per line, cells tab-separated. Equations and figure
     labels: one row per line. Prose: rows re-flowed into one paragraph."""
     if cells:
@@ -261,34 +264,51 @@ def join_text(parts: list[str]) -> str:
     return out
 
 
-def _table_cells(lines: list[_Line]) -> list[list[str]] | None:
+def _table_cells(lines: list[Line]) -> list[list[str]] | None:
     """Cluster a table's lines into a rows x columns grid, or None if it has
     fewer than 2 rows or 2 columns (then it is rendered as plain lines)."""
-    bands = column_bands([l.box for l in lines])
     rows = group_rows([l.box for l in lines])
-    if len(bands) < 2 or len(rows) < 2:
+    bands = column_bands([l.box for l in lines])
+
+    def column_of(i: int) -> int:
+        center = (lines[i].box[0] + lines[i].box[2]) / 2
+        return next(c for c, (_, x2) in enumerate(bands) if center <= x2 or c == len(bands) - 1)
+
+    # A header cell and its column's numbers may not overlap in x (short,
+    # right-aligned values): neighbouring bands that no row uses both of are
+    # one column.
+    used = [{column_of(i) for i in row} for row in rows]
+    columns = [[0]]  # band indices per column
+    for c in range(1, len(bands)):
+        if any(c in u and u & set(columns[-1]) for u in used):
+            columns.append([c])
+        else:
+            columns[-1].append(c)
+    if len(columns) < 2 or len(rows) < 2:
         return None
+    merged = {band: n for n, group in enumerate(columns) for band in group}
     grid = []
     for row in rows:
-        cells: list[list[str]] = [[] for _ in bands]
+        cells: list[list[str]] = [[] for _ in columns]
         for i in row:
-            center = (lines[i].box[0] + lines[i].box[2]) / 2
-            col = next(c for c, (x1, x2) in enumerate(bands) if center <= x2 or c == len(bands) - 1)
-            cells[col].append(lines[i].text)
+            cells[merged[column_of(i)]].append(lines[i].text)
         grid.append([join_text(c) for c in cells])
     return grid
 
 
 def _refine_type(block: Block, median_h: float, page_h: int) -> None:
-    """Two corrections the layout model often misses: big loose lines are
-    titles, a lone number at the top or bottom edge is a page number."""
+    """Corrections for what the layout model often gets wrong: short blocks in
+    a big font are titles (it calls a page's title a "header" or misses it),
+    and the reverse; a lone number at the top or bottom edge is a page number."""
     lines = block.extra.get("lines", [])
     if not lines:
         return
-    heights = [l["bbox"][3] - l["bbox"][1] for l in lines]
-    if (block.type == "text" and median_h and len(lines) <= 3
-            and statistics.median(heights) >= GROUPING["title_height"] * median_h):
+    height = statistics.median(l["bbox"][3] - l["bbox"][1] for l in lines)
+    ratio = {"text": GROUPING["title_height"], "header": GROUPING["header_title_height"]}
+    if block.type in ratio and median_h and len(lines) <= 3 and height >= ratio[block.type] * median_h:
         block.type = "title"
+    elif block.type == "title" and len(lines) > 1 and height < GROUPING["header_title_height"] * median_h:
+        block.type = "text"  # several lines in body size: a paragraph, not a heading
     near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
     if block.type in ("text", "header", "footer") and near_edge and _PAGE_NUMBER.match(block.text):
         block.type = "page_number"

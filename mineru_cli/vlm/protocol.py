@@ -177,18 +177,17 @@ PROFILE_PRO = Profile(
     content_rename={"list_item": "text"},
     non_text_cleanup=True,
 )
-PROFILE_PRO.__doc__ = None
-"""PROFILE_PRO is PARTIAL: read from mineru-vl-utils 2.0.7, not checked against the Pro model.
-
-Implemented: block types, prompts, sampling, skip list, the layout grammar (several elements on
-one line, rotate token right after <|ref_end|>), unknown->image, inline_formula dropped,
-duplicate-box suppression (IoU > 0.9, same type and angle), text/equation blocks inside tables
-dropped, the text block's merge_prev flag (<|txt_contd_tgt|>), list_item->text, [Non-Text]
-placeholders, equation \\[ \\] delimiter stripping.
-Not implemented: image/chart analysis post-processing, masking images inside table crops,
-captions inside image blocks, the Markdown text fixes (display->inline, macro spacing,
-underscores), cross-page table merging.
-"""
+# PROFILE_PRO is PARTIAL: read from mineru-vl-utils 2.0.7, not checked against the Pro model.
+#
+# Implemented: block types, prompts, sampling, skip list, the layout grammar (several elements on
+# one line, rotate token right after <|ref_end|>), unknown->image, inline_formula dropped,
+# duplicate-box suppression (IoU > 0.9, same type and angle), text/equation blocks inside tables
+# dropped, the text block's merge_prev flag (<|txt_contd_tgt|>), list_item->text, [Non-Text]
+# placeholders, equation \[ \] delimiter stripping.
+# Not implemented: image/chart analysis post-processing, masking images inside table crops,
+# captions inside image blocks, the Markdown text fixes (display->inline, macro spacing,
+# underscores), cross-page table merging.
+#
 
 PROFILES = {"2509": PROFILE_2509, "pro": PROFILE_PRO}
 
@@ -646,7 +645,7 @@ _BIG_ALL = _BIG + [b.capitalize() for b in _BIG]
 def _big_rules() -> list[tuple[str, str]]:
     """`\\big{)}` -> `\\big)` and friends, in MinerU's order, with its quirks:
     \\biggm/\\biggl (and capitals) turn {[} / {]} into `\\[` / `\\]`, and \\Biggm{\\rangle}
-    is left alone."""
+    and \\Biggm{\\}} are left alone."""
     rules = []
 
     def add(cmds, delims, out=lambda cmd, d: d):
@@ -656,7 +655,7 @@ def _big_rules() -> list[tuple[str, str]]:
                     rules.append((f"\\{cmd}{spaced}{{{d}}}", f"\\{cmd}{out(cmd, d)}"))
 
     add(_BIG_ALL, [")", "("])
-    add(_BIG_ALL, ["\\}", "\\{"])
+    add([c for c in _BIG_ALL if c != "Biggm"], ["\\}", "\\{"])
     add(_BIG_ALL, ["|"])
     add(_BIG_ALL, ["\\|"])
     add(_BIG_ALL, ["]", "["], lambda cmd, d: ("\\" + d) if cmd.lower() in ("biggm", "biggl") else d)

@@ -1,0 +1,127 @@
+"""Cache benchmark: `python -m mineru_cli.cache.bench [--pages 1000] [--margins]`.
+
+Reports the cost a miss adds to a page (hash + lookup + store), the hit
+throughput of a re-run, near-hit cost, the false-hit count on the look-alike
+set, and (with --margins) the verification margins the thresholds rest on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import similarity as sim
+from .result_cache import ResultCache
+from .synthetic import REENCODINGS, invoice, jpeg, lookalike_pairs, rescale, slide, text_page
+
+FP = "bench-engine;v=1"
+
+
+def payload(i: int) -> dict:
+    return {"blocks": [{"type": "text", "bbox": [60, 120 + 28 * k, 900, 140 + 28 * k], "text": f"line {k} " * 8,
+                        "score": 0.99} for k in range(30)], "markdown": f"# page {i}\n" + "text " * 400}
+
+
+def run(pages: int, cache_dir: Path) -> None:
+    t = time.perf_counter()
+    imgs = [text_page(i) for i in range(pages)]
+    shas = [sim.pixel_sha256(im) for im in imgs]
+    print(f"generated {pages} pages of {imgs[0].size} in {time.perf_counter() - t:.1f}s")
+
+    miss_ms, lookup_ms = [], []
+    with ResultCache(cache_dir) as c:
+        for i, (im, sha) in enumerate(zip(imgs, shas)):
+            t0 = time.perf_counter()
+            assert c.lookup(im, sha, FP) is None
+            t1 = time.perf_counter()
+            c.store(im, sha, FP, f"p{i}", payload(i))
+            t2 = time.perf_counter()
+            lookup_ms.append((t1 - t0) * 1e3)
+            miss_ms.append((t2 - t0) * 1e3)
+    print(f"miss (first run): lookup {statistics.median(lookup_ms):.1f} ms median, "
+          f"lookup+store {statistics.median(miss_ms):.1f} ms median / {statistics.mean(miss_ms):.1f} ms mean per page")
+
+    with ResultCache(cache_dir) as c:                      # a re-run: a fresh process would open it like this
+        t0 = time.perf_counter()
+        for im, sha in zip(imgs, shas):
+            assert c.lookup(im, sha, FP).kind == "hit"
+        dt = time.perf_counter() - t0
+        print(f"re-run, {pages} exact hits: {pages / dt:.0f} pages/s ({dt / pages * 1e3:.2f} ms/page)")
+        t0 = time.perf_counter()
+        for im in imgs:
+            assert c.lookup(im, sim.pixel_sha256(im), FP).kind == "hit"
+        dt = time.perf_counter() - t0
+        print(f"re-run incl. pixel sha256 of the decoded page: {pages / dt:.0f} pages/s")
+
+        copies = [jpeg(rescale(im)) for im in imgs[:50]]
+        t0 = time.perf_counter()
+        kinds = [c.lookup(cp, sim.pixel_sha256(cp), FP) for cp in copies]
+        dt = time.perf_counter() - t0
+        near = sum(h is not None and h.kind == "near-hit" for h in kinds)
+        print(f"near-hits (95% rescale + JPEG q70 copies): {near}/{len(copies)}, {dt / len(copies) * 1e3:.0f} ms/page")
+    size = sum(p.stat().st_size for p in cache_dir.iterdir() if p.is_file())
+    print(f"cache size: {size / 1e6:.1f} MB for {pages} pages ({size / pages / 1e3:.0f} KB/page)")
+
+
+def false_hits(cache_dir: Path) -> None:
+    n, bad = 0, 0
+    for i, (a, b, what) in enumerate(lookalike_pairs()):
+        with ResultCache(cache_dir / f"lookalike{i}") as c:
+            c.store(a, sim.pixel_sha256(a), FP, "a", payload(0))
+            for v in (b, jpeg(b), jpeg(rescale(b))):
+                n += 1
+                if c.lookup(v, sim.pixel_sha256(v), FP) is not None:
+                    bad += 1
+                    print(f"  FALSE HIT: {what}")
+    print(f"false hits on the look-alike set: {bad}/{n}")
+
+
+def margins() -> None:
+    def v(a, b):
+        ta = sim.make_thumb(a)
+        return sim.compare(ta, sim.make_thumb(b, (ta.shape[1], ta.shape[0])))
+
+    def ph(a, b):
+        return int(sim.hamming(np.array([sim.phash64(sim.make_thumb(a))]), sim.phash64(sim.make_thumb(b)))[0])
+
+    neg, neg_ph = [], []
+    for a, b, what in lookalike_pairs():
+        neg_ph.append(ph(a, b))
+        for name, fn in (("raw", lambda x: x), ("jpeg", jpeg), ("rescale+jpeg", lambda x: jpeg(rescale(x)))):
+            neg.append((v(a, fn(b)).max_diff, f"{what} [{name}]"))
+    pos, pos_ph = [], []
+    for page in (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14),
+                 text_page(11, 1654, 2339, 28)):
+        for name, fn in REENCODINGS.items():
+            cp = fn(page)
+            pos.append((v(page, cp).max_diff, name))
+            pos_ph.append(ph(page, cp))
+    lo, hi = min(neg), max(pos)
+    print(f"look-alikes:  max_diff >= {lo[0]} ({lo[1]}); pHash distance {min(neg_ph)}-{max(neg_ph)}")
+    print(f"re-encodings: max_diff <= {hi[0]} ({hi[1]}); pHash distance {min(pos_ph)}-{max(pos_ph)}")
+    print(f"threshold {sim.PIXEL_DIFF}: {lo[0] / sim.PIXEL_DIFF:.2f}x below look-alikes, "
+          f"{sim.PIXEL_DIFF / max(hi[0], 1):.2f}x above re-encodings")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--pages", type=int, default=1000)
+    ap.add_argument("--cache-dir", type=Path)
+    ap.add_argument("--margins", action="store_true", help="only print verification margins")
+    args = ap.parse_args()
+    if args.margins:
+        margins()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        d = args.cache_dir or Path(tmp)
+        run(args.pages, d / "bench")
+        false_hits(d)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""`mineru cache stats | clear | prune | export | import` (mounted by the main CLI)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .result_cache import default_cache_dir
+from .similarity import unpack_thumb
+from .store import SqliteStore
+from .units import parse_duration, parse_size
+
+cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
+
+CacheDir = typer.Option(None, "--cache-dir", envvar="MINERU_CACHE_DIR",
+                        help="Cache directory (default: the user cache dir).")
+
+
+def _open(cache_dir: Optional[Path]) -> SqliteStore:
+    return SqliteStore(cache_dir or default_cache_dir(), warn=lambda m: typer.echo(m, err=True))
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+@cache_app.command()
+def stats(cache_dir: Optional[Path] = CacheDir,
+          json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Entries, size on disk and integrity of the cache."""
+    s = _open(cache_dir).stats()
+    if json_out:
+        typer.echo(json.dumps(s))
+        return
+    typer.echo(f"path:         {s['path']}\nentries:      {s['entries']} ({s['fingerprints']} fingerprints)\n"
+               f"data:         {_human(s['data_bytes'])}\nfile:         {_human(s['file_bytes'])}\n"
+               f"integrity:    {s['integrity']}")
+
+
+@cache_app.command()
+def clear(cache_dir: Optional[Path] = CacheDir) -> None:
+    """Remove every entry."""
+    typer.echo(f"removed {_open(cache_dir).clear()} entries")
+
+
+@cache_app.command()
+def prune(cache_dir: Optional[Path] = CacheDir,
+          older_than: Optional[str] = typer.Option(None, help="Drop entries unused for this long, e.g. 30d."),
+          max_size: Optional[str] = typer.Option(None, help="Then drop least recently used down to e.g. 2GB.")) -> None:
+    """Drop old entries and/or shrink the cache to a size."""
+    try:
+        age = parse_duration(older_than) if older_than else None
+        size = parse_size(max_size) if max_size else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e))
+    typer.echo(f"removed {_open(cache_dir).prune(age, size)} entries")
+
+
+@cache_app.command("export")
+def export_(file: Path = typer.Argument(..., help="JSONL file to write."),
+            cache_dir: Optional[Path] = CacheDir) -> None:
+    """Write every entry as one JSON line (thumbnail base64-encoded)."""
+    n = 0
+    with open(file, "w", encoding="utf-8") as f:
+        for row in _open(cache_dir).iter_rows():
+            row["thumb"] = base64.b64encode(row["thumb"]).decode()
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    typer.echo(f"exported {n} entries to {file}")
+
+
+@cache_app.command("import")
+def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
+            cache_dir: Optional[Path] = CacheDir) -> None:
+    """Add the entries of an export; damaged lines are skipped and counted."""
+    store, n, bad = _open(cache_dir), 0, 0
+    with open(file, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                json.loads(r["payload"])  # must be JSON text
+                thumb = base64.b64decode(r["thumb"])
+                unpack_thumb(thumb, int(r["thumb_w"]), int(r["thumb_h"]))  # must decode to its size
+                store.put(r["fingerprint"], r["pixel_sha256"], r["page_id"], int(r["width"]), int(r["height"]),
+                          int(r["phash"]), r["payload"], int(r["thumb_w"]), int(r["thumb_h"]),
+                          thumb, created=float(r["created"]))
+                n += 1
+            except (ValueError, KeyError, TypeError, zlib.error):
+                bad += 1
+    typer.echo(f"imported {n} entries" + (f", skipped {bad} damaged lines" if bad else ""))

@@ -1,0 +1,85 @@
+"""The shared tier: exact-key results in Redis with a TTL, so machines share work.
+
+Only exact keys (fingerprint, pixel sha256) live here; near-duplicate search
+stays local, where the verification thumbnails are.  Redis is an optimisation:
+any error (down, killed mid-run, timeout) disables the tier for the rest of
+the run after one warning, and the run carries on with the local tier.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from .store import SCHEMA_VERSION, digest
+
+KEY_PREFIX = f"mineru-cli:v{SCHEMA_VERSION}"
+
+
+class RedisTier:
+    def __init__(self, url: str, ttl_s: int, warn: Callable[[str], None] = print):
+        self.url, self.ttl_s, self._warn = url, int(ttl_s), warn
+        self._client = None
+        try:
+            import redis
+        except ImportError:
+            self._fail("the redis package is not installed (pip install 'mineru-cli[redis]')")
+            return
+        self._errors = (redis.RedisError, OSError)
+        # Short timeouts: a dead server must cost one warning, not minutes.
+        self._client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=2.0)
+
+    @property
+    def active(self) -> bool:
+        return self._client is not None
+
+    def _fail(self, why: str) -> None:
+        self._warn(f"shared cache {self.url} unavailable ({why}); continuing with the local cache only")
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                pass
+        self._client = None
+
+    @staticmethod
+    def key(fingerprint: str, pixel_sha256: str) -> str:
+        return f"{KEY_PREFIX}:{fingerprint}:{pixel_sha256}"
+
+    def get(self, fingerprint: str, pixel_sha256: str) -> tuple[str, str, int, int] | None:
+        """(page_id, payload JSON, width, height) or None."""
+        if self._client is None:
+            return None
+        try:
+            raw = self._client.get(self.key(fingerprint, pixel_sha256))
+        except self._errors as e:
+            self._fail(f"{type(e).__name__}: {e}")
+            return None
+        if raw is None:
+            return None
+        try:
+            v = json.loads(raw)
+            if digest(v["payload"]) != v["digest"]:
+                return None
+            return v["page_id"], v["payload"], int(v["width"]), int(v["height"])
+        except (ValueError, KeyError, TypeError):
+            return None  # someone else's or damaged value: a miss, never a wrong result
+
+    def put(self, fingerprint: str, pixel_sha256: str, page_id: str, payload_json: str,
+            width: int, height: int) -> None:
+        if self._client is None:
+            return
+        value = json.dumps({"page_id": page_id, "payload": payload_json, "digest": digest(payload_json),
+                            "width": width, "height": height})
+        try:
+            self._client.set(self.key(fingerprint, pixel_sha256), value, ex=self.ttl_s)
+        except self._errors as e:
+            self._fail(f"{type(e).__name__}: {e}")
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                pass
+            self._client = None

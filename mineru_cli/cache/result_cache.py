@@ -1,0 +1,155 @@
+"""ResultCache: the one object the runner talks to.
+
+Lookup order: local exact key -> shared (Redis) exact key -> local verified
+near-duplicate.  Exact answers are preferred over near ones, so Redis is asked
+before the (more expensive, approximate) near search.  A cache problem of any
+kind is reported once through ``warn`` and turns into a miss: the cache can
+make a run faster, never wrong and never failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+from PIL import Image
+
+from . import similarity as sim
+from .redis_tier import RedisTier
+from .store import SqliteStore
+
+
+@dataclass(frozen=True)
+class CacheHit:
+    kind: Literal["hit", "near-hit"]
+    payload: dict
+    source: str          # page id the result was computed for
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MINERU_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+    return Path(user_cache_dir("mineru-cli"))
+
+
+class ResultCache:
+    def __init__(self, path: Path | None, near: str = "verify", redis_url: str | None = None,
+                 ttl_s: int = 7200, warn: Callable[[str], None] = print):
+        if near not in ("off", "verify"):
+            raise ValueError(f"near must be 'off' or 'verify', not {near!r}")
+        self.near = near
+        self._warned: set[str] = set()
+        self._user_warn = warn
+        self._store: SqliteStore | None = None
+        self._redis: RedisTier | None = None
+        # hashes of the last few looked-up pages, so store() after a miss does not redo them
+        self._memo: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        if path is None:
+            return  # disabled: every lookup misses, store is a no-op
+        try:
+            self._store = SqliteStore(Path(path), self._warn)
+        except Exception as e:  # unusable directory, disk full, ...
+            self._warn(f"local cache {path} unavailable ({type(e).__name__}: {e}); running without it")
+        if redis_url:
+            self._redis = RedisTier(redis_url, ttl_s, self._warn)
+
+    def _warn(self, msg: str) -> None:
+        if msg not in self._warned:
+            self._warned.add(msg)
+            self._user_warn(msg)
+
+    def _local_failed(self, e: Exception) -> None:
+        self._warn(f"local cache error ({type(e).__name__}: {e}); this page is treated as a miss")
+
+    def _hashes(self, image: Image.Image, pixel_sha256: str) -> tuple[np.ndarray, int]:
+        if pixel_sha256 in self._memo:
+            return self._memo[pixel_sha256]
+        thumb = sim.make_thumb(image)
+        out = (thumb, sim.phash64(thumb))
+        self._memo[pixel_sha256] = out
+        while len(self._memo) > 4:
+            self._memo.popitem(last=False)
+        return out
+
+    # -- API ------------------------------------------------------------------
+    def lookup(self, image: Image.Image, pixel_sha256: str, fingerprint: str) -> CacheHit | None:
+        if self._store is None and self._redis is None:
+            return None
+        if self._store is not None:
+            try:
+                e = self._store.get(fingerprint, pixel_sha256)
+                if e is not None:
+                    return CacheHit("hit", json.loads(e.payload), e.page_id)
+            except Exception as ex:
+                self._local_failed(ex)
+        if self._redis is not None:
+            got = self._redis.get(fingerprint, pixel_sha256)
+            if got is not None:
+                page_id, payload_json, _, _ = got
+                self._fill_local(image, pixel_sha256, fingerprint, page_id, payload_json)
+                return CacheHit("hit", json.loads(payload_json), page_id)
+        if self.near == "verify" and self._store is not None:
+            try:
+                return self._near(image, pixel_sha256, fingerprint)
+            except Exception as ex:
+                self._local_failed(ex)
+        return None
+
+    def _near(self, image: Image.Image, pixel_sha256: str, fingerprint: str) -> CacheHit | None:
+        thumb, ph = self._hashes(image, pixel_sha256)
+        cands = [c for c in self._store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
+                 if sim.aspect_close(c[2], c[3], image.width, image.height)]
+        query_thumbs: dict[tuple[int, int], np.ndarray] = {}
+        for _, id_, _, _ in cands[:sim.MAX_CANDIDATES]:
+            got = self._store.get_by_id(id_)
+            if got is None:
+                continue
+            entry, tw, th, blob = got
+            if (tw, th) not in query_thumbs:
+                query_thumbs[(tw, th)] = thumb if thumb.shape == (th, tw) else sim.make_thumb(image, (tw, th))
+            if not sim.compare(sim.unpack_thumb(blob, tw, th), query_thumbs[(tw, th)]).ok:
+                continue
+            payload = json.loads(entry.payload)
+            if (entry.width, entry.height) != (image.width, image.height):
+                payload = sim.rescale_payload(payload, image.width / entry.width, image.height / entry.height,
+                                              image.width, image.height)
+            return CacheHit("near-hit", payload, entry.page_id)
+        return None
+
+    def _fill_local(self, image, pixel_sha256, fingerprint, page_id, payload_json) -> None:
+        if self._store is None:
+            return
+        try:
+            thumb, ph = self._hashes(image, pixel_sha256)
+            self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
+                            payload_json, thumb.shape[1], thumb.shape[0], sim.pack_thumb(thumb))
+        except Exception as ex:
+            self._local_failed(ex)
+
+    def store(self, image: Image.Image, pixel_sha256: str, fingerprint: str, page_id: str,
+              payload: dict) -> None:
+        if self._store is None and self._redis is None:
+            return
+        payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        self._fill_local(image, pixel_sha256, fingerprint, page_id, payload_json)
+        if self._redis is not None:
+            self._redis.put(fingerprint, pixel_sha256, page_id, payload_json, image.width, image.height)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        if self._redis is not None:
+            self._redis.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,30 @@
+"""Parsing of human durations ("30d", "2h") and sizes ("2GB", "500MiB")."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3,
+         "tib": 1024**4}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds in '90', '90s', '15m', '2h', '30d', '1w'."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 30d)")
+    return float(m.group(1)) * _DURATION[m.group(2) or "s"]
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in '2GB' (10^9), '2GiB' (2^30), '500MB', '1048576'."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in _SIZE:
+        raise ValueError(f"not a size: {text!r} (use e.g. 500MB, 2GB, 1GiB)")
+    return int(float(m.group(1)) * _SIZE[m.group(2)])

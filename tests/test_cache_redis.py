@@ -1,0 +1,124 @@
+"""Shared tier against a real redis-server on a loopback port."""
+
+import shutil
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mineru_cli.cache import ResultCache
+from mineru_cli.cache.redis_tier import RedisTier
+from mineru_cli.cache.similarity import pixel_sha256
+
+redis = pytest.importorskip("redis", reason="the redis client package is not installed")
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None,
+                                reason="redis-server binary not found (apt-get install redis-server)")
+FP = "engine=test;v=1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_server():
+    port = free_port()
+    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield proc, f"redis://127.0.0.1:{port}/0", client
+    proc.kill()
+    proc.wait()
+
+
+def page(seed: int) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (200, 300, 3), dtype=np.uint8), "RGB")
+
+
+def test_shared_hits_across_two_cache_dirs(tmp_path, redis_server):
+    _, url, _ = redis_server
+    img = page(1)
+    with ResultCache(tmp_path / "machine-a", redis_url=url) as a:
+        a.store(img, pixel_sha256(img), FP, "a/x.png#0", {"blocks": [], "markdown": "from A"})
+    warnings = []
+    with ResultCache(tmp_path / "machine-b", redis_url=url, warn=warnings.append) as b:
+        hit = b.lookup(img, pixel_sha256(img), FP)
+        assert hit.kind == "hit" and hit.source == "a/x.png#0" and hit.payload["markdown"] == "from A"
+    assert warnings == []
+    # the Redis hit filled B's local tier: it now hits without Redis
+    with ResultCache(tmp_path / "machine-b") as b:
+        assert b.lookup(img, pixel_sha256(img), FP).kind == "hit"
+
+
+def test_ttl_is_honoured(tmp_path, redis_server):
+    _, url, client = redis_server
+    img = page(2)
+    with ResultCache(tmp_path / "a", redis_url=url, ttl_s=1) as a:
+        a.store(img, pixel_sha256(img), FP, "p#0", {"blocks": []})
+    key = RedisTier.key(FP, pixel_sha256(img))
+    assert 0 < client.pttl(key) <= 1000
+    time.sleep(1.2)
+    assert client.get(key) is None
+    with ResultCache(tmp_path / "b", redis_url=url) as b:
+        assert b.lookup(img, pixel_sha256(img), FP) is None
+    with ResultCache(tmp_path / "c", redis_url=url) as c:   # default TTL: 2 h
+        c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": []})
+    assert 7190 <= client.ttl(key) <= 7200
+
+
+def test_redis_killed_mid_run_warns_once_and_continues(tmp_path, redis_server):
+    proc, url, _ = redis_server
+    warnings = []
+    with ResultCache(tmp_path, redis_url=url, warn=warnings.append) as c:
+        for s in range(3):
+            img = page(s)
+            assert c.lookup(img, pixel_sha256(img), FP) is None
+            c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": [], "markdown": str(s)})
+        proc.kill()
+        proc.wait()
+        for s in range(3, 10):                  # misses and stores go on locally
+            img = page(s)
+            assert c.lookup(img, pixel_sha256(img), FP) is None
+            c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": [], "markdown": str(s)})
+        for s in range(10):
+            img = page(s)
+            assert c.lookup(img, pixel_sha256(img), FP).payload["markdown"] == str(s)
+    assert len(warnings) == 1 and "local cache only" in warnings[0], warnings
+
+
+def test_redis_down_from_the_start(tmp_path):
+    warnings = []
+    t = time.perf_counter()
+    with ResultCache(tmp_path, redis_url=f"redis://127.0.0.1:{free_port()}/0", warn=warnings.append) as c:
+        for s in range(5):
+            img = page(s)
+            assert c.lookup(img, pixel_sha256(img), FP) is None
+            c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": []})
+        img = page(0)
+        assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
+    assert len(warnings) == 1
+    assert time.perf_counter() - t < 10
+
+
+def test_damaged_redis_value_is_a_miss(tmp_path, redis_server):
+    _, url, client = redis_server
+    img = page(3)
+    client.set(RedisTier.key(FP, pixel_sha256(img)), b"\x00not json")
+    with ResultCache(tmp_path, redis_url=url) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None

@@ -1,0 +1,170 @@
+"""SQLite tier: persistence, many processes at once, corruption recovery, CLI."""
+
+import json
+import multiprocessing as mp
+import sqlite3
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from mineru_cli.cache import ResultCache, default_cache_dir
+from mineru_cli.cache.cli import cache_app
+from mineru_cli.cache.similarity import pixel_sha256
+from mineru_cli.cache.store import FILENAME, SqliteStore
+from mineru_cli.cache.units import parse_duration, parse_size
+
+FP = "engine=test;v=1"
+
+
+def noise_page(seed: int, size=(320, 240)) -> Image.Image:
+    """Distinct random pages: never near-duplicates of each other."""
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8), "RGB")
+
+
+def put(cache, seed, page_id=None):
+    img = noise_page(seed)
+    cache.store(img, pixel_sha256(img), FP, page_id or f"p{seed}", {"blocks": [], "markdown": f"page {seed}"})
+    return img
+
+
+def test_exact_hit_survives_reopen(tmp_path):
+    with ResultCache(tmp_path) as c:
+        img = put(c, 1)
+    with ResultCache(tmp_path) as c:
+        hit = c.lookup(img, pixel_sha256(img), FP)
+    assert hit.kind == "hit" and hit.source == "p1" and hit.payload["markdown"] == "page 1"
+    assert (tmp_path / FILENAME).exists()
+    con = sqlite3.connect(tmp_path / FILENAME)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+
+
+def test_default_cache_dir_honours_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINERU_CACHE_DIR", str(tmp_path / "x"))
+    assert default_cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("MINERU_CACHE_DIR")
+    assert "mineru-cli" in str(default_cache_dir())
+
+
+def _worker(args):
+    directory, wid, n_own, shared = args
+    errors, hits = [], 0
+    with ResultCache(directory, warn=errors.append) as c:
+        for i in range(n_own):
+            put(c, 1000 * wid + i)
+        for s in shared:                      # every worker writes the same shared pages
+            put(c, s, page_id=f"shared{s}")
+        for other in range(4):
+            for i in range(n_own):
+                img = noise_page(1000 * other + i)
+                hits += c.lookup(img, pixel_sha256(img), FP) is not None
+    return errors, hits
+
+
+def test_many_processes_share_one_cache(tmp_path):
+    n_own, shared = 12, [501, 502, 503]
+    with mp.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_worker, [(tmp_path, w, n_own, shared) for w in range(4)])
+    assert all(errors == [] for errors, _ in results)
+    assert all(hits >= n_own for _, hits in results)        # at least its own pages
+    with ResultCache(tmp_path) as c:                          # no lost writes
+        for w in range(4):
+            for i in range(n_own):
+                img = noise_page(1000 * w + i)
+                assert c.lookup(img, pixel_sha256(img), FP).source == f"p{1000 * w + i}"
+    n = sqlite3.connect(tmp_path / FILENAME).execute("SELECT count(*) FROM entries").fetchone()[0]
+    assert n == 4 * n_own + len(shared)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "overwritten-pages"])
+def test_corrupted_file_is_rebuilt_not_fatal(tmp_path, damage):
+    with ResultCache(tmp_path) as c:
+        imgs = [put(c, s) for s in range(30)]
+    db = tmp_path / FILENAME
+    raw = bytearray(db.read_bytes())
+    if damage == "garbage":
+        db.write_bytes(b"this is not a database" * 100)
+    elif damage == "truncated":
+        db.write_bytes(raw[: len(raw) // 3])
+    else:  # keep the header, smash every page after the first two
+        for off in range(8192, len(raw), 4096):
+            raw[off:off + 4096] = b"\xa5" * 4096
+        db.write_bytes(raw)
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        for img in imgs[:5]:
+            hit = c.lookup(img, pixel_sha256(img), FP)
+            assert hit is None or hit.payload["markdown"].startswith("page ")
+        put(c, 999)                                  # the rebuilt cache works
+        img = noise_page(999)
+        assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
+    assert any("corrupt" in w for w in warnings), warnings
+    assert (tmp_path / (FILENAME + ".corrupt")).exists()
+
+
+def test_checksum_mismatch_is_a_miss(tmp_path):
+    with ResultCache(tmp_path) as c:
+        img = put(c, 7)
+    con = sqlite3.connect(tmp_path / FILENAME)
+    con.execute("UPDATE entries SET payload = replace(payload, 'page 7', 'page 8')")
+    con.commit()
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+    assert any("checksum" in w for w in warnings)
+
+
+def test_schema_version_mismatch_starts_over(tmp_path):
+    with ResultCache(tmp_path) as c:
+        img = put(c, 3)
+    con = sqlite3.connect(tmp_path / FILENAME)
+    con.execute("UPDATE meta SET value='0' WHERE key='schema_version'")
+    con.commit()
+    with ResultCache(tmp_path) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+
+
+def test_units():
+    assert parse_duration("30d") == 30 * 86400 and parse_duration("2h") == 7200 and parse_duration("90") == 90
+    assert parse_size("2GB") == 2 * 10**9 and parse_size("1GiB") == 2**30
+    with pytest.raises(ValueError):
+        parse_size("lots")
+
+
+def test_cli_stats_prune_export_import_clear(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with ResultCache(src) as c:
+        imgs = [put(c, s) for s in range(6)]
+    run = CliRunner().invoke
+    r = run(cache_app, ["stats", "--cache-dir", str(src), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["entries"] == 6 and s["integrity"] == "ok"
+
+    out = tmp_path / "dump.jsonl"
+    assert run(cache_app, ["export", str(out), "--cache-dir", str(src)]).exit_code == 0
+    assert len(out.read_text().splitlines()) == 6
+    with open(out, "a") as f:
+        f.write("{broken\n")
+    r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
+    assert r.exit_code == 0 and "imported 6" in r.output and "skipped 1" in r.output
+    with ResultCache(dst) as c:
+        assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
+
+    # prune by age: make two entries old
+    con = sqlite3.connect(src / FILENAME)
+    con.execute("UPDATE entries SET last_used = last_used - 40*86400 WHERE page_id IN ('p0', 'p1')")
+    con.commit()
+    con.close()
+    r = run(cache_app, ["prune", "--older-than", "30d", "--cache-dir", str(src)])
+    assert r.exit_code == 0 and "removed 2" in r.output
+    # prune by size: keep roughly one entry
+    one = SqliteStore(src).stats()["data_bytes"] / 4
+    r = run(cache_app, ["prune", "--max-size", f"{int(one * 1.5)}", "--cache-dir", str(src)])
+    assert "removed 3" in r.output
+    r = run(cache_app, ["clear", "--cache-dir", str(src)])
+    assert "removed 1" in r.output
+    assert SqliteStore(src).stats()["entries"] == 0

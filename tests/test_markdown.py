@@ -1,0 +1,48 @@
+from mineru_cli.engines.base import Block
+from mineru_cli.markdown import block_to_markdown, blocks_to_markdown, cells_to_markdown
+
+BOX = (0, 0, 10, 10)
+
+
+def test_page_with_title_paragraphs_and_furniture():
+    blocks = [
+        Block("header", BOX, "Running head"),
+        Block("title", BOX, "Why Parsing\nIs Hard"),
+        Block("text", BOX, "First paragraph."),
+        Block("figure", BOX, ""),
+        Block("figure_caption", BOX, "Figure 1. A boat."),
+        Block("text", BOX, "   "),
+        Block("page_number", BOX, "3"),
+        Block("footer", BOX, "Company confidential"),
+    ]
+    assert blocks_to_markdown(blocks) == (
+        "# Why Parsing Is Hard\n\nFirst paragraph.\n\nFigure 1. A boat.\n")
+
+
+def test_empty_page_gives_empty_markdown():
+    assert blocks_to_markdown([]) == ""
+    assert blocks_to_markdown([Block("footer", BOX, "x")]) == ""
+
+
+def test_title_level_from_extra():
+    assert block_to_markdown(Block("title", BOX, "Methods", extra={"level": 2})) == "## Methods"
+
+
+def test_table_from_cells_escapes_pipes_and_pads_rows():
+    block = Block("table", BOX, "ignored", extra={"cells": [["Month", "A|B"], ["Jan"]]})
+    assert block_to_markdown(block) == "| Month | A\\|B |\n|---|---|\n| Jan |  |"
+    assert cells_to_markdown([]) == ""
+
+
+def test_table_prefers_html_then_falls_back_to_lines():
+    html = "<table><tr><td>1</td></tr></table>"
+    assert block_to_markdown(Block("table", BOX, "1", extra={"html": html})) == html
+    assert block_to_markdown(Block("table", BOX, "a b\n\nc d")) == "a b  \nc d"
+
+
+def test_equation_code_and_unknown_types():
+    assert block_to_markdown(Block("equation", BOX, "E=mc2", extra={"latex": "E=mc^2"})) == "$$\nE=mc^2\n$$"
+    assert block_to_markdown(Block("equation", BOX, "E=mc2")) == "E=mc2"
+    assert block_to_markdown(Block("code", BOX, "x = 1\n  y = 2\n")) == "```\nx = 1\n  y = 2\n```"
+    assert block_to_markdown(Block("list", BOX, "- one\n- two")) == "- one\n- two"
+    assert block_to_markdown(Block("image", BOX, "chart label")) == ""

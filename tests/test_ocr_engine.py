@@ -1,0 +1,130 @@
+"""The embedded OCR engine on pages drawn at test time with Pillow's own font."""
+
+import re
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from mineru_cli.engines.base import Block, EngineResult
+from mineru_cli.engines.ocr import Line, OcrEngine, assemble_blocks, join_text
+from mineru_cli.errors import SetupError
+
+LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
+RIGHT = ["Boats leave the", "harbour before dawn", "and return at night."]
+
+
+def two_column_page() -> Image.Image:
+    page = Image.new("RGB", (1000, 700), "white")
+    draw = ImageDraw.Draw(page)
+    draw.text((60, 50), "Harvest Notes", font=ImageFont.load_default(size=48), fill="black")
+    body = ImageFont.load_default(size=30)
+    for n, (left, right) in enumerate(zip(LEFT, RIGHT)):
+        draw.text((60, 180 + 45 * n), left, font=body, fill="black")
+        draw.text((560, 180 + 45 * n), right, font=body, fill="black")
+    return page
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2, lang="en")
+
+
+@pytest.fixture(scope="module")
+def two_column(engine):
+    return engine.parse(two_column_page())
+
+
+def _words(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())
+
+
+def test_two_column_page_reads_left_column_first(two_column):
+    assert isinstance(two_column, EngineResult)
+    text = _words(" ".join(b.text for b in two_column.blocks))
+    positions = [text.find(_words(line)) for line in LEFT + RIGHT]
+    assert -1 not in positions, text
+    assert positions == sorted(positions)
+
+
+def test_blocks_carry_lines_scores_and_title(two_column):
+    blocks = two_column.blocks
+    assert blocks[0].type == "title" and _words(blocks[0].text) == "harvestnotes"
+    assert [b.type for b in blocks[1:]] == ["text"] * (len(blocks) - 1)
+    for block in blocks:
+        x1, y1, x2, y2 = block.bbox
+        assert 0 <= x1 < x2 <= 1000 and 0 <= y1 < y2 <= 700
+        assert 0.5 <= block.score <= 1.0
+        assert block.extra["lines"] and all(set(l) == {"bbox", "text", "score"}
+                                            for l in block.extra["lines"])
+        assert block.as_dict()["lines"] == block.extra["lines"]
+    assert two_column.markdown.startswith("# ")
+    assert {"ocr", "layout", "assemble"} <= set(two_column.timings)
+
+
+def test_blank_page_has_no_blocks(engine):
+    result = engine.parse(Image.new("RGB", (400, 300), "white"))
+    assert result.blocks == [] and result.markdown == "" and result.warnings
+
+
+def test_identity_hashes_the_wheel_models(engine):
+    ident = engine.identity()
+    files = {m["role"]: m["file"] for m in ident["models"]}
+    assert files == {"det": "ch_PP-OCRv4_det_infer.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                     "rec": "ch_PP-OCRv4_rec_infer.onnx", "layout": "layout_cdla.onnx"}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", m["sha256"]) for m in ident["models"])
+    assert engine.identity() == ident
+
+
+def test_options_record_language_and_thresholds():
+    options = OcrEngine(lang="ch").options()
+    assert options["lang"] == "ch" and options["layout_model"] == "layout_cdla.onnx"
+    assert options["ocr"]["text_score"] == 0.5
+    assert OcrEngine(lang="en").options() != options
+
+
+def test_unknown_language_is_a_setup_error():
+    with pytest.raises(SetupError):
+        OcrEngine(lang="fr")
+
+
+# assemble_blocks is pure geometry: exercised without the models.
+
+def _line(x1, y1, x2, y2, text):
+    return Line((x1, y1, x2, y2), text, 0.9)
+
+
+def test_table_region_becomes_a_grid():
+    lines = [_line(100, 100, 180, 130, "Month"), _line(300, 100, 400, 130, "Loans"),
+             _line(100, 150, 190, 180, "January"), _line(360, 150, 400, 180, "310"),
+             _line(100, 200, 200, 230, "February"), _line(360, 200, 400, 230, "295")]
+    regions = [((90, 90, 420, 240), "table", 0.95)]
+    (block,) = assemble_blocks(lines, regions, (1000, 1000))
+    assert block.type == "table"
+    assert block.extra["cells"] == [["Month", "Loans"], ["January", "310"], ["February", "295"]]
+    assert block.text == "Month\tLoans\nJanuary\t310\nFebruary\t295"
+
+
+def test_loose_lines_form_paragraphs_and_empty_figures_stay():
+    lines = [_line(100, 100, 500, 130, "first paragraph line one"),
+             _line(100, 140, 300, 170, "and line two"),
+             _line(100, 300, 500, 330, "second paragraph")]
+    regions = [((600, 100, 900, 400), "figure", 0.8), ((600, 500, 900, 600), "text", 0.7)]
+    blocks = assemble_blocks(lines, regions, (1000, 1000))
+    by_text = {b.text: b for b in blocks}
+    assert set(by_text) == {"", "first paragraph line one and line two", "second paragraph"}
+    assert by_text[""].type == "figure" and by_text[""].score == 0.8
+    assert len(by_text["first paragraph line one and line two"].extra["lines"]) == 2
+
+
+def test_lone_number_at_the_foot_is_a_page_number():
+    lines = [_line(100, 100, 500, 130, "body text"), _line(480, 950, 520, 980, "- 7 -")]
+    types = {b.text: b.type for b in assemble_blocks(lines, [], (1000, 1000))}
+    assert types == {"body text": "text", "- 7 -": "page_number"}
+
+
+def test_join_text_spacing_rules():
+    assert join_text(["one", "two"]) == "one two"
+    assert join_text(["hyphen-", "ated"]) == "hyphen-ated"
+    assert join_text(["文档解析", "的流程"]) == "文档解析的流程"
+    assert join_text(["用 PDF", "files"]) == "用 PDF files"
+    assert isinstance(Block("text", (0, 0, 1, 1), "x").as_dict(), dict)

@@ -1,0 +1,56 @@
+from mineru_cli.engines.base import Block
+from mineru_cli.reading_order import column_bands, group_rows, reading_order, sort_blocks, xy_cut
+
+# A two-column page: full-width title, two paragraphs per column whose gaps
+# line up (plain XY-cut would interleave them), full-width figure below.
+TITLE = (100, 50, 1100, 100)
+L1, L2 = (100, 150, 580, 400), (100, 430, 580, 700)
+R1, R2 = (620, 150, 1100, 400), (620, 430, 1100, 700)
+FIGURE = (100, 750, 1100, 1000)
+
+
+def test_columns_are_read_one_after_the_other():
+    boxes = [R2, FIGURE, L1, TITLE, R1, L2]
+    order = [boxes[i] for i in xy_cut(boxes)]
+    assert order == [TITLE, L1, L2, R1, R2, FIGURE]
+
+
+def test_short_left_column_tail_stays_in_its_column():
+    tail = (100, 730, 580, 800)  # left column runs on below the right one
+    boxes = [tail, R1, L1, R2, L2]
+    assert [boxes[i] for i in xy_cut(boxes)] == [L1, L2, tail, R1, R2]
+
+
+def test_single_column_lines_stay_top_to_bottom():
+    date = (800, 50, 1100, 80)       # right-aligned line above...
+    greeting = (100, 120, 400, 150)  # ...a left-aligned one: not two columns
+    body = (100, 170, 1100, 400)
+    boxes = [body, greeting, date]
+    assert [boxes[i] for i in xy_cut(boxes)] == [date, greeting, body]
+
+
+def test_headers_first_and_footers_last():
+    boxes = [(500, 1600, 540, 1630), L1, (100, 10, 600, 40), R1, (100, 1650, 1100, 1700)]
+    types = ["page_number", "text", "header", "text", "footer"]
+    assert [types[i] for i in reading_order(boxes, types)] == [
+        "header", "text", "text", "page_number", "footer"]
+
+
+def test_overlapping_boxes_fall_back_to_top_left_order():
+    boxes = [(50, 60, 300, 200), (0, 0, 200, 100), (100, 50, 400, 150)]
+    assert xy_cut(boxes) == [1, 2, 0]
+
+
+def test_sort_blocks_and_empty_input():
+    blocks = [Block("text", R1, "right"), Block("text", L1, "left"), Block("title", TITLE, "t")]
+    assert [b.text for b in sort_blocks(blocks)] == ["t", "left", "right"]
+    assert reading_order([]) == [] and xy_cut([]) == []
+
+
+def test_group_rows_orders_lines_top_down_then_left_right():
+    boxes = [(300, 102, 400, 130), (0, 100, 200, 128), (0, 140, 250, 170), (10, 60, 90, 90)]
+    assert group_rows(boxes) == [[3], [1, 0], [2]]
+
+
+def test_column_bands_merge_overlapping_spans():
+    assert column_bands([(0, 0, 50, 10), (40, 20, 90, 30), (200, 0, 260, 10)]) == [(0, 90), (200, 260)]
