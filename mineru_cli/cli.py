@@ -59,16 +59,41 @@ def parse(
     cache_near: str = typer.Option("verify", "--cache-near", help="off | verify: reuse verified near-duplicates."),
     cache_url: Optional[str] = typer.Option(None, "--cache-url", help="Shared tier: redis://host:port/db."),
     cache_ttl: int = typer.Option(7200, "--cache-ttl", min=1, help="Seconds a result lives in the shared tier."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1,
+                                          help="Worker processes (default: from the CPU plan; see --explain-plan)."),
+    page_timeout: float = typer.Option(600.0, "--page-timeout", min=0.1,
+                                       help="Seconds one page may take; then its worker is killed and restarted "
+                                            "and the page gets a 'timeout' record."),
+    max_worker_rss: str = typer.Option("3GB", "--max-worker-rss",
+                                       help="Restart a worker whose memory (RSS) is above this after a page "
+                                            "(e.g. 3GB, 800MB; 0: never)."),
+    explain_plan: bool = typer.Option(False, "--explain-plan",
+                                      help="Print how --cpus is split into workers x threads, and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
     log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
 ):
-    """Parse every page under PATHS into OUT (JSON lines), resuming what is already done."""
+    """Parse every page under PATHS into OUT (JSON lines), resuming what is already done.
+
+    Pages are parsed by worker processes; a page that hangs or crashes its worker costs only
+    that page. Ctrl-C or SIGTERM: pages in flight finish (up to 30 s), the journal is
+    compacted, exit 130; a second Ctrl-C stops at once (the journal stays valid)."""
     from .inputs import LoadOptions
     from .report import make_reporter
     from .runner import ParseOptions, run_parse
 
     reporter = make_reporter(quiet, log_json)
     try:
+        from .pipeline import parse_size
+
+        try:
+            max_rss = parse_size(max_worker_rss)
+        except ValueError as exc:
+            raise SetupError(f"--max-worker-rss: {exc}") from None
+        if explain_plan:
+            from .budget import explain, plan_cpus
+
+            typer.echo(explain(plan_cpus(cpus, workers), page_timeout, max_rss))
+            raise typer.Exit(EXIT_OK)
         if gif_frames not in ("first", "all"):
             raise SetupError("--gif-frames must be 'first' or 'all'")
         if cache_near not in ("off", "verify"):
@@ -79,6 +104,7 @@ def parse(
             from .cache import default_cache_dir
             cache_path = cache_dir or default_cache_dir()
         opts = ParseOptions(inputs=list(paths), out=out, engine=engine, lang=lang, cpus=cpus,
+                            workers=workers, page_timeout=page_timeout, max_worker_rss=max_rss,
                             include=list(include), exclude=list(exclude), pages=pages,
                             load=LoadOptions(dpi=dpi, gif_frames=gif_frames), force=force,
                             retry_failed=retry_failed, cache_dir=cache_path, cache_near=cache_near,

@@ -31,6 +31,7 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import PageError
+from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 
 DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
 
@@ -268,14 +269,6 @@ def _parse_range(part: str, spec: str) -> tuple[int, float]:
     if lo < 1 or hi < lo:
         raise ValueError(f"bad page range {part!r} in {spec!r}: pages start at 1 and need start <= end")
     return lo, hi
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def pixels_sha256(image: Image.Image) -> str:

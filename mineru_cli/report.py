@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,11 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
+from rich.text import Text
+
+# Seconds between `heartbeat` events with --log-json (pipeline state: busy workers, queue
+# depth, pages/s, worker RSS). MINERU_HEARTBEAT_S overrides it (tests use a short one).
+HEARTBEAT_S = 5.0
 
 
 @dataclass
@@ -22,6 +28,10 @@ class Summary:
     resumed: int = 0        # already done in the journal: not redone
     cached: int = 0         # served by the result cache
     interrupted: bool = False
+    unfinished: int = 0     # after an interrupt: pages not parsed (in flight or never started)
+    restarts: int = 0       # workers replaced after a crash or timeout
+    recycled: int = 0       # workers replaced for memory (--max-worker-rss)
+    plan: dict | None = None  # the CPU plan used (workers x threads)
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (page id, message)
 
@@ -33,11 +43,15 @@ class Summary:
     def as_dict(self) -> dict:
         return {"pages": self.pages, "ok": self.ok, "failed": self.failed, "skipped": self.skipped,
                 "resumed": self.resumed, "cached": self.cached, "interrupted": self.interrupted,
-                "seconds": round(self.seconds, 3), "pages_per_min": round(self.pages_per_min, 2)}
+                "unfinished": self.unfinished, "restarts": self.restarts, "recycled": self.recycled,
+                "plan": self.plan, "seconds": round(self.seconds, 3),
+                "pages_per_min": round(self.pages_per_min, 2)}
 
 
 class Reporter:
     """Plain reporter: messages on stderr, no progress bar (non-TTY, or --quiet)."""
+
+    heartbeat_every: float | None = None   # seconds between heartbeat() calls; None: none
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
@@ -53,8 +67,12 @@ class Reporter:
     def start(self, total: int) -> None:
         pass
 
-    def page(self, record: dict, resumed: bool = False) -> None:
+    def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
         pass
+
+    def heartbeat(self, stats: dict) -> None:
+        """Pipeline state: workers, busy, starting, queued, done, restarts, recycled, rss_mb,
+        pages_per_s."""
 
     def finish(self, summary: Summary, out: str) -> None:
         if self.quiet:
@@ -68,21 +86,41 @@ class Reporter:
                            ("time", f"{summary.seconds:.1f} s"),
                            ("pages/min", f"{summary.pages_per_min:.1f}")]:
             table.add_row(key, str(value))
+        if summary.plan:
+            table.add_row("workers x threads", f"{summary.plan['workers']} x {summary.plan['threads']}")
+        if summary.restarts or summary.recycled:
+            table.add_row("worker restarts", f"{summary.restarts} (crash/timeout), "
+                                             f"{summary.recycled} (memory)")
         self.console.print(table)
         for pid, msg in summary.failures[:20]:
             self.console.print(f"[red]failed[/] {pid}: {msg}")
         if len(summary.failures) > 20:
             self.console.print(f"... and {len(summary.failures) - 20} more failures (see {out})")
         if summary.interrupted:
-            self.console.print("[yellow]interrupted[/]: re-run the same command to resume")
+            left = f"{summary.unfinished} page(s) not parsed; " if summary.unfinished else ""
+            self.console.print(f"[yellow]interrupted[/]: {left}re-run the same command to resume")
+
+
+class _PipelineProgress(Progress):
+    """The progress bar plus one line of pipeline state under it."""
+
+    status: str = ""
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        if self.status:
+            yield Text(self.status, style="dim")
 
 
 class ProgressReporter(Reporter):
-    """Rich progress bar on a TTY: pages done/total, pages/s, ETA, failures."""
+    """Rich progress bar on a TTY: pages done/total, pages/s, ETA, failures; under it the
+    pipeline: busy workers, queue depth, worker RSS, restarts."""
+
+    heartbeat_every = 1.0
 
     def __init__(self):
         super().__init__(quiet=False)
-        self.progress = Progress(TextColumn("[bold]parsing"), BarColumn(), MofNCompleteColumn(),
+        self.progress = _PipelineProgress(TextColumn("[bold]parsing"), BarColumn(), MofNCompleteColumn(),
                                  TaskProgressColumn(), TextColumn("{task.fields[rate]}"),
                                  TextColumn("[red]{task.fields[failed]}"), TimeElapsedColumn(),
                                  TimeRemainingColumn(), console=self.console, transient=False)
@@ -99,7 +137,16 @@ class ProgressReporter(Reporter):
         self.progress.start()
         self.task = self.progress.add_task("pages", total=total, rate="", failed="")
 
-    def page(self, record: dict, resumed: bool = False) -> None:
+    def heartbeat(self, stats: dict) -> None:
+        rss = "/".join(str(r) for r in stats["rss_mb"]) or "-"
+        extra = f" · starting {stats['starting']}" if stats["starting"] else ""
+        restarts = stats["restarts"] + stats["recycled"]
+        self.progress.status = (f"workers {stats['busy']}/{stats['workers']} busy{extra} · "
+                                f"queue {stats['queued']} · {stats['pages_per_s']:.2f} pages/s · "
+                                f"RSS {rss} MB" + (f" · restarts {restarts}" if restarts else ""))
+        self.progress.refresh()
+
+    def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
         if not resumed:
             self.worked += 1
         if record["status"] in ("failed", "timeout"):
@@ -120,6 +167,10 @@ class JsonReporter(Reporter):
 
     def __init__(self):
         super().__init__(quiet=True)
+        try:
+            self.heartbeat_every = float(os.environ.get("MINERU_HEARTBEAT_S", HEARTBEAT_S))
+        except ValueError:
+            self.heartbeat_every = HEARTBEAT_S
 
     def _emit(self, event: str, **fields) -> None:
         fields = {"event": event, "time": round(time.time(), 3), **fields}
@@ -135,9 +186,14 @@ class JsonReporter(Reporter):
     def start(self, total: int) -> None:
         self._emit("start", pages=total)
 
-    def page(self, record: dict, resumed: bool = False) -> None:
+    def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
+        extra = {} if worker is None else {"worker": worker["worker"],
+                                           "rss_mb": round(worker["rss"] / (1 << 20), 1)}
         self._emit("page", id=record["id"], status=record["status"], resumed=resumed,
-                   error=record.get("error"), seconds=record.get("timings", {}).get("total"))
+                   error=record.get("error"), seconds=record.get("timings", {}).get("total"), **extra)
+
+    def heartbeat(self, stats: dict) -> None:
+        self._emit("heartbeat", **stats)
 
     def finish(self, summary: Summary, out: str) -> None:
         self._emit("summary", out=out, **summary.as_dict())

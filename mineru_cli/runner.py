@@ -1,25 +1,36 @@
-"""`mineru parse`: inputs -> pages -> (cache) -> engine -> journal, one page at a time.
+"""`mineru parse`: inputs -> plan -> resume check -> worker pool -> journal.
 
-Everything about one page happens in `_parse_page`, which turns every problem into a record,
-so one bad file never stops the batch.
+The main process discovers and plans the inputs, decides which pages still need work (resume),
+and is the only writer of the journal. The pages themselves are parsed by worker processes
+(`pipeline/`): each holds one engine and does load/render -> cache lookup -> engine -> cache
+store, so a page that hangs or crashes a native library costs only that page. Every problem
+becomes a record, so one bad file never stops the batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .budget import available_cpus
-from .engines import Engine, make_engine
+from .budget import GiB, CpuPlan, plan_cpus
+from .engines import make_engine
 from .errors import PageError, SetupError
 from .inputs import LoadOptions, SourceFile, discover, file_sha256, open_document, parse_page_ranges
 from .journal import Journal
 from .records import fingerprint as make_fingerprint
 from .records import make_record, page_id
 from .report import Reporter, Summary
+
+DEFAULT_PAGE_TIMEOUT = 600.0
+DEFAULT_MAX_WORKER_RSS = 3 * GiB
+STOP_GRACE = 30.0   # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
 
 
 @dataclass
@@ -29,6 +40,9 @@ class ParseOptions:
     engine: str = "auto"
     lang: str = "en"
     cpus: int | None = None
+    workers: int | None = None             # None: from the CPU plan
+    page_timeout: float = DEFAULT_PAGE_TIMEOUT
+    max_worker_rss: int = DEFAULT_MAX_WORKER_RSS   # bytes; 0: never recycle
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     pages: str | None = None
@@ -51,40 +65,100 @@ class _Planned:
     error: PageError | None = None
 
 
+@dataclass
+class _Item:
+    """One page for the worker pool (only src and index cross the process boundary)."""
+    planned: _Planned
+    index: int
+
+    @property
+    def src(self) -> SourceFile:
+        return self.planned.src
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM: the first asks the run to stop taking work (pages in flight finish,
+    the journal is compacted, exit 130); a second one exits at once (the journal is valid:
+    records are fsynced per line and compaction is an atomic rename)."""
+
+    def __init__(self, reporter: Reporter):
+        self.reporter = reporter
+        self.count = 0
+        self.pool = None
+        self._previous: dict = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.count > 0
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handler(self, signum, frame) -> None:
+        self.count += 1
+        name = signal.Signals(signum).name
+        if self.count == 1:
+            self.reporter.warn(f"{name}: stopping; pages in flight may finish (up to {STOP_GRACE:g} s). "
+                               "Press Ctrl-C again to stop at once.")
+            return
+        if self.pool is not None:
+            self.pool.kill_all()
+        sys.stderr.write(f"\n{name} again: stopped at once; the journal is valid, re-run to resume\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+
 def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     for p in opts.inputs:
         if not p.exists() and not p.is_symlink():
             raise SetupError(f"input not found: {p}")
     select = _page_filter(opts.pages)
-    cpus = opts.cpus or available_cpus()
-    engine = make_engine(opts.engine, threads=cpus, lang=opts.lang, say=reporter.info)
+    # The engine object here only names itself (identity, options -> fingerprint); the models
+    # are loaded and run in the worker processes.
+    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info)
     engine_info = {"name": engine.name, "version": engine.version, "package": __version__,
                    "model": engine.identity(), "options": engine.options()}
     fp = make_fingerprint(engine_info, dataclasses.asdict(opts.load))
-    cache = _open_cache(opts, reporter)
 
     summary = Summary()
     t0 = time.monotonic()
-    with Journal(opts.out) as journal:
+    with Journal(opts.out) as journal, _Interrupts(reporter) as stop:
         if journal.repaired_bytes:
             reporter.warn(f"{opts.out}: cut off a torn last line ({journal.repaired_bytes} bytes) "
                           "left by an interrupted run")
         if journal.bad_lines:
             reporter.warn(f"{opts.out}: {journal.bad_lines} lines that are not records will be dropped")
-        plan = [_plan(src, select, opts.load) for src in discover(opts.inputs, opts.include, opts.exclude)]
-        order = [page_id(p.src.rel, i) for p in plan for i in (p.indices or [0])]
-        summary.pages = len(order)
-        reporter.start(summary.pages)
-        ctx = _Context(opts, engine, engine_info, fp, journal, cache, reporter, summary)
+        order: list[str] = []
         try:
+            plan = []
+            for src in discover(opts.inputs, opts.include, opts.exclude):
+                if stop.requested:
+                    break
+                plan.append(_plan(src, select, opts.load))
+            order = [page_id(p.src.rel, i) for p in plan for i in (p.indices or [0])]
+            summary.pages = len(order)
+            reporter.start(summary.pages)
+            ctx = _Context(opts, engine_info, fp, journal, reporter, summary)
+            todo: list[_Item] = []
             for planned in plan:
-                ctx.run_source(planned)
+                ctx.queue_source(planned, todo)
+            if todo and not stop.requested:
+                cpu = plan_cpus(opts.cpus, opts.workers, pages=len(todo))
+                summary.plan = cpu.as_dict()
+                left = ctx.run_pool(todo, cpu, stop)
+                summary.unfinished = len(left)
+            summary.interrupted = stop.requested
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
             journal.compact(order)
-            if cache is not None:
-                cache.close()
     summary.seconds = time.monotonic() - t0
     return summary
 
@@ -111,23 +185,20 @@ def _plan(src: SourceFile, select, load: LoadOptions) -> _Planned:
     return _Planned(src, sha256=sha, page_count=count, indices=indices)
 
 
-def _open_cache(opts: ParseOptions, reporter: Reporter):
+def cache_spec(opts: ParseOptions) -> dict | None:
+    """ResultCache keyword arguments for each worker (None: no cache)."""
     if opts.cache_dir is None:
         return None
-    from .cache import ResultCache
-
-    return ResultCache(opts.cache_dir, near=opts.cache_near, redis_url=opts.cache_url,
-                       ttl_s=opts.cache_ttl, warn=reporter.warn)
+    return {"path": opts.cache_dir, "near": opts.cache_near, "redis_url": opts.cache_url,
+            "ttl_s": opts.cache_ttl}
 
 
 @dataclass
 class _Context:
     opts: ParseOptions
-    engine: Engine
     engine_info: dict
     fp: str
     journal: Journal
-    cache: object
     reporter: Reporter
     summary: Summary
 
@@ -136,11 +207,11 @@ class _Context:
                            engine_info=self.engine_info, fingerprint=self.fp,
                            source_sha256=planned.sha256, **fields)
 
-    def emit(self, rec: dict) -> None:
+    def emit(self, rec: dict, worker: dict | None = None) -> None:
         self.journal.append(rec)
-        self._count(rec, resumed=False)
+        self._count(rec, resumed=False, worker=worker)
 
-    def _count(self, rec: dict, resumed: bool) -> None:
+    def _count(self, rec: dict, resumed: bool, worker: dict | None = None) -> None:
         s = self.summary
         if resumed:
             s.resumed += 1
@@ -153,7 +224,7 @@ class _Context:
             s.failures.append((rec["id"], rec["error"]["message"] if rec["error"] else rec["status"]))
         elif rec["status"] == "skipped":
             s.skipped += 1
-        self.reporter.page(rec, resumed=resumed)
+        self.reporter.page(rec, resumed=resumed, worker=worker)
 
     def done_before(self, planned: _Planned, index: int) -> bool:
         if self.opts.force:
@@ -164,62 +235,55 @@ class _Context:
             self._count(rec, resumed=True)
         return rec is not None
 
-    def run_source(self, planned: _Planned) -> None:
+    def queue_source(self, planned: _Planned, todo: list[_Item]) -> None:
+        """Record a file that failed planning; add its pages that are not done yet to `todo`."""
         if planned.error is not None:
             if not self.done_before(planned, 0):
                 status = planned.src.status if planned.error is planned.src.error else "failed"
                 self.emit(self.record(planned, 0, status=status, error=planned.error.as_dict()))
             return
-        todo = [i for i in planned.indices if not self.done_before(planned, i)]
-        if not todo:
-            return
-        try:
-            doc = open_document(planned.src, self.opts.load)
-        except (PageError, OSError) as exc:
-            err = exc if isinstance(exc, PageError) else PageError("unreadable", "open", str(exc))
-            for i in todo:
-                self.emit(self.record(planned, i, status="failed", error=err.as_dict()))
-            return
-        with doc:
-            for i in todo:
-                self.emit(self._parse_page(planned, doc, i))
+        todo.extend(_Item(planned, i) for i in planned.indices if not self.done_before(planned, i))
 
-    def _parse_page(self, planned: _Planned, doc, index: int) -> dict:
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+    def on_result(self, item: _Item, result, worker: dict) -> None:
+        from .pipeline import PageFault
+
+        if isinstance(result, PageFault):
+            rec = self.record(item.planned, item.index, status=result.status, error=result.error,
+                              timings={"total": result.seconds})
+        else:
+            rec = self.record(item.planned, item.index, **result)
+        self.emit(rec, worker)
+
+    def run_pool(self, todo: list[_Item], cpu: CpuPlan, stop: _Interrupts) -> list[_Item]:
+        from .pipeline import WorkerPool
+
+        opts = self.opts
+        self.reporter.info(f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
+                           f"(--cpus {cpu.budget}; {cpu.why}); {len(todo)} page(s) to do")
+        spec = {"engine": opts.engine, "lang": opts.lang, "threads": cpu.threads,
+                "spinning": cpu.spinning, "env": cpu.thread_env(), "fp": self.fp, "load": opts.load,
+                "cache": cache_spec(opts)}
+        t0 = time.monotonic()
+        beat = {"next": t0}
+        every = self.reporter.heartbeat_every
+
+        def tick(stats) -> None:
+            now = time.monotonic()
+            if every is None or now < beat["next"]:
+                return
+            beat["next"] = now + every
+            self.reporter.heartbeat({**stats.as_dict(),
+                                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3)})
+
+        pool = WorkerPool(cpu.workers, spec, opts.page_timeout, opts.max_worker_rss,
+                          warn=self.reporter.warn, info=self.reporter.info)
+        stop.pool = pool
         try:
-            page = doc.page(index)
-            timings["load"] = time.perf_counter() - t0
-            image = {"width": page.image.width, "height": page.image.height, "sha256": page.sha256,
-                     "original_width": page.original_size[0], "original_height": page.original_size[1],
-                     "scale": page.scale}
-            payload, cache_info = None, {"status": "off"} if self.cache is None else {"status": "miss"}
-            if self.cache is not None:
-                hit = self.cache.lookup(page.image, page.sha256, self.fp)
-                if hit is not None:
-                    payload, cache_info = hit.payload, {"status": hit.kind}
-                    if hit.kind == "near-hit":
-                        cache_info["from"] = hit.source
-            if payload is None:
-                t1 = time.perf_counter()
-                result = self.engine.parse(page.image)
-                timings["engine"] = time.perf_counter() - t1
-                timings.update({f"engine.{k}": v for k, v in result.timings.items()})
-                payload = {"blocks": [b.as_dict() for b in result.blocks], "markdown": result.markdown,
-                           "warnings": result.warnings}
-                if self.cache is not None:
-                    self.cache.store(page.image, page.sha256, self.fp, page_id(planned.src.rel, index), payload)
-            timings["total"] = time.perf_counter() - t0
-            return self.record(planned, index, status="ok", image=image, cache=cache_info,
-                               blocks=payload["blocks"], markdown=payload["markdown"],
-                               warnings=page.warnings + payload.get("warnings", []), timings=timings)
-        except PageError as exc:
-            return self.record(planned, index, status="failed", error=exc.as_dict(),
-                               timings={"total": time.perf_counter() - t0})
-        except Exception as exc:  # noqa: BLE001 - the page boundary: any failure costs this page only
-            # The engine or a native library choked on this page: record it and go on with the batch.
-            stage = "engine" if "load" in timings else "render"
-            return self.record(planned, index, status="failed",
-                               error={"kind": "engine_error" if stage == "engine" else "corrupt",
-                                      "stage": stage, "message": f"{type(exc).__name__}: {exc}"},
-                               timings={"total": time.perf_counter() - t0})
+            with pool:
+                left = pool.run(todo, self.on_result, should_stop=lambda: stop.requested,
+                                grace=min(STOP_GRACE, opts.page_timeout), on_tick=tick)
+        finally:
+            stop.pool = None
+        self.summary.restarts = pool.stats.restarts
+        self.summary.recycled = pool.stats.recycled
+        return left

@@ -73,6 +73,7 @@ def export_(file: Path = typer.Argument(..., help="JSONL file to write."),
     with open(file, "w", encoding="utf-8") as f:
         for row in _open(cache_dir).iter_rows():
             row["thumb"] = base64.b64encode(row["thumb"]).decode()
+            row["coarse"] = base64.b64encode(row["coarse"]).decode()
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
     typer.echo(f"exported {n} entries to {file}")
@@ -94,7 +95,7 @@ def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache
                 unpack_thumb(thumb, int(r["thumb_w"]), int(r["thumb_h"]))  # must decode to its size
                 store.put(r["fingerprint"], r["pixel_sha256"], r["page_id"], int(r["width"]), int(r["height"]),
                           int(r["phash"]), r["payload"], int(r["thumb_w"]), int(r["thumb_h"]),
-                          thumb, created=float(r["created"]))
+                          base64.b64decode(r["coarse"]), thumb, created=float(r["created"]))
                 n += 1
             except (ValueError, KeyError, TypeError, zlib.error):
                 bad += 1

@@ -35,12 +35,7 @@ class RedisTier:
 
     def _fail(self, why: str) -> None:
         self._warn(f"shared cache {self.url} unavailable ({why}); continuing with the local cache only")
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:
-                pass
-        self._client = None
+        self.close()
 
     @staticmethod
     def key(fingerprint: str, pixel_sha256: str) -> str:

@@ -104,10 +104,14 @@ class ResultCache:
 
     def _near(self, image: Image.Image, pixel_sha256: str, fingerprint: str) -> CacheHit | None:
         thumb, ph = self._hashes(image, pixel_sha256)
-        cands = [c for c in self._store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
-                 if sim.aspect_close(c[2], c[3], image.width, image.height)]
+        cands = [c[1] for c in self._store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
+                 if sim.aspect_close(c[2], c[3], image.width, image.height)][:sim.MAX_PHASH_CANDIDATES]
+        mine = sim.coarse_sig(thumb)
+        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in self._store.coarse_of(cands).items())
         query_thumbs: dict[tuple[int, int], np.ndarray] = {}
-        for _, id_, _, _ in cands[:sim.MAX_CANDIDATES]:
+        for dist, id_ in close[:sim.MAX_CANDIDATES]:
+            if dist > sim.COARSE_MAX:
+                break
             got = self._store.get_by_id(id_)
             if got is None:
                 continue
@@ -129,7 +133,8 @@ class ResultCache:
         try:
             thumb, ph = self._hashes(image, pixel_sha256)
             self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
-                            payload_json, thumb.shape[1], thumb.shape[0], sim.pack_thumb(thumb))
+                            payload_json, thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb),
+                            sim.pack_thumb(thumb))
         except Exception as ex:
             self._local_failed(ex)
 

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS entries (
     last_used    REAL NOT NULL,
     thumb_w      INTEGER NOT NULL,
     thumb_h      INTEGER NOT NULL,
+    coarse       BLOB NOT NULL,                       -- 32x32 signature (similarity.py)
     thumb        BLOB NOT NULL,                       -- last: exact hits never read it
     UNIQUE (fingerprint, pixel_sha256)
 );
@@ -49,7 +50,7 @@ CREATE INDEX IF NOT EXISTS entries_last_used ON entries (last_used);
 """
 
 COLUMNS = ("fingerprint", "pixel_sha256", "page_id", "width", "height", "phash", "digest",
-           "payload", "created", "last_used", "thumb_w", "thumb_h", "thumb")
+           "payload", "created", "last_used", "thumb_w", "thumb_h", "coarse", "thumb")
 
 
 def digest(payload_json: str) -> str:
@@ -215,19 +216,25 @@ class SqliteStore:
         sel = np.nonzero(d <= radius)[0]
         return sorted((int(d[i]), int(ids[i]), int(ws[i]), int(hs[i])) for i in sel)
 
+    def coarse_of(self, ids: list[int]) -> dict[int, bytes]:
+        if not ids:
+            return {}
+        return dict(self._run(lambda conn: conn.execute(
+            f"SELECT id, coarse FROM entries WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()))
+
     # -- writes --------------------------------------------------------------
     def put(self, fingerprint: str, pixel_sha256: str, page_id: str, width: int, height: int,
-            phash: int, payload_json: str, thumb_w: int, thumb_h: int, thumb: bytes,
+            phash: int, payload_json: str, thumb_w: int, thumb_h: int, coarse: bytes, thumb: bytes,
             created: float | None = None) -> None:
         now = time.time()
         row = (fingerprint, pixel_sha256, page_id, width, height, phash, digest(payload_json),
-               payload_json, created or now, now, thumb_w, thumb_h, thumb)
+               payload_json, created or now, now, thumb_w, thumb_h, coarse, thumb)
         self._run(lambda conn: conn.execute(
             f"INSERT INTO entries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
             "ON CONFLICT (fingerprint, pixel_sha256) DO UPDATE SET page_id=excluded.page_id, "
             "width=excluded.width, height=excluded.height, phash=excluded.phash, digest=excluded.digest, "
             "payload=excluded.payload, last_used=excluded.last_used, thumb_w=excluded.thumb_w, "
-            "thumb_h=excluded.thumb_h, thumb=excluded.thumb", row))
+            "thumb_h=excluded.thumb_h, coarse=excluded.coarse, thumb=excluded.thumb", row))
 
     # -- maintenance (mineru cache ...) --------------------------------------
     def stats(self) -> dict:

@@ -1,11 +1,13 @@
 """Engines turn a normalised page image into blocks + markdown.
 
 `ocr` is the embedded offline engine (RapidOCR + rapid-layout, models inside their wheels).
-`vlm` (MinerU2.5) is being built; `auto` picks the best engine available.
+`vlm` is MinerU2.5 (needs the model folder: --model, $MINERU_MODEL_PATH or the HF cache).
+`auto` picks vlm when a model and its runtime are available, ocr otherwise.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Callable
 
 from ..errors import SetupError
@@ -14,14 +16,28 @@ from .base import Block, Engine, EngineResult
 ENGINES = ("auto", "ocr", "vlm")
 
 
-def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print) -> Engine:
+def _torch_available() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
+                model: str | None = None, model_profile: str | None = None,
+                runtime: str = "torch") -> Engine:
     if name not in ENGINES:
         raise SetupError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
-    if name == "vlm":
-        raise SetupError("the MinerU2.5 (vlm) engine is not in this build yet; "
-                         "use --engine ocr (the embedded engine) or --engine auto")
-    if name == "auto":
-        say("engine: ocr (embedded RapidOCR + layout; the MinerU2.5 vlm engine is not in this build yet)")
+    if name in ("vlm", "auto"):
+        from ..vlm.model_dir import find_model
+
+        model_dir = find_model(model)  # a --model or $MINERU_MODEL_PATH that is no model folder raises
+        if name == "vlm" or (model_dir is not None and (runtime != "torch" or _torch_available())):
+            from .vlm import VlmEngine
+
+            engine = VlmEngine(model_dir, threads=threads, runtime=runtime, profile=model_profile)
+            if name == "auto":
+                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {runtime} runtime)")
+            return engine
+        reason = "no MinerU2.5 model found" if model_dir is None else "torch/transformers not installed"
+        say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
     from .ocr import OcrEngine  # deferred: loads ONNX sessions
 
     return OcrEngine(threads=threads, lang=lang)

@@ -17,7 +17,6 @@ Not thread-safe: use one engine per worker.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import re
@@ -32,6 +31,7 @@ from PIL import Image
 
 from mineru_cli.engines.base import Block, EngineResult
 from mineru_cli.errors import SetupError
+from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
 
@@ -330,11 +330,7 @@ def _model_files() -> dict[str, Path]:
 
 @lru_cache(maxsize=None)
 def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_sha256(path)
 
 
 def _package_version(name: str) -> str | None:

@@ -1,0 +1,363 @@
+"""The main-process side: a pool of worker processes, each fed one page at a time.
+
+Design
+  * One duplex pipe per worker (no shared queue: a worker killed while holding a shared
+    queue's lock would wedge every other worker). The main process waits on all pipes and
+    all process sentinels at once (`multiprocessing.connection.wait`).
+  * Back-pressure: a worker gets its next page only when it has returned the last one, so at
+    most `workers` pages are loaded/rendered at any time; the rest is a list of
+    (source, page index) in the main process. Pixels never cross the process boundary.
+  * Timeouts are not cooperative: the main process keeps each page's deadline and SIGKILLs
+    the worker when it passes (a hung native call cannot ignore that), records the page as
+    `timeout`, and starts a fresh worker.
+  * Crashes: a worker that dies (segfault, abort, SIGKILL, OOM killer) is seen through its
+    sentinel / pipe EOF; its page gets a `failed` record (error kind `crash`, the exit code or
+    signal, the stage it was in) and a fresh worker takes its place.
+  * Memory: workers report their RSS after each page; above `max_rss` a worker is retired
+    and replaced (recycling) before it gets another page.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Callable, Iterable
+
+from ..errors import SetupError
+from .worker import rss_bytes, worker_main
+
+START_TIMEOUT = 300.0      # seconds a fresh worker may take to import and load its models
+START_FAILURES = 3         # workers dying before they are ready, in a row: give up (exit 2)
+TICK = 0.25                # wake-up interval: signals, deadlines, heartbeats
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
+
+
+def parse_size(text: str) -> int:
+    """'3GB', '3G', '512MiB', '800M' -> bytes; a bare number is MiB."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (e.g. 3GB, 800MB)")
+    unit = m.group(2).lower() or "m"
+    return int(float(m.group(1)) * {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
+
+
+@dataclass
+class PageFault:
+    """A page the pool could not get an answer for (its worker timed out or died)."""
+    status: str        # "timeout" | "failed"
+    error: dict        # {kind, stage, message}
+    seconds: float
+
+
+@dataclass
+class PoolStats:
+    workers: int = 0          # worker slots
+    busy: int = 0             # parsing a page now
+    starting: int = 0         # spawning / loading models
+    queued: int = 0           # pages not yet handed to a worker
+    done: int = 0             # pages answered by the pool
+    restarts: int = 0         # workers replaced after a crash or timeout
+    recycled: int = 0         # workers replaced for RSS
+    rss: list[int] = field(default_factory=list)   # per live worker, bytes
+
+    def as_dict(self) -> dict:
+        return {"workers": self.workers, "busy": self.busy, "starting": self.starting,
+                "queued": self.queued, "done": self.done, "restarts": self.restarts,
+                "recycled": self.recycled, "rss_mb": [round(r / (1 << 20)) for r in self.rss]}
+
+
+class _Worker:
+    def __init__(self, slot: int, proc, conn):
+        self.slot, self.proc, self.conn = slot, proc, conn
+        self.ready = False
+        self.spawned = time.monotonic()
+        self.task = None            # (task_id, item) while busy
+        self.started = 0.0          # when the current page was handed over
+        self.stage = "queue"
+        self.rss = 0
+        self.pages = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.task is not None
+
+
+class WorkerPool:
+    """Parse items (anything with `.src` and `.index`) on worker processes.
+
+    `run(items, on_result)` calls `on_result(item, result_or_fault, info)` in the main
+    process as pages finish (in completion order); `info` = {"worker", "rss"}."""
+
+    def __init__(self, workers: int, spec: dict, page_timeout: float, max_rss: int,
+                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None):
+        self.n = max(1, workers)
+        self.spec = spec
+        self.page_timeout = page_timeout
+        self.max_rss = max_rss
+        self.warn, self.info = warn, info
+        self.ctx = mp.get_context("spawn")
+        self.workers: list[_Worker | None] = [None] * self.n
+        self.stats = PoolStats(workers=self.n)
+        self._task_ids = 0
+        self._start_failures = 0
+        self._warned: set[str] = set()
+        self._queue: deque = deque()
+        self._stopping = False
+        self._rss_at = 0.0
+
+    # -- processes -----------------------------------------------------------------------
+    def _spawn(self, slot: int) -> None:
+        parent, child = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(target=worker_main, args=(child, self.spec), daemon=True,
+                                name=f"mineru-worker-{slot}")
+        # The child inherits this environment at exec: thread counts are in place before the
+        # interpreter imports numpy / onnxruntime (even via the __main__ re-import of spawn).
+        saved = {k: os.environ.get(k) for k in self.spec["env"]}
+        os.environ.update(self.spec["env"])
+        try:
+            proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        child.close()
+        self.workers[slot] = _Worker(slot, proc, parent)
+
+    def _reap(self, w: _Worker, kill: bool) -> int | None:
+        if kill and w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(timeout=5)
+        if w.proc.is_alive():       # did not exit when asked: no more patience
+            w.proc.kill()
+            w.proc.join(timeout=5)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        self.workers[w.slot] = None
+        return w.proc.exitcode
+
+    def _retire(self, w: _Worker) -> None:
+        try:
+            w.conn.send(None)
+        except OSError:
+            pass
+        self._reap(w, kill=False)
+
+    def close(self, kill: bool = False) -> None:
+        for w in list(self.workers):
+            if w is not None:
+                if kill or w.busy:
+                    self._reap(w, kill=True)
+                else:
+                    self._retire(w)
+
+    def kill_all(self) -> None:
+        """From a signal handler: no joins, no pipes."""
+        for w in self.workers:
+            if w is not None:
+                try:
+                    w.proc.kill()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close(kill=exc[0] is not None)
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, items: Iterable, on_result: Callable, should_stop: Callable[[], bool] = lambda: False,
+            grace: float = 10.0, on_tick: Callable[[PoolStats], None] | None = None) -> list:
+        """Parse all items; returns those not finished (after a stop request: in flight
+        past the grace period, and never handed out)."""
+        queue = self._queue = deque(items)
+        for slot in range(min(self.n, len(queue))):
+            self._spawn(slot)
+        stop_at = None
+        while True:
+            if should_stop() and stop_at is None:
+                stop_at = time.monotonic() + grace
+                self._stopping = True
+            if stop_at is None:
+                self._dispatch(queue)
+            busy = [w for w in self.workers if w is not None and w.busy]
+            if not busy and (stop_at is not None or not queue):
+                break
+            if stop_at is not None and time.monotonic() > stop_at:
+                for w in busy:                     # in flight past the grace period: not journaled
+                    queue.appendleft(w.task[1])
+                    self._reap(w, kill=True)
+                break
+            self._wait()
+            self._collect(queue, on_result)
+            self._check_deadlines(queue, on_result)
+            self._update_stats(queue)
+            if on_tick is not None:
+                on_tick(self.stats)
+        self._update_stats(queue, rss=False)
+        return list(queue)
+
+    def _dispatch(self, queue: deque) -> None:
+        for w in self.workers:
+            if not queue:
+                return
+            if w is not None and w.ready and not w.busy:
+                self._task_ids += 1
+                item = queue.popleft()
+                try:
+                    w.conn.send((self._task_ids, item.src, item.index))
+                except OSError:            # died while idle: its sentinel will tell; retry the item
+                    queue.appendleft(item)
+                    continue
+                w.task, w.started, w.stage = (self._task_ids, item), time.monotonic(), "queue"
+
+    def _wait(self) -> None:
+        live = [w for w in self.workers if w is not None]
+        timeout = TICK
+        now = time.monotonic()
+        for w in live:
+            if w.busy:
+                timeout = min(timeout, max(0.0, w.started + self.page_timeout - now))
+        waitables = [w.conn for w in live] + [w.proc.sentinel for w in live]
+        if waitables:
+            wait(waitables, timeout)
+        else:
+            time.sleep(timeout)
+
+    def _collect(self, queue: deque, on_result: Callable) -> None:
+        for w in list(self.workers):
+            if w is None:
+                continue
+            dead = False
+            try:
+                while w.conn.poll():
+                    self._handle(w, w.conn.recv(), on_result)
+                    if self.workers[w.slot] is not w:   # retired / replaced while handling
+                        break
+            except (EOFError, OSError):
+                dead = True
+            if self.workers[w.slot] is not w:
+                continue
+            if dead or not w.proc.is_alive():
+                self._died(w, queue, on_result)
+
+    def _handle(self, w: _Worker, msg: tuple, on_result: Callable) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            w.ready = True
+            self._start_failures = 0
+        elif kind == "stage":
+            if w.task is not None and w.task[0] == msg[1]:
+                w.stage = msg[2]
+        elif kind == "warn":
+            if msg[1] not in self._warned:
+                self._warned.add(msg[1])
+                self.warn(msg[1])
+        elif kind == "fatal":
+            self._reap(w, kill=True)
+            raise SetupError(msg[1])
+        elif kind == "done":
+            _, task_id, result, rss = msg
+            if w.task is None or w.task[0] != task_id:
+                return
+            item = w.task[1]
+            w.task, w.rss = None, rss
+            w.pages += 1
+            self.stats.done += 1
+            on_result(item, result, {"worker": w.slot, "rss": rss})
+            if self.max_rss and rss > self.max_rss:
+                self.info(f"worker {w.slot}: RSS {rss / (1 << 20):.0f} MB above --max-worker-rss "
+                          f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled")
+                self.stats.recycled += 1
+                self._retire(w)
+                if self._want_worker():
+                    self._spawn(w.slot)
+
+    def _died(self, w: _Worker, queue: deque, on_result: Callable) -> None:
+        code = self._reap(w, kill=True)
+        if w.task is not None:
+            task_id, item = w.task
+            self.stats.done += 1
+            self.stats.restarts += 1
+            fault = PageFault("failed", {"kind": "crash", "stage": w.stage,
+                                         "message": f"worker process died ({describe_exit(code)}) "
+                                                    f"during the {w.stage} stage; worker restarted"},
+                              time.monotonic() - w.started)
+            on_result(item, fault, {"worker": w.slot, "rss": w.rss})
+        elif not w.ready:
+            self._start_failures += 1
+            if self._start_failures >= START_FAILURES:
+                raise SetupError(f"worker processes keep dying while starting ({describe_exit(code)})")
+        if self._want_worker():
+            self._spawn(w.slot)
+
+    def _check_deadlines(self, queue: deque, on_result: Callable) -> None:
+        now = time.monotonic()
+        for w in list(self.workers):
+            if w is None:
+                continue
+            if w.busy and now - w.started > self.page_timeout:
+                task_id, item = w.task
+                # A result may have arrived just in time: take it rather than kill.
+                try:
+                    while w.busy and w.conn.poll():
+                        self._handle(w, w.conn.recv(), on_result)
+                except (EOFError, OSError):
+                    pass
+                if self.workers[w.slot] is not w or not w.busy:
+                    continue
+                self._reap(w, kill=True)
+                self.stats.done += 1
+                self.stats.restarts += 1
+                fault = PageFault("timeout", {"kind": "timeout", "stage": w.stage,
+                                              "message": f"no result after {self.page_timeout:g} s "
+                                                         f"(--page-timeout) in the {w.stage} stage; "
+                                                         "worker killed and restarted"},
+                                  now - w.started)
+                on_result(item, fault, {"worker": w.slot, "rss": w.rss})
+                if self._want_worker():
+                    self._spawn(w.slot)
+            elif not w.ready and now - w.spawned > START_TIMEOUT:
+                self._reap(w, kill=True)
+                self._start_failures += 1
+                if self._start_failures >= START_FAILURES:
+                    raise SetupError(f"worker processes did not start within {START_TIMEOUT:g} s")
+                self._spawn(w.slot)
+
+    def _want_worker(self) -> bool:
+        """Replace a worker that went away? Only while there is work it could take."""
+        return bool(self._queue) and not self._stopping
+
+    def _update_stats(self, queue: deque, rss: bool = True) -> None:
+        live = [w for w in self.workers if w is not None]
+        self.stats.busy = sum(w.busy for w in live)
+        self.stats.starting = sum(not w.ready for w in live)
+        self.stats.queued = len(queue)
+        now = time.monotonic()
+        if rss and now - self._rss_at >= 1.0:      # measured from outside: busy workers too
+            self._rss_at = now
+            self.stats.rss = [rss_bytes(w.proc.pid) if w.proc.pid else 0 for w in live]

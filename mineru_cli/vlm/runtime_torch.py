@@ -1,0 +1,121 @@
+"""The PyTorch reference runtime: transformers' Qwen2VLForConditionalGeneration, fp32, CPU.
+
+It implements generate.Runtime. Inputs come from our own numpy pieces: pixel values and grids
+from processor.ImageProcessor, vision (row, col) ids and attention segments from
+processor.vision_position_ids / vision_cu_seqlens, and the language model's M-RoPE positions
+from processor.rope_index; transformers only supplies the layers.
+
+Batching: a batch is left-padded to its longest prompt; padding is masked out of attention and
+its position ids are 0, so every row computes what it would alone (up to float rounding). The
+KV cache is transformers' DynamicCache; finished rows are dropped from it (retain).
+
+Import this module only when the torch runtime is wanted: it imports torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import SetupError
+from .processor import vision_cu_seqlens, vision_position_ids
+from .tokenizer import VlmInput
+
+
+class TorchRuntime:
+    name = "torch"
+
+    def __init__(self, model_dir: str | Path, threads: int = 1, image_token_id: int | None = None):
+        from transformers import Qwen2VLForConditionalGeneration
+
+        torch.set_num_threads(max(1, int(threads)))
+        try:
+            model = Qwen2VLForConditionalGeneration.from_pretrained(
+                str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa")
+        except Exception as exc:
+            raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
+        self._setup(model, image_token_id)
+
+    @classmethod
+    def from_model(cls, model, image_token_id: int | None = None) -> "TorchRuntime":
+        """A runtime over an already loaded model (e.g. one being trained in a test)."""
+        self = cls.__new__(cls)
+        self._setup(model, image_token_id)
+        return self
+
+    def _setup(self, model, image_token_id: int | None) -> None:
+        from transformers import DynamicCache
+
+        self._cache_cls = DynamicCache
+        self.model = model.eval()
+        config = self.model.config
+        if image_token_id is not None and int(config.image_token_id) != int(image_token_id):
+            raise SetupError(f"config.json image_token_id {config.image_token_id} is not the "
+                             f"tokenizer's <|image_pad|> id {image_token_id}")
+        self.merge_size = int(config.vision_config.spatial_merge_size)
+        self.vocab_size = int(config.text_config.vocab_size)
+        self._visual = self.model.model.visual
+        self._embed = self.model.get_input_embeddings()
+        self.image_token_id = int(config.image_token_id)
+        self._cache = None
+        self._mask = None
+        self._next_pos: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------ vision
+
+    def image_embeds(self, inputs: Sequence[VlmInput]) -> list[torch.Tensor]:
+        """Merged image features per input, (tokens_i, hidden), from one vision call."""
+        grid = np.concatenate([x.image_grid_thw for x in inputs], axis=0)
+        pixels = torch.from_numpy(np.concatenate([x.pixel_values for x in inputs], axis=0))
+        out = self._visual(pixels, grid_thw=torch.from_numpy(grid),
+                           position_ids=torch.from_numpy(vision_position_ids(grid, self.merge_size)),
+                           cu_seqlens=torch.from_numpy(vision_cu_seqlens(grid)))
+        features = out.pooler_output if hasattr(out, "pooler_output") else out
+        sizes = (grid.prod(axis=1) // (self.merge_size ** 2)).tolist()
+        return list(torch.split(features, sizes))
+
+    # ------------------------------------------------------------------ Runtime protocol
+
+    @torch.inference_mode()
+    def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
+        batch = len(inputs)
+        length = max(len(x) for x in inputs)
+        ids = torch.zeros((batch, length), dtype=torch.long)
+        mask = torch.zeros((batch, length), dtype=torch.long)
+        positions = torch.zeros((3, batch, length), dtype=torch.long)
+        for row, x in enumerate(inputs):
+            pad = length - len(x)
+            ids[row, pad:] = torch.from_numpy(x.input_ids)
+            mask[row, pad:] = 1
+            positions[:, row, pad:] = torch.from_numpy(x.position_ids)
+        embeds = self._embed(ids)
+        for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
+            where = (ids[row] == self.image_token_id) & (mask[row] == 1)
+            if int(where.sum()) != feats.shape[0]:
+                raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
+            embeds[row, where] = feats.to(embeds.dtype)
+        self._cache = self._cache_cls(config=self.model.config.text_config)
+        out = self.model(inputs_embeds=embeds, attention_mask=mask, position_ids=positions,
+                         cache=self._cache, use_cache=True, logits_to_keep=1)
+        self._mask = mask
+        self._next_pos = torch.tensor([len(x) + x.rope_delta for x in inputs], dtype=torch.long)
+        return out.logits[:, -1, :].float().numpy()
+
+    @torch.inference_mode()
+    def step(self, token_ids: np.ndarray) -> np.ndarray:
+        ids = torch.from_numpy(np.asarray(token_ids, dtype=np.int64)).view(-1, 1)
+        self._mask = torch.cat([self._mask, torch.ones((ids.shape[0], 1), dtype=torch.long)], dim=1)
+        positions = self._next_pos.view(1, -1, 1).expand(3, -1, 1)
+        out = self.model(input_ids=ids, attention_mask=self._mask, position_ids=positions,
+                         cache=self._cache, use_cache=True)
+        self._next_pos = self._next_pos + 1
+        return out.logits[:, -1, :].float().numpy()
+
+    def retain(self, rows: Sequence[int]) -> None:
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        self._cache.batch_select_indices(index)
+        self._mask = self._mask[index]
+        self._next_pos = self._next_pos[index]

@@ -1,0 +1,61 @@
+"""The result cache through `mineru parse`: hits, verified near-hits, look-alikes never reused."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from conftest import mineru, read_journal
+from mineru_cli.cache.synthetic import invoice
+
+
+def _only(path):
+    (rec,) = read_journal(path)
+    return rec
+
+
+def test_parse_reuses_verified_near_duplicates_and_never_look_alikes(tmp_path, record_validator):
+    cache = tmp_path / "cache"
+    first = tmp_path / "a" / "invoice.png"
+    first.parent.mkdir()
+    invoice("1,234.00").save(first)
+    args = ["--cache-dir", str(cache), "--engine", "ocr"]
+
+    r = mineru("parse", "a", "--out", "a.jsonl", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    original = read_journal(tmp_path / "a.jsonl", record_validator)[0]
+    assert original["cache"] == {"status": "miss"}
+    assert "1,234.00" in original["markdown"] or "1234.00" in original["markdown"].replace(",", "")
+
+    # A JPEG re-encode of the same page elsewhere: verified near-hit, names its source.
+    copy = tmp_path / "b" / "invoice-copy.jpg"
+    copy.parent.mkdir()
+    buf = io.BytesIO()
+    Image.open(first).convert("RGB").save(buf, "JPEG", quality=70)
+    copy.write_bytes(buf.getvalue())
+    r = mineru("parse", "b", "--out", "b.jsonl", *args, cwd=tmp_path)
+    near = read_journal(tmp_path / "b.jsonl", record_validator)[0]
+    assert near["cache"] == {"status": "near-hit", "from": "invoice.png#0"}
+    assert near["blocks"] == original["blocks"] and near["markdown"] == original["markdown"]
+
+    # The same invoice with another total: its pHash collides, but it must be parsed afresh.
+    other = tmp_path / "c" / "invoice.png"
+    other.parent.mkdir()
+    invoice("7,234.00").save(other)
+    r = mineru("parse", "c", "--out", "c.jsonl", *args, cwd=tmp_path)
+    fresh = read_journal(tmp_path / "c.jsonl", record_validator)[0]
+    assert fresh["cache"] == {"status": "miss"}
+    assert "7,234.00" in fresh["markdown"] or "7234.00" in fresh["markdown"].replace(",", "")
+
+    # A lossless copy under another name: exact hit on the pixels.
+    (tmp_path / "d").mkdir()
+    Image.open(first).save(tmp_path / "d" / "renamed.png", optimize=True)
+    mineru("parse", "d", "--out", "d.jsonl", *args, cwd=tmp_path)
+    assert read_journal(tmp_path / "d.jsonl")[0]["cache"] == {"status": "hit"}
+
+    # --no-cache and --cache-near off are honoured.
+    mineru("parse", "b", "--out", "b2.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert read_journal(tmp_path / "b2.jsonl")[0]["cache"] == {"status": "off"}
+    mineru("parse", "b", "--out", "b3.jsonl", "--cache-near", "off", *args, cwd=tmp_path)
+    assert read_journal(tmp_path / "b3.jsonl")[0]["cache"] == {"status": "miss"}
