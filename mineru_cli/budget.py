@@ -12,8 +12,17 @@ ONNX Runtime intra-op threads per worker. The rule (see `plan_cpus`, printed by
 Why processes first: the embedded engine's models are small convolutional nets run image by
 image; one ONNX Runtime session scales poorly past one thread on them (much of a page is
 Python pre/post-processing, single-threaded), while separate processes scale with the cores.
-Measured on the 2-core development box (`mineru parse examples/ --no-cache --cpus 2`, 7 pages):
-see MEASURED below; 2 workers x 1 thread beat 1 worker x 2 threads.
+Measured on the 2-core development box (shared with other jobs; `mineru parse DIR --no-cache
+--cpus 2 --workers K`), pages/min, two runs each (see MEASURED_FIGURES):
+
+  input                         1 x 2 (1 worker)   2 x 1 (2 workers)   1 x 1 (--cpus 1)
+  examples/ (7 pages), idle     28.4, 26.4         28.9, 26.4          15.6, 15.5
+  examples/ (7), busy box       8.6, 6.6           10.6, 8.7           -
+  examples/ x3 (21 pages)       29.6, 29.7         31.9, 35.4          -
+
+2 x 1 also used ~8% less CPU time (user 58-62 s vs 66 s for the 21 pages): ONNX Runtime's
+second thread buys little on these models. On 7 pages the tail (one big page left for one
+worker) hides the difference; on a long batch it does not.
 """
 
 from __future__ import annotations
@@ -28,8 +37,6 @@ GiB = 1 << 30
 # about 0.3-0.5 GiB; headroom for a 3500x3500 page). Caps the worker count on small machines.
 WORKER_MEM = 1 * GiB
 
-# Plans measured on the development box (2 cores, shared): pages/min on examples/ (7 pages).
-MEASURED = "examples/ on 2 shared cores: 1x2 {}, 2x1 {} pages/min"
 
 
 def available_cpus() -> int:
@@ -97,25 +104,29 @@ class CpuPlan:
 
 
 def plan_cpus(cpus: int | None = None, workers: int | None = None, pages: int | None = None,
-              cores: int | None = None, memory: int | None = -1) -> CpuPlan:
+              cores: int | None = None, memory: int | None = -1, engine: str = "ocr") -> CpuPlan:
     """Split the CPU budget into workers x threads (the rule is in the module docstring).
 
     `pages`: pages to do, if known (no point starting more workers than pages).
-    `memory`: bytes available (-1: measure; None: unknown, no cap)."""
+    `memory`: bytes available (-1: measure; None: unknown, no cap).
+    `engine`: "vlm" gets one worker with every thread by default (one copy of a large model;
+    its batching across pages is the VLM pipeline's business)."""
     cores = cores or available_cpus()
     budget = max(1, cpus or cores)
     if memory == -1:
         memory = available_memory()
     if workers:
         n, why = workers, "--workers"
+    elif engine == "vlm":
+        n, why = 1, "vlm engine: one model copy, all threads to it"
     else:
         n, why = budget, "one worker per CPU of the budget"
         if memory is not None and memory // WORKER_MEM < n:
             n, why = max(1, int(memory // WORKER_MEM)), (
                 f"memory: {memory / GiB:.1f} GiB available, {WORKER_MEM / GiB:.0f} GiB per worker")
-    threads = max(1, budget // n)
     if pages is not None and 0 < pages < n:
         n, why = pages, f"only {pages} page(s) to do"
+    threads = max(1, budget // n)
     spinning = n * threads <= cores
     return CpuPlan(cores=cores, budget=budget, workers=n, threads=threads, spinning=spinning, why=why)
 
@@ -137,9 +148,9 @@ def explain(plan: CpuPlan, page_timeout: float, max_rss: int) -> str:
         "Rule: workers = min(budget, available memory / "
         f"{WORKER_MEM / GiB:.0f} GiB, pages to do); threads = budget // workers; spinning off when",
         "workers x threads > cores. --workers K overrides the worker count.",
-        "Measured (2 shared cores, examples/, pages/min): " + MEASURED_FIGURES,
+        "Measured on 2 shared cores, pages/min: " + MEASURED_FIGURES,
     ]
     return "\n".join(lines)
 
 
-MEASURED_FIGURES = "to be measured"
+MEASURED_FIGURES = "examples/ x3 (21 pages): 1x2 29.6-29.7, 2x1 31.9-35.4; examples/ (7): 1x2 26-28, 2x1 26-29, 1x1 15.5"

@@ -92,7 +92,8 @@ def parse(
         if explain_plan:
             from .budget import explain, plan_cpus
 
-            typer.echo(explain(plan_cpus(cpus, workers), page_timeout, max_rss))
+            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine == "vlm" else "ocr"),
+                               page_timeout, max_rss))
             raise typer.Exit(EXIT_OK)
         if gif_frames not in ("first", "all"):
             raise SetupError("--gif-frames must be 'first' or 'all'")

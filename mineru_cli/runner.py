@@ -150,7 +150,7 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
             for planned in plan:
                 ctx.queue_source(planned, todo)
             if todo and not stop.requested:
-                cpu = plan_cpus(opts.cpus, opts.workers, pages=len(todo))
+                cpu = plan_cpus(opts.cpus, opts.workers, pages=len(todo), engine=engine_info["name"])
                 summary.plan = cpu.as_dict()
                 left = ctx.run_pool(todo, cpu, stop)
                 summary.unfinished = len(left)
@@ -260,7 +260,9 @@ class _Context:
         opts = self.opts
         self.reporter.info(f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
                            f"(--cpus {cpu.budget}; {cpu.why}); {len(todo)} page(s) to do")
-        spec = {"engine": opts.engine, "lang": opts.lang, "threads": cpu.threads,
+        # What a worker needs to build the same engine as the main process resolved (engine
+        # options added to ParseOptions later must be passed here too).
+        spec = {"engine": self.engine_info["name"], "lang": opts.lang, "threads": cpu.threads,
                 "spinning": cpu.spinning, "env": cpu.thread_env(), "fp": self.fp, "load": opts.load,
                 "cache": cache_spec(opts)}
         t0 = time.monotonic()

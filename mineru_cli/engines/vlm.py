@@ -119,7 +119,7 @@ class VlmEngine:
                 sub = self._config.get(part) or {}
                 config[part] = {k: v for k, v in sub.items()
                                 if isinstance(v, (int, float, str, list)) and not k.startswith("_")}
-            self._identity = {"path": str(self.model_dir), "profile": self.profile.name,
+            self._identity = {"profile": self.profile.name,
                               "config": config, "weights": weights,
                               "tokenizer": _sha256_file(self.model_dir / "tokenizer.json")}
         return self._identity
@@ -145,6 +145,10 @@ class VlmEngine:
                                      "pip install 'mineru-cli[torch]'") from exc
                 self._runtime = TorchRuntime(self.model_dir, self.threads, self.tokenizer.image_pad_id)
         return self._runtime
+
+    def _load(self) -> None:
+        """Load the runtime now rather than on the first page (pipeline workers call this)."""
+        _ = self.runtime
 
     def _decode(self, inputs, params) -> list:
         gens = generate(self.runtime, inputs, params, self.tokenizer.stop_ids, self.max_new_tokens)

@@ -169,7 +169,7 @@ class WorkerPool:
     def close(self, kill: bool = False) -> None:
         for w in list(self.workers):
             if w is not None:
-                if kill or w.busy:
+                if kill or w.busy or not w.ready:
                     self._reap(w, kill=True)
                 else:
                     self._retire(w)

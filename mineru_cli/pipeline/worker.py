@@ -6,7 +6,7 @@ before `worker_main` sets the thread environment, and numpy/onnxruntime read it 
 Messages, worker -> main (all small; pixels never cross the process boundary):
   ("ready", pid)                      engine loaded, waiting for pages
   ("fatal", message)                  cannot start (bad set-up): the run stops with exit 2
-  ("stage", task_id, stage)           entering load | cache | engine | store
+  ("stage", task_id, stage)           entering render | cache | engine | store
   ("warn", message)                   a warning for the user (e.g. the cache degraded)
   ("done", task_id, result, rss)      the page's record fields, and RSS after it
 main -> worker: (task_id, SourceFile, page_index) or None (exit).
@@ -209,7 +209,7 @@ def parse_page(engine, cache, docs, fp: str, src, index: int, faults, stage) -> 
     t0 = time.perf_counter()
     where = "open"
     try:
-        stage("load")
+        stage("render")
         try:
             doc = docs.get(src)
         except OSError as exc:

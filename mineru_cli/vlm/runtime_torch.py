@@ -30,7 +30,9 @@ class TorchRuntime:
 
     def __init__(self, model_dir: str | Path, threads: int = 1, image_token_id: int | None = None):
         from transformers import Qwen2VLForConditionalGeneration
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar in a batch job's output
         torch.set_num_threads(max(1, int(threads)))
         try:
             model = Qwen2VLForConditionalGeneration.from_pretrained(

@@ -214,13 +214,19 @@ def train(model, chat, examples, max_steps: int = 1500, lr: float = 5e-3, log=No
         rows.append((x, torch.from_numpy(ids)[None], torch.from_numpy(pos)[:, None, :],
                      torch.from_numpy(ids == chat.image_pad_id), len(x), torch.tensor(target), n == 0))
     embed = model.get_input_embeddings()
+    frozen: dict[int, torch.Tensor] = {}
     for step in range(1, max_steps + 1):
         model.train()
         opt.zero_grad()
         worst = 0.0
-        for x, ids, pos, is_image, start, target, frozen_image in rows:
-            with torch.set_grad_enabled(not frozen_image):
+        for n, (x, ids, pos, is_image, start, target, frozen_image) in enumerate(rows):
+            if not frozen_image:
                 feats = runtime.image_embeds([x])[0]
+            else:  # refreshed now and then: the vision tower keeps learning from the crops
+                if n not in frozen or step % 10 == 0:
+                    with torch.no_grad():
+                        frozen[n] = runtime.image_embeds([x])[0]
+                feats = frozen[n]
             embeds = embed(ids)
             embeds = embeds.masked_scatter(is_image[None, :, None], feats)
             logits = model(inputs_embeds=embeds, position_ids=pos).logits[0]
@@ -230,7 +236,7 @@ def train(model, chat, examples, max_steps: int = 1500, lr: float = 5e-3, log=No
         opt.step()
         if log and step % 10 == 0:
             log(f"step {step}: worst loss {worst:.4f}")
-        if worst < 0.02 and step % 5 == 0:
+        if worst < 0.02 and step % 10 == 0:
             model.eval()
             if _check(model, chat, examples):
                 return step
@@ -252,12 +258,17 @@ def build(out_dir: str | Path, seed: int = SEED, log=None) -> dict:
     tok = make_tokenizer(corpus, seed)
 
     torch.manual_seed(seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is as fast and shares the CPU better
     from transformers import Qwen2VLForConditionalGeneration
 
     config = make_config(tok)
     model = Qwen2VLForConditionalGeneration(config).float()
     examples, chat = _examples(tok, page)
-    steps = train(model, chat, examples, log=log)
+    try:
+        steps = train(model, chat, examples, log=log)
+    finally:
+        torch.set_num_threads(threads)
 
     model.save_pretrained(str(model_dir))
     tok.save(str(model_dir / "tokenizer.json"))

@@ -1,0 +1,142 @@
+"""Per-document outputs made from the journal's records: Markdown and MinerU's content_list.json.
+
+`--format markdown` writes `<stem>.md`; `--format content-list` writes `<stem>_content_list.json`,
+`<stem>.md` and `images/` (crops of image and table blocks) the way MinerU lays them out, so
+tools that read MinerU's output read ours. Each document gets its own folder under the output
+folder, named after its path relative to the input root (two `report.pdf` never collide).
+
+content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
+the page furniture types), `bbox` in 0..1000 page units, `page_idx` (0-based), plus by type:
+text: `text`, `text_level` (1 for titles); equation: `text` ($$-wrapped LaTeX), `text_format`;
+image: `img_path`, `image_caption`, `image_footnote`; table: `img_path`, `table_body` (HTML),
+`table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
+Captions and footnotes are attached to the nearest image/table of their kind on the page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from itertools import groupby
+from pathlib import Path, PurePosixPath
+
+from .engines.base import Block
+from .markdown import blocks_to_markdown
+
+FORMATS = ("markdown", "content-list")
+TEXT_TYPES = {"text", "title", "list", "ref_text", "phonetic", "reference", "paragraph_title", "doc_title"}
+ATTACHED = {  # caption/footnote type -> (owner type, field on the owner)
+    "image_caption": ("image", "image_caption"), "figure_caption": ("image", "image_caption"),
+    "image_footnote": ("image", "image_footnote"),
+    "table_caption": ("table", "table_caption"), "table_footnote": ("table", "table_footnote"),
+    "code_caption": ("code", "code_caption"),
+}
+OWNER_TYPE = {"figure": "image", "image": "image", "chart": "image", "table": "table",
+              "code": "code", "algorithm": "code"}
+
+
+def to_block(d: dict) -> Block:
+    extra = {k: v for k, v in d.items() if k not in ("type", "bbox", "text", "score")}
+    return Block(d["type"], tuple(d["bbox"]), d.get("text", ""), d.get("score"), extra)
+
+
+def document_dir(out_dir: Path, source: str) -> Path:
+    rel = PurePosixPath(source)
+    return out_dir.joinpath(*rel.parent.parts, rel.stem + rel.suffix.replace(".", "_"))
+
+
+def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_page=None) -> list[Path]:
+    """Write the chosen formats for every document whose pages are all in `records`.
+
+    load_page(source, page_index) -> PIL image, for the crops of content-list; None: no crops."""
+    written = []
+    key = lambda r: r["source"]  # noqa: E731
+    for source, pages in groupby(sorted(records, key=lambda r: (r["source"], r["page_index"])), key):
+        pages = [p for p in pages if p["status"] == "ok"]
+        if not pages:
+            continue
+        folder = document_dir(out_dir, source)
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = PurePosixPath(source).stem
+        md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
+        written.append(_atomic_write(folder / f"{stem}.md", md))
+        if "content-list" in formats:
+            items = []
+            for page in pages:
+                image = load_page(source, page["page_index"]) if load_page else None
+                items += content_list_items(page, folder, image)
+            written.append(_atomic_write(folder / f"{stem}_content_list.json",
+                                         json.dumps(items, ensure_ascii=False, indent=2)))
+    return written
+
+
+def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
+    """One page's content_list items, in reading order, captions attached to their owners."""
+    w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
+    items, attached = [], []                 # (position in reading order, block, item)
+    for pos, b in enumerate(record["blocks"]):
+        entry = (pos, b, _item(b, w, h, page_idx, folder, image))
+        (attached if b["type"] in ATTACHED else items).append(entry)
+    for pos, b, item in attached:
+        owner_type, field = ATTACHED[b["type"]]
+        owners = [it for _, _, it in items if it["type"] == owner_type]
+        if owners:
+            nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
+            nearest[field].append(b.get("text", ""))
+        else:                                # an orphan caption stays a text item in its place
+            items.append((pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"],
+                                   "page_idx": page_idx}))
+    return [it for _, _, it in sorted(items, key=lambda e: e[0])]
+
+
+def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
+    x1, y1, x2, y2 = b["bbox"]
+    bbox = [round(x1 * 1000 / w), round(y1 * 1000 / h), round(x2 * 1000 / w), round(y2 * 1000 / h)]
+    kind, text = b["type"], b.get("text", "")
+    base = {"bbox": bbox, "page_idx": page_idx}
+    owner = OWNER_TYPE.get(kind)
+    if kind in ("equation", "equation_block"):
+        latex = b.get("latex") or text
+        return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}
+    if owner == "image":
+        return {"type": "image", "img_path": _crop(image, b["bbox"], folder), "image_caption": [],
+                "image_footnote": [], **base}
+    if owner == "table":
+        return {"type": "table", "img_path": _crop(image, b["bbox"], folder),
+                "table_body": b.get("html") or "", "table_caption": [], "table_footnote": [], **base}
+    if owner == "code":
+        return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
+    if kind in TEXT_TYPES:
+        item = {"type": "text", "text": text, **base}
+        if kind in ("title", "doc_title", "paragraph_title"):
+            item["text_level"] = int(b.get("level", 1))
+        return item
+    return {"type": kind, "text": text, **base}   # header, footer, page_number, aside_text, ...
+
+
+def _crop(image, bbox, folder: Path) -> str:
+    if image is None:
+        return ""
+    crop = image.crop(tuple(bbox))
+    if crop.width < 1 or crop.height < 1:
+        return ""
+    name = hashlib.sha256(crop.tobytes()).hexdigest()[:32] + ".jpg"
+    path = folder / "images" / name
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        crop.convert("RGB").save(path, quality=90)
+    return f"images/{name}"
+
+
+def _distance(a, b) -> float:
+    ax, ay = (a[0] + a[2]) / 2, (a[1] + a[3]) / 2
+    bx, by = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
+    return (ax - bx) ** 2 + (ay - by) ** 2
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,61 @@
+"""Per-document Markdown and MinerU content_list.json from page records."""
+
+import json
+
+from PIL import Image
+
+from mineru_cli.writers import content_list_items, document_dir, write_documents
+
+
+def page(source, index, blocks, status="ok"):
+    return {"source": source, "page_index": index, "status": status, "blocks": blocks,
+            "image": {"width": 2000, "height": 1000}}
+
+
+BLOCKS = [
+    {"type": "header", "bbox": [0, 0, 2000, 50], "text": "Running head", "score": None},
+    {"type": "title", "bbox": [100, 60, 1900, 120], "text": "Results", "score": None},
+    {"type": "table_caption", "bbox": [100, 130, 900, 160], "text": "Table 1. Scores", "score": None},
+    {"type": "table", "bbox": [100, 170, 900, 400], "text": "a\tb", "score": None,
+     "html": "<table><tr><td>a</td><td>b</td></tr></table>"},
+    {"type": "equation", "bbox": [100, 420, 900, 480], "text": "\\[x^2\\]", "score": None, "latex": "x^2"},
+    {"type": "image", "bbox": [1000, 170, 1900, 600], "text": "", "score": None},
+    {"type": "image_caption", "bbox": [1000, 610, 1900, 650], "text": "Figure 1. A cat", "score": None},
+    {"type": "text", "bbox": [100, 700, 1900, 900], "text": "Body text.", "score": 0.9},
+    {"type": "table_footnote", "bbox": [100, 950, 400, 990], "text": "orphan? no: owner on page", "score": None},
+]
+
+
+def test_content_list_items_follow_minerus_format(tmp_path):
+    img = Image.new("RGB", (2000, 1000), "white")
+    items = content_list_items(page("a.pdf", 3, BLOCKS), tmp_path, img)
+    assert [it["type"] for it in items] == ["header", "text", "table", "equation", "image", "text"]
+    header, title, table, eq, image, body = items
+    assert title == {"type": "text", "text": "Results", "text_level": 1, "bbox": [50, 60, 950, 120], "page_idx": 3}
+    assert table["table_body"].startswith("<table>") and table["table_caption"] == ["Table 1. Scores"]
+    assert table["table_footnote"] == ["orphan? no: owner on page"]
+    assert eq["text"] == "$$\nx^2\n$$" and eq["text_format"] == "latex"
+    assert image["image_caption"] == ["Figure 1. A cat"]
+    assert (tmp_path / image["img_path"]).is_file() and (tmp_path / table["img_path"]).is_file()
+    with Image.open(tmp_path / image["img_path"]) as crop:
+        assert crop.size == (900, 430)
+    assert all(0 <= v <= 1000 for it in items for v in it["bbox"])
+
+
+def test_orphan_caption_stays_text_in_place(tmp_path):
+    blocks = [{"type": "text", "bbox": [0, 0, 10, 10], "text": "x", "score": None},
+              {"type": "image_caption", "bbox": [0, 20, 10, 30], "text": "Lonely caption", "score": None}]
+    items = content_list_items(page("a.png", 0, blocks), tmp_path, None)
+    assert [it["text"] for it in items] == ["x", "Lonely caption"]
+
+
+def test_write_documents_one_folder_per_document(tmp_path):
+    recs = [page("x/report.pdf", 1, BLOCKS[7:8]), page("x/report.pdf", 0, BLOCKS[1:2]),
+            page("y/report.pdf", 0, BLOCKS[7:8]), page("bad.png", 0, [], status="failed")]
+    written = write_documents(recs, tmp_path, {"content-list"})
+    a, b = document_dir(tmp_path, "x/report.pdf"), document_dir(tmp_path, "y/report.pdf")
+    assert a != b and not document_dir(tmp_path, "bad.png").exists()
+    assert (a / "report.md").read_text() == "# Results\n\nBody text.\n"   # pages in order
+    items = json.loads((a / "report_content_list.json").read_text())
+    assert [it["page_idx"] for it in items] == [0, 1]
+    assert len(written) == 4

@@ -1,0 +1,217 @@
+"""The vlm engine and the torch runtime end to end on the tiny trained MinerU2.5-shaped model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from mineru_cli.engines import make_engine  # noqa: E402
+from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
+from mineru_cli.errors import SetupError  # noqa: E402
+from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401  (fixtures)
+
+from mineru_cli.vlm import protocol as P  # noqa: E402
+from mineru_cli.vlm.generate import generate  # noqa: E402
+from mineru_cli.vlm.processor import rope_index  # noqa: E402
+from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
+
+
+
+def _run_cli(*args, cwd, env):
+    import os
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "MINERU_CACHE_DIR": str(cwd / ".cache-test"), **env}
+    return subprocess.run([sys.executable, "-m", "mineru_cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=300)
+
+TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
+EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
+    {"type": "title", "bbox": [134, 10, 314, 37], "text": "Tiny Report", "score": None, "angle": 0},
+    {"type": "text", "bbox": [45, 50, 403, 111], "text": "Small pages make fast tests.", "score": None, "angle": 0},
+    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0,
+     "html": TABLE_HTML},
+    {"type": "image", "bbox": [314, 128, 403, 215], "text": "", "score": None, "angle": 0},
+    {"type": "equation", "bbox": [112, 242, 336, 289], "text": "\\[\nE=mc^{2}\n\\]", "score": None, "angle": 0,
+     "latex": "E=mc^{2}"},
+]
+EXPECTED_MARKDOWN = f"# Tiny Report\n\nSmall pages make fast tests.\n\n{TABLE_HTML}\n\n$$\nE=mc^{{2}}\n$$\n"
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_vlm):
+    return VlmEngine(tiny_vlm / "model", threads=1)
+
+
+@pytest.fixture(scope="module")
+def page(tiny_vlm):
+    return Image.open(tiny_vlm / "page.png").convert("RGB")
+
+
+class Recorder:
+    """A runtime wrapper that keeps every logits row it returns, per input."""
+
+    def __init__(self, runtime):
+        self.runtime, self.logits, self.live = runtime, [], []
+
+    def prefill(self, inputs):
+        out = self.runtime.prefill(inputs)
+        self.logits = [[row] for row in out]
+        self.live = list(range(len(inputs)))
+        return out
+
+    def step(self, ids):
+        out = self.runtime.step(ids)
+        for i, row in zip(self.live, out):
+            self.logits[i].append(row)
+        return out
+
+    def retain(self, rows):
+        self.live = [self.live[r] for r in rows]
+        self.runtime.retain(rows)
+
+
+def _crop_inputs(engine, page, tiny_case):
+    blocks = P.parse_layout(tiny_case["layout"]).blocks
+    crops = P.prepare_crops(page, blocks)
+    return crops, [build_input(engine.tokenizer, engine.processor, c.image, c.prompt) for c in crops]
+
+
+def test_tiny_page_end_to_end(engine, page):
+    result = engine.parse(page)
+    assert [b.as_dict() for b in result.blocks] == EXPECTED_BLOCKS
+    assert result.markdown == EXPECTED_MARKDOWN
+    assert result.warnings == []
+    assert set(result.timings) == {"layout", "content", "post"}
+
+
+def test_layout_step_stops_on_im_end(engine, page, tiny_case):
+    text, parsed, gen = engine.layout(page)
+    assert text == tiny_case["layout"]
+    assert gen.finish_reason == "stop" and gen.stop_token == engine.tokenizer.token_id("<|im_end|>")
+    assert [b.type for b in parsed.blocks] == ["title", "text", "table", "image", "equation"]
+    assert parsed.skipped == 0
+
+
+def test_batched_crops_decode_like_one_at_a_time(engine, page, tiny_case):
+    crops, inputs = _crop_inputs(engine, page, tiny_case)
+    assert len({len(x) for x in inputs}) == len(inputs)  # different lengths: left padding is exercised
+    rt = engine.runtime
+    batched = Recorder(rt)
+    together = generate(batched, inputs, [c.sampling for c in crops], engine.tokenizer.stop_ids)
+    for i, (crop, x) in enumerate(zip(crops, inputs)):
+        single = Recorder(rt)
+        alone = generate(single, [x], crop.sampling, engine.tokenizer.stop_ids)[0]
+        assert alone.tokens == together[i].tokens and alone.stop_token == together[i].stop_token
+        np.testing.assert_allclose(np.stack(single.logits[0]), np.stack(batched.logits[i]), atol=2e-4)
+    texts = [engine.tokenizer.decode(g.tokens) for g in together]
+    assert texts == ["Tiny Report", "Small pages make fast tests.", "<fcel>Name<lcel><nl><fcel>x<fcel>y<nl>",
+                     "E=mc^{2}"]
+    e1 = VlmEngine(engine.model_dir, threads=1, batch_size=1)
+    e1._runtime = rt
+    assert [t for t, _ in e1.read_crops(crops)] == [t for t, _ in engine.read_crops(crops)] == texts
+
+
+def test_kv_cache_decoding_matches_a_full_forward(engine, page, tiny_case):
+    """Every cached step's logits equal a no-cache forward over prompt + answer, with the
+    M-RoPE positions of the whole sequence (so decode positions k + delta are right)."""
+    crops, inputs = _crop_inputs(engine, page, tiny_case)
+    x, crop = inputs[2], crops[2]  # the table: the longest answer
+    rec = Recorder(engine.runtime)
+    gen = generate(rec, [x], crop.sampling, engine.tokenizer.stop_ids)[0]
+    ids = np.concatenate([x.input_ids, np.asarray(gen.tokens, dtype=np.int64)])
+    pos, _ = rope_index(ids, x.image_grid_thw, engine.tokenizer.image_pad_id)
+    model = engine.runtime.model
+    with torch.inference_mode():
+        full = model(input_ids=torch.from_numpy(ids)[None], position_ids=torch.from_numpy(pos)[:, None],
+                     pixel_values=torch.from_numpy(x.pixel_values),
+                     image_grid_thw=torch.from_numpy(x.image_grid_thw)).logits[0].numpy()
+    n = len(gen.tokens) + 1
+    np.testing.assert_allclose(np.stack(rec.logits[0]), full[len(x) - 1:len(x) - 1 + n], atol=2e-4)
+
+
+def test_our_inputs_match_transformers_own_positions(engine, page, tiny_case):
+    """transformers computing its own rope index and vision position ids gives our logits."""
+    _, inputs = _crop_inputs(engine, page, tiny_case)
+    x = inputs[1]
+    ours = engine.runtime.prefill([x])
+    ids = torch.from_numpy(x.input_ids)[None]
+    with torch.inference_mode():
+        theirs = engine.runtime.model(
+            input_ids=ids, pixel_values=torch.from_numpy(x.pixel_values),
+            image_grid_thw=torch.from_numpy(x.image_grid_thw),
+            mm_token_type_ids=(ids == engine.tokenizer.image_pad_id).int()).logits[0, -1].numpy()
+    np.testing.assert_allclose(ours[0], theirs, atol=2e-4)
+
+
+def test_identity_and_options(engine, tiny_vlm):
+    ident = engine.identity()
+    weights = tiny_vlm / "model" / "model.safetensors"
+    assert ident["weights"] == {"model.safetensors": hashlib.sha256(weights.read_bytes()).hexdigest()}
+    assert ident["config"]["architectures"] == ["Qwen2VLForConditionalGeneration"]
+    assert ident["config"]["text_config"]["hidden_size"] == 64
+    assert engine.identity() is ident  # hashed once
+    opts = engine.options()
+    assert opts["profile"] == "MinerU2.5-2509-1.2B" and opts["runtime"] == "torch"
+    assert opts["prompts"]["table"] == P.TABLE_PROMPT
+    assert opts["sampling"]["table"]["frequency_penalty"] == 0.005
+    json.dumps(opts)
+
+
+def test_profile_choice(tiny_vlm, tmp_path):
+    assert pick_profile(tiny_vlm / "model") is P.PROFILE_2509
+    pro = tmp_path / "MinerU2.5-Pro-2605-1.2B"
+    pro.mkdir()
+    assert pick_profile(pro) is P.PROFILE_PRO
+    assert pick_profile(pro, "2509") is P.PROFILE_2509
+    with pytest.raises(SetupError, match="unknown model profile"):
+        pick_profile(pro, "2507")
+
+
+def test_make_engine_picks_vlm_when_a_model_is_found(tiny_vlm, monkeypatch):
+    monkeypatch.setenv("MINERU_MODEL_PATH", str(tiny_vlm / "model"))
+    said = []
+    engine = make_engine("auto", threads=1, say=said.append)
+    assert engine.name == "vlm" and said and said[0].startswith("engine: vlm")
+    assert make_engine("vlm", threads=1, model=str(tiny_vlm / "model"), model_profile="2509").name == "vlm"
+
+
+def test_cli_parse_with_the_vlm_engine(tiny_vlm, tmp_path, record_validator):
+    shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
+    t0 = time.monotonic()
+    proc = _run_cli("parse", "page.png", "--engine", "vlm", "--out", "x.jsonl", "--no-cache", "--cpus", "1",
+                  cwd=tmp_path, env={"MINERU_MODEL_PATH": str(tiny_vlm / "model")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
+    record_validator.validate(rec)
+    assert rec["status"] == "ok" and rec["engine"]["name"] == "vlm"
+    assert rec["blocks"] == EXPECTED_BLOCKS
+    assert rec["markdown"] == EXPECTED_MARKDOWN
+    assert time.monotonic() - t0 < 120
+
+
+@pytest.mark.slow
+def test_make_tiny_vlm_script_converges_with_another_seed(tmp_path):
+    import subprocess
+    import sys
+
+    from tiny_fixtures import HERE
+
+    script = HERE.parents[1] / "scripts" / "make_tiny_vlm.py"
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "tiny"), "--seed", "7"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    case = json.loads((tmp_path / "tiny" / "case.json").read_text())
+    engine = VlmEngine(tmp_path / "tiny" / "model", threads=1)
+    result = engine.parse(Image.open(tmp_path / "tiny" / "page.png"))
+    assert [b.as_dict() for b in result.blocks] == EXPECTED_BLOCKS, case

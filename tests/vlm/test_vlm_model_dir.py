@@ -1,0 +1,78 @@
+"""Finding the model folder, and the set-up error when there is none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mineru_cli.engines import make_engine
+from mineru_cli.errors import SetupError
+from mineru_cli.vlm.model_dir import ENV_VAR, find_model, hf_cache_snapshot, resolve_model
+
+HINT = "hf download opendatalab/MinerU2.5-2509-1.2B --local-dir models/MinerU2.5-2509-1.2B"
+
+
+def _fake_model(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "model.safetensors"):
+        (path / name).write_text("{}")
+    return path
+
+
+@pytest.fixture
+def no_model(tmp_path, monkeypatch):
+    """No --model, no env var, no ./models, an empty HF cache."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_missing_model_is_a_setup_error_with_the_download_command(no_model):
+    assert find_model(None) is None
+    with pytest.raises(SetupError) as err:
+        resolve_model(None)
+    assert HINT in str(err.value)
+    with pytest.raises(SetupError) as err:
+        make_engine("vlm", threads=1, say=lambda m: None)
+    assert HINT in str(err.value)
+
+
+def test_auto_falls_back_to_ocr_without_a_model(no_model):
+    said = []
+    engine = make_engine("auto", threads=1, say=said.append)
+    assert engine.name == "ocr"
+    assert "no MinerU2.5 model found" in said[0]
+
+
+def test_named_folder_that_is_not_a_model_is_an_error(no_model, monkeypatch):
+    (no_model / "empty").mkdir()
+    with pytest.raises(SetupError, match="missing: config.json, tokenizer.json"):
+        find_model(str(no_model / "empty"))
+    monkeypatch.setenv(ENV_VAR, str(no_model / "nowhere"))
+    with pytest.raises(SetupError, match=ENV_VAR):
+        find_model(None)
+
+
+def test_search_order(no_model, monkeypatch):
+    explicit = _fake_model(no_model / "explicit")
+    env = _fake_model(no_model / "env")
+    local = _fake_model(no_model / "models" / "MinerU2.5-2509-1.2B")
+    monkeypatch.setenv(ENV_VAR, str(env))
+    assert find_model(str(explicit)) == explicit.resolve()
+    assert find_model(None) == env.resolve()
+    monkeypatch.delenv(ENV_VAR)
+    assert find_model(None) == local.resolve()
+
+
+def test_hf_cache_snapshot(no_model):
+    repo = no_model / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
+    _fake_model(repo / "snapshots" / "aaa")
+    (repo / "snapshots" / "bbb").mkdir(parents=True)  # incomplete: skipped
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("bbb\n")
+    assert hf_cache_snapshot() == repo / "snapshots" / "aaa"
+    assert find_model(None) == repo / "snapshots" / "aaa"
+    _fake_model(repo / "snapshots" / "bbb")
+    assert find_model(None) == repo / "snapshots" / "bbb"  # refs/main wins
