@@ -152,8 +152,8 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
             if todo and not stop.requested:
                 cpu = plan_cpus(opts.cpus, opts.workers, pages=len(todo), engine=engine_info["name"])
                 summary.plan = cpu.as_dict()
-                left = ctx.run_pool(todo, cpu, stop)
-                summary.unfinished = len(left)
+                todo = ctx.run_pool(todo, cpu, stop)       # -> the pages left undone
+            summary.unfinished = len(todo) if stop.requested else 0
             summary.interrupted = stop.requested
         except KeyboardInterrupt:
             summary.interrupted = True

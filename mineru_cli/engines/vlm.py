@@ -11,7 +11,9 @@ Per page:
 Blocks carry page-pixel boxes; tables put their HTML in extra["html"], equations their LaTeX
 (without the \\[ \\] wrapper) in extra["latex"]; extra["angle"] is the model's rotation.
 
-Runtimes: "torch" (transformers, fp32, the reference). Not thread-safe: one engine per worker.
+Runtimes: "torch" (transformers, fp32, the reference) and "onnx" (onnxruntime, no torch; the
+model folder is then an export from `mineru export`, or a model folder holding one in onnx/).
+Not thread-safe: one engine per worker.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from .base import Block, EngineResult
 
-RUNTIMES = ("torch",)
+RUNTIMES = ("torch", "onnx")
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
 
@@ -88,7 +90,12 @@ class VlmEngine:
                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
         if runtime not in RUNTIMES:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
-        self.model_dir = resolve_model(model_dir)
+        if runtime == "onnx":
+            from ..vlm.runtime_onnx import find_export
+
+            self.model_dir = find_export(model_dir)
+        else:
+            self.model_dir = resolve_model(model_dir)
         self.threads = max(1, int(threads))
         self.runtime_name = runtime
         self.profile = pick_profile(self.model_dir, profile)
@@ -122,6 +129,14 @@ class VlmEngine:
             self._identity = {"profile": self.profile.name,
                               "config": config, "weights": weights,
                               "tokenizer": _sha256_file(self.model_dir / "tokenizer.json")}
+            if self.runtime_name == "onnx":
+                from ..vlm.runtime_onnx import manifest_digest, read_manifest
+
+                manifest = read_manifest(self.model_dir)
+                self._identity["weights"] = dict(manifest["source"]["files"])
+                self._identity["export"] = {"sha256": manifest_digest(manifest),
+                                            "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
+                                            "opset": manifest.get("opset")}
         return self._identity
 
     def options(self) -> dict:
@@ -144,6 +159,10 @@ class VlmEngine:
                     raise SetupError("the torch vlm runtime needs torch and transformers: "
                                      "pip install 'mineru-cli[torch]'") from exc
                 self._runtime = TorchRuntime(self.model_dir, self.threads, self.tokenizer.image_pad_id)
+            elif self.runtime_name == "onnx":
+                from ..vlm.runtime_onnx import OnnxRuntime
+
+                self._runtime = OnnxRuntime(self.model_dir, self.threads, self.tokenizer.image_pad_id)
         return self._runtime
 
     def _load(self) -> None:

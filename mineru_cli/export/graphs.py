@@ -1,0 +1,131 @@
+"""The two graphs we export, written as small torch modules over the HF model's own layers.
+
+Both wrappers reuse the loaded `Qwen2VLForConditionalGeneration`'s submodules (linear layers,
+norms, MLPs) and spell out only what the exporter cannot take from transformers as it is:
+
+VisionGraph (one image per call; MinerU sends every crop on its own)
+    pixel_values (N, 3*T*p*p) float32, vision_position_ids (N, 2) int64 (row, col of each patch,
+    processor.vision_position_ids) -> image_embeds (N / merge^2, hidden) float32.
+    The Conv3d patch embedding (kernel == stride) is exactly a MatMul with the flattened kernel;
+    attention is full over the image (the HF cu_seqlens split is one segment for one image).
+
+DecoderGraph (prefill and decode in one graph)
+    inputs_embeds (B, S, hidden) float32, attention_mask (B, P+S) int64 (0 = left padding),
+    position_ids (3, B, S) int64 (M-RoPE; processor.rope_index), past_key_i / past_value_i
+    (B, kv_heads, P, head_dim) float32 per layer (P may be 0)
+    -> logits (B, vocab) float32 of the last position, present_key_i / present_value_i
+    (B, kv_heads, P+S, head_dim).
+    The mask is causal over absolute cache positions and drops padded keys; masked scores get
+    float32's lowest value (not -inf), so fully padded query rows stay finite.
+
+Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class VisionGraph(nn.Module):
+    def __init__(self, visual: nn.Module):
+        super().__init__()
+        cfg = visual.config
+        self.blocks = visual.blocks
+        self.merger = visual.merger
+        self.num_heads = int(cfg.num_heads)
+        self.embed_dim = int(cfg.embed_dim)
+        self.head_dim = self.embed_dim // self.num_heads
+        self.merge_unit = int(cfg.spatial_merge_size) ** 2
+        weight = visual.patch_embed.proj.weight.detach()  # (E, C, T, p, p)
+        self.patch_weight = nn.Parameter(weight.reshape(weight.shape[0], -1).t().contiguous(), requires_grad=False)
+        self.register_buffer("inv_freq", visual.rotary_pos_emb.inv_freq.detach().float().clone(), persistent=False)
+
+    def forward(self, pixel_values: torch.Tensor, vision_position_ids: torch.Tensor) -> torch.Tensor:
+        # 3-D activations throughout, so every linear layer exports as MatMul (not Gemm),
+        # which onnxruntime's dynamic quantizer handles
+        x = (pixel_values @ self.patch_weight)[None]                          # (1, N, E)
+        freqs = vision_position_ids[..., None].float() * self.inv_freq        # (N, 2, d/4)
+        freqs = freqs.reshape(freqs.shape[0], -1)                             # (N, d/2): h then w
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]               # (N, 1, d)
+        n = x.shape[1]
+        scale = self.head_dim ** -0.5
+        for blk in self.blocks:
+            h = blk.norm1(x)
+            q, k, v = blk.attn.qkv(h).reshape(n, 3, self.num_heads, self.head_dim).unbind(1)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # (heads, N, d)
+            attn = torch.softmax((q @ k.transpose(1, 2)) * scale, dim=-1)
+            out = (attn @ v).transpose(0, 1).reshape(1, n, self.embed_dim)
+            x = x + blk.attn.proj(out)
+            x = x + blk.mlp(blk.norm2(x))
+        m = self.merger
+        x = m.ln_q(x).reshape(1, -1, self.merge_unit * self.embed_dim)
+        return m.mlp(x)[0]
+
+
+class DecoderGraph(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        lm = model.model.language_model
+        cfg = lm.config
+        self.layers = lm.layers
+        self.norm = lm.norm
+        self.lm_head = model.lm_head
+        self.num_heads = int(cfg.num_attention_heads)
+        self.num_kv_heads = int(cfg.num_key_value_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+        self.groups = self.num_heads // self.num_kv_heads
+        self.mrope_section = [int(s) for s in lm.rotary_emb.mrope_section]
+        self.attention_scaling = float(lm.rotary_emb.attention_scaling)
+        self.register_buffer("inv_freq", lm.rotary_emb.inv_freq.detach().float().clone(), persistent=False)
+
+    def _rotary(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * self.inv_freq                # (3, B, S, d/2)
+        parts = freqs.split(self.mrope_section, dim=-1)
+        freqs = torch.cat([p[i % 3] for i, p in enumerate(parts)], dim=-1)     # (B, S, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos[:, None], sin[:, None]                                      # (B, 1, S, d)
+
+    def forward(self, inputs_embeds, attention_mask, position_ids, *past):
+        b, s, _ = inputs_embeds.shape
+        total = attention_mask.shape[1]
+        q_pos = torch.arange(s, device=inputs_embeds.device) + (total - s)
+        k_pos = torch.arange(total, device=inputs_embeds.device)
+        allowed = (k_pos[None, :] <= q_pos[:, None])[None, None] & (attention_mask[:, None, None, :] > 0)
+        lowest = torch.finfo(torch.float32).min
+        cos, sin = self._rotary(position_ids)
+        scale = self.head_dim ** -0.5
+        x = inputs_embeds
+        presents = []
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+            k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            k = torch.cat((past[2 * i], k), dim=2)
+            v = torch.cat((past[2 * i + 1], v), dim=2)
+            presents += [k, v]
+            # grouped-query attention without repeating the cache: (B, kv, groups*S, d)
+            qg = q.reshape(b, self.num_kv_heads, self.groups * s, self.head_dim)
+            scores = (qg @ k.transpose(2, 3)) * scale                          # (B, kv, g*S, T)
+            scores = scores.view(b, self.num_kv_heads, self.groups, s, total)
+            scores = torch.where(allowed[:, :, None], scores, lowest)
+            probs = torch.softmax(scores, dim=-1).view(b, self.num_kv_heads, self.groups * s, total)
+            out = (probs @ v).view(b, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(b, s, -1)
+            x = x + attn.o_proj(out)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        logits = self.lm_head(self.norm(x[:, -1:, :]))[:, 0]  # (B, 1, H) keeps it a MatMul
+        return (logits, *presents)

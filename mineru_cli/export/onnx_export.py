@@ -1,0 +1,461 @@
+"""Export a MinerU2.5 (Qwen2-VL) model folder to ONNX for the torch-free runtime.
+
+    export_model(model_dir, out_dir, int8=False, int4=False, verify=True) -> report dict
+
+writes out_dir/ with
+    vision.onnx (+ .data)   pixel_values (N, 1176) f32, vision_position_ids (N, 2) i64
+                            -> image_embeds (N/4, hidden) f32                   [one image]
+    decoder.onnx (+ .data)  inputs_embeds (B, S, hidden) f32, attention_mask (B, P+S) i64,
+                            position_ids (3, B, S) i64, past_key_i/past_value_i (B, kv, P, d) f32
+                            -> logits (B, vocab) f32 [last position], present_key_i/value_i
+    embed_tokens.npy        the input embedding table, float32 (vocab, hidden)
+    config.json, tokenizer.json, preprocessor_config.json, ... copied from the model folder
+    manifest.json           sha256 of the source weights and of every file written, opset,
+                            versions, quantization, parity figures
+
+The graphs are mineru_cli.export.graphs' wrappers over the HF model's own layers, exported with
+torch.onnx (the dynamo exporter by default; "torchscript" is the legacy one, much faster for
+tiny test models). INT8 is onnxruntime's dynamic quantization of every MatMul with a constant
+weight (per output channel); INT4 is MatMulNBits (block-wise, weights only).
+
+The folder is written as OUT.partial and renamed into place when complete, so a crash never
+leaves a folder with a manifest that describes half an export.
+
+Imports torch and transformers: export time only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import SetupError
+from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest, sha256_file
+
+DEFAULT_OPSET = 18
+COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
+                "merges.txt", "special_tokens_map.json", "added_tokens.json")
+GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
+INT8_WEIGHT_TYPES = {"vision": "QUInt8", "decoder": "QInt8"}  # the fastest pair measured on x86
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _say(log: Callable[[str], None] | None, msg: str) -> None:
+    if log:
+        log(msg)
+
+
+def _versions() -> dict:
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "numpy"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001 - absent or broken: just not reported
+            out[name] = None
+    try:
+        from importlib.metadata import version
+
+        out["mineru_cli"] = version("mineru-cli")
+    except Exception:  # noqa: BLE001
+        out["mineru_cli"] = None
+    return out
+
+
+def source_weights(model_dir: Path) -> dict:
+    """{"files": {name: sha256}, "sha256": digest over the sorted (name, sha256) lines}."""
+    files = {p.name: sha256_file(p) for p in sorted(model_dir.glob("*.safetensors"))}
+    text = "\n".join(f"{n} {h}" for n, h in sorted(files.items()))
+    return {"files": files, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def _name_dims(path: Path, names: dict[str, dict[int, str]]) -> None:
+    """Give the graph's dynamic input/output axes readable names (batch, seq, past, ...)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for value in list(model.graph.input) + list(model.graph.output):
+        for axis, label in names.get(value.name, {}).items():
+            dim = value.type.tensor_type.shape.dim[axis]
+            dim.ClearField("dim_value")
+            dim.dim_param = label
+    onnx.save(model, str(path))
+
+
+class _quiet:
+    """Silence the exporter's progress prints and warnings (stdout of a CLI command is ours)."""
+
+    def __enter__(self):
+        self._stdout = sys.stdout
+        sys.stdout = open(os.devnull, "w")
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore")
+        self._level = logging.getLogger("torch").level
+        logging.getLogger("torch").setLevel(logging.ERROR)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout.close()
+        sys.stdout = self._stdout
+        self._warnings.__exit__(*exc)
+        logging.getLogger("torch").setLevel(self._level)
+        return False
+
+
+@contextlib.contextmanager
+def _root_log_level(level: int):
+    root = logging.getLogger()
+    old = root.level
+    root.setLevel(level)
+    try:
+        yield
+    finally:
+        root.setLevel(old)
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+def _export(module, args: tuple, path: Path, input_names: list[str], output_names: list[str],
+            axes: dict[str, dict[int, str]], exporter: str, opset: int, star_args: int = 0) -> None:
+    """Export `module(*args)`; its last `star_args` inputs are one `*past` parameter, whose
+    dynamo dynamic_shapes entry must be a tuple mirroring it."""
+    import torch
+
+    kw = dict(input_names=input_names, output_names=output_names, opset_version=opset, external_data=True)
+    with _quiet(), torch.inference_mode():
+        if exporter == "dynamo":
+            from torch.export import Dim
+
+            # every named axis dynamic; the exporter derives total = past + seq by itself
+            shapes = [{a: Dim.DYNAMIC for a in axes.get(n, {})} for n in input_names]
+            if star_args:
+                shapes = [*shapes[:-star_args], tuple(shapes[-star_args:])]
+            torch.onnx.export(module, args, str(path), dynamo=True, dynamic_shapes=tuple(shapes),
+                              verbose=False, **kw)
+        elif exporter == "torchscript":
+            torch.onnx.export(module, args, str(path), dynamo=False, dynamic_axes=axes, **kw)
+        else:
+            raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
+    _name_dims(path, axes)
+
+
+def export_vision(model, path: Path, exporter: str = "dynamo", opset: int = DEFAULT_OPSET) -> None:
+    import torch
+
+    from .graphs import VisionGraph
+
+    graph = VisionGraph(model.model.visual).eval()
+    n = 4 * graph.merge_unit  # a 4x4 grid of patches
+    dim = int(model.config.vision_config.in_channels * model.config.vision_config.temporal_patch_size
+              * model.config.vision_config.patch_size ** 2)
+    args = (torch.randn(n, dim), torch.randint(0, 4, (n, 2)))
+    axes = {"pixel_values": {0: "patches"}, "vision_position_ids": {0: "patches"}, "image_embeds": {0: "tokens"}}
+    _export(graph, args, path, ["pixel_values", "vision_position_ids"], ["image_embeds"], axes, exporter, opset)
+
+
+def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
+    past = [f"past_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
+    present = [f"present_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
+    return ["inputs_embeds", "attention_mask", "position_ids", *past], ["logits", *present]
+
+
+def export_decoder(model, path: Path, exporter: str = "dynamo", opset: int = DEFAULT_OPSET) -> None:
+    import torch
+
+    from .graphs import DecoderGraph
+
+    graph = DecoderGraph(model).eval()
+    cfg = model.config.text_config
+    layers = int(cfg.num_hidden_layers)
+    b, s, p = 2, 3, 4  # distinct sizes > 1, so none is specialised to a constant
+    args = (torch.randn(b, s, int(cfg.hidden_size)), torch.ones(b, p + s, dtype=torch.long),
+            torch.zeros(3, b, s, dtype=torch.long),
+            *[torch.randn(b, graph.num_kv_heads, p, graph.head_dim) for _ in range(2 * layers)])
+    inputs, outputs = decoder_io(layers)
+    axes = {"inputs_embeds": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "position_ids": {1: "batch", 2: "seq"}, "logits": {0: "batch"}}
+    axes.update({n: {0: "batch", 2: "past"} for n in inputs[3:]})
+    axes.update({n: {0: "batch", 2: "total"} for n in outputs[1:]})
+    _export(graph, args, path, inputs, outputs, axes, exporter, opset, star_args=2 * layers)
+
+
+# --------------------------------------------------------------------------- quantization
+
+
+def _weight_matmuls(path: Path) -> list[tuple[str, tuple[int, ...]]]:
+    """(node name, weight shape) of every MatMul whose B input is an initializer."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    return [(n.name, inits[n.input[1]]) for n in model.graph.node
+            if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in inits]
+
+
+def quantize_int8(src: Path, dst: Path, weight_type: str = "QInt8", per_channel: bool = True,
+                  exclude: list[str] | None = None) -> dict:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _root_log_level(logging.ERROR):  # "consider pre-processing" warnings on stderr
+        quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=per_channel,
+                         reduce_range=False, weight_type=getattr(QuantType, weight_type),
+                         nodes_to_exclude=list(exclude or []), use_external_data_format=True,
+                         extra_options={"MatMulConstBOnly": True})
+    return {"method": "onnxruntime.quantize_dynamic", "op_types": ["MatMul"], "weight_type": weight_type,
+            "per_channel": per_channel, "reduce_range": False, "excluded_nodes": list(exclude or [])}
+
+
+def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str] | None = None) -> dict:
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    model = onnx.load(str(src))
+    q = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True,
+                             nodes_to_exclude=list(exclude or []))
+    with _root_log_level(logging.ERROR):
+        q.process()
+    q.model.save_model_to_file(str(dst), use_external_data_format=True)
+    return {"method": "onnxruntime.MatMulNBitsQuantizer", "bits": 4, "block_size": block_size,
+            "symmetric": True, "excluded_nodes": list(exclude or [])}
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def parity_inputs(model_dir: Path):
+    """Two small requests of different lengths (left padding is exercised): a noise image with
+    the layout prompt and a wide one with the text prompt."""
+    from PIL import Image
+
+    from ..vlm import protocol as P
+    from ..vlm.processor import ImageProcessor, ImageProcessorConfig
+    from ..vlm.tokenizer import ChatTokenizer, build_input
+
+    tok = ChatTokenizer.from_dir(model_dir)
+    proc = ImageProcessor(ImageProcessorConfig.from_file(model_dir / "preprocessor_config.json"))
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (112, 112, 3), dtype=np.uint8)),
+              Image.fromarray(rng.integers(0, 256, (84, 224, 3), dtype=np.uint8))]
+    prompts = [P.LAYOUT_PROMPT, P.TEXT_PROMPT]
+    return [build_input(tok, proc, im, pr) for im, pr in zip(images, prompts)]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
+
+
+def measure_parity(reference, candidate, inputs, steps: int = 16) -> dict:
+    """Teacher-forced comparison of two runtimes over one batch.
+
+    The reference decodes greedily (plain argmax, no penalties) for `steps` tokens; the
+    candidate is fed the same tokens. Reported over every (row, step) logits vector: the max
+    absolute difference, the min and mean cosine, and the share of steps whose argmax agrees.
+    """
+    ref_rows, cand_rows = [reference.prefill(inputs)], [candidate.prefill(inputs)]
+    for _ in range(steps):
+        tokens = ref_rows[-1].argmax(-1).astype(np.int64)
+        ref_rows.append(reference.step(tokens))
+        cand_rows.append(candidate.step(tokens))
+    ref = np.stack(ref_rows).astype(np.float32)
+    cand = np.stack(cand_rows).astype(np.float32)
+    cos = _cosine(ref, cand)
+    return {"max_abs_logit_diff": float(np.abs(ref - cand).max()),
+            "logit_scale": float(np.abs(ref).max()),
+            "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean()),
+            "top1_agreement": float((ref.argmax(-1) == cand.argmax(-1)).mean()),
+            "positions": int(ref.shape[0] * ref.shape[1]), "batch": len(inputs), "steps": steps}
+
+
+# --------------------------------------------------------------------------- the export
+
+
+def _load_model(model_dir: Path):
+    import torch
+    from transformers import Qwen2VLForConditionalGeneration
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        model = Qwen2VLForConditionalGeneration.from_pretrained(
+            str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa")
+    except Exception as exc:
+        raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
+    return model.eval()
+
+
+def _model_table(model) -> dict:
+    cfg = model.config
+    text, vision = cfg.text_config, cfg.vision_config
+    return {"architecture": "Qwen2VLForConditionalGeneration",
+            "num_layers": int(text.num_hidden_layers), "num_kv_heads": int(text.num_key_value_heads),
+            "num_heads": int(text.num_attention_heads),
+            "head_dim": int(getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads),
+            "hidden_size": int(text.hidden_size), "vocab_size": int(text.vocab_size),
+            "merge_size": int(vision.spatial_merge_size), "image_token_id": int(cfg.image_token_id),
+            "patch_dim": int(vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2),
+            "vision_depth": int(vision.depth), "vision_embed_dim": int(vision.embed_dim)}
+
+
+def _file_table(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    manifest["files"] = _file_table(folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False, int4: bool = False,
+                 verify: bool = True, *, exporter: str = "dynamo", opset: int = DEFAULT_OPSET,
+                 threads: int | None = None, quantize_lm_head: bool = True, parity_steps: int = 16,
+                 force: bool = False, log: Callable[[str], None] | None = None) -> dict:
+    """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
+    (the manifest plus timings). With verify, the export is loaded by the ONNX runtime and
+    compared with the PyTorch model on two small requests (teacher-forced, see
+    measure_parity); the figures go into the manifest. An existing export in out_dir is
+    replaced only with force=True; a folder that is not an export is never overwritten.
+    """
+    from ..vlm.model_dir import missing_files
+
+    t_start = time.monotonic()
+    model_dir, out_dir = Path(model_dir).expanduser(), Path(out_dir).expanduser()
+    missing = missing_files(model_dir)
+    if missing:
+        raise SetupError(f"{model_dir} is not a model folder (missing: {', '.join(missing)})")
+    if int8 and int4:
+        raise SetupError("choose one of --int8 and --int4")
+    if out_dir.exists():
+        if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file()):
+            raise SetupError(f"{out_dir} exists and is not an ONNX export; choose another folder")
+        if (out_dir / MANIFEST).is_file() and not force:
+            raise SetupError(f"{out_dir} already holds an export; pass --force to replace it")
+    if exporter not in ("dynamo", "torchscript"):
+        raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
+
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    timings: dict[str, float] = {}
+    work = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        t0 = time.monotonic()
+        _say(log, f"hashing the weights of {model_dir}")
+        source = {"model_dir": str(model_dir.resolve()), **source_weights(model_dir)}
+        timings["hash_source"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        _say(log, "loading the model (fp32)")
+        model = _load_model(model_dir)
+        timings["load"] = time.monotonic() - t0
+        table = _model_table(model)
+
+        quantized = int8 or int4
+        fp32_dir = work / ".fp32" if quantized else work
+        fp32_dir.mkdir(exist_ok=True)
+        t0 = time.monotonic()
+        _say(log, f"exporting vision.onnx ({exporter}, opset {opset})")
+        export_vision(model, fp32_dir / GRAPHS["vision"], exporter, opset)
+        timings["export_vision"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        _say(log, f"exporting decoder.onnx ({exporter}, opset {opset})")
+        export_decoder(model, fp32_dir / GRAPHS["decoder"], exporter, opset)
+        timings["export_decoder"] = time.monotonic() - t0
+        np.save(work / GRAPHS["embed_tokens"],
+                model.get_input_embeddings().weight.detach().float().numpy())
+
+        quantization = None
+        if quantized:
+            t0 = time.monotonic()
+            exclude = []
+            if not quantize_lm_head:
+                exclude = [name for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
+                           if shape and shape[-1] == table["vocab_size"]]
+            quantization = {}
+            for role in ("vision", "decoder"):
+                src, dst = fp32_dir / GRAPHS[role], work / GRAPHS[role]
+                _say(log, f"quantizing {dst.name} ({'INT8' if int8 else 'INT4'})")
+                if int8:
+                    quantization[role] = quantize_int8(src, dst, INT8_WEIGHT_TYPES[role],
+                                                       exclude=exclude if role == "decoder" else None)
+                else:
+                    quantization[role] = quantize_int4(src, dst, exclude=exclude if role == "decoder" else None)
+            quantization["scheme"] = "int8" if int8 else "int4"
+            timings["quantize"] = time.monotonic() - t0
+            shutil.rmtree(fp32_dir)
+
+        for name in COPIED_FILES:
+            if (model_dir / name).is_file():
+                shutil.copy2(model_dir / name, work / name)
+
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "source": source, "model": table, "graphs": dict(GRAPHS),
+            "io": {"vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
+                   "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"])))},
+            "exporter": exporter, "opset": opset, "versions": _versions(),
+            "quantization": quantization, "parity": None,
+        }
+        _write_manifest(work, manifest)
+
+        if verify:
+            t0 = time.monotonic()
+            _say(log, "checking the export against the PyTorch model")
+            manifest["parity"] = verify_parity(model, model_dir, work, steps=parity_steps,
+                                               threads=threads or torch.get_num_threads())
+            timings["verify"] = time.monotonic() - t0
+            _write_manifest(work, manifest)
+
+        del model
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(work, out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    timings["total"] = time.monotonic() - t_start
+    report = read_manifest(out_dir)
+    report["out_dir"] = str(out_dir)
+    report["timings"] = {k: round(v, 2) for k, v in timings.items()}
+    report["bytes"] = sum(f["bytes"] for f in report["files"].values())
+    return report
+
+
+def verify_parity(model, model_dir: Path, export_dir: Path, steps: int = 16, threads: int = 1) -> dict:
+    import torch
+
+    from ..vlm.runtime_onnx import OnnxRuntime
+    from ..vlm.runtime_torch import TorchRuntime
+
+    inputs = parity_inputs(Path(model_dir))
+    onnx_rt = OnnxRuntime(export_dir, threads=threads)
+    out = measure_parity(TorchRuntime.from_model(model), onnx_rt, inputs, steps)
+    with torch.inference_mode():
+        t = TorchRuntime.from_model(model).image_embeds(inputs[:1])[0].float().numpy()
+    o = onnx_rt.image_embeds(inputs[:1])[0]
+    out["vision_max_abs_diff"] = float(np.abs(t - o).max())
+    out["vision_cosine_min"] = float(_cosine(t, o).min())
+    out["reference"] = "transformers fp32 (TorchRuntime)"
+    return out

@@ -1,0 +1,260 @@
+"""The ONNX runtime: MinerU2.5 through onnxruntime only (numpy, no torch, no transformers).
+
+It implements generate.Runtime over an export folder written by mineru_cli.export
+(`mineru export`):
+
+    manifest.json        what the folder holds: graphs, every file's sha256, shapes, versions
+    vision.onnx          one image's patches + (row, col) ids -> merged image embeddings
+    decoder.onnx         inputs_embeds + mask + M-RoPE ids + past k/v -> last logits + present k/v
+    embed_tokens.npy     the input embedding table (memory-mapped: only looked-up rows are read)
+    config.json, tokenizer.json, preprocessor_config.json, ...   copied from the model folder
+
+Inputs are the same VlmInput the torch runtime takes. Batching is the torch runtime's: rows
+left-padded to the longest prompt, padding masked out of attention with position ids 0, so a
+row decodes as it would alone. The KV cache stays in onnxruntime OrtValues between steps (the
+decoder's present k/v are fed back as the next past without a numpy round trip); retain()
+gathers the live rows once when sequences finish.
+
+The folder is checked against manifest.json (sha256 of every file) when the runtime loads; a
+mismatch is a SetupError, never a silently different model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import SetupError
+from .processor import vision_position_ids
+from .tokenizer import VlmInput
+
+MANIFEST = "manifest.json"
+FORMAT = "mineru-cli-onnx"
+FORMAT_VERSION = 1
+ENV_VAR = "MINERU_MODEL_PATH"
+
+
+# --------------------------------------------------------------------------- export folder
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_digest(manifest: dict) -> str:
+    """A short id of an export: the sha256 of its file table (names and hashes)."""
+    files = manifest.get("files") or {}
+    text = "\n".join(f"{name} {files[name]['sha256']}" for name in sorted(files))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_manifest(export_dir: str | Path) -> dict:
+    path = Path(export_dir) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SetupError(f"{export_dir} is not an ONNX export (no {MANIFEST}); "
+                         f"make one with: mineru export MODEL_DIR OUT_DIR") from None
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise SetupError(f"{path} is not a {FORMAT} manifest")
+    if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+        raise SetupError(f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
+                         f"reads up to {FORMAT_VERSION}: upgrade mineru-cli or export again")
+    for key in ("files", "graphs", "model"):
+        if not isinstance(manifest.get(key), dict):
+            raise SetupError(f"{path} has no {key!r} table")
+    return manifest
+
+
+def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
+    """The manifest, after checking every file it lists (size, then sha256).
+
+    Raises SetupError naming each missing or changed file.
+    """
+    export_dir = Path(export_dir)
+    manifest = manifest if manifest is not None else read_manifest(export_dir)
+    problems = []
+    for name, meta in sorted(manifest["files"].items()):
+        path = export_dir / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif path.stat().st_size != int(meta.get("bytes", -1)):
+            problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
+        elif sha256_file(path) != meta.get("sha256"):
+            problems.append(f"{name} does not match its sha256 in {MANIFEST}")
+    for role, name in manifest["graphs"].items():
+        if name not in manifest["files"]:
+            problems.append(f"the {role} file {name} is not in the manifest's file table")
+    if problems:
+        raise SetupError(f"the ONNX export {export_dir} is damaged or was changed: " + "; ".join(problems)
+                         + "; export it again with: mineru export")
+    return manifest
+
+
+def is_export_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def find_export(explicit: str | os.PathLike | None = None) -> Path:
+    """The export folder: `explicit` (--model), else $MINERU_MODEL_PATH; either may also be a
+    model folder with the export in its `onnx/` subfolder."""
+    source, value = ("--model", explicit) if explicit else (f"${ENV_VAR}", os.environ.get(ENV_VAR))
+    if not value:
+        raise SetupError("the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
+                         "make one with: mineru export MODEL_DIR OUT_DIR")
+    path = Path(value).expanduser()
+    for candidate in (path, path / "onnx"):
+        if is_export_dir(candidate):
+            return candidate.resolve()
+    raise SetupError(f"{source} {path} is not an ONNX export (no {MANIFEST}); "
+                     f"make one with: mineru export MODEL_DIR OUT_DIR")
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+class OnnxRuntime:
+    name = "onnx"
+
+    def __init__(self, export_dir: str | Path, threads: int = 1, image_token_id: int | None = None,
+                 verify: bool = True):
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise SetupError("the onnx vlm runtime needs onnxruntime: pip install onnxruntime") from exc
+        self._ort = ort
+        self.export_dir = Path(export_dir)
+        self.manifest = verify_export(self.export_dir) if verify else read_manifest(self.export_dir)
+        m = self.manifest["model"]
+        try:
+            self.num_layers = int(m["num_layers"])
+            self.num_kv_heads = int(m["num_kv_heads"])
+            self.head_dim = int(m["head_dim"])
+            self.hidden_size = int(m["hidden_size"])
+            self.vocab_size = int(m["vocab_size"])
+            self.merge_size = int(m["merge_size"])
+            self.image_token_id = int(m["image_token_id"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SetupError(f"{self.export_dir / MANIFEST}: bad model table ({exc})") from exc
+        if image_token_id is not None and int(image_token_id) != self.image_token_id:
+            raise SetupError(f"the export's image_token_id {self.image_token_id} is not the tokenizer's "
+                             f"<|image_pad|> id {image_token_id}")
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, int(threads))
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        graphs = self.manifest["graphs"]
+        try:
+            self._vision = ort.InferenceSession(str(self.export_dir / graphs["vision"]), opts,
+                                                providers=["CPUExecutionProvider"])
+            self._decoder = ort.InferenceSession(str(self.export_dir / graphs["decoder"]), opts,
+                                                 providers=["CPUExecutionProvider"])
+            self._embed = np.load(self.export_dir / graphs["embed_tokens"], mmap_mode="r")
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise SetupError(f"cannot load the ONNX export {self.export_dir}: {exc}") from exc
+        if self._embed.shape != (self.vocab_size, self.hidden_size):
+            raise SetupError(f"embed_tokens has shape {self._embed.shape}, expected "
+                             f"{(self.vocab_size, self.hidden_size)}")
+        self._past_names = [f"past_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
+        self._present_names = [f"present_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
+        self._out_names = ["logits", *self._present_names]
+        inputs = {i.name for i in self._decoder.get_inputs()}
+        missing = {"inputs_embeds", "attention_mask", "position_ids", *self._past_names} - inputs
+        if missing:
+            raise SetupError(f"decoder.onnx lacks the inputs {sorted(missing)}")
+        self._kv: list = []          # OrtValues, past k/v per layer (key, value, key, ...)
+        self._keep: list = []        # numpy arrays the OrtValues of the last feed point into
+        self._mask: np.ndarray | None = None
+        self._next_pos: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ pieces
+
+    def _ortvalue(self, array: np.ndarray):
+        array = np.ascontiguousarray(array)
+        self._keep.append(array)  # OrtValue.ortvalue_from_numpy shares the array's memory
+        return self._ort.OrtValue.ortvalue_from_numpy(array)
+
+    def image_embeds(self, inputs: Sequence[VlmInput]) -> list[np.ndarray]:
+        """Merged image features per input, (tokens_i, hidden): one vision call per image."""
+        out = []
+        for x in inputs:
+            ids = vision_position_ids(x.image_grid_thw, self.merge_size)
+            feats, = self._vision.run(["image_embeds"], {
+                "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
+                "vision_position_ids": ids})
+            out.append(feats)
+        return out
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of the embedding table, float32, shaped like ids + (hidden,)."""
+        return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32
+                          ).reshape(*np.shape(ids), self.hidden_size)
+
+    def _run(self, embeds: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        keep = self._keep
+        self._keep = []
+        feed = {"inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
+                "attention_mask": self._ortvalue(self._mask),
+                "position_ids": self._ortvalue(positions)}
+        feed.update(zip(self._past_names, self._kv))
+        outs = self._decoder.run_with_ort_values(self._out_names, feed)
+        del keep  # the previous feed's arrays are no longer referenced by an input
+        self._kv = list(outs[1:])
+        return outs[0].numpy()
+
+    # ------------------------------------------------------------------ Runtime protocol
+
+    def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
+        batch = len(inputs)
+        length = max(len(x) for x in inputs)
+        ids = np.zeros((batch, length), dtype=np.int64)
+        mask = np.zeros((batch, length), dtype=np.int64)
+        positions = np.zeros((3, batch, length), dtype=np.int64)
+        for row, x in enumerate(inputs):
+            pad = length - len(x)
+            ids[row, pad:] = x.input_ids
+            mask[row, pad:] = 1
+            positions[:, row, pad:] = x.position_ids
+        embeds = self.embed(ids)
+        for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
+            where = (ids[row] == self.image_token_id) & (mask[row] == 1)
+            if int(where.sum()) != feats.shape[0]:
+                raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
+            embeds[row, where] = feats
+        self._keep = []
+        empty = np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)
+        self._kv = [self._ortvalue(empty) for _ in self._past_names]
+        self._mask = mask
+        self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
+        return self._run(embeds, positions)
+
+    def step(self, token_ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1, 1)
+        self._mask = np.concatenate([self._mask, np.ones((ids.shape[0], 1), dtype=np.int64)], axis=1)
+        positions = np.ascontiguousarray(np.broadcast_to(self._next_pos.reshape(1, -1, 1), (3, ids.shape[0], 1)))
+        logits = self._run(self.embed(ids), positions)
+        self._next_pos = self._next_pos + 1
+        return logits
+
+    def retain(self, rows: Sequence[int]) -> None:
+        index = np.asarray(list(rows), dtype=np.int64)
+        keep = self._keep
+        self._keep = []
+        self._kv = [self._ortvalue(v.numpy()[index]) for v in self._kv]
+        del keep
+        self._mask = self._mask[index]
+        self._next_pos = self._next_pos[index]

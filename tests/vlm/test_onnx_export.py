@@ -1,0 +1,135 @@
+"""torch -> ONNX export of the tiny trained model: graphs, manifest, parity, INT8 / INT4."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from mineru_cli.errors import SetupError  # noqa: E402
+from mineru_cli.export.onnx_export import export_model  # noqa: E402
+from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
+from tiny_fixtures import tiny_vlm  # noqa: E402,F401
+
+FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _dims(value) -> list:
+    return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+
+def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
+    manifest = json.loads((tiny_onnx / "manifest.json").read_text())
+    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 1
+    assert manifest["graphs"] == {"vision": "vision.onnx", "decoder": "decoder.onnx",
+                                  "embed_tokens": "embed_tokens.npy"}
+    for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "vision.onnx", "decoder.onnx",
+                 "embed_tokens.npy"):
+        assert name in manifest["files"], name
+    for name, meta in manifest["files"].items():
+        path = tiny_onnx / name
+        assert meta == {"sha256": _sha(path), "bytes": path.stat().st_size}, name
+    weights = tiny_vlm / "model" / "model.safetensors"
+    assert manifest["source"]["files"] == {"model.safetensors": _sha(weights)}
+    assert manifest["opset"] == 18 and manifest["exporter"] == "dynamo"
+    assert manifest["quantization"] is None
+    for lib in ("torch", "transformers", "onnx", "onnxruntime"):
+        assert manifest["versions"][lib]
+    cfg = json.loads((tiny_vlm / "model" / "config.json").read_text())
+    model = manifest["model"]
+    assert model["num_layers"] == cfg["text_config"]["num_hidden_layers"]
+    assert model["vocab_size"] == cfg["text_config"]["vocab_size"]
+    assert model["image_token_id"] == cfg["image_token_id"]
+    table = np.load(tiny_onnx / "embed_tokens.npy")
+    assert table.shape == (model["vocab_size"], model["hidden_size"]) and table.dtype == np.float32
+    assert not (tiny_onnx.parent / "fp32.partial").exists()
+    assert tiny_onnx_report["timings"]["total"] > 0 and tiny_onnx_report["bytes"] > 0
+
+
+def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
+    vision = onnx.load(str(tiny_onnx / "vision.onnx"), load_external_data=False).graph
+    assert [(v.name, _dims(v)) for v in vision.input] == [
+        ("pixel_values", ["patches", 1176]), ("vision_position_ids", ["patches", 2])]
+    assert [v.name for v in vision.output] == ["image_embeds"]
+    assert _dims(vision.output[0])[0] == "tokens"
+
+    decoder = onnx.load(str(tiny_onnx / "decoder.onnx"), load_external_data=False).graph
+    inputs = {v.name: _dims(v) for v in decoder.input}
+    assert inputs["inputs_embeds"] == ["batch", "seq", 64]
+    assert inputs["attention_mask"] == ["batch", "total"]
+    assert inputs["position_ids"] == [3, "batch", "seq"]
+    assert inputs["past_key_0"] == ["batch", 2, "past", 16] and "past_value_1" in inputs
+    outputs = {v.name: _dims(v) for v in decoder.output}
+    assert outputs["logits"][0] == "batch" and outputs["present_value_1"] == ["batch", 2, "total", 16]
+    # every linear layer is a MatMul with a constant weight (what the INT8 quantizer takes)
+    ops = {n.op_type for n in decoder.node} | {n.op_type for n in vision.node}
+    assert "Gemm" not in ops and "Conv" not in ops
+
+
+def test_export_parity_figures(tiny_onnx_report):
+    parity = tiny_onnx_report["parity"]
+    assert parity["max_abs_logit_diff"] < FP32_LOGIT_BOUND, parity
+    assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.999999, parity
+    assert parity["vision_max_abs_diff"] < FP32_LOGIT_BOUND, parity
+    assert parity["batch"] == 2 and parity["positions"] == 2 * (parity["steps"] + 1)
+
+
+def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx):
+    q = tiny_onnx_int8_report["quantization"]
+    assert q["scheme"] == "int8"
+    assert q["decoder"]["weight_type"] == "QInt8" and q["decoder"]["per_channel"] is True
+    assert q["vision"]["weight_type"] == "QUInt8"
+    assert tiny_onnx_int8_report["exporter"] == "torchscript"
+    ops = {n.op_type for n in onnx.load(str(tiny_onnx_int8 / "decoder.onnx"), load_external_data=False).graph.node}
+    assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    parity = tiny_onnx_int8_report["parity"]
+    # measured on the tiny model: top-1 1.0, cosine min 0.9993, max |diff| 0.19 of logits ~13
+    assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.99, parity
+    assert not list(tiny_onnx_int8.rglob(".fp32"))
+    fp32 = sum(f["bytes"] for n, f in json.loads((tiny_onnx / "manifest.json").read_text())["files"].items()
+               if n.startswith("decoder"))
+    int8 = sum(f["bytes"] for n, f in tiny_onnx_int8_report["files"].items() if n.startswith("decoder"))
+    assert int8 < fp32
+
+
+def test_int4_export(tiny_vlm, tmp_path):
+    report = export_model(tiny_vlm / "model", tmp_path / "int4", int4=True, exporter="torchscript", threads=1)
+    assert report["quantization"]["scheme"] == "int4"
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "int4" / "decoder.onnx"), load_external_data=False).graph.node}
+    assert "MatMulNBits" in ops
+    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.98, report["parity"]
+
+
+def test_export_refuses_bad_targets(tiny_vlm, tiny_onnx, tmp_path):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(SetupError, match="not an ONNX export"):
+        export_model(tiny_vlm / "model", tmp_path / "other", verify=False)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    with pytest.raises(SetupError, match="already holds an export"):
+        export_model(tiny_vlm / "model", tiny_onnx, verify=False)
+    with pytest.raises(SetupError, match="not a model folder"):
+        export_model(tmp_path / "nothing", tmp_path / "out")
+    with pytest.raises(SetupError, match="one of"):
+        export_model(tiny_vlm / "model", tmp_path / "out", int8=True, int4=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_replaces_an_old_export_with_force(tiny_vlm, tmp_path):
+    out = tmp_path / "exp"
+    export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, threads=1)
+    (out / "stale.bin").write_bytes(b"x")
+    report = export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, force=True, threads=1)
+    assert not (out / "stale.bin").exists() and report["parity"] is None
+    assert not (tmp_path / "exp.partial").exists()

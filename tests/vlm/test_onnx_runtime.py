@@ -1,0 +1,197 @@
+"""The ONNX runtime on the tiny trained model: parity with torch, the engine end to end, no
+torch on its import path, and refusal of exports that do not match their manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("onnxruntime")
+
+from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
+from mineru_cli.errors import SetupError  # noqa: E402
+from mineru_cli.vlm import protocol as P  # noqa: E402
+from mineru_cli.vlm.generate import generate  # noqa: E402
+from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402
+from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
+from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
+from tiny_fixtures import tiny_case, tiny_vlm  # noqa: E402,F401
+
+ROOT = Path(__file__).resolve().parents[2]
+FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
+
+
+class Recorder:
+    """A runtime wrapper that keeps every logits row it returns, per input."""
+
+    def __init__(self, runtime):
+        self.runtime, self.logits, self.live = runtime, [], []
+
+    def prefill(self, inputs):
+        out = self.runtime.prefill(inputs)
+        self.logits = [[row] for row in out]
+        self.live = list(range(len(inputs)))
+        return out
+
+    def step(self, ids):
+        out = self.runtime.step(ids)
+        for i, row in zip(self.live, out):
+            self.logits[i].append(row)
+        return out
+
+    def retain(self, rows):
+        self.live = [self.live[r] for r in rows]
+        self.runtime.retain(rows)
+
+
+@pytest.fixture(scope="module")
+def page(tiny_vlm):
+    return Image.open(tiny_vlm / "page.png").convert("RGB")
+
+
+@pytest.fixture(scope="module")
+def torch_engine(tiny_vlm):
+    return VlmEngine(tiny_vlm / "model", threads=1)
+
+
+@pytest.fixture(scope="module")
+def onnx_engine(tiny_onnx):
+    return VlmEngine(tiny_onnx, threads=1, runtime="onnx")
+
+
+def _requests(engine, page, tiny_case):
+    """The layout request and every crop request of the tiny page, with their sampling."""
+    blocks = P.parse_layout(tiny_case["layout"]).blocks
+    crops = P.prepare_crops(page, blocks)
+    inputs = [build_input(engine.tokenizer, engine.processor, P.layout_image(page), P.LAYOUT_PROMPT)]
+    inputs += [build_input(engine.tokenizer, engine.processor, c.image, c.prompt) for c in crops]
+    return inputs, [P.PROFILE_2509.layout_sampling] + [c.sampling for c in crops]
+
+
+def test_onnx_logits_match_torch_over_every_decoding_step(torch_engine, onnx_engine, page, tiny_case):
+    """Whole parse, one request at a time: identical tokens, logits within FP32_LOGIT_BOUND."""
+    inputs, params = _requests(torch_engine, page, tiny_case)
+    worst = 0.0
+    for x, sp in zip(inputs, params):
+        t, o = Recorder(torch_engine.runtime), Recorder(onnx_engine.runtime)
+        gt = generate(t, [x], sp, torch_engine.tokenizer.stop_ids)[0]
+        go = generate(o, [x], sp, onnx_engine.tokenizer.stop_ids)[0]
+        assert go.tokens == gt.tokens and go.stop_token == gt.stop_token
+        diff = np.abs(np.stack(t.logits[0]) - np.stack(o.logits[0])).max()
+        worst = max(worst, float(diff))
+    assert worst < FP32_LOGIT_BOUND, worst
+
+
+def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_case):
+    inputs, params = _requests(onnx_engine, page, tiny_case)
+    inputs, params = inputs[1:], params[1:]  # the crops: different lengths, so left padding is used
+    assert len({len(x) for x in inputs}) == len(inputs)
+    rt = onnx_engine.runtime
+    batched = Recorder(rt)
+    together = generate(batched, inputs, params, onnx_engine.tokenizer.stop_ids)
+    for i, (x, sp) in enumerate(zip(inputs, params)):
+        single = Recorder(rt)
+        alone = generate(single, [x], sp, onnx_engine.tokenizer.stop_ids)[0]
+        assert alone.tokens == together[i].tokens and alone.stop_token == together[i].stop_token
+        np.testing.assert_allclose(np.stack(single.logits[0]), np.stack(batched.logits[i]), atol=FP32_LOGIT_BOUND)
+    assert [onnx_engine.tokenizer.decode(g.tokens) for g in together] == \
+        [e[2] for e in tiny_case["elements"] if e[2] is not None]
+
+
+def test_onnx_engine_returns_exactly_the_torch_blocks(torch_engine, onnx_engine, page, tiny_case):
+    theirs = torch_engine.parse(page)
+    ours = onnx_engine.parse(page)
+    assert [b.as_dict() for b in ours.blocks] == [b.as_dict() for b in theirs.blocks]
+    assert ours.markdown == theirs.markdown and ours.warnings == []
+    assert [b.type for b in ours.blocks] == [e[0] for e in tiny_case["elements"]]
+
+
+def test_int8_export_parses_the_tiny_page_end_to_end(torch_engine, tiny_onnx_int8, page):
+    """INT8 (QUInt8 vision, QInt8 per-channel decoder, lm_head included) gives the same blocks."""
+    engine = VlmEngine(tiny_onnx_int8, threads=1, runtime="onnx")
+    assert [b.as_dict() for b in engine.parse(page).blocks] == [b.as_dict() for b in torch_engine.parse(page).blocks]
+    assert engine.identity()["export"]["quantization"] == "int8"
+
+
+def test_identity_names_the_export_and_the_source_weights(torch_engine, onnx_engine, tiny_onnx_report):
+    ident = onnx_engine.identity()
+    assert ident["weights"] == torch_engine.identity()["weights"]
+    assert ident["tokenizer"] == torch_engine.identity()["tokenizer"]
+    assert ident["export"]["quantization"] == "fp32" and len(ident["export"]["sha256"]) == 64
+    assert onnx_engine.options()["runtime"] == "onnx"
+    json.dumps(ident)
+
+
+NO_TORCH_SCRIPT = r"""
+import json, sys
+sys.modules["torch"] = None          # any `import torch` now raises ImportError
+sys.modules["transformers"] = None
+from PIL import Image
+from mineru_cli.engines.vlm import VlmEngine
+engine = VlmEngine(sys.argv[1], threads=1, runtime="onnx")
+result = engine.parse(Image.open(sys.argv[2]))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers") and sys.modules[m] is not None)
+print(json.dumps({"blocks": [b.as_dict() for b in result.blocks], "loaded": loaded}))
+"""
+
+
+def test_onnx_path_never_imports_torch(tiny_onnx, tiny_vlm, torch_engine, page):
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH_SCRIPT, str(tiny_onnx), str(tiny_vlm / "page.png")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["loaded"] == []
+    assert out["blocks"] == [b.as_dict() for b in torch_engine.parse(page).blocks]
+
+
+def test_threads_reach_the_sessions(tiny_onnx):
+    rt = OnnxRuntime(tiny_onnx, threads=2)
+    assert rt._decoder.get_session_options().intra_op_num_threads == 2
+    assert rt._vision.get_session_options().intra_op_num_threads == 2
+
+
+def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_onnx, bad)
+    verify_export(bad)  # an untouched copy is fine
+    data = bad / "decoder.onnx.data"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit of one weight
+    data.write_bytes(bytes(raw))
+    with pytest.raises(SetupError, match=r"decoder.onnx.data does not match its sha256"):
+        OnnxRuntime(bad)
+    with pytest.raises(SetupError, match="damaged or was changed"):
+        VlmEngine(bad, runtime="onnx")._load()
+    (bad / "vision.onnx").unlink()
+    with pytest.raises(SetupError, match="vision.onnx is missing"):
+        verify_export(bad)
+    (bad / "manifest.json").unlink()
+    with pytest.raises(SetupError, match="not an ONNX export"):
+        VlmEngine(bad, runtime="onnx")
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / "manifest.json").write_text("{not json")
+    with pytest.raises(SetupError, match="cannot read"):
+        OnnxRuntime(tmp_path / "garbled")
+
+
+def test_find_export_accepts_a_model_folder_holding_onnx(tiny_onnx, tmp_path, monkeypatch):
+    holder = tmp_path / "MinerU2.5-2509-1.2B"
+    holder.mkdir()
+    os.symlink(tiny_onnx, holder / "onnx")
+    assert find_export(holder) == tiny_onnx.resolve()
+    monkeypatch.setenv("MINERU_MODEL_PATH", str(tiny_onnx))
+    assert find_export(None) == tiny_onnx.resolve()
+    monkeypatch.delenv("MINERU_MODEL_PATH")
+    with pytest.raises(SetupError, match="needs an export folder"):
+        find_export(None)
