@@ -42,7 +42,14 @@ def parse(
     paths: List[Path] = typer.Argument(..., help="Files or folders (walked recursively, sorted).", show_default=False),
     out: Path = typer.Option(Path("results.jsonl"), "--out", "-o",
                              help="JSONL journal: one record per page; re-runs resume from it."),
-    engine: str = typer.Option("auto", "--engine", "-e", help="auto | ocr | vlm."),
+    engine: str = typer.Option("auto", "--engine", "-e",
+                               help="auto | ocr | vlm. auto: vlm when a MinerU2.5 model is found, else ocr."),
+    model: Optional[str] = typer.Option(None, "--model", "-m",
+                                        help="vlm: MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
+                                             "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
+    model_profile: Optional[str] = typer.Option(None, "--model-profile",
+                                                help="vlm: 2509 | pro (default: from the model folder)."),
+    runtime: str = typer.Option("torch", "--runtime", help="vlm runtime: torch (the PyTorch reference)."),
     lang: str = typer.Option("en", "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."),
     cpus: Optional[int] = typer.Option(None, "--cpus", min=1,
                                        help="CPU budget (default: the affinity/cgroup limit)."),
@@ -58,7 +65,12 @@ def parse(
                                              help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir)."),
     cache_near: str = typer.Option("verify", "--cache-near", help="off | verify: reuse verified near-duplicates."),
     cache_url: Optional[str] = typer.Option(None, "--cache-url", help="Shared tier: redis://host:port/db."),
-    cache_ttl: int = typer.Option(7200, "--cache-ttl", min=1, help="Seconds a result lives in the shared tier."),
+    cache_ttl: str = typer.Option("2h", "--cache-ttl", help="How long a result lives in the shared tier (90s, 2h, 7d)."),
+    formats: List[str] = typer.Option([], "--format", "-f",
+                                      help="Also write per-document files: markdown (<stem>.md) or content-list "
+                                           "(MinerU's <stem>_content_list.json + <stem>.md + images/). Repeatable."),
+    out_dir: Path = typer.Option(Path("mineru_output"), "--out-dir",
+                                 help="Folder for --format files, one sub-folder per document."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                           help="Worker processes (default: from the CPU plan; see --explain-plan)."),
     page_timeout: float = typer.Option(600.0, "--page-timeout", min=0.1,
@@ -66,7 +78,7 @@ def parse(
                                             "and the page gets a 'timeout' record."),
     max_worker_rss: str = typer.Option("3GB", "--max-worker-rss",
                                        help="Restart a worker whose memory (RSS) is above this after a page "
-                                            "(e.g. 3GB, 800MB; 0: never)."),
+                                            "(e.g. 3GB, 800MB, 2GiB; 0: never)."),
     explain_plan: bool = typer.Option(False, "--explain-plan",
                                       help="Print how --cpus is split into workers x threads, and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
@@ -83,12 +95,19 @@ def parse(
 
     reporter = make_reporter(quiet, log_json)
     try:
-        from .pipeline import parse_size
+        from .units import parse_duration, parse_size
+        from .writers import FORMATS
 
         try:
             max_rss = parse_size(max_worker_rss)
         except ValueError as exc:
             raise SetupError(f"--max-worker-rss: {exc}") from None
+        try:
+            ttl = int(parse_duration(cache_ttl))
+        except ValueError as exc:
+            raise SetupError(f"--cache-ttl: {exc}") from None
+        if unknown := set(formats) - set(FORMATS):
+            raise SetupError(f"--format {', '.join(sorted(unknown))}: choose from {', '.join(FORMATS)}")
         if explain_plan:
             from .budget import explain, plan_cpus
 
@@ -109,7 +128,8 @@ def parse(
                             include=list(include), exclude=list(exclude), pages=pages,
                             load=LoadOptions(dpi=dpi, gif_frames=gif_frames), force=force,
                             retry_failed=retry_failed, cache_dir=cache_path, cache_near=cache_near,
-                            cache_url=cache_url, cache_ttl=cache_ttl)
+                            cache_url=cache_url, cache_ttl=ttl, model=model, model_profile=model_profile,
+                            runtime=runtime, formats=set(formats), out_dir=out_dir)
         summary = run_parse(opts, reporter)
     except SetupError as exc:
         reporter.console.print(f"[red]error:[/] {exc}")
@@ -130,15 +150,9 @@ def schema():
     typer.echo(json.dumps(load_schema(), indent=2))
 
 
-def _mount_cache() -> None:
-    try:
-        from .cache.cli import cache_app
-    except ImportError:  # pragma: no cover - the cache package is part of the distribution
-        return
-    app.add_typer(cache_app, name="cache", help="Inspect and manage the result cache.")
+from .cache.cli import cache_app  # noqa: E402  (a light import: sqlite3, typer)
 
-
-_mount_cache()
+app.add_typer(cache_app, name="cache", help="Inspect and manage the result cache.")
 
 
 def main() -> None:

@@ -53,6 +53,11 @@ class ParseOptions:
     cache_near: str = "verify"
     cache_url: str | None = None
     cache_ttl: int = 7200
+    model: str | None = None               # vlm: model folder or ONNX export (else env / HF cache)
+    model_profile: str | None = None       # vlm: "2509" | "pro" (default: from the model folder)
+    runtime: str = "torch"                 # vlm runtime
+    formats: set[str] = field(default_factory=set)   # extra per-document outputs (writers.FORMATS)
+    out_dir: Path = Path("mineru_output")  # where they go
 
 
 @dataclass
@@ -122,10 +127,14 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     select = _page_filter(opts.pages)
     # The engine object here only names itself (identity, options -> fingerprint); the models
     # are loaded and run in the worker processes.
-    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info)
+    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, model=opts.model,
+                         model_profile=opts.model_profile, runtime=opts.runtime)
     engine_info = {"name": engine.name, "version": engine.version, "package": __version__,
                    "model": engine.identity(), "options": engine.options()}
     fp = make_fingerprint(engine_info, dataclasses.asdict(opts.load))
+    # Workers build the same engine the main process resolved (auto -> ocr | vlm, model folder).
+    engine_spec = {"engine": engine.name, "lang": opts.lang, "model_profile": opts.model_profile,
+                   "runtime": opts.runtime, "model": str(getattr(engine, "model_dir", "") or "") or None}
 
     summary = Summary()
     t0 = time.monotonic()
@@ -136,8 +145,8 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
         if journal.bad_lines:
             reporter.warn(f"{opts.out}: {journal.bad_lines} lines that are not records will be dropped")
         order: list[str] = []
+        plan: list[_Planned] = []
         try:
-            plan = []
             for src in discover(opts.inputs, opts.include, opts.exclude):
                 if stop.requested:
                     break
@@ -145,7 +154,7 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
             order = [page_id(p.src.rel, i) for p in plan for i in (p.indices or [0])]
             summary.pages = len(order)
             reporter.start(summary.pages)
-            ctx = _Context(opts, engine_info, fp, journal, reporter, summary)
+            ctx = _Context(opts, engine_info, engine_spec, fp, journal, reporter, summary)
             todo: list[_Item] = []
             for planned in plan:
                 ctx.queue_source(planned, todo)
@@ -159,8 +168,31 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
             summary.interrupted = True
         finally:
             journal.compact(order)
+        if opts.formats and not summary.interrupted:
+            _write_documents(opts, plan, list(journal.records(order)), reporter)
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:
+    """--format markdown / content-list: per-document files from this run's records."""
+    from .writers import write_documents
+
+    sources = {p.src.rel: p.src for p in plan}
+    docs: dict = {}
+
+    def load_page(source: str, index: int):
+        if source not in docs:
+            docs.clear()                       # one document open at a time
+            docs[source] = open_document(sources[source], opts.load)
+        return docs[source].page(index).image
+
+    try:
+        written = write_documents(records, opts.out_dir, opts.formats, load_page)
+    finally:
+        for doc in docs.values():
+            doc.close()
+    reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
 
 
 def _page_filter(spec: str | None):
@@ -197,6 +229,7 @@ def cache_spec(opts: ParseOptions) -> dict | None:
 class _Context:
     opts: ParseOptions
     engine_info: dict
+    engine_spec: dict
     fp: str
     journal: Journal
     reporter: Reporter
@@ -260,11 +293,8 @@ class _Context:
         opts = self.opts
         self.reporter.info(f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
                            f"(--cpus {cpu.budget}; {cpu.why}); {len(todo)} page(s) to do")
-        # What a worker needs to build the same engine as the main process resolved (engine
-        # options added to ParseOptions later must be passed here too).
-        spec = {"engine": self.engine_info["name"], "lang": opts.lang, "threads": cpu.threads,
-                "spinning": cpu.spinning, "env": cpu.thread_env(), "fp": self.fp, "load": opts.load,
-                "cache": cache_spec(opts)}
+        spec = {**self.engine_spec, "threads": cpu.threads, "spinning": cpu.spinning,
+                "env": cpu.thread_env(), "fp": self.fp, "load": opts.load, "cache": cache_spec(opts)}
         t0 = time.monotonic()
         beat = {"next": t0}
         every = self.reporter.heartbeat_every

@@ -16,6 +16,7 @@ Captions and footnotes are attached to the nearest image/table of their kind on 
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 from itertools import groupby
@@ -104,7 +105,8 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
                 "image_footnote": [], **base}
     if owner == "table":
         return {"type": "table", "img_path": _crop(image, b["bbox"], folder),
-                "table_body": b.get("html") or "", "table_caption": [], "table_footnote": [], **base}
+                "table_body": b.get("html") or cells_to_html(b.get("cells") or []), "table_caption": [],
+                "table_footnote": [], **base}
     if owner == "code":
         return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
     if kind in TEXT_TYPES:
@@ -113,6 +115,14 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
             item["text_level"] = int(b.get("level", 1))
         return item
     return {"type": kind, "text": text, **base}   # header, footer, page_number, aside_text, ...
+
+
+def cells_to_html(rows: list[list[str]]) -> str:
+    """A grid of cell texts (the ocr engine's tables) as a plain HTML table."""
+    if not rows:
+        return ""
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c or ''))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table>{body}</table>"
 
 
 def _crop(image, bbox, folder: Path) -> str:

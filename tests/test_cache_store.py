@@ -13,7 +13,7 @@ from mineru_cli.cache import ResultCache, default_cache_dir
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import FILENAME, SqliteStore
-from mineru_cli.cache.units import parse_duration, parse_size
+from mineru_cli.units import parse_duration, parse_size
 
 FP = "engine=test;v=1"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import EXAMPLES, mineru, read_journal
@@ -24,12 +26,13 @@ TRUTH = {
 def run(tmp_path_factory, record_validator):
     tmp = tmp_path_factory.mktemp("examples")
     out = tmp / "results.jsonl"
-    r = mineru("parse", str(EXAMPLES), "--out", str(out), "--no-cache", cwd=tmp, timeout=600)
-    return r, {rec["id"]: rec for rec in read_journal(out, record_validator)}
+    r = mineru("parse", str(EXAMPLES), "--out", str(out), "--no-cache", "--format", "content-list",
+               "--out-dir", str(tmp / "docs"), cwd=tmp, timeout=600)
+    return r, {rec["id"]: rec for rec in read_journal(out, record_validator)}, tmp / "docs"
 
 
 def test_every_example_page_is_ok(run):
-    r, recs = run
+    r, recs, _ = run
     assert r.returncode == 0, r.stderr
     assert "engine: ocr" in r.stderr                      # auto says which engine it chose
     assert sorted(recs) == sorted(TRUTH)
@@ -61,3 +64,16 @@ def test_two_column_page_reads_column_by_column(run):
     assert -1 not in starts, (starts, text[:200])
     assert starts == sorted(starts)
     assert run[1]["two_column.png#0"]["blocks"][0]["type"] == "title"
+
+
+def test_content_list_and_markdown_per_document(run):
+    _, recs, docs = run
+    items = json.loads((docs / "table_png" / "table_content_list.json").read_text("utf-8"))
+    (table,) = [it for it in items if it["type"] == "table"]
+    assert table["table_body"].startswith("<table>") and "<td>" in table["table_body"]
+    assert (docs / "table_png" / table["img_path"]).is_file()
+    assert all(it["page_idx"] == 0 and all(0 <= v <= 1000 for v in it["bbox"]) for it in items)
+    report = json.loads((docs / "report_pdf" / "report_content_list.json").read_text("utf-8"))
+    assert {it["page_idx"] for it in report} == {0, 1}
+    md = (docs / "report_pdf" / "report.md").read_text("utf-8")
+    assert md == recs["report.pdf#0"]["markdown"] + "\n" + recs["report.pdf#1"]["markdown"]

@@ -29,7 +29,7 @@ def test_torn_last_line_is_cut_and_never_propagated(tmp_path, tail):
     out.write_bytes(good + tail)
     with Journal(out) as j:
         assert j.repaired_bytes == len(tail)
-        assert list(j.records) == ["a#0"]
+        assert list(j.index) == ["a#0"]
         j.append(rec("b#0"))
     data = out.read_bytes()
     assert data.startswith(good) and tail not in data
@@ -58,9 +58,21 @@ def test_compact_keeps_one_record_per_page_in_input_order(tmp_path):
         j.append(rec("b#0"))                     # retried: replaces the failed one
         j.compact(["a#0", "b#0"])
         j.append(rec("c#0"))                     # the journal stays usable after compaction
+        assert j.get("b#0")["status"] == "ok" and j.get("c#0")["id"] == "c#0"
+        assert [r["id"] for r in j.records(["c#0", "zz#0", "a#0"])] == ["c#0", "a#0"]
     recs = read_records(out)
     assert [r["id"] for r in recs] == ["a#0", "b#0", "other#0", "c#0"]
     assert [r["status"] for r in recs][:2] == ["ok", "ok"]
+
+
+def test_bad_lines_inside_are_counted_and_dropped_at_compaction(tmp_path):
+    out = tmp_path / "r.jsonl"
+    lines = [json.dumps(rec("a#0")), "not json", json.dumps(rec("b#0"))]
+    out.write_text("\n".join(lines) + "\n")
+    with Journal(out) as j:
+        assert j.bad_lines == 1 and j.repaired_bytes == 0 and list(j.index) == ["a#0", "b#0"]
+        j.compact(["a#0", "b#0"])
+    assert out.read_text().splitlines() == [lines[0], lines[2]]
 
 
 def test_second_writer_is_refused(tmp_path):

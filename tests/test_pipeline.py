@@ -262,16 +262,6 @@ def test_cpu_plan_rule():
     assert (p.workers, p.threads) == (1, 4)
 
 
-def test_parse_size():
-    from mineru_cli.pipeline import parse_size
-
-    assert parse_size("3GB") == 3 << 30 and parse_size("3G") == 3 << 30
-    assert parse_size("800MB") == 800 << 20 and parse_size("512MiB") == 512 << 20 and parse_size("100") == 100 << 20
-    assert parse_size("0") == 0
-    with pytest.raises(ValueError):
-        parse_size("lots")
-
-
 def test_vlm_plan_is_one_worker_with_every_thread():
     from mineru_cli.budget import GiB, plan_cpus
 

@@ -42,6 +42,13 @@ def test_content_list_items_follow_minerus_format(tmp_path):
     assert all(0 <= v <= 1000 for it in items for v in it["bbox"])
 
 
+def test_ocr_table_cells_become_table_body(tmp_path):
+    blocks = [{"type": "table", "bbox": [0, 0, 10, 10], "text": "", "score": 0.9,
+               "cells": [["Name", "Qty"], ["a<b", "2"]]}]
+    (item,) = content_list_items(page("t.png", 0, blocks), tmp_path, None)
+    assert item["table_body"] == "<table><tr><td>Name</td><td>Qty</td></tr><tr><td>a&lt;b</td><td>2</td></tr></table>"
+
+
 def test_orphan_caption_stays_text_in_place(tmp_path):
     blocks = [{"type": "text", "bbox": [0, 0, 10, 10], "text": "x", "score": None},
               {"type": "image_caption", "bbox": [0, 20, 10, 30], "text": "Lonely caption", "score": None}]

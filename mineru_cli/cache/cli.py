@@ -13,7 +13,7 @@ import typer
 from .result_cache import default_cache_dir
 from .similarity import unpack_thumb
 from .store import SqliteStore
-from .units import parse_duration, parse_size
+from ..units import parse_duration, parse_size
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 

@@ -5,6 +5,6 @@ worker processes (spawned: ONNX Runtime and fork do not mix) each hold one engin
 load/render -> cache lookup -> engine -> cache store for one page at a time. See pool.py.
 """
 
-from .pool import PageFault, PoolStats, WorkerPool, parse_size
+from .pool import PageFault, PoolStats, WorkerPool
 
-__all__ = ["PageFault", "PoolStats", "WorkerPool", "parse_size"]
+__all__ = ["PageFault", "PoolStats", "WorkerPool"]

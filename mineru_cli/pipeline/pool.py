@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import re
 import signal
 import time
 from collections import deque
@@ -35,18 +34,6 @@ from .worker import rss_bytes, worker_main
 START_TIMEOUT = 300.0      # seconds a fresh worker may take to import and load its models
 START_FAILURES = 3         # workers dying before they are ready, in a row: give up (exit 2)
 TICK = 0.25                # wake-up interval: signals, deadlines, heartbeats
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.I)
-
-
-def parse_size(text: str) -> int:
-    """'3GB', '3G', '512MiB', '800M' -> bytes; a bare number is MiB."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ValueError(f"not a size: {text!r} (e.g. 3GB, 800MB)")
-    unit = m.group(2).lower() or "m"
-    return int(float(m.group(1)) * {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
-
 
 def describe_exit(code: int | None) -> str:
     if code is None:

@@ -144,8 +144,8 @@ class _Docs:
 
 
 def worker_main(conn, spec: dict) -> None:
-    """Entry point of a worker process. `spec`: engine, lang, threads, spinning, env, fp,
-    load (LoadOptions), cache (ResultCache kwargs or None)."""
+    """Entry point of a worker process. `spec`: engine, lang, model, model_profile, runtime,
+    threads, spinning, env, fp, load (LoadOptions), cache (ResultCache kwargs or None)."""
     os.environ.update(spec["env"])          # before numpy / onnxruntime are imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the main process's business
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -160,7 +160,8 @@ def worker_main(conn, spec: dict) -> None:
         from ..errors import SetupError
 
         _ort_spinning(spec["spinning"])
-        engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None)
+        engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
+                             model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"])
         load_models = getattr(engine, "_load", None)   # load the sessions now, not on page one
         if callable(load_models):
             load_models()

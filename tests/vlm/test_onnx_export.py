@@ -133,3 +133,21 @@ def test_export_replaces_an_old_export_with_force(tiny_vlm, tmp_path):
     report = export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, force=True, threads=1)
     assert not (out / "stale.bin").exists() and report["parity"] is None
     assert not (tmp_path / "exp.partial").exists()
+
+
+def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
+    from mineru_cli.export.bench import bench_full_size, mineru25_config
+
+    small = mineru25_config(
+        text=dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=0, eos_token_id=1,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}),
+        vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2))
+    small.image_token_id, small.vision_start_token_id, small.vision_end_token_id = 900, 901, 902
+    report = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84),
+                             prefill_tokens=32, decode_batches=(1, 3), decode_steps=2, log=None)
+    assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"}
+    for variant in report["median"].values():
+        assert set(variant) == {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b3"}
+        assert all(v > 0 for v in variant.values())
+    assert report["speedup_vs_torch_fp32"]["torch_fp32"]["decode_ms_b1"] == 1.0
