@@ -33,7 +33,7 @@ MINERU25_TEXT = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864,
                      num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
                      rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151645,
                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                                      "mrope_section": [16, 24, 24]})
+                                      "mrope_section": [8, 12, 12]})  # sums to head_dim / 2 = 32
 MINERU25_VISION = dict(depth=32, embed_dim=1280, hidden_size=896, num_heads=16, mlp_ratio=4,
                        patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
 MINERU25_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +16,8 @@ pytest.importorskip("transformers")
 from mineru_cli.engines import make_engine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
 from mineru_cli.errors import SetupError  # noqa: E402
-from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401  (fixtures)
+from conftest import mineru  # noqa: E402  (tests/conftest.py: runs the real CLI)
+from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
 
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
@@ -25,15 +25,6 @@ from mineru_cli.vlm.processor import rope_index  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 
-
-def _run_cli(*args, cwd, env):
-    import os
-    import subprocess
-    import sys
-
-    full_env = {**os.environ, "MINERU_CACHE_DIR": str(cwd / ".cache-test"), **env}
-    return subprocess.run([sys.executable, "-m", "mineru_cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=300)
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
@@ -188,16 +179,27 @@ def test_make_engine_picks_vlm_when_a_model_is_found(tiny_vlm, monkeypatch):
 
 def test_cli_parse_with_the_vlm_engine(tiny_vlm, tmp_path, record_validator):
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
-    t0 = time.monotonic()
-    proc = _run_cli("parse", "page.png", "--engine", "vlm", "--out", "x.jsonl", "--no-cache", "--cpus", "1",
-                  cwd=tmp_path, env={"MINERU_MODEL_PATH": str(tiny_vlm / "model")})
+    proc = mineru("parse", "page.png", "--engine", "vlm", "--model", str(tiny_vlm / "model"), "--out", "x.jsonl",
+                    "--no-cache", "--cpus", "1", "--format", "content-list", "--out-dir", "docs", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (rec,) = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
     record_validator.validate(rec)
     assert rec["status"] == "ok" and rec["engine"]["name"] == "vlm"
     assert rec["blocks"] == EXPECTED_BLOCKS
     assert rec["markdown"] == EXPECTED_MARKDOWN
-    assert time.monotonic() - t0 < 120
+    items = json.loads((tmp_path / "docs" / "page_png" / "page_content_list.json").read_text())
+    assert [it["type"] for it in items] == ["text", "text", "table", "image", "equation"]
+    assert items[0]["text_level"] == 1 and items[2]["table_body"] == TABLE_HTML
+    assert items[4]["text"] == "$$\nE=mc^{2}\n$$"
+    assert (tmp_path / "docs" / "page_png" / items[3]["img_path"]).is_file()
+    assert (tmp_path / "docs" / "page_png" / "page.md").read_text() == EXPECTED_MARKDOWN
+
+    # --engine auto finds the model through $MINERU_MODEL_PATH and says that it chose vlm.
+    auto = mineru("parse", "page.png", "--out", "y.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path,
+                    env={"MINERU_MODEL_PATH": str(tiny_vlm / "model")})
+    assert auto.returncode == 0 and "engine: vlm" in auto.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "y.jsonl").read_text().splitlines()]
+    assert rec["blocks"] == EXPECTED_BLOCKS
 
 
 @pytest.mark.slow
