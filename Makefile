@@ -5,7 +5,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test install dev redis-server clean
+.PHONY: demo test install dev redis-server clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,3 +33,7 @@ test: dev redis-server
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache results.jsonl
+
+# Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model (minutes on 2 cores).
+bench: dev
+	$(BIN)/mineru bench --repeat 2 --json bench.json

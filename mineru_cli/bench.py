@@ -144,3 +144,25 @@ def report(figures: dict[str, Figures]) -> list[tuple]:
         rows.append((name, vision, f.median("prefill_layout_s") - vision, f.median("decode_b1_ms"),
                      f.median("decode_b8_ms"), f.median("crops_prefill_s"), f.page_s(), ref / f.page_s()))
     return rows
+
+
+VARIANTS = ("torch",)
+
+
+def build_variants(names: list[str], threads: int, say=print) -> dict:
+    """name -> runtime over one full-size random model (built once, shared by the variants)."""
+    from .errors import SetupError
+
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SetupError(f"unknown bench variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    try:
+        import torch
+    except ImportError:
+        raise SetupError("mineru bench builds the model with torch: pip install 'mineru-cli[torch]'") from None
+    from .vlm.runtime_torch import TorchRuntime
+
+    torch.set_num_threads(threads)
+    say(f"building a full-size random-weight MinerU2.5 model (fp32, {threads} threads) ...")
+    model = build_model()
+    return {"torch": TorchRuntime.from_model(model, IMAGE_TOKEN_ID)}

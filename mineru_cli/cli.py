@@ -141,6 +141,46 @@ def parse(
 
 
 @app.command()
+def bench(
+    variants: List[str] = typer.Option(["torch"], "--variant", "-v",
+                                       help="Runtimes to compare, the first is the reference: torch."),
+    repeat: int = typer.Option(2, "--repeat", min=1, help="Rounds per variant (alternating); medians are reported."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Intra-op threads (default: all CPUs)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON."),
+):
+    """Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model (needs torch).
+
+    Prints vision seconds for the 1036x1036 layout image, language-model prefill, decode
+    milliseconds per step at batch 1 and 8, the crops of a typical page, and the seconds of a
+    modelled two-step page, with each variant's speed-up over the first, measured alternately."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .bench import build_variants, report, run_bench
+    from .budget import available_cpus
+
+    console = Console(stderr=True)
+    try:
+        runtimes = build_variants(variants, threads or available_cpus(), say=console.print)
+    except SetupError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_SETUP)
+    rows = report(run_bench(runtimes, repeat=repeat, say=console.print))
+    table = Table(title="mineru bench (medians; x ref = page speed-up over the first variant)")
+    for col in ("variant", "vision 1036 s", "prefill s", "decode b1 ms", "decode b8 ms/step",
+                "crops s", "page s", "x ref"):
+        table.add_column(col, justify="right")
+    for name, *nums in rows:
+        table.add_row(name, *[f"{v:.2f}" if v < 100 else f"{v:.0f}" for v in nums])
+    Console().print(table)
+    if json_out:
+        keys = ("variant", "vision_s", "prefill_s", "decode_b1_ms", "decode_b8_ms", "crops_s", "page_s", "speedup")
+        json_out.write_text(json.dumps([dict(zip(keys, r)) for r in rows], indent=2))
+
+
+@app.command()
 def schema():
     """Print the JSON Schema of a page record."""
     import json

@@ -129,9 +129,7 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     # are loaded and run in the worker processes.
     engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, model=opts.model,
                          model_profile=opts.model_profile, runtime=opts.runtime)
-    engine_info = {"name": engine.name, "version": engine.version, "package": __version__,
-                   "model": engine.identity(), "options": engine.options()}
-    fp = make_fingerprint(engine_info, dataclasses.asdict(opts.load))
+    engine_info, fp = engine_fingerprint(engine, opts.load)
     # Workers build the same engine the main process resolved (auto -> ocr | vlm, model folder).
     engine_spec = {"engine": engine.name, "lang": opts.lang, "model_profile": opts.model_profile,
                    "runtime": opts.runtime, "model": str(getattr(engine, "model_dir", "") or "") or None}
@@ -193,6 +191,13 @@ def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dic
         for doc in docs.values():
             doc.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
+
+
+def engine_fingerprint(engine, load: LoadOptions) -> tuple[dict, str]:
+    """The record's `engine` field and the fingerprint that keys resume and the cache."""
+    info = {"name": engine.name, "version": engine.version, "package": __version__,
+            "model": engine.identity(), "options": engine.options()}
+    return info, make_fingerprint(info, dataclasses.asdict(load))
 
 
 def _page_filter(spec: str | None):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import statistics
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from mineru_cli.budget import available_cpus
 from mineru_cli.engines.base import Block, EngineResult
 from mineru_cli.errors import SetupError
 from mineru_cli.hashing import file_sha256
@@ -71,7 +71,7 @@ class OcrEngine:
         if lang not in LANGS:
             raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
         # The libraries ignore thread counts above the CPU count and then use all cores.
-        self.threads = max(1, min(int(threads), os.cpu_count() or 1))
+        self.threads = max(1, min(int(threads), available_cpus()))
         self.lang = lang
         self._models = _model_files()
         missing = [str(p) for p in self._models.values() if not p.is_file()]

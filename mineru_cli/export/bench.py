@@ -79,7 +79,7 @@ def synthetic_input(config, image_hw: tuple[int, int], text_tokens: int, seed: i
     return VlmInput(ids, pixels, grid, positions, delta)
 
 
-def _median_time(fn: Callable[[], object]) -> float:
+def _seconds(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
@@ -105,9 +105,9 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
         for name, rt in runtimes.items():
             with torch.inference_mode():
                 if image_hw:
-                    add(name, "vision_s", _median_time(lambda: rt.image_embeds([vision_x])))
+                    add(name, "vision_s", _seconds(lambda: rt.image_embeds([vision_x])))
                 if prefill_tokens:
-                    add(name, "prefill_s", _median_time(lambda: rt.prefill([prefill_x])))
+                    add(name, "prefill_s", _seconds(lambda: rt.prefill([prefill_x])))
                 for b in decode_batches:
                     logits = rt.prefill(decode_x[:b])
                     tokens = np.asarray(logits).argmax(-1).astype(np.int64)
