@@ -320,6 +320,9 @@ def _file_table(folder: Path) -> dict:
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
+    for path in folder.rglob("*"):  # the quantizer writes its external data 0600 (a temp file)
+        if path.is_file():
+            path.chmod(0o644)
     manifest["files"] = _file_table(folder)
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
