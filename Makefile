@@ -36,4 +36,4 @@ clean:
 
 # Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model (minutes on 2 cores).
 bench: dev
-	$(BIN)/mineru bench --repeat 2 --json bench.json
+	$(BIN)/mineru bench --repeat 3 --json bench.json

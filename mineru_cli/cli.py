@@ -49,7 +49,8 @@ def parse(
                                              "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
     model_profile: Optional[str] = typer.Option(None, "--model-profile",
                                                 help="vlm: 2509 | pro (default: from the model folder)."),
-    runtime: str = typer.Option("torch", "--runtime", help="vlm runtime: torch (the PyTorch reference)."),
+    runtime: str = typer.Option("auto", "--runtime",
+                                help="vlm runtime: auto (onnx when an export is found, else torch) | onnx | torch."),
     lang: str = typer.Option("en", "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."),
     cpus: Optional[int] = typer.Option(None, "--cpus", min=1,
                                        help="CPU budget (default: the affinity/cgroup limit)."),
@@ -84,7 +85,7 @@ def parse(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
     log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
 ):
-    """Parse every page under PATHS into OUT (JSON lines), resuming what is already done.
+    """Parse every page under PATHS into OUT (JSON lines), resuming what is done.
 
     Pages are parsed by worker processes; a page that hangs or crashes its worker costs only
     that page. Ctrl-C or SIGTERM: pages in flight finish (up to 30 s), the journal is
@@ -142,42 +143,92 @@ def parse(
 
 @app.command()
 def bench(
-    variants: List[str] = typer.Option(["torch"], "--variant", "-v",
-                                       help="Runtimes to compare, the first is the reference: torch."),
-    repeat: int = typer.Option(2, "--repeat", min=1, help="Rounds per variant (alternating); medians are reported."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Intra-op threads (default: all CPUs)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON."),
+    work_dir: Path = typer.Option(Path("models/bench"), "--work-dir",
+                                  help="Where the random full-size model and its exports are built "
+                                       "(reused by later runs; ~12 GB)."),
+    int8: bool = typer.Option(True, "--int8/--no-int8", help="Also measure the INT8 export."),
+    repeat: int = typer.Option(3, "--repeat", min=1, help="Rounds (variants alternate); medians are reported."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
 ):
-    """Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model (needs torch).
+    """Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model.
 
-    Prints vision seconds for the 1036x1036 layout image, language-model prefill, decode
-    milliseconds per step at batch 1 and 8, the crops of a typical page, and the seconds of a
-    modelled two-step page, with each variant's speed-up over the first, measured alternately."""
+    Compares the torch fp32 reference, ONNX Runtime fp32 and INT8 on a model of MinerU2.5's
+    shape with random weights, built and exported on first use (needs the export extra).
+
+    Prints vision seconds for the 1036x1036 layout image, prefill of a 1400-token prompt, decode
+    milliseconds per step at batch 1 and 8, the seconds of a modelled two-step page, and each
+    variant's speed-up over torch fp32, measured alternately in one run."""
     import json
 
     from rich.console import Console
     from rich.table import Table
 
-    from .bench import build_variants, report, run_bench
     from .budget import available_cpus
 
-    console = Console(stderr=True)
     try:
-        runtimes = build_variants(variants, threads or available_cpus(), say=console.print)
-    except SetupError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        from .export.bench import bench_full_size, page_seconds
+    except ImportError as exc:
+        typer.echo(f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
+                   f"pip install 'mineru-cli[export]' ({exc})", err=True)
         raise typer.Exit(EXIT_SETUP)
-    rows = report(run_bench(runtimes, repeat=repeat, say=console.print))
-    table = Table(title="mineru bench (medians; x ref = page speed-up over the first variant)")
-    for col in ("variant", "vision 1036 s", "prefill s", "decode b1 ms", "decode b8 ms/step",
-                "crops s", "page s", "x ref"):
+    report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, repeats=repeat,
+                             log=lambda m: typer.echo(m, err=True))
+    medians = report["median"]
+    ref = page_seconds(next(iter(medians.values())))
+    table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads")
+    for col in ("variant", "vision 1036 s", "prefill 1400 s", "decode b1 ms", "decode b8 ms/step",
+                "page s", "page x ref"):
         table.add_column(col, justify="right")
-    for name, *nums in rows:
-        table.add_row(name, *[f"{v:.2f}" if v < 100 else f"{v:.0f}" for v in nums])
+    for name, m in medians.items():
+        page = page_seconds(m)
+        report.setdefault("page_s", {})[name] = page
+        table.add_row(name, f"{m['vision_s']:.1f}", f"{m['prefill_s']:.2f}", f"{m['decode_ms_b1']:.0f}",
+                      f"{m['decode_ms_b8']:.0f}", f"{page:.0f}", f"{ref / page:.2f}")
     Console().print(table)
     if json_out:
-        keys = ("variant", "vision_s", "prefill_s", "decode_b1_ms", "decode_b8_ms", "crops_s", "page_s", "speedup")
-        json_out.write_text(json.dumps([dict(zip(keys, r)) for r in rows], indent=2))
+        json_out.write_text(json.dumps(report, indent=2, default=str))
+
+
+@app.command("export")
+def export_cmd(
+    model: Optional[Path] = typer.Option(None, "--model", "-m",
+                                         help="MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
+                                              "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Export folder (default: MODEL/onnx, "
+                                                                  "which `mineru parse` then finds by itself)."),
+    int8: bool = typer.Option(False, "--int8", help="INT8 weights (per-channel, ONNX Runtime's dynamic quantizer)."),
+    int4: bool = typer.Option(False, "--int4", help="INT4 weights (MatMulNBits, block 32)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing export in OUT."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
+):
+    """Export MinerU2.5 to ONNX, optionally quantized, verified against PyTorch.
+
+    Writes the vision encoder and the decoder with KV cache, the embedding table and
+    manifest.json (file hashes, versions, quantization, parity figures). Needs the export
+    extra: torch, transformers, onnx, onnxscript."""
+    import json
+
+    from .budget import available_cpus
+    from .vlm.model_dir import resolve_model
+
+    try:
+        if int8 and int4:
+            raise SetupError("choose one of --int8 and --int4")
+        model_dir = resolve_model(str(model) if model else None)
+        try:
+            from .export import export_model
+        except ImportError as exc:
+            raise SetupError(f"mineru export needs torch, transformers, onnx and onnxscript: "
+                             f"pip install 'mineru-cli[export]' ({exc})") from None
+        report = export_model(model_dir, out or model_dir / "onnx", int8=int8, int4=int4, verify=verify,
+                              force=force, threads=threads or available_cpus(), log=typer.echo)
+    except SetupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_SETUP)
+    typer.echo(json.dumps({k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")},
+                          indent=2, default=str))
 
 
 @app.command()

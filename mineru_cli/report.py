@@ -55,7 +55,7 @@ class Reporter:
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
-        self.console = Console(stderr=True, highlight=False)
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)  # never hard-wrap log lines
 
     def info(self, message: str) -> None:
         if not self.quiet:

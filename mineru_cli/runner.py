@@ -55,7 +55,7 @@ class ParseOptions:
     cache_ttl: int = 7200
     model: str | None = None               # vlm: model folder or ONNX export (else env / HF cache)
     model_profile: str | None = None       # vlm: "2509" | "pro" (default: from the model folder)
-    runtime: str = "torch"                 # vlm runtime
+    runtime: str = "auto"                  # vlm runtime: auto | onnx | torch
     formats: set[str] = field(default_factory=set)   # extra per-document outputs (writers.FORMATS)
     out_dir: Path = Path("mineru_output")  # where they go
 
@@ -132,7 +132,8 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     engine_info, fp = engine_fingerprint(engine, opts.load)
     # Workers build the same engine the main process resolved (auto -> ocr | vlm, model folder).
     engine_spec = {"engine": engine.name, "lang": opts.lang, "model_profile": opts.model_profile,
-                   "runtime": opts.runtime, "model": str(getattr(engine, "model_dir", "") or "") or None}
+                   "runtime": getattr(engine, "runtime_name", opts.runtime),
+                   "model": str(getattr(engine, "model_dir", "") or "") or None}
 
     summary = Summary()
     t0 = time.monotonic()

@@ -9,12 +9,13 @@ import pytest
 from conftest import EXAMPLES, mineru, read_journal
 from textmetrics import cer, record_text, squash
 
-# Measured on this machine (2 cores) with the embedded engine, CER per page without whitespace:
-# prose 0.004, two_column 0.003, table 0.000, slide 0.000, chinese 0.000, report p1 0.040, p2 0.012
-# (the recogniser sometimes fuses words; spaces are not counted, so that costs nothing, and the
-# rest is misread characters). The bound leaves room for onnxruntime/CPU-kernel differences.
-MAX_CER = 0.06
-MAX_MEAN_CER = 0.02
+# Measured on this machine (2 cores) with the embedded engine (PP-OCRv6-small, cls_thresh 0.99),
+# CER per page without whitespace: prose 0.000, two_column 0.000, table 0.000, slide 0.025,
+# chinese 0.000, report p1 0.000, p2 0.000; mean 0.004. The slide's cost is its bullets, which
+# the recogniser reads as "●" (the ground truth has none), plus a stray "_" from the chart.
+# The bounds leave about 2x room for onnxruntime/CPU-kernel differences.
+MAX_CER = 0.05
+MAX_MEAN_CER = 0.01
 TRUTH = {
     "prose.png#0": "prose", "two_column.png#0": "two_column", "table.png#0": "table",
     "slide.png#0": "slide", "chinese.png#0": "chinese", "report.pdf#0": "report.p1",

@@ -69,16 +69,41 @@ def test_blank_page_has_no_blocks(engine):
 def test_identity_hashes_the_wheel_models(engine):
     ident = engine.identity()
     files = {m["role"]: m["file"] for m in ident["models"]}
-    assert files == {"det": "ch_PP-OCRv4_det_infer.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_infer.onnx",
-                     "rec": "ch_PP-OCRv4_rec_infer.onnx", "layout": "layout_cdla.onnx"}
+    assert files == {"det": "PP-OCRv6_det_small.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+                     "rec": "PP-OCRv6_rec_small.onnx", "layout": "layout_cdla.onnx"}
     assert all(re.fullmatch(r"[0-9a-f]{64}", m["sha256"]) for m in ident["models"])
+    assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "onnxruntime"}
+    assert all(ident["packages"].values())
     assert engine.identity() == ident
+
+
+def _spinning_entries(engine) -> list[str]:
+    sessions = [engine._ocr.text_det, engine._ocr.text_cls, engine._ocr.text_rec, engine._layout]
+    return [s.session.session.get_session_options().get_session_config_entry(
+        "session.intra_op.allow_spinning") for s in sessions]
+
+
+def test_spinning_reaches_every_session_and_does_not_leak(engine):
+    from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
+    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession as OcrSession
+
+    before = [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)]
+    quiet = OcrEngine(threads=1, spinning=False)
+    quiet._load()
+    assert _spinning_entries(quiet) == ["0"] * 4
+    engine._load()
+    assert _spinning_entries(engine) == ["1"] * 4
+    assert [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)] == before
+    assert quiet.options() == engine.options() and quiet.identity() == engine.identity()
 
 
 def test_options_record_language_and_thresholds():
     options = OcrEngine(lang="ch").options()
     assert options["lang"] == "ch" and options["layout_model"] == "layout_cdla.onnx"
     assert options["ocr"]["text_score"] == 0.5
+    assert options["ocr"]["use_cls"] is True and options["ocr"]["cls_thresh"] == 0.99
+    assert options["ocr_models"] == {"det": "PP-OCRv6_det_small.onnx", "rec": "PP-OCRv6_rec_small.onnx",
+                                     "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx"}
     assert OcrEngine(lang="en").options() != options
 
 

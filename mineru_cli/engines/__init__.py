@@ -14,6 +14,7 @@ from ..errors import SetupError
 from .base import Block, Engine, EngineResult
 
 ENGINES = ("auto", "ocr", "vlm")
+RUNTIMES = ("auto", "torch", "onnx")
 
 
 def _torch_available() -> bool:
@@ -22,25 +23,54 @@ def _torch_available() -> bool:
 
 def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
                 model: str | None = None, model_profile: str | None = None,
-                runtime: str = "torch") -> Engine:
+                runtime: str = "auto", spinning: bool = True) -> Engine:
+    """The engine `name` ("auto" | "ocr" | "vlm"). For vlm, runtime "auto" takes an ONNX export
+    when one is found (--model / $MINERU_MODEL_PATH pointing at it, or an `onnx/` folder inside
+    the model folder) and the PyTorch reference otherwise."""
     if name not in ENGINES:
         raise SetupError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    if runtime not in RUNTIMES:
+        raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
     if name in ("vlm", "auto"):
-        from ..vlm.model_dir import find_model
-
-        model_dir = find_model(model)  # a --model or $MINERU_MODEL_PATH that is no model folder raises
-        if name == "vlm" or (model_dir is not None and (runtime != "torch" or _torch_available())):
+        found = _locate_vlm(model, runtime)
+        if found is None and name == "vlm":   # the engine raises the clear "where to get it" error
+            found = (model, "onnx" if runtime == "onnx" else "torch")
+        if found is not None:
             from .vlm import VlmEngine
 
-            engine = VlmEngine(model_dir, threads=threads, runtime=runtime, profile=model_profile)
+            where, chosen = found
+            engine = VlmEngine(where, threads=threads, runtime=chosen, profile=model_profile)
             if name == "auto":
-                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {runtime} runtime)")
+                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {chosen} runtime)")
             return engine
-        reason = "no MinerU2.5 model found" if model_dir is None else "torch/transformers not installed"
+        from ..vlm.model_dir import find_model
+
+        reason = ("no MinerU2.5 model found" if find_model(model) is None
+                  else "the model has no ONNX export and torch/transformers are not installed")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
     from .ocr import OcrEngine  # deferred: loads ONNX sessions
 
-    return OcrEngine(threads=threads, lang=lang)
+    return OcrEngine(threads=threads, lang=lang, spinning=spinning)
+
+
+def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
+    """(folder, runtime) of a usable MinerU2.5 model, or None."""
+    from ..vlm.model_dir import find_model
+    from ..vlm.runtime_onnx import find_export, is_export_dir
+
+    if runtime != "torch":
+        try:   # --model / $MINERU_MODEL_PATH naming an export, or a model folder holding onnx/
+            return str(find_export(model)), "onnx"
+        except SetupError:
+            pass
+    model_dir = find_model(model)  # a --model or $MINERU_MODEL_PATH that is no model folder raises
+    if model_dir is None:
+        return None
+    if runtime != "torch" and is_export_dir(model_dir / "onnx"):
+        return str(model_dir / "onnx"), "onnx"
+    if runtime == "onnx" or not _torch_available():
+        return None
+    return str(model_dir), "torch"
 
 
 __all__ = ["Block", "Engine", "EngineResult", "make_engine", "ENGINES"]

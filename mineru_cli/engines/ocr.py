@@ -1,7 +1,8 @@
 """The embedded offline engine: RapidOCR text lines + RapidLayout regions.
 
-Both models ship inside their wheels (PP-OCRv4 det/rec + mobile cls, and the
-PP-Layout CDLA detector), so nothing is downloaded at run time.
+Both models ship inside their wheels (rapidocr 3.x: PP-OCRv6-small det/rec +
+the mobile v2.0 direction classifier; rapid-layout: the PP-Layout CDLA
+detector), so nothing is downloaded at run time.
 
 Pipeline per page:
   1. RapidOCR finds text lines (box, text, confidence).
@@ -35,7 +36,7 @@ from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
 
-LANGS = ("en", "ch")  # PP-OCRv4 "ch" recognises both Chinese and English
+LANGS = ("en", "ch")  # the PP-OCRv6 recogniser reads both (and Japanese kana); same models
 
 # CDLA layout classes -> block types (the captions keep which thing they caption).
 LAYOUT_TYPES = {
@@ -45,11 +46,23 @@ LAYOUT_TYPES = {
     "reference": "reference", "equation": "equation",
 }
 LAYOUT_MODEL = "layout_cdla.onnx"
+# Text models shipped inside the rapidocr wheel (its models/ folder), by role.
+OCR_MODELS = {"det": "PP-OCRv6_det_small.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+              "rec": "PP-OCRv6_rec_small.onnx"}
 
 # Text-recognition and grouping settings; all of them are in options().
 OCR_SETTINGS = {"text_score": 0.5, "det_limit_side_len": 736, "det_limit_type": "min",
                 "det_thresh": 0.3, "det_box_thresh": 0.5, "det_unclip_ratio": 1.6,
-                "use_cls": True}
+                "use_cls": True, "cls_thresh": 0.99}
+# cls_thresh: the direction classifier turns a line upside down only above this score. Its
+# default 0.9 sits just above the highest false "180" score seen on upright lines (0.896 of
+# 451 boxes: the examples + Pillow lines 10-70 px); 0.99 still turns 71% of upside-down lines
+# (0.9: 86%) and costs nothing on upright pages.
+# OCR_SETTINGS key -> rapidocr 3.x config key.
+_RAPIDOCR_KEYS = {"text_score": "Global.text_score", "use_cls": "Global.use_cls",
+                  "det_limit_side_len": "Det.limit_side_len", "det_limit_type": "Det.limit_type",
+                  "det_thresh": "Det.thresh", "det_box_thresh": "Det.box_thresh",
+                  "det_unclip_ratio": "Det.unclip_ratio", "cls_thresh": "Cls.cls_thresh"}
 LAYOUT_SETTINGS = {"conf_thresh": 0.5, "iou_thresh": 0.5}
 GROUPING = {
     "line_in_region": 0.5,   # share of a line's area inside a region to belong to it
@@ -65,14 +78,16 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "1.0"  # bump when the same inputs would give different output
+    version = "2.0"  # bump when the same inputs would give different output
 
-    def __init__(self, threads: int = 1, lang: str = "en"):
+    def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         if lang not in LANGS:
             raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
         # The libraries ignore thread counts above the CPU count and then use all cores.
         self.threads = max(1, min(int(threads), available_cpus()))
         self.lang = lang
+        # ONNX Runtime intra-op thread spinning: off when the CPU plan oversubscribes the cores.
+        self.spinning = bool(spinning)
         self._models = _model_files()
         missing = [str(p) for p in self._models.values() if not p.is_file()]
         if missing:
@@ -86,11 +101,12 @@ class OcrEngine:
             "models": [{"role": role, "file": path.name, "sha256": _sha256(str(path))}
                        for role, path in self._models.items()],
             "packages": {pkg: _package_version(pkg)
-                         for pkg in ("rapidocr_onnxruntime", "rapid-layout", "onnxruntime")},
+                         for pkg in ("rapidocr", "rapid-layout", "onnxruntime")},
         }
 
     def options(self) -> dict:
-        return {"lang": self.lang, "layout_model": LAYOUT_MODEL, "ocr": dict(OCR_SETTINGS),
+        return {"lang": self.lang, "layout_model": LAYOUT_MODEL, "ocr_models": dict(OCR_MODELS),
+                "ocr": dict(OCR_SETTINGS),
                 "layout": dict(LAYOUT_SETTINGS), "grouping": dict(GROUPING),
                 "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
 
@@ -100,12 +116,14 @@ class OcrEngine:
         bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
 
         t = time.perf_counter()
-        ocr_out, elapsed = self._ocr(bgr)
+        out = self._ocr(bgr)
         timings["ocr"] = time.perf_counter() - t
-        if elapsed and len(elapsed) == 3:
-            timings.update(zip(("ocr_det", "ocr_cls", "ocr_rec"), elapsed))
+        for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
+            if seconds is not None:
+                timings[key] = float(seconds)
+        found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
         lines = [Line(_quad_to_box(quad), text, float(score))
-                 for quad, text, score in (ocr_out or []) if text.strip()]
+                 for quad, text, score in found if text.strip()]
 
         t = time.perf_counter()
         layout = self._layout(bgr)
@@ -126,20 +144,27 @@ class OcrEngine:
         if self._ocr is not None:
             return
         from rapid_layout import RapidLayout
-        from rapidocr_onnxruntime import RapidOCR
+        from rapidocr import RapidOCR
 
         sessions = {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
-        with _quiet_logging():
-            self._ocr = RapidOCR(
-                det_model_path=str(self._models["det"]), cls_model_path=str(self._models["cls"]),
-                rec_model_path=str(self._models["rec"]), print_verbose=False,
-                **sessions, **OCR_SETTINGS)
+        params = {"Global.log_level": "warning",
+                  **{f"EngineConfig.onnxruntime.{k}": v for k, v in sessions.items()},
+                  **{f"{section}.model_path": str(self._models[role])
+                     for role, section in (("det", "Det"), ("cls", "Cls"), ("rec", "Rec"))},
+                  **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()}}
+        spin = "1" if self.spinning else "0"
+        with _quiet_logging(), _session_config({"session.intra_op.allow_spinning": spin,
+                                                "session.inter_op.allow_spinning": spin}):
+            ocr = RapidOCR(params=params)
+            # rapidocr 3 creates its sessions on first use: create them now, inside this block.
+            ocr._load_det_model(), ocr._load_cls_model(), ocr._load_rec_model()
             self._layout = RapidLayout(
                 model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
                 engine_cfg=dict(sessions), **LAYOUT_SETTINGS)
+            self._ocr = ocr
         # Their loggers reset themselves to INFO on creation; quieten them for good now.
         for name in list(logging.root.manager.loggerDict):
-            if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "OrtInferSession")):
+            if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "rapidocr", "OrtInferSession")):
                 logging.getLogger(name).setLevel(logging.WARNING)
 
 
@@ -317,13 +342,10 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
 def _model_files() -> dict[str, Path]:
     """The ONNX files the engine loads, located inside the installed wheels."""
     import rapid_layout
-    import rapidocr_onnxruntime
-    from rapidocr_onnxruntime.utils import read_yaml
+    import rapidocr
 
-    ocr_root = Path(rapidocr_onnxruntime.__file__).resolve().parent
-    cfg = read_yaml(str(ocr_root / "config.yaml"))
-    files = {role: ocr_root / cfg[section]["model_path"]
-             for role, section in (("det", "Det"), ("cls", "Cls"), ("rec", "Rec"))}
+    ocr_models = Path(rapidocr.__file__).resolve().parent / "models"
+    files = {role: ocr_models / name for role, name in OCR_MODELS.items()}
     files["layout"] = Path(rapid_layout.__file__).resolve().parent / "models" / LAYOUT_MODEL
     return files
 
@@ -338,6 +360,34 @@ def _package_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+@contextlib.contextmanager
+def _session_config(entries: dict[str, str]):
+    """Add ONNX Runtime session config entries to the sessions both libraries create inside
+    this block. Neither exposes such entries in its config, so the SessionOptions their
+    `OrtInferSession._init_sess_opts` builds (from their own thread/arena settings) are
+    wrapped for the duration of the block only, then restored."""
+    from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
+    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession as OcrSession
+
+    originals = {cls: cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)}
+
+    def wrapped(build):
+        def init_sess_opts(cfg):
+            opts = build(cfg)
+            for key, value in entries.items():
+                opts.add_session_config_entry(key, value)
+            return opts
+        return staticmethod(init_sess_opts)
+
+    for cls, original in originals.items():
+        cls._init_sess_opts = wrapped(original.__func__)
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls._init_sess_opts = original
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ Not thread-safe: one engine per worker.
 
 from __future__ import annotations
 
-import hashlib
 import html as html_lib
 import json
 import re
@@ -29,6 +28,7 @@ from typing import Any
 from PIL import Image
 
 from ..errors import SetupError
+from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..vlm import protocol as P
 from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
@@ -114,13 +114,7 @@ class VlmEngine:
 
     def identity(self) -> dict:
         if self._identity is None:
-            weights = {}
-            for path in sorted(self.model_dir.glob("*.safetensors")):
-                digest = hashlib.sha256()
-                with open(path, "rb") as fh:
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(chunk)
-                weights[path.name] = digest.hexdigest()
+            weights = {p.name: file_sha256(p) for p in sorted(self.model_dir.glob("*.safetensors"))}
             config = {k: self._config[k] for k in CONFIG_KEYS if k in self._config}
             for part in ("text_config", "vision_config"):
                 sub = self._config.get(part) or {}
@@ -243,6 +237,6 @@ class VlmEngine:
 
 def _sha256_file(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return file_sha256(path)
     except OSError:
         return None

@@ -168,3 +168,21 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     return report
+
+
+# A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
+# batch 1; then CROPS are read (patches at 14 px, tokens generated), decoded in batches of 8 with
+# per-sequence stopping, so a batch costs as many steps as its longest crop. Crop vision is
+# estimated from the layout image's vision time per patch (small crops: attention is cheap).
+LAYOUT_TOKENS = 360
+CROPS = [(400, 30)] * 4 + [(2000, 150)] * 6 + [(4800, 400)] * 2 + [(400, 40)] * 2   # (patches, tokens)
+LAYOUT_PATCHES = 74 * 74
+
+
+def page_seconds(m: dict) -> float:
+    """Seconds of the modelled two-step page from one variant's medians."""
+    layout = m["vision_s"] + m["prefill_s"] + LAYOUT_TOKENS * m["decode_ms_b1"] / 1000
+    tokens = sorted((t for _, t in CROPS), reverse=True)
+    steps = sum(max(tokens[i:i + 8]) for i in range(0, len(tokens), 8))
+    vision = m["vision_s"] * sum(p for p, _ in CROPS) / LAYOUT_PATCHES
+    return layout + vision + steps * m["decode_ms_b8"] / 1000

@@ -42,7 +42,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SetupError
-from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest, sha256_file
+from ..hashing import file_sha256 as sha256_file
+from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest
 
 DEFAULT_OPSET = 18
 COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",

@@ -88,37 +88,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _ort_spinning(allow: bool) -> None:
-    """Turn ONNX Runtime intra-op thread spinning off for every session this process creates.
-
-    The OCR libraries build their SessionOptions inside private helpers, so the config entry
-    is added by wrapping those helpers (in this worker process only)."""
-    if allow:
-        return
-
-    def wrap(cls) -> None:
-        original = cls._init_sess_opts
-
-        def init_sess_opts(cfg):
-            opts = original(cfg)
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-            return opts
-
-        cls._init_sess_opts = staticmethod(init_sess_opts)
-
-    try:
-        from rapidocr_onnxruntime.utils.infer_engine import OrtInferSession as OcrSession
-        wrap(OcrSession)
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
-        wrap(LayoutSession)
-    except (ImportError, AttributeError):
-        pass
-
-
 class _Docs:
     """The last opened document, kept open while consecutive pages come from it."""
 
@@ -159,9 +128,9 @@ def worker_main(conn, spec: dict) -> None:
         from ..engines import make_engine
         from ..errors import SetupError
 
-        _ort_spinning(spec["spinning"])
         engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
-                             model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"])
+                             model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"],
+                             spinning=spec["spinning"])
         load_models = getattr(engine, "_load", None)   # load the sessions now, not on page one
         if callable(load_models):
             load_models()

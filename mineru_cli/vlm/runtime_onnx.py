@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import SetupError
+from ..hashing import file_sha256 as sha256_file
 from .processor import vision_position_ids
 from .tokenizer import VlmInput
 
@@ -40,14 +41,6 @@ ENV_VAR = "MINERU_MODEL_PATH"
 
 
 # --------------------------------------------------------------------------- export folder
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def manifest_digest(manifest: dict) -> str:

@@ -195,3 +195,31 @@ def test_find_export_accepts_a_model_folder_holding_onnx(tiny_onnx, tmp_path, mo
     monkeypatch.delenv("MINERU_MODEL_PATH")
     with pytest.raises(SetupError, match="needs an export folder"):
         find_export(None)
+
+
+def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record_validator):
+    """`mineru export` into the model folder's onnx/, then `mineru parse` (engine and runtime
+    auto) finds the export by itself and returns the blocks the torch runtime returns."""
+    import json
+    import shutil
+
+    from conftest import mineru
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
+    exported = mineru("export", "--model", str(model), "--int8", "--no-verify", "--threads", "1", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]["scheme"] == "int8"
+    env = {"MINERU_MODEL_PATH": str(model)}
+    onnx_run = mineru("parse", "page.png", "--out", "a.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path, env=env)
+    assert onnx_run.returncode == 0 and "onnx runtime" in onnx_run.stderr, onnx_run.stderr
+    torch_run = mineru("parse", "page.png", "--out", "b.jsonl", "--no-cache", "--cpus", "1", "--runtime", "torch",
+                       cwd=tmp_path, env=env)
+    assert torch_run.returncode == 0, torch_run.stderr
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.jsonl", "b.jsonl"))
+    record_validator.validate(a)
+    assert a["engine"]["options"]["runtime"] == "onnx" and b["engine"]["options"]["runtime"] == "torch"
+    assert a["engine"]["model"]["export"]["quantization"] == "int8"
+    assert a["blocks"] == b["blocks"] and a["markdown"] == b["markdown"]
+    assert a["fingerprint"] != b["fingerprint"]          # a different runtime never resumes the other's pages
