@@ -177,8 +177,8 @@ def bench(
     medians = report["median"]
     ref = page_seconds(next(iter(medians.values())))
     table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads")
-    for col in ("variant", "vision 1036 s", "prefill 1400 s", "decode b1 ms", "decode b8 ms/step",
-                "page s", "page x ref"):
+    table.add_column("variant", no_wrap=True)
+    for col in ("vision 1036 s", "prefill 1400 s", "decode b1 ms", "decode b8 ms/step", "page s", "page x ref"):
         table.add_column(col, justify="right")
     for name, m in medians.items():
         page = page_seconds(m)

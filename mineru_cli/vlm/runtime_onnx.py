@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from .processor import vision_position_ids
-from .tokenizer import VlmInput
+from .tokenizer import VlmInput, left_pad
 
 MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
@@ -212,16 +212,8 @@ class OnnxRuntime:
     # ------------------------------------------------------------------ Runtime protocol
 
     def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
+        ids, mask, positions = left_pad(inputs)
         batch = len(inputs)
-        length = max(len(x) for x in inputs)
-        ids = np.zeros((batch, length), dtype=np.int64)
-        mask = np.zeros((batch, length), dtype=np.int64)
-        positions = np.zeros((3, batch, length), dtype=np.int64)
-        for row, x in enumerate(inputs):
-            pad = length - len(x)
-            ids[row, pad:] = x.input_ids
-            mask[row, pad:] = 1
-            positions[:, row, pad:] = x.position_ids
         embeds = self.embed(ids)
         for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
             where = (ids[row] == self.image_token_id) & (mask[row] == 1)

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import SetupError
 from .processor import vision_cu_seqlens, vision_position_ids
-from .tokenizer import VlmInput
+from .tokenizer import VlmInput, left_pad
 
 
 class TorchRuntime:
@@ -83,16 +83,7 @@ class TorchRuntime:
 
     @torch.inference_mode()
     def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
-        batch = len(inputs)
-        length = max(len(x) for x in inputs)
-        ids = torch.zeros((batch, length), dtype=torch.long)
-        mask = torch.zeros((batch, length), dtype=torch.long)
-        positions = torch.zeros((3, batch, length), dtype=torch.long)
-        for row, x in enumerate(inputs):
-            pad = length - len(x)
-            ids[row, pad:] = torch.from_numpy(x.input_ids)
-            mask[row, pad:] = 1
-            positions[:, row, pad:] = torch.from_numpy(x.position_ids)
+        ids, mask, positions = (torch.from_numpy(a) for a in left_pad(inputs))
         embeds = self._embed(ids)
         for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
             where = (ids[row] == self.image_token_id) & (mask[row] == 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from PIL import Image
@@ -78,6 +79,22 @@ class VlmInput:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
+
+
+def left_pad(inputs: Sequence[VlmInput]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch left-padded to its longest prompt: ids (B, L), attention mask (B, L) and M-RoPE
+    positions (3, B, L); padding has id 0, mask 0 and position 0, so every row computes what it
+    would alone. Shared by the runtimes."""
+    batch, length = len(inputs), max(len(x) for x in inputs)
+    ids = np.zeros((batch, length), dtype=np.int64)
+    mask = np.zeros((batch, length), dtype=np.int64)
+    positions = np.zeros((3, batch, length), dtype=np.int64)
+    for row, x in enumerate(inputs):
+        pad = length - len(x)
+        ids[row, pad:] = x.input_ids
+        mask[row, pad:] = 1
+        positions[:, row, pad:] = x.position_ids
+    return ids, mask, positions
 
 
 def build_input(tokenizer: ChatTokenizer, processor: ImageProcessor, image: Image.Image, prompt: str,

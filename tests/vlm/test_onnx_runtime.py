@@ -25,33 +25,10 @@ from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
-from tiny_fixtures import tiny_case, tiny_vlm  # noqa: E402,F401
+from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
-
-
-class Recorder:
-    """A runtime wrapper that keeps every logits row it returns, per input."""
-
-    def __init__(self, runtime):
-        self.runtime, self.logits, self.live = runtime, [], []
-
-    def prefill(self, inputs):
-        out = self.runtime.prefill(inputs)
-        self.logits = [[row] for row in out]
-        self.live = list(range(len(inputs)))
-        return out
-
-    def step(self, ids):
-        out = self.runtime.step(ids)
-        for i, row in zip(self.live, out):
-            self.logits[i].append(row)
-        return out
-
-    def retain(self, rows):
-        self.live = [self.live[r] for r in rows]
-        self.runtime.retain(rows)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from mineru_cli.engines import make_engine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
 from mineru_cli.errors import SetupError  # noqa: E402
 from conftest import mineru  # noqa: E402  (tests/conftest.py: runs the real CLI)
-from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
+from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
 
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
@@ -47,29 +47,6 @@ def engine(tiny_vlm):
 @pytest.fixture(scope="module")
 def page(tiny_vlm):
     return Image.open(tiny_vlm / "page.png").convert("RGB")
-
-
-class Recorder:
-    """A runtime wrapper that keeps every logits row it returns, per input."""
-
-    def __init__(self, runtime):
-        self.runtime, self.logits, self.live = runtime, [], []
-
-    def prefill(self, inputs):
-        out = self.runtime.prefill(inputs)
-        self.logits = [[row] for row in out]
-        self.live = list(range(len(inputs)))
-        return out
-
-    def step(self, ids):
-        out = self.runtime.step(ids)
-        for i, row in zip(self.live, out):
-            self.logits[i].append(row)
-        return out
-
-    def retain(self, rows):
-        self.live = [self.live[r] for r in rows]
-        self.runtime.retain(rows)
 
 
 def _crop_inputs(engine, page, tiny_case):

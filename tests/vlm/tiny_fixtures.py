@@ -56,3 +56,26 @@ def tiny_vlm(request):
 @pytest.fixture(scope="session")
 def tiny_case(tiny_vlm) -> dict:
     return json.loads((tiny_vlm / "case.json").read_text())
+
+
+class Recorder:
+    """A runtime wrapper that keeps every logits row it returns, per input."""
+
+    def __init__(self, runtime):
+        self.runtime, self.logits, self.live = runtime, [], []
+
+    def prefill(self, inputs):
+        out = self.runtime.prefill(inputs)
+        self.logits = [[row] for row in out]
+        self.live = list(range(len(inputs)))
+        return out
+
+    def step(self, ids):
+        out = self.runtime.step(ids)
+        for i, row in zip(self.live, out):
+            self.logits[i].append(row)
+        return out
+
+    def retain(self, rows):
+        self.live = [self.live[r] for r in rows]
+        self.runtime.retain(rows)
