@@ -316,6 +316,29 @@ class Document:
             raise IndexError(f"page index {index} out of range (0..{self.page_count - 1})")
 
 
+class OpenDocuments:
+    """The last opened document, kept open while consecutive pages come from it (a PDF is
+    parsed once, not once per page); opening another closes it."""
+
+    def __init__(self, load: LoadOptions):
+        self.load, self.key, self.doc = load, None, None
+
+    def get(self, src: SourceFile) -> Document:
+        if self.key != src.path:
+            self.close()
+            self.doc = open_document(src, self.load)
+            self.key = src.path
+        return self.doc
+
+    def close(self) -> None:
+        if self.doc is not None:
+            try:
+                self.doc.close()
+            except Exception:  # noqa: BLE001 - closing must not fail the page that follows
+                pass
+        self.key, self.doc = None, None
+
+
 def open_document(src: SourceFile, opts: LoadOptions) -> Document:
     """Open by content, not extension. Raises PageError (stage "open")."""
     if src.error is not None:

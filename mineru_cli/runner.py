@@ -22,7 +22,8 @@ from . import __version__
 from .budget import GiB, CpuPlan, plan_cpus
 from .engines import make_engine
 from .errors import PageError, SetupError
-from .inputs import LoadOptions, SourceFile, discover, file_sha256, open_document, parse_page_ranges
+from .inputs import (LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document,
+                     parse_page_ranges)
 from .journal import Journal
 from .records import fingerprint as make_fingerprint
 from .records import make_record, page_id
@@ -178,19 +179,12 @@ def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dic
     from .writers import write_documents
 
     sources = {p.src.rel: p.src for p in plan}
-    docs: dict = {}
-
-    def load_page(source: str, index: int):
-        if source not in docs:
-            docs.clear()                       # one document open at a time
-            docs[source] = open_document(sources[source], opts.load)
-        return docs[source].page(index).image
-
+    docs = OpenDocuments(opts.load)
     try:
-        written = write_documents(records, opts.out_dir, opts.formats, load_page)
+        written = write_documents(records, opts.out_dir, opts.formats,
+                                  lambda source, index: docs.get(sources[source]).page(index).image)
     finally:
-        for doc in docs.values():
-            doc.close()
+        docs.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
 
 

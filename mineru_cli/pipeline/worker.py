@@ -88,30 +88,6 @@ def _die_with_parent() -> None:
         pass
 
 
-class _Docs:
-    """The last opened document, kept open while consecutive pages come from it."""
-
-    def __init__(self, load):
-        self.load, self.key, self.doc = load, None, None
-
-    def get(self, src):
-        from ..inputs import open_document
-
-        if self.key != src.path:
-            self.close()
-            self.doc = open_document(src, self.load)
-            self.key = src.path
-        return self.doc
-
-    def close(self) -> None:
-        if self.doc is not None:
-            try:
-                self.doc.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self.key, self.doc = None, None
-
-
 def worker_main(conn, spec: dict) -> None:
     """Entry point of a worker process. `spec`: engine, lang, model, model_profile, runtime,
     threads, spinning, env, fp, load (LoadOptions), cache (ResultCache kwargs or None)."""
@@ -131,9 +107,7 @@ def worker_main(conn, spec: dict) -> None:
         engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
                              model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"],
                              spinning=spec["spinning"])
-        load_models = getattr(engine, "_load", None)   # load the sessions now, not on page one
-        if callable(load_models):
-            load_models()
+        engine.warm_up()                     # load the models now, not on page one
         cache = None
         if spec["cache"] is not None:
             from ..cache import ResultCache
@@ -146,7 +120,9 @@ def worker_main(conn, spec: dict) -> None:
         send("fatal", f"worker could not start the engine: {type(exc).__name__}: {exc}")
         return
 
-    docs = _Docs(spec["load"])
+    from ..inputs import OpenDocuments
+
+    docs = OpenDocuments(spec["load"])
     send("ready", os.getpid())
     try:
         while True:
