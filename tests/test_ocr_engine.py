@@ -89,9 +89,9 @@ def test_spinning_reaches_every_session_and_does_not_leak(engine):
 
     before = [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)]
     quiet = OcrEngine(threads=1, spinning=False)
-    quiet._load()
+    quiet.warm_up()
     assert _spinning_entries(quiet) == ["0"] * 4
-    engine._load()
+    engine.warm_up()
     assert _spinning_entries(engine) == ["1"] * 4
     assert [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)] == before
     assert quiet.options() == engine.options() and quiet.identity() == engine.identity()

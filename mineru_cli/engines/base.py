@@ -48,5 +48,9 @@ class Engine(Protocol):
     def options(self) -> dict:
         """Options that change the output (go into the resume/cache fingerprint)."""
 
+    def warm_up(self) -> None:
+        """Load the models now rather than on the first page (pipeline workers call this
+        before they take pages, so model loading never counts against a page's timeout)."""
+
     def parse(self, image: Image.Image) -> EngineResult:
         """Parse one normalised 8-bit RGB page image."""

@@ -111,7 +111,7 @@ class OcrEngine:
                 "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
 
     def parse(self, image: Image.Image) -> EngineResult:
-        self._load()
+        self.warm_up()
         timings: dict[str, float] = {}
         bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
 
@@ -140,7 +140,7 @@ class OcrEngine:
         warnings = [] if lines else ["no text found on the page"]
         return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings)
 
-    def _load(self) -> None:
+    def warm_up(self) -> None:
         if self._ocr is not None:
             return
         from rapid_layout import RapidLayout

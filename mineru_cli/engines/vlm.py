@@ -159,7 +159,7 @@ class VlmEngine:
                 self._runtime = OnnxRuntime(self.model_dir, self.threads, self.tokenizer.image_pad_id)
         return self._runtime
 
-    def _load(self) -> None:
+    def warm_up(self) -> None:
         """Load the runtime now rather than on the first page (pipeline workers call this)."""
         _ = self.runtime
 

@@ -149,7 +149,7 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
     with pytest.raises(SetupError, match=r"decoder.onnx.data does not match its sha256"):
         OnnxRuntime(bad)
     with pytest.raises(SetupError, match="damaged or was changed"):
-        VlmEngine(bad, runtime="onnx")._load()
+        VlmEngine(bad, runtime="onnx").warm_up()
     (bad / "vision.onnx").unlink()
     with pytest.raises(SetupError, match="vision.onnx is missing"):
         verify_export(bad)
