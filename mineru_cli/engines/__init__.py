@@ -3,6 +3,9 @@
 `ocr` is the embedded offline engine (RapidOCR + rapid-layout, models inside their wheels).
 `vlm` is MinerU2.5 (needs the model folder: --model, $MINERU_MODEL_PATH or the HF cache).
 `auto` picks vlm when a model and its runtime are available, ocr otherwise.
+The vlm engine's `mode` is "vlm" (MinerU's output, OCR as a cross-check) or "hybrid" (OCR text
+for confident text blocks); mode "ocr" means the embedded engine whatever the engine name.
+Every engine offers parse_batch (see base.Engine).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from .base import Block, Engine, EngineResult
 
 ENGINES = ("auto", "ocr", "vlm")
 RUNTIMES = ("auto", "torch", "onnx")
+MODES = ("vlm", "hybrid", "ocr")
 
 
 def _torch_available() -> bool:
@@ -23,15 +27,24 @@ def _torch_available() -> bool:
 
 def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
                 model: str | None = None, model_profile: str | None = None,
-                runtime: str = "auto", spinning: bool = True) -> Engine:
+                runtime: str = "auto", spinning: bool = True, mode: str = "vlm",
+                batch_size: int | None = None) -> Engine:
     """The engine `name` ("auto" | "ocr" | "vlm"). For vlm, runtime "auto" takes an ONNX export
     when one is found (--model / $MINERU_MODEL_PATH pointing at it, or an `onnx/` folder inside
-    the model folder) and the PyTorch reference otherwise."""
+    the model folder) and the PyTorch reference otherwise. mode: "vlm" | "hybrid" for the vlm
+    engine (ignored by ocr); "ocr" gives the embedded engine whatever `name` says.
+    batch_size: crops per VLM decoding batch (None: the engine's default)."""
     if name not in ENGINES:
         raise SetupError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
     if runtime not in RUNTIMES:
         raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
-    if name in ("vlm", "auto"):
+    if mode not in MODES:
+        raise SetupError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if batch_size is not None and int(batch_size) < 1:
+        raise SetupError(f"batch size must be at least 1, not {batch_size}")
+    if mode == "ocr" and name != "ocr":
+        say("engine: ocr (--mode ocr: the embedded RapidOCR + layout engine)")
+    if name in ("vlm", "auto") and mode != "ocr":
         found = _locate_vlm(model, runtime)
         if found is None and name == "vlm":   # the engine raises the clear "where to get it" error
             found = (model, "onnx" if runtime == "onnx" else "torch")
@@ -39,9 +52,12 @@ def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], 
             from .vlm import VlmEngine
 
             where, chosen = found
-            engine = VlmEngine(where, threads=threads, runtime=chosen, profile=model_profile)
+            extra = {} if batch_size is None else {"batch_size": int(batch_size)}
+            engine = VlmEngine(where, threads=threads, runtime=chosen, profile=model_profile,
+                               mode=mode, **extra)
             if name == "auto":
-                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {chosen} runtime)")
+                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {chosen} runtime, "
+                    f"mode {mode})")
             return engine
         from ..vlm.model_dir import find_model
 
@@ -73,4 +89,4 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     return str(model_dir), "torch"
 
 
-__all__ = ["Block", "Engine", "EngineResult", "make_engine", "ENGINES"]
+__all__ = ["Block", "Engine", "EngineResult", "make_engine", "ENGINES", "MODES"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from PIL import Image
 
@@ -53,4 +53,27 @@ class Engine(Protocol):
         before they take pages, so model loading never counts against a page's timeout)."""
 
     def parse(self, image: Image.Image) -> EngineResult:
-        """Parse one normalised 8-bit RGB page image."""
+        """Parse one normalised 8-bit RGB page image; a failure raises."""
+
+    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
+        """Parse several pages together; one entry per image, in input order.
+
+        An entry is the page's EngineResult, or the Exception that page raised: a page that
+        fails never costs the others (the caller turns it into that page's failed record).
+        Results equal parse() of each page alone: batching changes speed, never output.
+        Nothing is raised for a page's own failure; only a KeyboardInterrupt-style
+        BaseException escapes. parse(image) behaves as parse_batch([image])[0], raised.
+        """
+
+
+def parse_each(parse: Callable[[Image.Image], EngineResult],
+               images: list[Image.Image]) -> list[EngineResult | Exception]:
+    """parse_batch for an engine without batching (and the VLM engine's per-page fallback):
+    each page parsed alone, its exception kept in its place."""
+    out: list[EngineResult | Exception] = []
+    for image in images:
+        try:
+            out.append(parse(image))
+        except Exception as exc:  # noqa: BLE001 - the page boundary: the others go on
+            out.append(exc)
+    return out

@@ -12,6 +12,9 @@ Pipeline per page:
   4. Blocks get their text from their lines (see `_block_text`), then
      reading_order sorts them and markdown renders them.
 
+`text_lines` is step 1 alone (the layout model is then never loaded): the VLM engine's
+hybrid mode and cross-check take lines from it.
+
 Not thread-safe: use one engine per worker.
 """
 
@@ -30,7 +33,7 @@ import numpy as np
 from PIL import Image
 
 from mineru_cli.budget import available_cpus
-from mineru_cli.engines.base import Block, EngineResult
+from mineru_cli.engines.base import Block, EngineResult, parse_each
 from mineru_cli.errors import SetupError
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
@@ -112,18 +115,8 @@ class OcrEngine:
 
     def parse(self, image: Image.Image) -> EngineResult:
         self.warm_up()
-        timings: dict[str, float] = {}
-        bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
-
-        t = time.perf_counter()
-        out = self._ocr(bgr)
-        timings["ocr"] = time.perf_counter() - t
-        for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
-            if seconds is not None:
-                timings[key] = float(seconds)
-        found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-        lines = [Line(_quad_to_box(quad), text, float(score))
-                 for quad, text, score in found if text.strip()]
+        bgr = _bgr(image)
+        lines, timings = self._text_lines(bgr)
 
         t = time.perf_counter()
         layout = self._layout(bgr)
@@ -140,32 +133,86 @@ class OcrEngine:
         warnings = [] if lines else ["no text found on the page"]
         return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings)
 
-    def warm_up(self) -> None:
+    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
+        """Pages one by one: this engine gains nothing from batching (see base.Engine)."""
+        return parse_each(self.parse, images)
+
+    def text_lines(self, image: Image.Image) -> tuple[list[Line], dict[str, float]]:
+        """The page's text lines (RapidOCR det + cls + rec, no layout model) and their timings.
+
+        The VLM engine's hybrid mode and cross-check use this: they need lines, not regions,
+        so the layout model is never loaded for them."""
+        self._load_text()
+        return self._text_lines(_bgr(image))
+
+    def _text_lines(self, bgr: np.ndarray) -> tuple[list[Line], dict[str, float]]:
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        out = self._ocr(bgr)
+        timings["ocr"] = time.perf_counter() - t
+        for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
+            if seconds is not None:
+                timings[key] = float(seconds)
+        found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
+        lines = [Line(_quad_to_box(quad), text, float(score))
+                 for quad, text, score in found if text.strip()]
+        return lines, timings
+
+    def warm_up(self, layout: bool = True) -> None:
+        """Load the models now; layout=False loads only the text models (see text_lines)."""
+        self._load_text()
+        if layout:
+            self._load_layout()
+
+    def _load_text(self) -> None:
         if self._ocr is not None:
             return
-        from rapid_layout import RapidLayout
         from rapidocr import RapidOCR
 
-        sessions = {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
         params = {"Global.log_level": "warning",
-                  **{f"EngineConfig.onnxruntime.{k}": v for k, v in sessions.items()},
+                  **{f"EngineConfig.onnxruntime.{k}": v for k, v in self._sessions().items()},
                   **{f"{section}.model_path": str(self._models[role])
                      for role, section in (("det", "Det"), ("cls", "Cls"), ("rec", "Rec"))},
                   **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()}}
-        spin = "1" if self.spinning else "0"
-        with _quiet_logging(), _session_config({"session.intra_op.allow_spinning": spin,
-                                                "session.inter_op.allow_spinning": spin}):
+        with self._loading():
             ocr = RapidOCR(params=params)
             # rapidocr 3 creates its sessions on first use: create them now, inside this block.
             ocr._load_det_model(), ocr._load_cls_model(), ocr._load_rec_model()
+            self._ocr = ocr
+        _quieten_loggers()
+
+    def _load_layout(self) -> None:
+        if self._layout is not None:
+            return
+        from rapid_layout import RapidLayout
+
+        with self._loading():
             self._layout = RapidLayout(
                 model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
-                engine_cfg=dict(sessions), **LAYOUT_SETTINGS)
-            self._ocr = ocr
-        # Their loggers reset themselves to INFO on creation; quieten them for good now.
-        for name in list(logging.root.manager.loggerDict):
-            if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "rapidocr", "OrtInferSession")):
-                logging.getLogger(name).setLevel(logging.WARNING)
+                engine_cfg=dict(self._sessions()), **LAYOUT_SETTINGS)
+        _quieten_loggers()
+
+    def _sessions(self) -> dict:
+        return {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
+
+    @contextlib.contextmanager
+    def _loading(self):
+        """Quiet logs and this engine's spinning setting for the sessions created inside."""
+        spin = "1" if self.spinning else "0"
+        with _quiet_logging(), _session_config({"session.intra_op.allow_spinning": spin,
+                                                "session.inter_op.allow_spinning": spin}):
+            yield
+
+
+def _quieten_loggers() -> None:
+    """Their loggers reset themselves to INFO on creation; quieten them for good now."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "rapidocr", "OrtInferSession")):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _bgr(image: Image.Image) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
 
 
 class Line:

@@ -1,15 +1,40 @@
-"""The MinerU2.5 engine: layout, then content per block, through a VLM runtime.
+"""The MinerU2.5 engine: layout, then content per block, through a VLM runtime, with the
+embedded OCR beside it.
 
-Per page:
-  1. layout: the page stretched to 1036x1036 with the layout prompt; the answer is parsed
-     (protocol.parse_layout) into blocks in reading order, boxes as page fractions.
-  2. content: every block not skipped by the profile is cropped from the full page
-     (protocol.prepare_crops) and read with its type's prompt and sampling; crops are decoded
-     in batches of `batch_size`, sorted by prompt length (results do not depend on batching).
-  3. post-processing (protocol.post_process): OTSL tables -> HTML, equation repairs, merged
-     equation blocks, display equations wrapped in \\[ \\].
+parse_batch(pages) (parse(page) is parse_batch([page])[0]):
+  1. layout: every page stretched to 1036x1036 with the layout prompt, all pages decoded as one
+     batch; each answer is parsed (protocol.parse_layout) into blocks in reading order.
+  2. content: every block not skipped by the profile (nor filled by OCR, hybrid mode) is cropped
+     from its full page (protocol.prepare_crops) and read with its type's prompt and sampling;
+     the crops of ALL pages are decoded together in batches of `batch_size`, sorted by prompt
+     length. Greedy decoding with per-sequence stopping and left padding computes each row as
+     it would alone, so results do not depend on batching or on which pages share a batch.
+  3. post-processing per page (protocol.post_process): OTSL tables -> HTML, equation repairs,
+     merged equation blocks, display equations wrapped in \\[ \\].
+Meanwhile the embedded OCR (RapidOCR det + rec, one thread) reads the text lines of the same
+pages in a background thread (onnxruntime releases the GIL, so it overlaps the layout step;
+`overlap=False` runs it in line, for comparison). Its lines serve, per `mode`:
+  - "vlm" (default, MinerU's own output): a cross-check. A text-like block whose answer is a
+    runaway (fusion.runaway: cut at the token cap, far longer than the OCR text of its box, or
+    looping) gets a warning and one retry with raised penalties (fusion.retry_params); the retry
+    is kept unless it runs away too, then the OCR text (when the box's lines are confident) or
+    else the shorter answer is kept. Retried blocks carry extra["retried"] (and
+    extra["source"] = "ocr" when the OCR text was kept).
+  - "hybrid": the VLM does layout, tables and equations; a text-like block (fusion.TEXT_TYPES)
+    whose OCR lines are confident (mean score >= fusion.OCR_MIN_SCORE) takes their text and no
+    crop is decoded for it; other blocks are read by the VLM and cross-checked as above. Every
+    block carries extra["source"] = "ocr" | "vlm"; OCR-filled ones also "lines" and a score.
+  ("ocr" mode is the OcrEngine itself: engines.make_engine.)
+A page that fails costs only itself: parse_batch returns its Exception in its place (a failed
+batched step is redone page by page to find the culprit; an OCR failure only loses that page's
+OCR, with a warning).
 Blocks carry page-pixel boxes; tables put their HTML in extra["html"], equations their LaTeX
 (without the \\[ \\] wrapper) in extra["latex"]; extra["angle"] is the model's rotation.
+
+Timings per page: "ocr" (its own OCR, in the background), "layout" and "content" (the batch's
+seconds divided by its pages), "ocr_wait" (what the main thread waited for OCR once it needed
+the lines, divided likewise), "post", "batch_pages", and the counts "retries" and, in hybrid
+mode, "ocr_blocks"/"vlm_blocks" (blocks by source).
 
 Runtimes: "torch" (transformers, fp32, the reference) and "onnx" (onnxruntime, no torch; the
 model folder is then an export from `mineru export`, or a model folder holding one in onnx/).
@@ -22,6 +47,8 @@ import html as html_lib
 import json
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +62,13 @@ from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
 from ..vlm.model_dir import resolve_model
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.tokenizer import ChatTokenizer, build_input
-from .base import Block, EngineResult
+from . import fusion
+from .base import Block, EngineResult, parse_each
+from .ocr import Line, OcrEngine
 
 RUNTIMES = ("torch", "onnx")
+MODES = ("vlm", "hybrid")   # --mode ocr is the OcrEngine itself (engines.make_engine)
+OCR_THREADS = 1             # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
 
@@ -83,13 +114,15 @@ def _unwrap_equation(latex: str) -> str:
 
 class VlmEngine:
     name = "vlm"
-    version = "0.1"  # bump when the same inputs would give different output
+    version = "0.2"  # bump when the same inputs would give different output (0.2: the cross-check)
 
     def __init__(self, model_dir: str | Path | None, threads: int = 1, runtime: str = "torch",
                  profile: str | None = None, batch_size: int = 8,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS):
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, mode: str = "vlm", overlap: bool = True):
         if runtime not in RUNTIMES:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
+        if mode not in MODES:
+            raise SetupError(f"unknown vlm mode {mode!r}; choose one of {', '.join(MODES)}")
         if runtime == "onnx":
             from ..vlm.runtime_onnx import find_export
 
@@ -101,12 +134,18 @@ class VlmEngine:
         self.profile = pick_profile(self.model_dir, profile)
         self.batch_size = max(1, int(batch_size))
         self.max_new_tokens = int(max_new_tokens)
+        self.mode = mode
+        self.overlap = bool(overlap)
         self.tokenizer = ChatTokenizer.from_dir(self.model_dir)
         self.processor = ImageProcessor(ImageProcessorConfig.from_file(self.model_dir / "preprocessor_config.json"))
         try:
             self._config = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SetupError(f"cannot read {self.model_dir / 'config.json'}: {exc}") from exc
+        # The embedded OCR (text lines only; its models ship in the rapidocr wheel). Spinning
+        # off: its one thread runs beside the VLM's threads and must not burn a core waiting.
+        self.ocr = OcrEngine(threads=OCR_THREADS, spinning=False)
+        self._pool: ThreadPoolExecutor | None = None
         self._runtime = None   # loaded on first parse
         self._identity: dict | None = None
 
@@ -131,15 +170,20 @@ class VlmEngine:
                 self._identity["export"] = {"sha256": manifest_digest(manifest),
                                             "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
                                             "opset": manifest.get("opset")}
+            ocr = self.ocr.identity()  # the OCR's lines change the output in both modes
+            self._identity["ocr"] = {
+                "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
+                "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"}}
         return self._identity
 
     def options(self) -> dict:
         prof = self.profile
-        return {"profile": prof.name, "runtime": self.runtime_name,
+        return {"mode": self.mode, "profile": prof.name, "runtime": self.runtime_name,
                 "prompts": dict(prof.prompts), "system_prompt": P.SYSTEM_PROMPT,
                 "sampling": {k: _sampling_dict(v) for k, v in prof.sampling.items()},
                 "skip_types": sorted(prof.skip_types), "layout_size": list(prof.layout_size),
-                "max_new_tokens": self.max_new_tokens, "decoding": "greedy"}
+                "max_new_tokens": self.max_new_tokens, "decoding": "greedy",
+                "ocr": fusion.settings()}
 
     # ------------------------------------------------------------------ runtime
 
@@ -160,22 +204,28 @@ class VlmEngine:
         return self._runtime
 
     def warm_up(self) -> None:
-        """Load the runtime now rather than on the first page (pipeline workers call this)."""
+        """Load the runtime and the OCR's text models now rather than on the first page."""
         _ = self.runtime
+        self.ocr.warm_up(layout=False)
 
     def _decode(self, inputs, params) -> list:
         gens = generate(self.runtime, inputs, params, self.tokenizer.stop_ids, self.max_new_tokens)
         return [(self.tokenizer.decode(g.tokens), g) for g in gens]
 
-    # ------------------------------------------------------------------ parse
+    # ------------------------------------------------------------------ steps
+
+    def layouts(self, pages: list[Image.Image]) -> list[tuple[str, P.LayoutParse, Any]]:
+        """Step 1 for all pages as one batch: (answer, parsed layout, Generation) per page."""
+        inputs = [build_input(self.tokenizer, self.processor, P.layout_image(p, self.profile),
+                              self.profile.layout_prompt) for p in pages]
+        return [(text, P.parse_layout(text, self.profile), gen)
+                for text, gen in self._decode(inputs, self.profile.layout_sampling)]
 
     def layout(self, page: Image.Image) -> tuple[str, P.LayoutParse, Any]:
-        x = build_input(self.tokenizer, self.processor, P.layout_image(page, self.profile), self.profile.layout_prompt)
-        (text, gen), = self._decode([x], self.profile.layout_sampling)
-        return text, P.parse_layout(text, self.profile), gen
+        return self.layouts([page])[0]
 
     def read_crops(self, crops: list[P.Crop]) -> list[tuple[str, Any]]:
-        """Answers for the crops, in crop order, decoded in length-sorted batches."""
+        """Answers for the crops (of any pages), in crop order, decoded in length-sorted batches."""
         inputs = [build_input(self.tokenizer, self.processor, c.image, c.prompt) for c in crops]
         order = sorted(range(len(crops)), key=lambda i: len(inputs[i]))
         out: list = [None] * len(crops)
@@ -186,42 +236,182 @@ class VlmEngine:
                 out[i] = result
         return out
 
+    # ------------------------------------------------------------------ parse
+
     def parse(self, image: Image.Image) -> EngineResult:
-        page = P.to_rgb(image)
-        width, height = page.size
-        warnings: list[str] = []
-        timings: dict[str, float] = {}
+        result = self.parse_batch([image])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
-        t0 = time.perf_counter()
-        _, layout, gen = self.layout(page)
-        timings["layout"] = time.perf_counter() - t0
-        if gen.truncated:
-            warnings.append(f"layout answer cut at {len(gen.tokens)} tokens")
-        if layout.skipped:
-            warnings.append(f"layout: {layout.malformed} malformed lines, {layout.bad_boxes} bad boxes, "
-                            f"{layout.unknown_types} unknown types dropped")
-        blocks = layout.blocks
+    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
+        """The pages' results in input order, each an EngineResult or the page's Exception
+        (base.Engine.parse_batch). Post-processing failures are caught per page; when a batched
+        step raises, the pages are parsed again one by one, so the exception lands on the page
+        that caused it and the others still get their results."""
+        prepared = parse_each(_loaded_rgb, images)   # a page whose pixels cannot be read fails alone
+        pages = [p for p in prepared if not isinstance(p, Exception)]
+        results = iter(self._parse_all(pages) if pages else [])
+        return [p if isinstance(p, Exception) else next(results) for p in prepared]
 
-        t0 = time.perf_counter()
-        crops = P.prepare_crops(page, blocks, self.profile)
-        for crop, (text, g) in zip(crops, self.read_crops(crops)):
-            blocks[crop.index].content = text
-            if g.truncated:
-                warnings.append(f"block {crop.index} ({blocks[crop.index].type}) cut at {len(g.tokens)} tokens")
-        timings["content"] = time.perf_counter() - t0
+    def _parse_all(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
+        """All pages as one batch; if a batched step raises, each page alone (its own error)."""
+        try:
+            return self._parse_pages(pages)
+        except Exception as exc:  # noqa: BLE001 - attributed below
+            if len(pages) == 1:
+                return [exc]
+        return parse_each(lambda page: _raise_if_failed(self._parse_pages([page])[0]), pages)
 
+    def _parse_pages(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
+        n = len(pages)
+        states = [_Page(page, timings={"retries": 0}) for page in pages]
+        self.ocr.warm_up(layout=False)   # sessions are created here, never in the OCR thread
+        ocr = _OcrJobs(self.ocr, pages, self._ocr_pool() if self.overlap else None)
+        try:
+            t0 = time.perf_counter()
+            for st, (_, layout, gen) in zip(states, self.layouts(pages)):
+                st.blocks = layout.blocks
+                if gen.truncated:
+                    st.warnings.append(f"layout answer cut at {len(gen.tokens)} tokens")
+                if layout.skipped:
+                    st.warnings.append(f"layout: {layout.malformed} malformed lines, {layout.bad_boxes} bad "
+                                       f"boxes, {layout.unknown_types} unknown types dropped")
+            layout_time = time.perf_counter() - t0
+
+            ocr_wait = 0.0
+            if self.mode == "hybrid":   # the lines decide which blocks need a crop
+                ocr_wait += self._take_ocr(ocr, states)
+                for st in states:
+                    self._fill_from_ocr(st)
+
+            t0 = time.perf_counter()
+            jobs = [(st, crop) for st in states
+                    for crop in P.prepare_crops(st.page, st.blocks, self.profile) if crop.index not in st.filled]
+            for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
+                st.blocks[crop.index].content = text
+                st.answers[crop.index] = (text, gen)
+                if gen.truncated and st.blocks[crop.index].type not in fusion.TEXT_TYPES:
+                    # (a text-like block's cut answer gets the cross-check's warning instead)
+                    st.warnings.append(f"block {crop.index} ({st.blocks[crop.index].type}) cut at "
+                                       f"{len(gen.tokens)} tokens")
+            if self.mode == "vlm":      # the lines only check the answers: waited for last
+                w0 = time.perf_counter()
+                ocr_wait += self._take_ocr(ocr, states)
+                t0 += time.perf_counter() - w0
+            self._cross_check(jobs)
+            content_time = time.perf_counter() - t0
+        finally:
+            ocr.cancel()
+
+        results: list[EngineResult | Exception] = []
+        for st in states:
+            st.timings.update({"layout": layout_time / n, "content": content_time / n,
+                               "ocr_wait": ocr_wait / n, "batch_pages": n})
+            try:
+                results.append(self._finish(st))
+            except Exception as exc:  # noqa: BLE001 - this page's post-processing only
+                results.append(exc)
+        return results
+
+    def _ocr_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=OCR_THREADS, thread_name_prefix="mineru-ocr")
+        return self._pool
+
+    @staticmethod
+    def _take_ocr(ocr: "_OcrJobs", states: list["_Page"]) -> float:
+        """Wait for the pages' OCR lines; returns the seconds waited. A page whose OCR failed
+        keeps a warning and goes on without lines (its blocks are then all read by the VLM)."""
         t0 = time.perf_counter()
-        done = P.post_process(blocks, self.profile,
-                              on_error=lambda step, content, err: warnings.append(f"{step} failed: {err}"))
-        out = [self._block(b, width, height) for b in done]
+        for st, outcome in zip(states, ocr.results()):
+            if isinstance(outcome, Exception):
+                st.warnings.append(f"OCR failed ({type(outcome).__name__}: {outcome}): "
+                                   "no OCR text or cross-check on this page")
+                continue
+            lines, seconds = outcome
+            st.timings["ocr"] = seconds
+            width, height = st.page.size
+            boxes = [_pixel_box(b.bbox, width, height) for b in st.blocks]
+            st.lines = fusion.assign_lines(lines, boxes)
+        return time.perf_counter() - t0
+
+    def _fill_from_ocr(self, st: "_Page") -> None:
+        """Hybrid: text-like, upright blocks with confident OCR lines take the OCR text."""
+        for i, block in enumerate(st.blocks):
+            lines = st.lines[i] if st.lines is not None else []
+            if (block.type in fusion.TEXT_TYPES and block.angle in (0, None)
+                    and block.type not in self.profile.skip_types and fusion.trusted(lines)):
+                text, line_dicts, score = fusion.read_lines(lines)
+                block.content = text
+                st.filled.add(i)
+                st.info[i] = {"source": "ocr", "lines": line_dicts, "score": score}
+
+    def _cross_check(self, jobs: list[tuple["_Page", P.Crop]]) -> None:
+        """Runaway text answers get a warning and one retry (all retries of the batch decoded
+        together); see the module docstring for which answer is kept."""
+        suspects = []
+        for st, crop in jobs:
+            block = st.blocks[crop.index]
+            if block.type not in fusion.TEXT_TYPES:
+                continue
+            text, gen = st.answers[crop.index]
+            lines = st.lines[crop.index] if st.lines is not None else []
+            # line OCR reads horizontal text: a rotated block has nothing to compare with
+            ocr_text = fusion.read_lines(lines)[0] if lines and block.angle in (0, None) else None
+            reason = fusion.runaway(text, gen.truncated, ocr_text, len(gen.tokens))
+            if reason is not None:
+                suspects.append((st, crop, reason, ocr_text, lines))
+        if not suspects:
+            return
+        retries = [replace(crop, sampling=fusion.retry_params(crop.sampling)) for _, crop, *_ in suspects]
+        for (st, crop, reason, ocr_text, lines), (text, gen) in zip(suspects, self.read_crops(retries)):
+            st.timings["retries"] += 1
+            block = st.blocks[crop.index]
+            info = st.info.setdefault(crop.index, {})
+            info["retried"] = True
+            again = fusion.runaway(text, gen.truncated, ocr_text, len(gen.tokens))
+            if again is None:
+                block.content, outcome = text, "kept the retry"
+            elif ocr_text and fusion.trusted(lines):
+                line_dicts = fusion.read_lines(lines)[1]
+                block.content, outcome = ocr_text, f"the retry ran away too ({again}): kept the OCR text"
+                info.update({"source": "ocr", "lines": line_dicts})
+            else:
+                first = st.answers[crop.index][0]
+                block.content = min((first, text), key=len)
+                outcome = f"the retry ran away too ({again}): kept the shorter answer"
+            st.warnings.append(f"block {crop.index} ({block.type}): runaway answer ({reason}); "
+                               f"retried with raised penalties, {outcome}")
+
+    def _finish(self, st: "_Page") -> EngineResult:
+        """Post-processing of one page (raises only for this page)."""
+        t0 = time.perf_counter()
+        width, height = st.page.size
+        done = P.post_process(st.blocks, self.profile,
+                              on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}"))
+        out = []
+        for b, index in zip(done, _match_blocks(done, st.blocks)):
+            block = self._block(b, width, height)
+            info = st.info.get(index, {}) if index is not None else {}
+            if self.mode == "hybrid":
+                block.extra["source"] = "vlm"
+            for key in ("source", "retried", "lines"):
+                if key in info:
+                    block.extra[key] = info[key]
+            if "score" in info:
+                block.score = info["score"]
+            out.append(block)
+        if self.mode == "hybrid":
+            st.timings["vlm_blocks"] = sum(1 for b in out if b.extra["source"] == "vlm")
+            st.timings["ocr_blocks"] = sum(1 for b in out if b.extra["source"] == "ocr")
         markdown = blocks_to_markdown(out)
-        timings["post"] = time.perf_counter() - t0
-        return EngineResult(blocks=out, markdown=markdown, timings=timings, warnings=warnings)
+        st.timings["post"] = time.perf_counter() - t0
+        return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings)
 
     @staticmethod
     def _block(b: P.LayoutBlock, width: int, height: int) -> Block:
-        x1, y1, x2, y2 = b.bbox
-        bbox = (round(x1 * width), round(y1 * height), round(x2 * width), round(y2 * height))
+        bbox = _pixel_box(b.bbox, width, height)
         content = b.content or ""
         extra: dict[str, Any] = {"angle": b.angle}
         text = content
@@ -233,6 +423,89 @@ class VlmEngine:
         if b.merge_prev:
             extra["merge_prev"] = True
         return Block(type=b.type, bbox=bbox, text=text, score=None, extra=extra)
+
+
+@dataclass
+class _Page:
+    """One page's state through parse_batch."""
+
+    page: Image.Image
+    blocks: list[P.LayoutBlock] = field(default_factory=list)
+    lines: list[list[Line]] | None = None        # OCR lines per block, once OCR is in
+    filled: set[int] = field(default_factory=set)   # blocks given OCR text (hybrid)
+    answers: dict[int, tuple[str, Any]] = field(default_factory=dict)   # VLM answers by block
+    info: dict[int, dict] = field(default_factory=dict)   # block extras: source, retried, lines
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class _OcrJobs:
+    """The pages' OCR lines: submitted to the background thread at once (overlap), or read in
+    line on the first results() call. results(): per page (lines, seconds) or its Exception."""
+
+    def __init__(self, ocr: OcrEngine, pages: list[Image.Image], pool: ThreadPoolExecutor | None):
+        # Each thread its own pixels: a lazily loaded PIL image is not safe to share.
+        self._ocr, self._pages = ocr, [p.copy() for p in pages]
+        self._futures: list[Future] | None = (None if pool is None else
+                                              [pool.submit(self._read, p) for p in self._pages])
+        self._done: list | None = None
+
+    def _read(self, page: Image.Image) -> tuple[list[Line], float]:
+        lines, timings = self._ocr.text_lines(page)
+        return lines, timings["ocr"]
+
+    def results(self) -> list:
+        if self._done is None:
+            if self._futures is None:
+                self._done = [_outcome(lambda: self._read(p)) for p in self._pages]
+            else:
+                self._done = [_outcome(f.result) for f in self._futures]
+        return self._done
+
+    def cancel(self) -> None:
+        """Drop the pages not yet started (a failed batch is redone page by page)."""
+        for f in self._futures or ():
+            f.cancel()
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - an OCR failure only loses the OCR of its page
+        return exc
+
+
+def _loaded_rgb(image: Image.Image) -> Image.Image:
+    """The page in RGB with its pixels read now, in this thread (the OCR thread gets a copy)."""
+    page = P.to_rgb(image)
+    page.load()
+    return page
+
+
+def _raise_if_failed(result):
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _pixel_box(bbox, width: int, height: int) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = bbox
+    return round(x1 * width), round(y1 * height), round(x2 * width), round(y2 * height)
+
+
+def _match_blocks(done: list[P.LayoutBlock], blocks: list[P.LayoutBlock]) -> list[int | None]:
+    """Index in `blocks` of each post-processed block: post_process keeps the order, drops some
+    blocks and puts merged equations at an equation_block's place with its box, so a forward
+    walk matching box and angle finds each one (None: no match)."""
+    out: list[int | None] = []
+    j = 0
+    for b in done:
+        k = next((k for k in range(j, len(blocks))
+                  if blocks[k].bbox == b.bbox and blocks[k].angle == b.angle), None)
+        out.append(k)
+        if k is not None:
+            j = k + 1
+    return out
 
 
 def _sha256_file(path: Path) -> str | None:

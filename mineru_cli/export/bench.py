@@ -8,9 +8,11 @@ report gives medians and ratios to the first variant (absolute times drift on sh
                                            # ~15 GB of disk and much RAM on the first call
     bench_runtimes({"torch": rt1, "onnx": rt2}, hidden, vocab, ...)   # any Runtime objects
 
-Measured per variant: vision seconds for one image (default 1036x1036 = 5476 patches), prefill
-seconds for a prompt of `prefill_tokens` (a 4-token image + text), decode ms per step at each
-batch size (one step appends one token to every row).
+Measured per variant: vision seconds for one image (default 1036x1036 = 5476 patches) and for
+crops of 400, 2000 and 4800 patches, prefill seconds for a prompt of `prefill_tokens` (a 4-token
+image + text), decode ms per step at each batch size (one step appends one token to every row);
+per export, its bytes on disk and the peak RSS of a fresh process running it (peak_rss).
+`page_seconds` turns one variant's medians into the seconds of a modelled two-step page.
 
 Imports torch (the reference runtime and model building).
 """
@@ -87,10 +89,14 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = 1400,
                    decode_batches=(1, 8), decode_steps: int = 16, repeats: int = 3,
-                   log: Callable[[str], None] | None = None) -> dict:
-    """Medians over `repeats` rounds, the variants alternating within each round."""
+                   crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Medians over `repeats` rounds, the variants alternating within each round.
+    crop_sizes: {patches: image_hw} of crop images whose vision seconds are measured too
+    (default: the three sizes of the modelled page's CROPS)."""
     import torch
 
+    crop_sizes = CROP_IMAGES if crop_sizes is None else crop_sizes
+    crop_x = {n: synthetic_input(config, hw, 8, seed=3) for n, hw in crop_sizes.items()}
     vision_x = synthetic_input(config, image_hw, 8, seed=1)
     prefill_x = synthetic_input(config, (56, 56), prefill_tokens - 6, seed=2)
     decode_x = [synthetic_input(config, (56, 56), 40 + 3 * i, seed=10 + i) for i in range(max(decode_batches))]
@@ -106,6 +112,8 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
             with torch.inference_mode():
                 if image_hw:
                     add(name, "vision_s", _seconds(lambda: rt.image_embeds([vision_x])))
+                for n, x in crop_x.items():
+                    add(name, f"vision_s_{n}", _seconds(lambda: rt.image_embeds([x])))
                 if prefill_tokens:
                     add(name, "prefill_s", _seconds(lambda: rt.prefill([prefill_x])))
                 for b in decode_batches:
@@ -139,9 +147,11 @@ def write_model_folder(model, folder: Path) -> Path:
 
 
 def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, repeats: int = 3,
-                    config=None, log: Callable[[str], None] | None = print, **bench_kw) -> dict:
+                    config=None, log: Callable[[str], None] | None = print, int4: bool = False,
+                    rss: bool = True, **bench_kw) -> dict:
     """Build (or reuse) the random full-size model and its exports under work_dir, then
-    compare torch fp32, ORT fp32 and (with int8) ORT INT8."""
+    compare torch fp32, ORT fp32 and (with int8 / int4) the quantized exports; with rss, each
+    export's peak RSS is measured first in a fresh process (peak_rss)."""
     import torch
 
     from ..vlm.runtime_onnx import OnnxRuntime, is_export_dir
@@ -159,30 +169,94 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
     exports = {"onnx_fp32": work_dir / "onnx-fp32"}
     if int8:
         exports["onnx_int8"] = work_dir / "onnx-int8"
-    report: dict = {"threads": threads, "export_timings": {}}
+    if int4:
+        exports["onnx_int4"] = work_dir / "onnx-int4"
+    report: dict = {"threads": threads, "export_timings": {}, "bytes": {}, "peak_rss": {}}
     for name, out in exports.items():
         if not is_export_dir(out):
-            r = export_model(folder, out, int8=name.endswith("int8"), verify=False, threads=threads, log=log)
+            r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
+                             verify=False, threads=threads, log=log)
             report["export_timings"][name] = r["timings"]
+        report["bytes"][name] = folder_bytes(out)
+        if rss:
+            report["peak_rss"][name] = peak_rss(out, threads)["peak_rss_bytes"]
+            if log:
+                log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     runtimes = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
+    report["page_s"] = {name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
+                        for name, m in report["median"].items()}
     return report
 
 
 # A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
-# batch 1; then CROPS are read (patches at 14 px, tokens generated), decoded in batches of 8 with
-# per-sequence stopping, so a batch costs as many steps as its longest crop. Crop vision is
-# estimated from the layout image's vision time per patch (small crops: attention is cheap).
+# batch 1; then CROPS are read: each crop's vision is measured at its size (CROP_IMAGES), its
+# prompt is prefilled (cost scaled from the measured prefill by token count), and the crops decode
+# in batches of 8 with per-sequence stopping, so a batch costs as many steps as its longest crop.
+# Hybrid mode reads text blocks with the embedded OCR, which runs beside the layout step, so only
+# the table and equation crops go through the VLM.
 LAYOUT_TOKENS = 360
-CROPS = [(400, 30)] * 4 + [(2000, 150)] * 6 + [(4800, 400)] * 2 + [(400, 40)] * 2   # (patches, tokens)
+CROPS = ([("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2
+         + [("equation", 400, 40)] * 2)   # (block type, patches, generated tokens)
+CROP_IMAGES = {400: (280, 280), 2000: (560, 700), 4800: (840, 1120)}  # patches -> image (h, w) px
 LAYOUT_PATCHES = 74 * 74
+PREFILL_TOKENS = 1400
+PROMPT_TOKENS = 20   # chat template + prompt around a crop's image tokens
 
 
-def page_seconds(m: dict) -> float:
-    """Seconds of the modelled two-step page from one variant's medians."""
+def page_seconds(m: dict, mode: str = "vlm") -> float:
+    """Seconds of the modelled two-step page from one variant's medians (mode "vlm" reads every
+    crop with the VLM, "hybrid" only tables and equations)."""
+    crops = [c for c in CROPS if mode == "vlm" or c[0] not in ("text",)]
     layout = m["vision_s"] + m["prefill_s"] + LAYOUT_TOKENS * m["decode_ms_b1"] / 1000
-    tokens = sorted((t for _, t in CROPS), reverse=True)
+    vision = sum(m.get(f"vision_s_{p}", m["vision_s"] * p / LAYOUT_PATCHES) for _, p, _ in crops)
+    prefill = m["prefill_s"] * sum(p / 4 + PROMPT_TOKENS for _, p, _ in crops) / PREFILL_TOKENS
+    tokens = sorted((t for _, _, t in crops), reverse=True)
     steps = sum(max(tokens[i:i + 8]) for i in range(0, len(tokens), 8))
-    vision = m["vision_s"] * sum(p for p, _ in CROPS) / LAYOUT_PATCHES
-    return layout + vision + steps * m["decode_ms_b8"] / 1000
+    return layout + vision + prefill + steps * m["decode_ms_b8"] / 1000
+
+
+def peak_rss(export_dir: str | Path, threads: int, config=None) -> dict:
+    """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
+    a 1400-token prefill and 16 decode steps at batch 8: what one worker needs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys, numpy as np\n"
+        "from mineru_cli.export.bench import mineru25_config, synthetic_input\n"
+        "from mineru_cli.vlm.runtime_onnx import OnnxRuntime\n"
+        "cfg = mineru25_config()\n"
+        f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
+        "rt.image_embeds([synthetic_input(cfg, (1036, 1036), 8, seed=1)])\n"
+        "rt.prefill([synthetic_input(cfg, (56, 56), 1394, seed=2)])\n"
+        "t = rt.prefill([synthetic_input(cfg, (56, 56), 40 + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
+        "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {"peak_rss_bytes": int(out.stdout.strip().splitlines()[-1])}
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """Columns and rows of the `mineru bench` table (ratios against the first variant)."""
+    medians = report["median"]
+    first = next(iter(medians))
+    ref = page_seconds(medians[first])
+    cols = ["variant", "vision 1036 s", "crops vision s", "prefill 1400 s", "decode b1 ms",
+            "decode b8 ms/step", "page s", "page x ref", "hybrid page s", "peak RSS GiB", "size GiB"]
+    rows = []
+    for name, m in medians.items():
+        crops = sum(m.get(f"vision_s_{p}", 0.0) for _, p, _ in CROPS)
+        page, hybrid = page_seconds(m), page_seconds(m, "hybrid")
+        rss = report.get("peak_rss", {}).get(name)
+        size = report.get("bytes", {}).get(name)
+        rows.append([name, f"{m['vision_s']:.1f}", f"{crops:.1f}", f"{m['prefill_s']:.2f}",
+                     f"{m['decode_ms_b1']:.0f}", f"{m['decode_ms_b8']:.0f}", f"{page:.0f}",
+                     f"{ref / page:.2f}", f"{hybrid:.0f}",
+                     "-" if rss is None else f"{rss / 2**30:.2f}", "-" if size is None else f"{size / 2**30:.2f}"])
+    return cols, rows

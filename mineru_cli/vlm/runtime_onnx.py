@@ -78,21 +78,75 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
     export_dir = Path(export_dir)
     manifest = manifest if manifest is not None else read_manifest(export_dir)
     problems = []
+    stamps = _VerifiedStamps()
     for name, meta in sorted(manifest["files"].items()):
         path = export_dir / name
         if not path.is_file():
             problems.append(f"{name} is missing")
         elif path.stat().st_size != int(meta.get("bytes", -1)):
             problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
-        elif sha256_file(path) != meta.get("sha256"):
-            problems.append(f"{name} does not match its sha256 in {MANIFEST}")
+        elif not stamps.seen(path, meta.get("sha256")):
+            if sha256_file(path) != meta.get("sha256"):
+                problems.append(f"{name} does not match its sha256 in {MANIFEST}")
+            else:
+                stamps.add(path, meta.get("sha256"))
     for role, name in manifest["graphs"].items():
         if name not in manifest["files"]:
             problems.append(f"the {role} file {name} is not in the manifest's file table")
     if problems:
         raise SetupError(f"the ONNX export {export_dir} is damaged or was changed: " + "; ".join(problems)
                          + "; export it again with: mineru export")
+    stamps.save()
     return manifest
+
+
+class _VerifiedStamps:
+    """Files whose sha256 was checked, by (path, sha256) -> their stat stamp at that time.
+
+    Hashing a 5 GB fp32 export takes ~5 s, and every pipeline worker loads the export. A file
+    whose size, mtime, ctime and inode are unchanged since it was hashed is not hashed again:
+    writing to a file (or replacing it) changes its ctime, which no user call can set back.
+    Kept as JSON in the user cache folder; any problem with it just means hashing again.
+    """
+
+    def __init__(self):
+        from ..cache import default_cache_dir
+
+        self.path = default_cache_dir() / "verified-exports.json"
+        try:
+            self.table = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(self.table, dict):
+                self.table = {}
+        except (OSError, ValueError):
+            self.table = {}
+        self.changed = False
+
+    @staticmethod
+    def _key(path: Path, sha256) -> str:
+        return f"{path.resolve()} {sha256}"
+
+    @staticmethod
+    def _stamp(path: Path) -> list[int]:
+        st = path.stat()
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    def seen(self, path: Path, sha256) -> bool:
+        return self.table.get(self._key(path, sha256)) == self._stamp(path)
+
+    def add(self, path: Path, sha256) -> None:
+        self.table[self._key(path, sha256)] = self._stamp(path)
+        self.changed = True
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        try:   # written whole and renamed: concurrent workers never read half a file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.table), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 def is_export_dir(path: str | Path) -> bool:

@@ -162,6 +162,32 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
         OnnxRuntime(tmp_path / "garbled")
 
 
+def test_a_verified_file_is_not_hashed_again_until_it_changes(tiny_onnx, tmp_path, monkeypatch):
+    import mineru_cli.vlm.runtime_onnx as rt
+
+    monkeypatch.setenv("MINERU_CACHE_DIR", str(tmp_path / "cache"))
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_onnx, copy)
+    hashed: list[str] = []
+    real = rt.sha256_file
+    monkeypatch.setattr(rt, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
+    verify_export(copy)
+    files = len(json.loads((copy / "manifest.json").read_text())["files"])
+    assert len(hashed) == files
+    hashed.clear()
+    verify_export(copy)            # every stamp matches: nothing read again
+    assert hashed == []
+    data = copy / "vision.onnx.data" if (copy / "vision.onnx.data").exists() else copy / "vision.onnx"
+    st = data.stat()
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    data.write_bytes(bytes(raw))
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))   # same size and mtime: ctime still moved
+    with pytest.raises(SetupError, match=f"{data.name} does not match its sha256"):
+        verify_export(copy)
+    assert hashed == [data.name]
+
+
 def test_find_export_accepts_a_model_folder_holding_onnx(tiny_onnx, tmp_path, monkeypatch):
     holder = tmp_path / "MinerU2.5-2509-1.2B"
     holder.mkdir()
