@@ -88,7 +88,7 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 
 def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = 1400,
-                   decode_batches=(1, 8), decode_steps: int = 16, repeats: int = 3,
+                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = 520, repeats: int = 3,
                    crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Medians over `repeats` rounds, the variants alternating within each round.
     crop_sizes: {patches: image_hw} of crop images whose vision seconds are measured too
@@ -99,7 +99,10 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
     crop_x = {n: synthetic_input(config, hw, 8, seed=3) for n, hw in crop_sizes.items()}
     vision_x = synthetic_input(config, image_hw, 8, seed=1)
     prefill_x = synthetic_input(config, (56, 56), prefill_tokens - 6, seed=2)
-    decode_x = [synthetic_input(config, (56, 56), 40 + 3 * i, seed=10 + i) for i in range(max(decode_batches))]
+    # decode rows with a crop-sized prompt (a 2000-patch crop is ~520 tokens): a step reads the
+    # whole KV cache, so context length matters as much as the batch
+    decode_x = [synthetic_input(config, (56, 56), decode_context + 3 * i, seed=10 + i)
+                for i in range(max(decode_batches))]
     times: dict[str, dict[str, list[float]]] = {name: {} for name in runtimes}
 
     def add(name, key, value):
@@ -179,14 +182,15 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
             report["export_timings"][name] = r["timings"]
         report["bytes"][name] = folder_bytes(out)
         if rss:
-            report["peak_rss"][name] = peak_rss(out, threads)["peak_rss_bytes"]
+            report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
+                                                bench_kw.get("prefill_tokens", PREFILL_TOKENS))["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     runtimes = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     report["page_s"] = {name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
-                        for name, m in report["median"].items()}
+                        for name, m in report["median"].items() if {"decode_ms_b1", "decode_ms_b8"} <= set(m)}
     return report
 
 
@@ -217,24 +221,29 @@ def page_seconds(m: dict, mode: str = "vlm") -> float:
     return layout + vision + prefill + steps * m["decode_ms_b8"] / 1000
 
 
-def peak_rss(export_dir: str | Path, threads: int, config=None) -> dict:
+def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 1036),
+             prefill_tokens: int = PREFILL_TOKENS) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
-    a 1400-token prefill and 16 decode steps at batch 8: what one worker needs."""
+    a prefill of `prefill_tokens` and 16 decode steps at batch 8: what one worker needs."""
     import subprocess
     import sys
 
+    config_json = json.dumps((config or mineru25_config()).to_dict())
     code = (
-        "import resource, sys, numpy as np\n"
-        "from mineru_cli.export.bench import mineru25_config, synthetic_input\n"
+        "import json, resource, sys, numpy as np\n"
+        "from transformers import Qwen2VLConfig\n"
+        "from mineru_cli.export.bench import synthetic_input\n"
         "from mineru_cli.vlm.runtime_onnx import OnnxRuntime\n"
-        "cfg = mineru25_config()\n"
+        "cfg = Qwen2VLConfig.from_dict(json.loads(sys.stdin.read()))\n"
         f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
-        "rt.image_embeds([synthetic_input(cfg, (1036, 1036), 8, seed=1)])\n"
-        "rt.prefill([synthetic_input(cfg, (56, 56), 1394, seed=2)])\n"
+        f"rt.image_embeds([synthetic_input(cfg, {tuple(image_hw)!r}, 8, seed=1)])\n"
+        f"rt.prefill([synthetic_input(cfg, (56, 56), {int(prefill_tokens) - 6}, seed=2)])\n"
         "t = rt.prefill([synthetic_input(cfg, (56, 56), 40 + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
         "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], input=config_json, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the peak-RSS run failed: {out.stderr.strip()[-2000:]}")
     return {"peak_rss_bytes": int(out.stdout.strip().splitlines()[-1])}
 
 

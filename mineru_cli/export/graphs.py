@@ -13,13 +13,19 @@ VisionGraph (one image per call; MinerU sends every crop on its own)
     (N = 5476) made the unfused graph's attention 1.8x slower (measured per layer: 1068 vs 597 ms).
 
 DecoderGraph (prefill and decode in one graph)
-    inputs_embeds (B, S, hidden) float32, attention_mask (B, P+S) int64 (0 = left padding),
-    position_ids (3, B, S) int64 (M-RoPE; processor.rope_index), past_key_i / past_value_i
-    (B, kv_heads, P, head_dim) float32 per layer (P may be 0)
-    -> logits (B, vocab) float32 of the last position, present_key_i / present_value_i
-    (B, kv_heads, P+S, head_dim).
-    The mask is causal over absolute cache positions and drops padded keys; masked scores get
-    float32's lowest value (not -inf), so fully padded query rows stay finite.
+    inputs_embeds (B, S, hidden) float32, attention_mask (B, C+S) int64, position_ids (3, B, S)
+    int64 (M-RoPE; processor.rope_index), past_key_i / past_value_i (B, kv_heads, C, head_dim)
+    float32 per layer -> logits (B, vocab) float32 of the last position, new_key_i / new_value_i
+    (B, kv_heads, S, head_dim): the keys and values of the S new tokens only.
+    The past is a KV buffer of capacity C that the runtime owns and fills in place (columns it
+    has not filled yet are zeros and masked out); the graph never copies it, it only reads it:
+    scores against the buffer and against the new tokens are computed apart and joined before
+    the softmax. (A concat of past and new copied the whole cache every step: at batch 8 and
+    ~1,200 tokens of context that is ~0.5 GB of memory traffic per step.)
+    attention_mask's first C columns say which buffer columns hold a token of that row (0 for
+    left padding and unfilled capacity), its last S columns which new tokens are real; the new
+    tokens see each other causally. Masked scores get float32's lowest value (not -inf), so
+    fully padded query rows stay finite.
 
 Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
 """
@@ -155,15 +161,17 @@ class DecoderGraph(nn.Module):
 
     def forward(self, inputs_embeds, attention_mask, position_ids, *past):
         b, s, _ = inputs_embeds.shape
-        total = attention_mask.shape[1]
-        q_pos = torch.arange(s, device=inputs_embeds.device) + (total - s)
-        k_pos = torch.arange(total, device=inputs_embeds.device)
-        allowed = (k_pos[None, :] <= q_pos[:, None])[None, None] & (attention_mask[:, None, None, :] > 0)
+        cap = attention_mask.shape[1] - s
+        keep = attention_mask[:, None, None, :] > 0                              # (B, 1, 1, C+S)
+        pos = torch.arange(s, device=inputs_embeds.device)
+        causal = pos[None, :] <= pos[:, None]                                    # (S, S)
+        allowed = torch.cat((keep[..., :cap].expand(b, 1, s, cap),
+                             keep[..., cap:] & causal[None, None]), dim=-1)       # (B, 1, S, C+S)
         lowest = torch.finfo(torch.float32).min
         cos, sin = self._rotary(position_ids)
         scale = self.head_dim ** -0.5
         x = inputs_embeds
-        presents = []
+        new_kv = []
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -172,17 +180,17 @@ class DecoderGraph(nn.Module):
             v = attn.v_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            k = torch.cat((past[2 * i], k), dim=2)
-            v = torch.cat((past[2 * i + 1], v), dim=2)
-            presents += [k, v]
+            new_kv += [k, v]
+            past_k, past_v = past[2 * i], past[2 * i + 1]
             # grouped-query attention without repeating the cache: (B, kv, groups*S, d)
             qg = q.reshape(b, self.num_kv_heads, self.groups * s, self.head_dim)
-            scores = (qg @ k.transpose(2, 3)) * scale                          # (B, kv, g*S, T)
-            scores = scores.view(b, self.num_kv_heads, self.groups, s, total)
+            scores = torch.cat((qg @ past_k.transpose(2, 3), qg @ k.transpose(2, 3)), dim=-1) * scale
+            scores = scores.view(b, self.num_kv_heads, self.groups, s, cap + s)
             scores = torch.where(allowed[:, :, None], scores, lowest)
-            probs = torch.softmax(scores, dim=-1).view(b, self.num_kv_heads, self.groups * s, total)
-            out = (probs @ v).view(b, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(b, s, -1)
+            probs = torch.softmax(scores, dim=-1).view(b, self.num_kv_heads, self.groups * s, cap + s)
+            out = probs[..., :cap] @ past_v + probs[..., cap:] @ v
+            out = out.view(b, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(b, s, -1)
             x = x + attn.o_proj(out)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         logits = self.lm_head(self.norm(x[:, -1:, :]))[:, 0]  # (B, 1, H) keeps it a MatMul
-        return (logits, *presents)
+        return (logits, *new_kv)

@@ -5,14 +5,16 @@ It implements generate.Runtime over an export folder written by mineru_cli.expor
 
     manifest.json        what the folder holds: graphs, every file's sha256, shapes, versions
     vision.onnx          one image's patches + (row, col) ids -> merged image embeddings
-    decoder.onnx         inputs_embeds + mask + M-RoPE ids + past k/v -> last logits + present k/v
+    decoder.onnx         inputs_embeds + mask + M-RoPE ids + KV buffer -> last logits + new k/v
     embed_tokens.npy     the input embedding table (memory-mapped: only looked-up rows are read)
     config.json, tokenizer.json, preprocessor_config.json, ...   copied from the model folder
 
 Inputs are the same VlmInput the torch runtime takes. Batching is the torch runtime's: rows
 left-padded to the longest prompt, padding masked out of attention with position ids 0, so a
-row decodes as it would alone. The KV cache stays in onnxruntime OrtValues between steps (the
-decoder's present k/v are fed back as the next past without a numpy round trip); retain()
+row decodes as it would alone. The KV cache is a preallocated buffer per layer (B, kv, C, d)
+that the decoder reads in place (fed as OrtValues sharing the numpy memory) and that the runtime
+fills with the few new columns the decoder returns each step; capacity grows in chunks of
+KV_GROWTH tokens, so a step never copies the cache (see export.graphs.DecoderGraph). retain()
 gathers the live rows once when sequences finish.
 
 The folder is checked against manifest.json (sha256 of every file) when the runtime loads; a
@@ -36,7 +38,8 @@ from .tokenizer import VlmInput, left_pad
 
 MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: the decoder reads a KV buffer and returns new k/v only
+KV_GROWTH = 128     # tokens of KV capacity added at a time
 ENV_VAR = "MINERU_MODEL_PATH"
 
 
@@ -61,9 +64,10 @@ def read_manifest(export_dir: str | Path) -> dict:
         raise SetupError(f"cannot read {path}: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise SetupError(f"{path} is not a {FORMAT} manifest")
-    if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+    if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
         raise SetupError(f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
-                         f"reads up to {FORMAT_VERSION}: upgrade mineru-cli or export again")
+                         f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
+                         f"(mineru export)")
     for key in ("files", "graphs", "model"):
         if not isinstance(manifest.get(key), dict):
             raise SetupError(f"{path} has no {key!r} table")
@@ -217,23 +221,23 @@ class OnnxRuntime:
             raise SetupError(f"embed_tokens has shape {self._embed.shape}, expected "
                              f"{(self.vocab_size, self.hidden_size)}")
         self._past_names = [f"past_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
-        self._present_names = [f"present_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
-        self._out_names = ["logits", *self._present_names]
+        self._out_names = ["logits", *(f"new_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value"))]
         inputs = {i.name for i in self._decoder.get_inputs()}
-        missing = {"inputs_embeds", "attention_mask", "position_ids", *self._past_names} - inputs
+        outputs = {o.name for o in self._decoder.get_outputs()}
+        missing = ({"inputs_embeds", "attention_mask", "position_ids", *self._past_names} - inputs) | \
+                  (set(self._out_names) - outputs)
         if missing:
-            raise SetupError(f"decoder.onnx lacks the inputs {sorted(missing)}")
-        self._kv: list = []          # OrtValues, past k/v per layer (key, value, key, ...)
-        self._keep: list = []        # numpy arrays the OrtValues of the last feed point into
-        self._mask: np.ndarray | None = None
+            raise SetupError(f"decoder.onnx lacks the inputs/outputs {sorted(missing)}")
+        self._kv: list[np.ndarray] = []   # per layer key, value, key, ...: (B, kv, capacity, d)
+        self._filled = 0                  # columns of the buffers holding tokens
+        self._mask: np.ndarray | None = None   # (B, capacity): 1 where a buffer column is a token
         self._next_pos: np.ndarray | None = None
 
     # ------------------------------------------------------------------ pieces
 
     def _ortvalue(self, array: np.ndarray):
-        array = np.ascontiguousarray(array)
-        self._keep.append(array)  # OrtValue.ortvalue_from_numpy shares the array's memory
-        return self._ort.OrtValue.ortvalue_from_numpy(array)
+        """An OrtValue sharing the memory of a C-contiguous array (no copy)."""
+        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
 
     def image_embeds(self, inputs: Sequence[VlmInput]) -> list[np.ndarray]:
         """Merged image features per input, (tokens_i, hidden): one vision call per image."""
@@ -251,17 +255,44 @@ class OnnxRuntime:
         return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32
                           ).reshape(*np.shape(ids), self.hidden_size)
 
-    def _run(self, embeds: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        keep = self._keep
-        self._keep = []
+    def _run(self, embeds: np.ndarray, positions: np.ndarray, new_mask: np.ndarray, prompt: bool) -> np.ndarray:
+        """One decoder call over the S new tokens, whose k/v then go into the buffers. The
+        prompt is run against an empty past (its buffers are still all zeros)."""
+        batch, s = embeds.shape[:2]
+        if self._filled + s > self._kv[0].shape[2]:
+            self._grow(self._filled + s)
+        if prompt:
+            past = [np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)] * len(self._kv)
+            mask = new_mask
+        else:
+            past = self._kv
+            mask = np.concatenate([self._mask, new_mask], axis=1)
         feed = {"inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
-                "attention_mask": self._ortvalue(self._mask),
+                "attention_mask": self._ortvalue(mask.astype(np.int64, copy=False)),
                 "position_ids": self._ortvalue(positions)}
-        feed.update(zip(self._past_names, self._kv))
+        feed.update((name, self._ortvalue(buf)) for name, buf in zip(self._past_names, past))
         outs = self._decoder.run_with_ort_values(self._out_names, feed)
-        del keep  # the previous feed's arrays are no longer referenced by an input
-        self._kv = list(outs[1:])
+        end = self._filled + s
+        for buf, new in zip(self._kv, outs[1:]):
+            buf[:, :, self._filled:end] = new.numpy()
+        self._mask[:, self._filled:end] = new_mask
+        self._filled = end
         return outs[0].numpy()
+
+    def _grow(self, needed: int) -> None:
+        """Room for `needed` tokens plus KV_GROWTH: new zeroed buffers (zeros, not garbage: a
+        masked column still enters probs @ v with weight 0, and 0 * NaN would be NaN)."""
+        capacity = needed + KV_GROWTH
+        batch = self._mask.shape[0]
+        grown = []
+        for buf in self._kv:
+            new = np.zeros((batch, self.num_kv_heads, capacity, self.head_dim), dtype=np.float32)
+            new[:, :, :self._filled] = buf[:, :, :self._filled]
+            grown.append(new)
+        self._kv = grown
+        mask = np.zeros((batch, capacity), dtype=np.int64)
+        mask[:, :self._filled] = self._mask[:, :self._filled]
+        self._mask = mask
 
     # ------------------------------------------------------------------ Runtime protocol
 
@@ -274,26 +305,22 @@ class OnnxRuntime:
             if int(where.sum()) != feats.shape[0]:
                 raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
             embeds[row, where] = feats
-        self._keep = []
-        empty = np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)
-        self._kv = [self._ortvalue(empty) for _ in self._past_names]
-        self._mask = mask
+        self._kv = [np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)
+                    for _ in self._past_names]
+        self._filled = 0
+        self._mask = np.zeros((batch, 0), dtype=np.int64)
         self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
-        return self._run(embeds, positions)
+        return self._run(embeds, positions, mask, prompt=True)
 
     def step(self, token_ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1, 1)
-        self._mask = np.concatenate([self._mask, np.ones((ids.shape[0], 1), dtype=np.int64)], axis=1)
         positions = np.ascontiguousarray(np.broadcast_to(self._next_pos.reshape(1, -1, 1), (3, ids.shape[0], 1)))
-        logits = self._run(self.embed(ids), positions)
+        logits = self._run(self.embed(ids), positions, np.ones_like(ids), prompt=False)
         self._next_pos = self._next_pos + 1
         return logits
 
     def retain(self, rows: Sequence[int]) -> None:
         index = np.asarray(list(rows), dtype=np.int64)
-        keep = self._keep
-        self._keep = []
-        self._kv = [self._ortvalue(v.numpy()[index]) for v in self._kv]
-        del keep
+        self._kv = [buf[index] for buf in self._kv]
         self._mask = self._mask[index]
         self._next_pos = self._next_pos[index]

@@ -14,7 +14,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from mineru_cli.errors import SetupError  # noqa: E402
-from mineru_cli.export.onnx_export import export_model  # noqa: E402
+from mineru_cli.export.onnx_export import export_model, int8_weight_types  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
@@ -31,7 +31,7 @@ def _dims(value) -> list:
 
 def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
     manifest = json.loads((tiny_onnx / "manifest.json").read_text())
-    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 1
+    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 2
     assert manifest["graphs"] == {"vision": "vision.onnx", "decoder": "decoder.onnx",
                                   "embed_tokens": "embed_tokens.npy"}
     for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "vision.onnx", "decoder.onnx",
@@ -69,12 +69,16 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     assert inputs["inputs_embeds"] == ["batch", "seq", 64]
     assert inputs["attention_mask"] == ["batch", "total"]
     assert inputs["position_ids"] == [3, "batch", "seq"]
-    assert inputs["past_key_0"] == ["batch", 2, "past", 16] and "past_value_1" in inputs
+    assert inputs["past_key_0"] == ["batch", 2, "capacity", 16] and "past_value_1" in inputs
     outputs = {v.name: _dims(v) for v in decoder.output}
-    assert outputs["logits"][0] == "batch" and outputs["present_value_1"] == ["batch", 2, "total", 16]
+    assert outputs["logits"][0] == "batch" and outputs["new_value_1"] == ["batch", 2, "seq", 16]
     # every linear layer is a MatMul with a constant weight (what the INT8 quantizer takes)
     ops = {n.op_type for n in decoder.node} | {n.op_type for n in vision.node}
     assert "Gemm" not in ops and "Conv" not in ops
+    # the vision attention is onnxruntime's fused kernel, one node per block
+    fused = [n for n in vision.node if n.op_type == "MultiHeadAttention"]
+    assert len(fused) == 1 and {n.domain for n in fused} == {"com.microsoft"}
+    assert "Softmax" not in {n.op_type for n in vision.node}
 
 
 def test_export_parity_figures(tiny_onnx_report):
@@ -89,7 +93,7 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
     q = tiny_onnx_int8_report["quantization"]
     assert q["scheme"] == "int8"
     assert q["decoder"]["weight_type"] == "QInt8" and q["decoder"]["per_channel"] is True
-    assert q["vision"]["weight_type"] == "QUInt8"
+    assert q["vision"]["weight_type"] == int8_weight_types()["vision"]   # by the CPU's int8 support
     assert tiny_onnx_int8_report["exporter"] == "torchscript"
     ops = {n.op_type for n in onnx.load(str(tiny_onnx_int8 / "decoder.onnx"), load_external_data=False).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
@@ -145,9 +149,20 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
         vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2))
     small.image_token_id, small.vision_start_token_id, small.vision_end_token_id = 900, 901, 902
     report = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84),
-                             prefill_tokens=32, decode_batches=(1, 3), decode_steps=2, log=None)
+                             prefill_tokens=32, decode_batches=(1, 3), decode_steps=2, decode_context=20, log=None,
+                             crop_sizes={16: (56, 56)})
     assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"}
     for variant in report["median"].values():
-        assert set(variant) == {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b3"}
+        assert set(variant) == {"vision_s", "vision_s_16", "prefill_s", "decode_ms_b1", "decode_ms_b3"}
         assert all(v > 0 for v in variant.values())
     assert report["speedup_vs_torch_fp32"]["torch_fp32"]["decode_ms_b1"] == 1.0
+    # each export's size and the peak RSS of a fresh process running it
+    assert set(report["bytes"]) == set(report["peak_rss"]) == {"onnx_fp32", "onnx_int8"}
+    assert report["bytes"]["onnx_int8"] < report["bytes"]["onnx_fp32"]
+    assert all(50 << 20 < rss < 4 << 30 for rss in report["peak_rss"].values()), report["peak_rss"]
+
+
+def test_int8_vision_weights_follow_the_cpu():
+    assert int8_weight_types({"avx2", "fma"}) == {"vision": "QUInt8", "decoder": "QInt8"}
+    for flag in ("avx512_vnni", "avx_vnni", "amx_int8"):
+        assert int8_weight_types({"avx2", flag})["vision"] == "QInt8"
