@@ -21,6 +21,7 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
+MODES = ("vlm", "hybrid", "ocr")   # --mode
 
 
 def _version(value: bool):
@@ -80,15 +81,28 @@ def parse(
     max_worker_rss: str = typer.Option("3GB", "--max-worker-rss",
                                        help="Restart a worker whose memory (RSS) is above this after a page "
                                             "(e.g. 3GB, 800MB, 2GiB; 0: never)."),
+    mode: Optional[str] = typer.Option(None, "--mode",
+                                       help="vlm | hybrid | ocr (default: vlm when the engine resolves to vlm; "
+                                            "ocr: the embedded OCR engine). Part of the resume fingerprint."),
+    page_batch: Optional[int] = typer.Option(None, "--page-batch", min=1, max=64,
+                                             help="Pages a worker holds and hands to its engine together "
+                                                  "(default: 1 for ocr, 4 for vlm). Never changes a record."),
+    batch_wait_ms: int = typer.Option(100, "--batch-wait-ms", min=0, max=60000,
+                                      help="A page batch closes when full or when no further page arrived "
+                                           "within this many milliseconds."),
+    crop_batch: int = typer.Option(8, "--crop-batch", min=1, max=256,
+                                   help="vlm: block crops decoded together. Never changes a record."),
     explain_plan: bool = typer.Option(False, "--explain-plan",
-                                      help="Print how --cpus is split into workers x threads, and exit."),
+                                      help="Print how --cpus is split into workers x threads (and the batch "
+                                           "sizes and mode), and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
     log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
 ):
     """Parse every page under PATHS into OUT (JSON lines), resuming what is done.
 
-    Pages are parsed by worker processes; a page that hangs or crashes its worker costs only
-    that page. Ctrl-C or SIGTERM: pages in flight finish (up to 30 s), the journal is
+    Pages are parsed by worker processes, in batches of --page-batch pages; a page that hangs
+    or crashes its worker costs only that page (a batch that loses its worker is retried page
+    by page). Ctrl-C or SIGTERM: pages in flight finish (up to 30 s), the journal is
     compacted, exit 130; a second Ctrl-C stops at once (the journal stays valid)."""
     from .inputs import LoadOptions
     from .report import make_reporter
@@ -109,11 +123,15 @@ def parse(
             raise SetupError(f"--cache-ttl: {exc}") from None
         if unknown := set(formats) - set(FORMATS):
             raise SetupError(f"--format {', '.join(sorted(unknown))}: choose from {', '.join(FORMATS)}")
+        if mode is not None and mode not in MODES:
+            raise SetupError(f"--mode {mode!r}: choose from {', '.join(MODES)}")
         if explain_plan:
             from .budget import explain, plan_cpus
 
+            kind = engine if engine in ("ocr", "vlm") else "auto"
             typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine == "vlm" else "ocr"),
-                               page_timeout, max_rss))
+                               page_timeout, max_rss, engine=kind, page_batch=page_batch,
+                               batch_wait_ms=batch_wait_ms, crop_batch=crop_batch, mode=mode))
             raise typer.Exit(EXIT_OK)
         if gif_frames not in ("first", "all"):
             raise SetupError("--gif-frames must be 'first' or 'all'")
@@ -130,7 +148,8 @@ def parse(
                             load=LoadOptions(dpi=dpi, gif_frames=gif_frames), force=force,
                             retry_failed=retry_failed, cache_dir=cache_path, cache_near=cache_near,
                             cache_url=cache_url, cache_ttl=ttl, model=model, model_profile=model_profile,
-                            runtime=runtime, formats=set(formats), out_dir=out_dir)
+                            runtime=runtime, formats=set(formats), out_dir=out_dir, mode=mode,
+                            page_batch=page_batch, batch_wait_ms=batch_wait_ms, crop_batch=crop_batch)
         summary = run_parse(opts, reporter)
     except SetupError as exc:
         reporter.console.print(f"[red]error:[/] {exc}")
@@ -147,18 +166,21 @@ def bench(
                                   help="Where the random full-size model and its exports are built "
                                        "(reused by later runs; ~12 GB)."),
     int8: bool = typer.Option(True, "--int8/--no-int8", help="Also measure the INT8 export."),
+    int4: bool = typer.Option(False, "--int4", help="Also measure an INT4 (MatMulNBits) export."),
+    rss: bool = typer.Option(True, "--rss/--no-rss", help="Measure each export's peak RSS in a fresh process."),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Rounds (variants alternate); medians are reported."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
 ):
     """Speed of the VLM runtimes on a full-size random-weight MinerU2.5 model.
 
-    Compares the torch fp32 reference, ONNX Runtime fp32 and INT8 on a model of MinerU2.5's
-    shape with random weights, built and exported on first use (needs the export extra).
+    Compares the torch fp32 reference, ONNX Runtime fp32 and INT8 (and INT4) on a model of
+    MinerU2.5's shape with random weights, built and exported on first use (needs the export extra).
 
-    Prints vision seconds for the 1036x1036 layout image, prefill of a 1400-token prompt, decode
-    milliseconds per step at batch 1 and 8, the seconds of a modelled two-step page, and each
-    variant's speed-up over torch fp32, measured alternately in one run."""
+    Prints vision seconds for the 1036x1036 layout image and for a typical crop set, prefill of a
+    1400-token prompt, decode milliseconds per step at batch 1 and 8, the seconds of a modelled
+    two-step page (vlm and hybrid mode), peak RSS and size of each export, and each variant's
+    speed-up over torch fp32, measured alternately in one run."""
     import json
 
     from rich.console import Console
@@ -167,24 +189,19 @@ def bench(
     from .budget import available_cpus
 
     try:
-        from .export.bench import bench_full_size, page_seconds
+        from .export.bench import bench_full_size, report_table
     except ImportError as exc:
         typer.echo(f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
                    f"pip install 'mineru-cli[export]' ({exc})", err=True)
         raise typer.Exit(EXIT_SETUP)
-    report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, repeats=repeat,
-                             log=lambda m: typer.echo(m, err=True))
-    medians = report["median"]
-    ref = page_seconds(next(iter(medians.values())))
+    report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, int4=int4, rss=rss,
+                             repeats=repeat, log=lambda m: typer.echo(m, err=True))
+    cols, rows = report_table(report)
     table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads")
-    table.add_column("variant", no_wrap=True)
-    for col in ("vision 1036 s", "prefill 1400 s", "decode b1 ms", "decode b8 ms/step", "page s", "page x ref"):
-        table.add_column(col, justify="right")
-    for name, m in medians.items():
-        page = page_seconds(m)
-        report.setdefault("page_s", {})[name] = page
-        table.add_row(name, f"{m['vision_s']:.1f}", f"{m['prefill_s']:.2f}", f"{m['decode_ms_b1']:.0f}",
-                      f"{m['decode_ms_b8']:.0f}", f"{page:.0f}", f"{ref / page:.2f}")
+    for i, col in enumerate(cols):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row in rows:
+        table.add_row(*row)
     Console().print(table)
     if json_out:
         json_out.write_text(json.dumps(report, indent=2, default=str))

@@ -19,6 +19,42 @@ from rich.text import Text
 HEARTBEAT_S = 5.0
 
 
+class StageTimes:
+    """Busy seconds per pipeline stage, summed in the main process from each parsed page's
+    timings: render (`load`), cache (lookup), engine (the page's share of its batch's engine
+    call), store (cache store), and the engine's own steps as it reports them (`engine.layout`,
+    `engine.ocr`, `engine.content`, ...; they may nest, e.g. ocr_det inside ocr, or overlap, e.g.
+    the vlm engine's background OCR). A share is busy seconds / (wall seconds x workers): how
+    much of the workers' time the stage took."""
+
+    STAGES = (("load", "render"), ("cache", "cache"), ("engine", "engine"), ("store", "store"))
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.pages = 0
+
+    def add(self, timings: dict) -> None:
+        self.pages += 1
+        for key, name in self.STAGES:
+            if key in timings:
+                self.seconds[name] = self.seconds.get(name, 0.0) + float(timings[key])
+        for key, value in timings.items():
+            if key.startswith("engine."):
+                self.seconds[key] = self.seconds.get(key, 0.0) + float(value)
+
+    def _ordered(self) -> list[tuple[str, float]]:
+        main = [(name, self.seconds[name]) for _, name in self.STAGES if name in self.seconds]
+        return main + sorted((k, v) for k, v in self.seconds.items() if k.startswith("engine."))
+
+    def shares(self, wall: float, workers: int) -> dict[str, float]:
+        room = max(1e-9, wall * max(1, workers))
+        return {name: round(s / room, 3) for name, s in self._ordered()}
+
+    def as_dict(self, wall: float, workers: int) -> dict:
+        room = max(1e-9, wall * max(1, workers))
+        return {name: {"seconds": round(s, 3), "share": round(s / room, 3)} for name, s in self._ordered()}
+
+
 @dataclass
 class Summary:
     pages: int = 0          # input pages in this run
@@ -31,7 +67,9 @@ class Summary:
     unfinished: int = 0     # after an interrupt: pages not parsed (in flight or never started)
     restarts: int = 0       # workers replaced after a crash or timeout
     recycled: int = 0       # workers replaced for memory (--max-worker-rss)
-    plan: dict | None = None  # the CPU plan used (workers x threads)
+    retried: int = 0        # pages retried alone after their batch's worker died or hung
+    plan: dict | None = None  # the CPU plan used (workers x threads, page batch, mode)
+    stages: dict | None = None  # StageTimes.as_dict: busy seconds and share per stage
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (page id, message)
 
@@ -40,12 +78,17 @@ class Summary:
         worked = self.ok + self.failed
         return 60.0 * worked / self.seconds if self.seconds > 0 and worked else 0.0
 
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages_per_min / 60.0
+
     def as_dict(self) -> dict:
         return {"pages": self.pages, "ok": self.ok, "failed": self.failed, "skipped": self.skipped,
                 "resumed": self.resumed, "cached": self.cached, "interrupted": self.interrupted,
                 "unfinished": self.unfinished, "restarts": self.restarts, "recycled": self.recycled,
-                "plan": self.plan, "seconds": round(self.seconds, 3),
-                "pages_per_min": round(self.pages_per_min, 2)}
+                "retried": self.retried, "plan": self.plan, "seconds": round(self.seconds, 3),
+                "pages_per_min": round(self.pages_per_min, 2), "pages_per_s": round(self.pages_per_s, 3),
+                "stages": self.stages}
 
 
 class Reporter:
@@ -71,8 +114,9 @@ class Reporter:
         pass
 
     def heartbeat(self, stats: dict) -> None:
-        """Pipeline state: workers, busy, starting, queued, done, restarts, recycled, rss_mb,
-        pages_per_s."""
+        """Pipeline state: workers, busy, starting, queued (pool queue depth), inflight (pages
+        held per worker), done, restarts, recycled, retried, rss_mb, pages_per_s, stages
+        (share of the workers' time per stage so far)."""
 
     def finish(self, summary: Summary, out: str) -> None:
         if self.quiet:
@@ -84,13 +128,21 @@ class Reporter:
                            ("resumed (already done)", summary.resumed), ("from cache", summary.cached),
                            ("failed", summary.failed), ("skipped", summary.skipped),
                            ("time", f"{summary.seconds:.1f} s"),
-                           ("pages/min", f"{summary.pages_per_min:.1f}")]:
+                           ("pages/min", f"{summary.pages_per_min:.1f} ({summary.pages_per_s:.2f} pages/s)")]:
             table.add_row(key, str(value))
         if summary.plan:
-            table.add_row("workers x threads", f"{summary.plan['workers']} x {summary.plan['threads']}")
-        if summary.restarts or summary.recycled:
+            table.add_row("workers x threads", f"{summary.plan['workers']} x {summary.plan['threads']}"
+                          + (f", page batch {summary.plan['page_batch']}" if "page_batch" in summary.plan else ""))
+        if summary.stages:
+            main = {k: v for k, v in summary.stages.items() if not k.startswith("engine.")}
+            steps = {k[7:]: v for k, v in summary.stages.items() if k.startswith("engine.")}
+            table.add_row("worker time", " · ".join(f"{k} {v['share']:.0%}" for k, v in main.items()))
+            if steps:
+                table.add_row("engine steps", " · ".join(f"{k} {v['share']:.0%}" for k, v in steps.items()))
+        if summary.restarts or summary.recycled or summary.retried:
             table.add_row("worker restarts", f"{summary.restarts} (crash/timeout), "
-                                             f"{summary.recycled} (memory)")
+                                             f"{summary.recycled} (memory)"
+                          + (f"; {summary.retried} page(s) retried alone" if summary.retried else ""))
         self.console.print(table)
         for pid, msg in summary.failures[:20]:
             self.console.print(f"[red]failed[/] {pid}: {msg}")
@@ -141,8 +193,10 @@ class ProgressReporter(Reporter):
         rss = "/".join(str(r) for r in stats["rss_mb"]) or "-"
         extra = f" · starting {stats['starting']}" if stats["starting"] else ""
         restarts = stats["restarts"] + stats["recycled"]
+        inflight = sum(stats.get("inflight") or ())
         self.progress.status = (f"workers {stats['busy']}/{stats['workers']} busy{extra} · "
-                                f"queue {stats['queued']} · {stats['pages_per_s']:.2f} pages/s · "
+                                f"in flight {inflight} · queue {stats['queued']} · "
+                                f"{stats['pages_per_s']:.2f} pages/s · "
                                 f"RSS {rss} MB" + (f" · restarts {restarts}" if restarts else ""))
         self.progress.refresh()
 
@@ -188,7 +242,8 @@ class JsonReporter(Reporter):
 
     def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
         extra = {} if worker is None else {"worker": worker["worker"],
-                                           "rss_mb": round(worker["rss"] / (1 << 20), 1)}
+                                           "rss_mb": round(worker["rss"] / (1 << 20), 1),
+                                           "batch": worker.get("batch", 1)}
         self._emit("page", id=record["id"], status=record["status"], resumed=resumed,
                    error=record.get("error"), seconds=record.get("timings", {}).get("total"), **extra)
 

@@ -3,8 +3,9 @@
 The main process discovers and plans the inputs, decides which pages still need work (resume),
 and is the only writer of the journal. The pages themselves are parsed by worker processes
 (`pipeline/`): each holds one engine and does load/render -> cache lookup -> engine -> cache
-store, so a page that hangs or crashes a native library costs only that page. Every problem
-becomes a record, so one bad file never stops the batch.
+store on small batches of pages (`--page-batch`), so a page that hangs or crashes a native
+library costs only that page. Every problem becomes a record, so one bad file never stops the
+batch. The busy time of each stage (from the pages' timings) is summed here for the summary.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .budget import GiB, CpuPlan, plan_cpus
+from .budget import (DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, GiB, CpuPlan, default_page_batch,
+                     plan_cpus)
 from .engines import make_engine
 from .errors import PageError, SetupError
 from .inputs import (LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document,
                      parse_page_ranges)
 from .journal import Journal
+from .pipeline.worker import engine_kwargs
 from .records import fingerprint as make_fingerprint
 from .records import make_record, page_id
-from .report import Reporter, Summary
+from .report import Reporter, StageTimes, Summary
 
 DEFAULT_PAGE_TIMEOUT = 600.0
 DEFAULT_MAX_WORKER_RSS = 3 * GiB
@@ -59,6 +62,10 @@ class ParseOptions:
     runtime: str = "auto"                  # vlm runtime: auto | onnx | torch
     formats: set[str] = field(default_factory=set)   # extra per-document outputs (writers.FORMATS)
     out_dir: Path = Path("mineru_output")  # where they go
+    mode: str | None = None                # vlm | hybrid | ocr (None: vlm for the vlm engine, else ocr)
+    page_batch: int | None = None          # pages a worker holds and parses together (None: per engine)
+    batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS   # a batch closes when full or no page came this long
+    crop_batch: int = DEFAULT_CROP_BATCH   # vlm: crops decoded together (never changes the output)
 
 
 @dataclass
@@ -129,12 +136,16 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     # The engine object here only names itself (identity, options -> fingerprint); the models
     # are loaded and run in the worker processes.
     engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, model=opts.model,
-                         model_profile=opts.model_profile, runtime=opts.runtime)
+                         model_profile=opts.model_profile, runtime=opts.runtime,
+                         **engine_kwargs(opts.mode, opts.crop_batch))
     engine_info, fp = engine_fingerprint(engine, opts.load)
+    mode = resolve_mode(opts.mode, engine)
     # Workers build the same engine the main process resolved (auto -> ocr | vlm, model folder).
-    engine_spec = {"engine": engine.name, "lang": opts.lang, "model_profile": opts.model_profile,
+    engine_spec = {"engine": engine.name, "mode": mode, "lang": opts.lang, "model_profile": opts.model_profile,
                    "runtime": getattr(engine, "runtime_name", opts.runtime),
-                   "model": str(getattr(engine, "model_dir", "") or "") or None}
+                   "model": str(getattr(engine, "model_dir", "") or "") or None,
+                   "crop_batch": opts.crop_batch, "batch_wait_ms": opts.batch_wait_ms,
+                   "page_batch": opts.page_batch or default_page_batch(engine.name)}
 
     summary = Summary()
     t0 = time.monotonic()
@@ -160,7 +171,6 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
                 ctx.queue_source(planned, todo)
             if todo and not stop.requested:
                 cpu = plan_cpus(opts.cpus, opts.workers, pages=len(todo), engine=engine_info["name"])
-                summary.plan = cpu.as_dict()
                 todo = ctx.run_pool(todo, cpu, stop)       # -> the pages left undone
             summary.unfinished = len(todo) if stop.requested else 0
             summary.interrupted = stop.requested
@@ -186,6 +196,16 @@ def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dic
     finally:
         docs.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
+
+
+def resolve_mode(mode: str | None, engine) -> str:
+    """The mode the workers run: the engine's own when it has one, else --mode, else vlm for
+    the vlm engine and ocr (the embedded OCR engine) otherwise."""
+    resolved = getattr(engine, "mode", None) or mode or ("vlm" if engine.name == "vlm" else "ocr")
+    if engine.name == "ocr" and resolved != "ocr":
+        raise SetupError(f"--mode {resolved} needs the vlm engine (a MinerU2.5 model); "
+                         "the ocr engine runs only --mode ocr")
+    return resolved
 
 
 def engine_fingerprint(engine, load: LoadOptions) -> tuple[dict, str]:
@@ -234,6 +254,7 @@ class _Context:
     journal: Journal
     reporter: Reporter
     summary: Summary
+    stages: StageTimes = field(default_factory=StageTimes)
 
     def record(self, planned: _Planned, index: int, **fields) -> dict:
         return make_record(source=planned.src.rel, page_index=index, page_count=planned.page_count,
@@ -285,16 +306,21 @@ class _Context:
                               timings={"total": result.seconds})
         else:
             rec = self.record(item.planned, item.index, **result)
+            self.stages.add(result.get("timings") or {})
         self.emit(rec, worker)
 
     def run_pool(self, todo: list[_Item], cpu: CpuPlan, stop: _Interrupts) -> list[_Item]:
         from .pipeline import WorkerPool
 
         opts = self.opts
+        batch = self.engine_spec["page_batch"]
         self.reporter.info(f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
-                           f"(--cpus {cpu.budget}; {cpu.why}); {len(todo)} page(s) to do")
+                           f"(--cpus {cpu.budget}; {cpu.why}); page batch {batch}, "
+                           f"mode {self.engine_spec['mode']}; {len(todo)} page(s) to do")
         spec = {**self.engine_spec, "threads": cpu.threads, "spinning": cpu.spinning,
                 "env": cpu.thread_env(), "fp": self.fp, "load": opts.load, "cache": cache_spec(opts)}
+        self.summary.plan = {**cpu.as_dict(), "page_batch": batch, "crop_batch": opts.crop_batch,
+                             "batch_wait_ms": opts.batch_wait_ms, "mode": self.engine_spec["mode"]}
         t0 = time.monotonic()
         beat = {"next": t0}
         every = self.reporter.heartbeat_every
@@ -305,10 +331,11 @@ class _Context:
                 return
             beat["next"] = now + every
             self.reporter.heartbeat({**stats.as_dict(),
-                                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3)})
+                                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3),
+                                     "stages": self.stages.shares(now - t0, cpu.workers)})
 
         pool = WorkerPool(cpu.workers, spec, opts.page_timeout, opts.max_worker_rss,
-                          warn=self.reporter.warn, info=self.reporter.info)
+                          warn=self.reporter.warn, info=self.reporter.info, page_batch=batch)
         stop.pool = pool
         try:
             with pool:
@@ -316,6 +343,8 @@ class _Context:
                                 grace=min(STOP_GRACE, opts.page_timeout), on_tick=tick)
         finally:
             stop.pool = None
+            self.summary.stages = self.stages.as_dict(time.monotonic() - t0, cpu.workers)
         self.summary.restarts = pool.stats.restarts
         self.summary.recycled = pool.stats.recycled
+        self.summary.retried = pool.stats.retried
         return left

@@ -35,6 +35,7 @@ class EngineResult:
     blocks: list[Block]
     markdown: str
     timings: dict[str, float] = field(default_factory=dict)  # seconds per engine step
+    counts: dict[str, int] = field(default_factory=dict)     # e.g. retries, blocks by source
     warnings: list[str] = field(default_factory=list)
 
 

@@ -33,8 +33,8 @@ Blocks carry page-pixel boxes; tables put their HTML in extra["html"], equations
 
 Timings per page: "ocr" (its own OCR, in the background), "layout" and "content" (the batch's
 seconds divided by its pages), "ocr_wait" (what the main thread waited for OCR once it needed
-the lines, divided likewise), "post", "batch_pages", and the counts "retries" and, in hybrid
-mode, "ocr_blocks"/"vlm_blocks" (blocks by source).
+the lines, divided likewise), "post". Counts (EngineResult.counts): "batch_pages", "retries"
+and, in hybrid mode, "ocr_blocks"/"vlm_blocks" (blocks by source).
 
 Runtimes: "torch" (transformers, fp32, the reference) and "onnx" (onnxruntime, no torch; the
 model folder is then an export from `mineru export`, or a model folder holding one in onnx/).
@@ -265,7 +265,7 @@ class VlmEngine:
 
     def _parse_pages(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
         n = len(pages)
-        states = [_Page(page, timings={"retries": 0}) for page in pages]
+        states = [_Page(page, counts={"retries": 0}) for page in pages]
         self.ocr.warm_up(layout=False)   # sessions are created here, never in the OCR thread
         ocr = _OcrJobs(self.ocr, pages, self._ocr_pool() if self.overlap else None)
         try:
@@ -307,7 +307,8 @@ class VlmEngine:
         results: list[EngineResult | Exception] = []
         for st in states:
             st.timings.update({"layout": layout_time / n, "content": content_time / n,
-                               "ocr_wait": ocr_wait / n, "batch_pages": n})
+                               "ocr_wait": ocr_wait / n})
+            st.counts["batch_pages"] = n
             try:
                 results.append(self._finish(st))
             except Exception as exc:  # noqa: BLE001 - this page's post-processing only
@@ -366,7 +367,7 @@ class VlmEngine:
             return
         retries = [replace(crop, sampling=fusion.retry_params(crop.sampling)) for _, crop, *_ in suspects]
         for (st, crop, reason, ocr_text, lines), (text, gen) in zip(suspects, self.read_crops(retries)):
-            st.timings["retries"] += 1
+            st.counts["retries"] += 1
             block = st.blocks[crop.index]
             info = st.info.setdefault(crop.index, {})
             info["retried"] = True
@@ -403,11 +404,12 @@ class VlmEngine:
                 block.score = info["score"]
             out.append(block)
         if self.mode == "hybrid":
-            st.timings["vlm_blocks"] = sum(1 for b in out if b.extra["source"] == "vlm")
-            st.timings["ocr_blocks"] = sum(1 for b in out if b.extra["source"] == "ocr")
+            st.counts["vlm_blocks"] = sum(1 for b in out if b.extra["source"] == "vlm")
+            st.counts["ocr_blocks"] = sum(1 for b in out if b.extra["source"] == "ocr")
         markdown = blocks_to_markdown(out)
         st.timings["post"] = time.perf_counter() - t0
-        return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings)
+        return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings,
+                            counts=st.counts)
 
     @staticmethod
     def _block(b: P.LayoutBlock, width: int, height: int) -> Block:
@@ -437,6 +439,7 @@ class _Page:
     info: dict[int, dict] = field(default_factory=dict)   # block extras: source, retried, lines
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 class _OcrJobs:

@@ -230,7 +230,7 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
 
     config_json = json.dumps((config or mineru25_config()).to_dict())
     code = (
-        "import json, resource, sys, numpy as np\n"
+        "import json, sys, numpy as np\n"
         "from transformers import Qwen2VLConfig\n"
         "from mineru_cli.export.bench import synthetic_input\n"
         "from mineru_cli.vlm.runtime_onnx import OnnxRuntime\n"
@@ -238,9 +238,12 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
         f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
         f"rt.image_embeds([synthetic_input(cfg, {tuple(image_hw)!r}, 8, seed=1)])\n"
         f"rt.prefill([synthetic_input(cfg, (56, 56), {int(prefill_tokens) - 6}, seed=2)])\n"
-        "t = rt.prefill([synthetic_input(cfg, (56, 56), 40 + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
+        "t = rt.prefill([synthetic_input(cfg, (56, 56), 520 + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
         "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of the
+        # (large) bench process would report the parent's size
+        "peak = [int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+        "print(peak)\n")
     out = subprocess.run([sys.executable, "-c", code], input=config_json, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"the peak-RSS run failed: {out.stderr.strip()[-2000:]}")

@@ -294,26 +294,35 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-30)
 
 
-def measure_parity(reference, candidate, inputs, steps: int = 16) -> dict:
-    """Teacher-forced comparison of two runtimes over one batch.
+def teacher_forced(runtime, inputs, steps: int = 16, tokens: list | None = None):
+    """(logits rows (steps+1, B, vocab), the tokens fed): the runtime's own greedy choice
+    (plain argmax, no penalties) when `tokens` is None, else the given tokens."""
+    rows = [runtime.prefill(inputs)]
+    fed = []
+    for i in range(steps):
+        t = rows[-1].argmax(-1).astype(np.int64) if tokens is None else tokens[i]
+        fed.append(t)
+        rows.append(runtime.step(t))
+    return np.stack(rows).astype(np.float32), fed
 
-    The reference decodes greedily (plain argmax, no penalties) for `steps` tokens; the
-    candidate is fed the same tokens. Reported over every (row, step) logits vector: the max
-    absolute difference, the min and mean cosine, and the share of steps whose argmax agrees.
-    """
-    ref_rows, cand_rows = [reference.prefill(inputs)], [candidate.prefill(inputs)]
-    for _ in range(steps):
-        tokens = ref_rows[-1].argmax(-1).astype(np.int64)
-        ref_rows.append(reference.step(tokens))
-        cand_rows.append(candidate.step(tokens))
-    ref = np.stack(ref_rows).astype(np.float32)
-    cand = np.stack(cand_rows).astype(np.float32)
+
+def compare_logits(ref: np.ndarray, cand: np.ndarray) -> dict:
+    """Over every (step, row) logits vector: the max absolute difference, the min and mean
+    cosine, and the share of steps whose argmax agrees."""
     cos = _cosine(ref, cand)
     return {"max_abs_logit_diff": float(np.abs(ref - cand).max()),
             "logit_scale": float(np.abs(ref).max()),
             "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean()),
             "top1_agreement": float((ref.argmax(-1) == cand.argmax(-1)).mean()),
-            "positions": int(ref.shape[0] * ref.shape[1]), "batch": len(inputs), "steps": steps}
+            "positions": int(ref.shape[0] * ref.shape[1]), "batch": int(ref.shape[1]), "steps": int(ref.shape[0] - 1)}
+
+
+def measure_parity(reference, candidate, inputs, steps: int = 16) -> dict:
+    """Teacher-forced comparison of two runtimes over one batch: the reference decodes greedily
+    for `steps` tokens and the candidate is fed the same tokens (compare_logits)."""
+    ref, tokens = teacher_forced(reference, inputs, steps)
+    cand, _ = teacher_forced(candidate, inputs, steps, tokens)
+    return compare_logits(ref, cand)
 
 
 # --------------------------------------------------------------------------- the export

@@ -1,20 +1,29 @@
-"""The main-process side: a pool of worker processes, each fed one page at a time.
+"""The main-process side: a pool of worker processes, each fed small batches of pages.
 
 Design
   * One duplex pipe per worker (no shared queue: a worker killed while holding a shared
     queue's lock would wedge every other worker). The main process waits on all pipes and
     all process sentinels at once (`multiprocessing.connection.wait`).
-  * Back-pressure: a worker gets its next page only when it has returned the last one, so at
-    most `workers` pages are loaded/rendered at any time; the rest is a list of
-    (source, page index) in the main process. Pixels never cross the process boundary.
-  * Timeouts are not cooperative: the main process keeps each page's deadline and SIGKILLs
-    the worker when it passes (a hung native call cannot ignore that), records the page as
-    `timeout`, and starts a fresh worker.
+  * Batches and back-pressure: a worker holds at most `page_batch` pages in flight (sent and
+    not yet answered); it gets more only as it answers, so at most workers x page_batch pages
+    are loaded/rendered at any time; the rest is a list of (source, page index) in the main
+    process. Pixels never cross the process boundary. The worker groups what it holds into
+    one engine call (see worker.py).
+  * Timeouts are not cooperative: the main process keeps each worker's deadline and SIGKILLs
+    the worker when it passes (a hung native call cannot ignore that), then starts a fresh
+    worker. Deadlines: render + cache lookup get `page_timeout` per page, from the moment the
+    worker starts rendering it; the engine stage of a batch of n pages (and the cache stores
+    after it) gets n x `page_timeout`, from the moment the batch entered the engine stage.
   * Crashes: a worker that dies (segfault, abort, SIGKILL, OOM killer) is seen through its
-    sentinel / pipe EOF; its page gets a `failed` record (error kind `crash`, the exit code or
-    signal, the stage it was in) and a fresh worker takes its place.
-  * Memory: workers report their RSS after each page; above `max_rss` a worker is retired
-    and replaced (recycling) before it gets another page.
+    sentinel / pipe EOF, and a fresh worker takes its place.
+  * Blame: the pages a dead or killed worker had started (it renders them one by one, then
+    parses the misses together) are the suspects. One suspect: it gets the record (`timeout`,
+    or `failed` with error kind `crash`, the exit code or signal, the stage it was in). Several
+    (a batch died in its engine stage): none is blamed yet; each is re-queued "solo", at the
+    front of the queue, to be sent alone to an idle worker, where a poison page then costs
+    only itself. Pages the worker had not started yet are re-queued as they were.
+  * Memory: workers report their RSS after each page; above `max_rss` a worker gets no more
+    pages and is retired and replaced (recycling) once it has answered those it holds.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import SetupError
 from .worker import rss_bytes, worker_main
@@ -59,48 +68,68 @@ class PageFault:
 @dataclass
 class PoolStats:
     workers: int = 0          # worker slots
-    busy: int = 0             # parsing a page now
+    busy: int = 0             # holding at least one page now
     starting: int = 0         # spawning / loading models
-    queued: int = 0           # pages not yet handed to a worker
+    queued: int = 0           # pages not yet handed to a worker (pool queue depth)
     done: int = 0             # pages answered by the pool
     restarts: int = 0         # workers replaced after a crash or timeout
     recycled: int = 0         # workers replaced for RSS
-    rss: list[int] = field(default_factory=list)   # per live worker, bytes
+    retried: int = 0          # pages re-queued alone after their batch lost its worker
+    inflight: list[int] = field(default_factory=list)   # pages held, per live worker
+    rss: list[int] = field(default_factory=list)        # per live worker, bytes
 
     def as_dict(self) -> dict:
         return {"workers": self.workers, "busy": self.busy, "starting": self.starting,
-                "queued": self.queued, "done": self.done, "restarts": self.restarts,
-                "recycled": self.recycled, "rss_mb": [round(r / (1 << 20)) for r in self.rss]}
+                "queued": self.queued, "inflight": list(self.inflight), "done": self.done,
+                "restarts": self.restarts, "recycled": self.recycled, "retried": self.retried,
+                "rss_mb": [round(r / (1 << 20)) for r in self.rss]}
+
+
+@dataclass
+class _Task:
+    id: int
+    item: Any
+    solo: bool
+    sent: float
+    started: float | None = None    # when the worker began rendering it
+    stage: str = "queue"
 
 
 class _Worker:
     def __init__(self, slot: int, proc, conn):
         self.slot, self.proc, self.conn = slot, proc, conn
         self.ready = False
+        self.retiring = False           # above --max-worker-rss: no more pages, retire when empty
         self.spawned = time.monotonic()
-        self.task = None            # (task_id, item) while busy
-        self.started = 0.0          # when the current page was handed over
-        self.stage = "queue"
+        self.tasks: dict[int, _Task] = {}   # in flight, in the order sent
+        self.deadline: float | None = None  # kill after this (monotonic), while a page is started
+        self.last_stage = ""
         self.rss = 0
         self.pages = 0
 
     @property
     def busy(self) -> bool:
-        return self.task is not None
+        return bool(self.tasks)
+
+    def started(self) -> list[_Task]:
+        return [t for t in self.tasks.values() if t.started is not None]
 
 
 class WorkerPool:
     """Parse items (anything with `.src` and `.index`) on worker processes.
 
     `run(items, on_result)` calls `on_result(item, result_or_fault, info)` in the main
-    process as pages finish (in completion order); `info` = {"worker", "rss"}."""
+    process as pages finish (in completion order); `info` = {"worker", "rss", "batch"}
+    (batch: pages that shared the page's engine call; 0: none, e.g. a cache hit)."""
 
     def __init__(self, workers: int, spec: dict, page_timeout: float, max_rss: int,
-                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None):
+                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None,
+                 page_batch: int = 1):
         self.n = max(1, workers)
         self.spec = spec
         self.page_timeout = page_timeout
         self.max_rss = max_rss
+        self.page_batch = max(1, page_batch)
         self.warn, self.info = warn, info
         self.ctx = mp.get_context("spawn")
         self.workers: list[_Worker | None] = [None] * self.n
@@ -108,7 +137,7 @@ class WorkerPool:
         self._task_ids = 0
         self._start_failures = 0
         self._warned: set[str] = set()
-        self._queue: deque = deque()
+        self._queue: deque = deque()        # (item, solo)
         self._stopping = False
         self._rss_at = 0.0
 
@@ -181,7 +210,7 @@ class WorkerPool:
             grace: float = 10.0, on_tick: Callable[[PoolStats], None] | None = None) -> list:
         """Parse all items; returns those not finished (after a stop request: in flight
         past the grace period, and never handed out)."""
-        queue = self._queue = deque(items)
+        queue = self._queue = deque((item, False) for item in items)
         for slot in range(min(self.n, len(queue))):
             self._spawn(slot)
         stop_at = None
@@ -196,7 +225,7 @@ class WorkerPool:
                 break
             if stop_at is not None and time.monotonic() > stop_at:
                 for w in busy:                     # in flight past the grace period: not journaled
-                    queue.appendleft(w.task[1])
+                    queue.extendleft(reversed([(t.item, False) for t in w.tasks.values()]))
                     self._reap(w, kill=True)
                 break
             self._wait()
@@ -206,29 +235,34 @@ class WorkerPool:
             if on_tick is not None:
                 on_tick(self.stats)
         self._update_stats(queue, rss=False)
-        return list(queue)
+        return [item for item, _ in queue]
 
     def _dispatch(self, queue: deque) -> None:
+        """Fill free slots. A solo page goes only to a worker holding nothing, and alone."""
         for w in self.workers:
-            if not queue:
-                return
-            if w is not None and w.ready and not w.busy:
+            if w is None or not w.ready or w.retiring:
+                continue
+            while queue:
+                item, solo = queue[0]
+                if (w.tasks and solo) or len(w.tasks) >= self.page_batch \
+                        or any(t.solo for t in w.tasks.values()):
+                    break
+                queue.popleft()
                 self._task_ids += 1
-                item = queue.popleft()
                 try:
-                    w.conn.send((self._task_ids, item.src, item.index))
+                    w.conn.send((self._task_ids, item.src, item.index, solo))
                 except OSError:            # died while idle: its sentinel will tell; retry the item
-                    queue.appendleft(item)
-                    continue
-                w.task, w.started, w.stage = (self._task_ids, item), time.monotonic(), "queue"
+                    queue.appendleft((item, solo))
+                    break
+                w.tasks[self._task_ids] = _Task(self._task_ids, item, solo, time.monotonic())
 
     def _wait(self) -> None:
         live = [w for w in self.workers if w is not None]
         timeout = TICK
         now = time.monotonic()
         for w in live:
-            if w.busy:
-                timeout = min(timeout, max(0.0, w.started + self.page_timeout - now))
+            if w.deadline is not None:
+                timeout = min(timeout, max(0.0, w.deadline - now))
         waitables = [w.conn for w in live] + [w.proc.sentinel for w in live]
         if waitables:
             wait(waitables, timeout)
@@ -258,8 +292,19 @@ class WorkerPool:
             w.ready = True
             self._start_failures = 0
         elif kind == "stage":
-            if w.task is not None and w.task[0] == msg[1]:
-                w.stage = msg[2]
+            task = w.tasks.get(msg[1])
+            if task is None:
+                return
+            now = time.monotonic()
+            if task.started is None:
+                task.started = now
+            task.stage = stage = msg[2]
+            if stage == "render":                                   # this page's own clock
+                w.deadline = now + self.page_timeout
+            elif stage == "engine" and w.last_stage != "engine":    # the batch's clock
+                n = msg[3] if len(msg) > 3 else 1
+                w.deadline = now + n * self.page_timeout
+            w.last_stage = stage
         elif kind == "warn":
             if msg[1] not in self._warned:
                 self._warned.add(msg[1])
@@ -268,33 +313,55 @@ class WorkerPool:
             self._reap(w, kill=True)
             raise SetupError(msg[1])
         elif kind == "done":
-            _, task_id, result, rss = msg
-            if w.task is None or w.task[0] != task_id:
+            task_id, result, rss = msg[1:4]
+            batch = msg[4] if len(msg) > 4 else 1
+            task = w.tasks.pop(task_id, None)
+            if task is None:
                 return
-            item = w.task[1]
-            w.task, w.rss = None, rss
+            w.rss = rss
             w.pages += 1
+            if not w.started():
+                w.deadline, w.last_stage = None, ""
             self.stats.done += 1
-            on_result(item, result, {"worker": w.slot, "rss": rss})
-            if self.max_rss and rss > self.max_rss:
+            on_result(task.item, result, {"worker": w.slot, "rss": rss, "batch": batch})
+            if self.max_rss and rss > self.max_rss and not w.retiring:
                 self.info(f"worker {w.slot}: RSS {rss / (1 << 20):.0f} MB above --max-worker-rss "
                           f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled")
                 self.stats.recycled += 1
+                w.retiring = True
+            if w.retiring and not w.tasks:
                 self._retire(w)
                 if self._want_worker():
                     self._spawn(w.slot)
 
+    def _lost(self, w: _Worker, queue: deque, on_result: Callable, fault: Callable[[_Task], PageFault]) -> None:
+        """The pages of a worker that died or was killed: blame a lone suspect, retry the
+        suspects of a batch alone, re-queue the pages it had not started."""
+        suspects = w.started()
+        later = [(t.item, t.solo) for t in w.tasks.values() if t.started is None]
+        retry: list = []
+        if len(suspects) == 1:
+            task = suspects[0]
+            self.stats.done += 1
+            on_result(task.item, fault(task), {"worker": w.slot, "rss": w.rss, "batch": 1})
+        elif suspects:
+            retry = [(t.item, True) for t in suspects]
+            self.stats.retried += len(retry)
+            self.info(f"worker {w.slot}: lost with {len(suspects)} pages of a batch in the "
+                      f"{suspects[-1].stage} stage; retrying each alone")
+        queue.extendleft(reversed(retry + later))
+        w.tasks.clear()
+
     def _died(self, w: _Worker, queue: deque, on_result: Callable) -> None:
         code = self._reap(w, kill=True)
-        if w.task is not None:
-            task_id, item = w.task
-            self.stats.done += 1
+        if w.tasks:
             self.stats.restarts += 1
-            fault = PageFault("failed", {"kind": "crash", "stage": w.stage,
-                                         "message": f"worker process died ({describe_exit(code)}) "
-                                                    f"during the {w.stage} stage; worker restarted"},
-                              time.monotonic() - w.started)
-            on_result(item, fault, {"worker": w.slot, "rss": w.rss})
+            now = time.monotonic()
+            self._lost(w, queue, on_result, lambda t: PageFault(
+                "failed", {"kind": "crash", "stage": t.stage,
+                           "message": f"worker process died ({describe_exit(code)}) "
+                                      f"during the {t.stage} stage; worker restarted"},
+                now - (t.started or t.sent)))
         elif not w.ready:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
@@ -307,25 +374,25 @@ class WorkerPool:
         for w in list(self.workers):
             if w is None:
                 continue
-            if w.busy and now - w.started > self.page_timeout:
-                task_id, item = w.task
+            if w.deadline is not None and now > w.deadline:
                 # A result may have arrived just in time: take it rather than kill.
                 try:
-                    while w.busy and w.conn.poll():
+                    while w.conn.poll():
                         self._handle(w, w.conn.recv(), on_result)
+                        if self.workers[w.slot] is not w:
+                            break
                 except (EOFError, OSError):
                     pass
-                if self.workers[w.slot] is not w or not w.busy:
+                if self.workers[w.slot] is not w or w.deadline is None or now <= w.deadline:
                     continue
                 self._reap(w, kill=True)
-                self.stats.done += 1
                 self.stats.restarts += 1
-                fault = PageFault("timeout", {"kind": "timeout", "stage": w.stage,
-                                              "message": f"no result after {self.page_timeout:g} s "
-                                                         f"(--page-timeout) in the {w.stage} stage; "
-                                                         "worker killed and restarted"},
-                                  now - w.started)
-                on_result(item, fault, {"worker": w.slot, "rss": w.rss})
+                self._lost(w, queue, on_result, lambda t: PageFault(
+                    "timeout", {"kind": "timeout", "stage": t.stage,
+                                "message": f"no result after {self.page_timeout:g} s "
+                                           f"(--page-timeout) in the {t.stage} stage; "
+                                           "worker killed and restarted"},
+                    now - (t.started or t.sent)))
                 if self._want_worker():
                     self._spawn(w.slot)
             elif not w.ready and now - w.spawned > START_TIMEOUT:
@@ -344,6 +411,7 @@ class WorkerPool:
         self.stats.busy = sum(w.busy for w in live)
         self.stats.starting = sum(not w.ready for w in live)
         self.stats.queued = len(queue)
+        self.stats.inflight = [len(w.tasks) for w in live]
         now = time.monotonic()
         if rss and now - self._rss_at >= 1.0:      # measured from outside: busy workers too
             self._rss_at = now

@@ -1,21 +1,36 @@
-"""The worker process: one engine, one page at a time, told what to do over a pipe.
+"""The worker process: one engine, pages in small batches, told what to do over a pipe.
 
 Imports only the standard library at module level: the spawned child imports this module
 before `worker_main` sets the thread environment, and numpy/onnxruntime read it at import.
 
-Messages, worker -> main (all small; pixels never cross the process boundary):
-  ("ready", pid)                      engine loaded, waiting for pages
-  ("fatal", message)                  cannot start (bad set-up): the run stops with exit 2
-  ("stage", task_id, stage)           entering render | cache | engine | store
-  ("warn", message)                   a warning for the user (e.g. the cache degraded)
-  ("done", task_id, result, rss)      the page's record fields, and RSS after it
-main -> worker: (task_id, SourceFile, page_index) or None (exit).
+Batches. The main process sends a worker up to `page_batch` pages (never more in flight: that
+is the back-pressure). The worker blocks for one page, then keeps taking pages until it has
+`page_batch` of them or none arrived within `batch_wait_ms` (a "solo" page closes its batch at
+once: it is alone by design). For each page of the batch, in order: render/normalise it and
+look it up in the cache; a hit (or a page that fails here) is answered at once. The misses go
+to `engine.parse_batch(images)` together (the VLM decodes their layout steps and crops
+together); each page's result is then stored in the cache and answered. So at most
+`page_batch` rendered pages are held per worker.
 
-Test hook (off unless the variable is set; used by tests/test_pipeline.py):
+Messages, worker -> main (all small; pixels never cross the process boundary):
+  ("ready", pid)                          engine loaded, waiting for pages
+  ("fatal", message)                      cannot start (bad set-up): the run stops with exit 2
+  ("stage", task_id, stage)               the page enters render | cache | store
+  ("stage", task_id, "engine", n)         the page enters the engine stage in a batch of n pages
+                                          (sent for each of the n, just before the engine call)
+  ("warn", message)                       a warning for the user (e.g. the cache degraded)
+  ("done", task_id, result, rss, n)       the page's record fields, RSS after it, and n: the pages
+                                          that shared its engine call (0: not parsed by the engine)
+main -> worker: (task_id, SourceFile, page_index, solo) or None (finish the batch, then exit).
+"solo" = send it alone: the main process retries each page of a batch whose worker died or hung
+that way, so one poison page costs only itself (see pool.py).
+
+Test hook (off unless the variable is set; used by tests/test_pipeline*.py):
   MINERU_TEST_FAULTS="hang=<glob>;abort=<glob>;kill=<glob>;raise=<glob>;leak=<glob>"
-  makes the worker, on a page whose id matches the fnmatch glob, at the engine stage:
-  hang (sleep forever), os.abort() (SIGABRT), SIGKILL itself, raise RuntimeError, or keep
-  64 MiB more memory alive (for the RSS recycling path). Several globs: "hang=a*,b*".
+  makes the worker, on a page whose id matches the fnmatch glob, at the engine stage (in a
+  batch: just before the batch's engine call): hang (sleep forever), os.abort() (SIGABRT),
+  SIGKILL itself, raise RuntimeError (that page alone fails, as a parse_batch entry would), or
+  keep 64 MiB more memory alive (for the RSS recycling path). Several globs: "hang=a*,b*".
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
 
@@ -88,9 +104,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def engine_kwargs(mode: str | None, crop_batch: int | None) -> dict:
+    """make_engine's `mode` (None: its default) and `batch_size` (crops decoded together)."""
+    out: dict = {} if mode is None else {"mode": mode}
+    if crop_batch is not None:
+        out["batch_size"] = crop_batch
+    return out
+
+
 def worker_main(conn, spec: dict) -> None:
-    """Entry point of a worker process. `spec`: engine, lang, model, model_profile, runtime,
-    threads, spinning, env, fp, load (LoadOptions), cache (ResultCache kwargs or None)."""
+    """Entry point of a worker process. `spec`: engine, mode, lang, model, model_profile,
+    runtime, threads, spinning, env, fp, load (LoadOptions), cache (ResultCache kwargs or None),
+    page_batch, batch_wait_ms, crop_batch."""
     os.environ.update(spec["env"])          # before numpy / onnxruntime are imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the main process's business
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -106,7 +131,8 @@ def worker_main(conn, spec: dict) -> None:
 
         engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
                              model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"],
-                             spinning=spec["spinning"])
+                             spinning=spec["spinning"],
+                             **engine_kwargs(spec.get("mode"), spec.get("crop_batch")))
         engine.warm_up()                     # load the models now, not on page one
         cache = None
         if spec["cache"] is not None:
@@ -123,19 +149,16 @@ def worker_main(conn, spec: dict) -> None:
     from ..inputs import OpenDocuments
 
     docs = OpenDocuments(spec["load"])
+    size = max(1, int(spec.get("page_batch", 1)))
+    window = max(0.0, float(spec.get("batch_wait_ms", 100))) / 1000.0
     send("ready", os.getpid())
     try:
         while True:
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError):
+            tasks, last = collect_batch(conn, size, window)
+            if tasks:
+                run_batch(engine, cache, docs, spec["fp"], tasks, faults, send)
+            if last:
                 break
-            if msg is None:
-                break
-            task_id, src, index = msg
-            result = parse_page(engine, cache, docs, spec["fp"], src, index, faults,
-                                lambda stage: send("stage", task_id, stage))
-            send("done", task_id, result, rss_bytes())
     except (BrokenPipeError, EOFError, OSError):
         pass   # the main process went away
     finally:
@@ -144,9 +167,110 @@ def worker_main(conn, spec: dict) -> None:
             cache.close()
 
 
-def parse_page(engine, cache, docs, fp: str, src, index: int, faults, stage) -> dict:
-    """One page -> the fields of its record (status, error, image, cache, blocks, ...).
-    Every problem becomes a failed page; nothing here raises."""
+def collect_batch(conn, size: int, window: float) -> tuple[list[tuple], bool]:
+    """Block for one task, then take more until `size` of them or none arrived within `window`
+    seconds. A solo task comes alone. Returns (tasks, exit_after_them)."""
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return [], True
+    if msg is None:
+        return [], True
+    tasks = [msg]
+    if msg[3]:                                   # solo
+        return tasks, False
+    try:
+        while len(tasks) < size and conn.poll(window):
+            msg = conn.recv()
+            if msg is None:
+                return tasks, True
+            tasks.append(msg)
+    except (EOFError, OSError):
+        return tasks, True
+    return tasks, False
+
+
+@dataclass
+class _Waiting:
+    """A rendered page of the current batch, a cache miss waiting for the engine."""
+    task_id: int
+    pid: str
+    page: object                 # inputs.Page
+    image: dict
+    cache: dict
+    t0: float
+    timings: dict = field(default_factory=dict)
+
+
+def run_batch(engine, cache, docs, fp: str, tasks: list[tuple], faults, send) -> None:
+    """Render + cache lookup per page (hits answered at once), one engine call for the
+    misses, then store and answer each. Every problem becomes that page's failed record."""
+    waiting: list[_Waiting] = []
+    for task_id, src, index, _solo in tasks:
+        out = prepare_page(cache, docs, fp, src, index, lambda s, t=task_id: send("stage", t, s))
+        if isinstance(out, dict):
+            send("done", task_id, out, rss_bytes(), 0)
+        else:
+            out.task_id = task_id
+            waiting.append(out)
+    if not waiting:
+        return
+    n = len(waiting)
+    for w in waiting:
+        send("stage", w.task_id, "engine", n)
+    results: list = [None] * n
+    if faults:
+        for i, w in enumerate(waiting):
+            try:
+                _fault(faults, w.pid)
+            except Exception as exc:  # noqa: BLE001 - an injected per-page failure
+                results[i] = exc
+    todo = [i for i in range(n) if results[i] is None]
+    t1 = time.perf_counter()
+    for i, res in zip(todo, engine_batch(engine, [waiting[i].page.image for i in todo])):
+        results[i] = res
+    share = (time.perf_counter() - t1) / max(1, len(todo))   # each page's share of the call
+    for w, res in zip(waiting, results):
+        send("done", w.task_id, finish_page(cache, fp, w, res, share,
+                                            lambda s, t=w.task_id: send("stage", t, s)), rss_bytes(), n)
+
+
+def engine_batch(engine, images: list) -> list:
+    """engine.parse_batch(images): one EngineResult or Exception per image, in order.
+
+    Fallbacks, so the pipeline works with any engine: an engine without parse_batch gets
+    engine.parse per page; a parse_batch that raises (against its contract) or answers the
+    wrong number of entries gets each page again alone, so one bad page fails only itself."""
+    batch = getattr(engine, "parse_batch", None)
+    if batch is not None:
+        try:
+            out = list(batch(images))
+            if len(out) == len(images):
+                return out
+        except Exception as exc:  # noqa: BLE001
+            if len(images) == 1:
+                return [exc]
+    out = []
+    for image in images:
+        try:
+            out.append(engine.parse(image))
+        except Exception as exc:  # noqa: BLE001 - the page boundary
+            out.append(exc)
+    return out
+
+
+def _failed(exc: Exception, where: str, t0: float) -> dict:
+    # The engine or a native library choked on this page: record it and go on with the batch.
+    stage_ = "engine" if where in ("engine", "store", "cache") else "render"
+    return {"status": "failed",
+            "error": {"kind": "engine_error" if stage_ == "engine" else "corrupt",
+                      "stage": stage_, "message": f"{type(exc).__name__}: {exc}"},
+            "timings": {"total": time.perf_counter() - t0}}
+
+
+def prepare_page(cache, docs, fp: str, src, index: int, stage):
+    """Render and look up one page: a finished result dict (cache hit, or failed), or a
+    _Waiting page for the engine. Nothing here raises."""
     from ..errors import PageError
     from ..records import page_id
 
@@ -166,40 +290,51 @@ def parse_page(engine, cache, docs, fp: str, src, index: int, faults, stage) -> 
         image = {"width": page.image.width, "height": page.image.height, "sha256": page.sha256,
                  "original_width": page.original_size[0], "original_height": page.original_size[1],
                  "scale": page.scale}
-        payload, cache_info = None, {"status": "off"} if cache is None else {"status": "miss"}
+        cache_info = {"status": "off"} if cache is None else {"status": "miss"}
         if cache is not None:
             where = "cache"
             stage("cache")
+            t1 = time.perf_counter()
             hit = cache.lookup(page.image, page.sha256, fp)
+            timings["cache"] = time.perf_counter() - t1
             if hit is not None:
-                payload, cache_info = hit.payload, {"status": hit.kind}
+                cache_info = {"status": hit.kind}
                 if hit.kind == "near-hit":
                     cache_info["from"] = hit.source
-        if payload is None:
-            where = "engine"
-            stage("engine")
-            if faults:
-                _fault(faults, pid)
-            t1 = time.perf_counter()
-            result = engine.parse(page.image)
-            timings["engine"] = time.perf_counter() - t1
-            timings.update({f"engine.{k}": v for k, v in result.timings.items()})
-            payload = {"blocks": [b.as_dict() for b in result.blocks], "markdown": result.markdown,
-                       "warnings": result.warnings}
-            if cache is not None:
-                where = "store"
-                stage("store")
-                cache.store(page.image, page.sha256, fp, pid, payload)
-        timings["total"] = time.perf_counter() - t0
-        return {"status": "ok", "image": image, "cache": cache_info, "blocks": payload["blocks"],
-                "markdown": payload["markdown"], "warnings": page.warnings + payload.get("warnings", []),
-                "timings": timings}
+                timings["total"] = time.perf_counter() - t0
+                return _ok(page, image, cache_info, hit.payload, timings)
+        return _Waiting(0, pid, page, image, cache_info, t0, timings)
     except PageError as exc:
         return {"status": "failed", "error": exc.as_dict(), "timings": {"total": time.perf_counter() - t0}}
     except Exception as exc:  # noqa: BLE001 - the page boundary: any failure costs this page only
-        # The engine or a native library choked on this page: record it and go on with the batch.
-        stage_ = "engine" if where in ("engine", "store", "cache") else "render"
-        return {"status": "failed",
-                "error": {"kind": "engine_error" if stage_ == "engine" else "corrupt",
-                          "stage": stage_, "message": f"{type(exc).__name__}: {exc}"},
-                "timings": {"total": time.perf_counter() - t0}}
+        return _failed(exc, where, t0)
+
+
+def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> dict:
+    """The engine's answer for one page (EngineResult or Exception) -> its record fields,
+    stored in the cache. `engine_s`: the page's share of its batch's engine call."""
+    if isinstance(result, BaseException):
+        return _failed(result, "engine", w.t0)
+    where = "engine"
+    try:
+        timings = w.timings
+        timings["engine"] = engine_s
+        timings.update({f"engine.{k}": v for k, v in result.timings.items()})
+        payload = {"blocks": [b.as_dict() for b in result.blocks], "markdown": result.markdown,
+                   "warnings": result.warnings}
+        if cache is not None:
+            where = "store"
+            stage("store")
+            t1 = time.perf_counter()
+            cache.store(w.page.image, w.page.sha256, fp, w.pid, payload)
+            timings["store"] = time.perf_counter() - t1
+        timings["total"] = time.perf_counter() - w.t0
+        return _ok(w.page, w.image, w.cache, payload, timings)
+    except Exception as exc:  # noqa: BLE001
+        return _failed(exc, where, w.t0)
+
+
+def _ok(page, image: dict, cache_info: dict, payload: dict, timings: dict) -> dict:
+    return {"status": "ok", "image": image, "cache": cache_info, "blocks": payload["blocks"],
+            "markdown": payload["markdown"], "warnings": page.warnings + payload.get("warnings", []),
+            "timings": timings}

@@ -103,7 +103,7 @@ def test_hybrid_takes_confident_ocr_lines_for_text_blocks(tiny_vlm, shared_runti
         {**b.as_dict(), "source": "vlm"} for b in plain.blocks[2:]]
     # Fewer VLM requests: layout + 4 crops in vlm mode, layout + table + equation in hybrid.
     assert vlm.runtime.sequences == 5 and hybrid.runtime.sequences == 3
-    assert mixed.timings["ocr_blocks"] == 2 and mixed.timings["vlm_blocks"] == 3
+    assert mixed.counts["ocr_blocks"] == 2 and mixed.counts["vlm_blocks"] == 3
     assert mixed.warnings == [] and plain.warnings == []
     assert "source" not in plain.blocks[1].extra   # vlm mode output is MinerU's, unmarked
     assert {"ocr", "layout", "content", "ocr_wait", "post"} <= set(mixed.timings)
@@ -115,7 +115,7 @@ def test_low_confidence_lines_leave_the_block_to_the_vlm(tiny_vlm, shared_runtim
     result = hybrid.parse(page)
     assert [b.extra["source"] for b in result.blocks] == ["vlm"] * 5
     assert [b.text for b in result.blocks[:2]] == ["Tiny Report", "Small pages make fast tests."]
-    assert hybrid.runtime.sequences == 5 and result.timings["ocr_blocks"] == 0
+    assert hybrid.runtime.sequences == 5 and result.counts["ocr_blocks"] == 0
 
 
 def test_mode_is_an_option_and_changes_the_fingerprint(tiny_vlm):
@@ -147,7 +147,7 @@ def test_parse_batch_equals_each_page_alone(tiny_vlm, shared_runtime, page, mode
     results = batched.parse_batch([page, other])
     # one layout request holding both pages, then the crops of both pages together
     assert len(batched.runtime.batches[0]) == 2
-    assert len(batched.runtime.batches[1]) > 1 and all(r.timings["batch_pages"] == 2 for r in results)
+    assert len(batched.runtime.batches[1]) > 1 and all(r.counts["batch_pages"] == 2 for r in results)
     alone = _engine(tiny_vlm, shared_runtime, mode=mode, batch_size=1)
     singles = [alone.parse(page), alone.parse(other)]
     assert all(len(b) == 1 for b in alone.runtime.batches)
@@ -237,7 +237,7 @@ def test_runaway_answer_is_retried_once_with_raised_penalties(tiny_vlm, shared_r
     assert "source" not in text.extra   # the retry, a VLM answer, was kept
     (warning,) = result.warnings
     assert "block 1 (text): runaway answer (cut at 400 tokens)" in warning and "kept the retry" in warning
-    assert result.timings["retries"] == 1
+    assert result.counts["retries"] == 1
     retried = [params for n, params in decodes if isinstance(params, list)
                and any(p.no_repeat_ngram_size == fusion.RETRY_NO_REPEAT_NGRAM for p in params)]
     assert len(retried) == 1 and len(retried[0]) == 1       # exactly one retry, of one block
@@ -266,7 +266,7 @@ def test_a_retry_that_runs_away_too_gives_the_ocr_text(tiny_vlm, shared_runtime,
     assert title.extra["source"] == text.extra["source"] == "ocr" and title.extra["retried"]
     runaway = result.warnings
     assert len(runaway) == 2 and all("cut at 3 tokens" in w and "kept the OCR text" in w for w in runaway)
-    assert result.timings["retries"] == 2
+    assert result.counts["retries"] == 2
     # layout, 4 crops, then one retry batch of the 2 text-like blocks; nothing more
     assert [len(b) for b in engine.runtime.batches] == [1, 4, 2]
     assert result.blocks[2].extra["html"] == TABLE_HTML   # the table is not text-like: untouched

@@ -1,0 +1,262 @@
+"""Page batches in the worker pool: --page-batch N gives the same records as one page at a time,
+at most N pages are held per worker, and a page that hangs or kills its worker inside a batch
+costs only itself (the batch is retried page by page). Plus the worker's batching pieces
+(collecting a batch from the pipe, the engine call and its fallbacks) on their own.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from conftest import mineru, read_journal
+from test_pipeline import WORDS, events, text_page
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))
+from tiny_fixtures import tiny_vlm  # noqa: E402,F401  (a fixture: the tiny MinerU2.5-shaped model)
+
+
+def stable(path: Path) -> dict[str, dict]:
+    """page id -> the record without what may differ between runs (timings, time written)."""
+    return {r["id"]: {k: v for k, v in r.items() if k not in ("timings", "created")}
+            for r in read_journal(path)}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """Six single pages plus a two-frame TIFF: 8 pages, batches of 3 = 3 + 3 + 2."""
+    d = tmp_path_factory.mktemp("batching") / "in"
+    d.mkdir()
+    for i in range(6):
+        text_page(d / f"p{i}.png", f"{WORDS[i]} page number {i}")
+    frames = [Image.new("RGB", (420, 130), "white") for _ in range(2)]
+    for i, f in enumerate(frames):
+        ImageDraw.Draw(f).text((12, 45), f"Frame {WORDS[i + 6]} {i}", fill="black",
+                               font=ImageFont.load_default(size=30))
+    frames[0].save(d / "q_frames.tif", save_all=True, append_images=frames[1:])
+    return d
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time(pages, record_validator):
+    """The reference: one worker, --page-batch 1 (the ocr engine's default)."""
+    out = pages.parent / "batch1.jsonl"
+    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
+               "--workers", "1", "--page-batch", "1", "--log-json", cwd=pages.parent)
+    assert r.returncode == 0, r.stderr
+    read_journal(out, record_validator)
+    got = stable(out)
+    assert len(got) == 8 and all(v["status"] == "ok" for v in got.values())
+    assert all(e["batch"] == 1 for e in events(r.stderr) if e["event"] == "page")
+    return got
+
+
+def test_page_batch_3_gives_the_same_records_and_holds_at_most_3(pages, one_at_a_time, tmp_path,
+                                                                  record_validator):
+    out = tmp_path / "batch3.jsonl"
+    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
+               "--workers", "1", "--page-batch", "3", "--log-json", cwd=tmp_path,
+               env={"MINERU_HEARTBEAT_S": "0.1"})
+    assert r.returncode == 0, r.stderr
+    read_journal(out, record_validator)
+    assert stable(out) == one_at_a_time                      # batch-invariant, apart from timings
+    evs = events(r.stderr)
+    sizes = [e["batch"] for e in evs if e["event"] == "page"]
+    # Pages of one engine call each report its size. The first batch is deterministic (3 pages
+    # sent at once to the fresh worker); later ones are 3 + 2 unless the main process was slower
+    # than --batch-wait-ms to refill the worker.
+    assert len(sizes) == 8 and sizes[:3] == [3, 3, 3] and max(sizes) <= 3
+    assert all(sizes.count(k) % k == 0 for k in set(sizes))
+    beats = [e for e in evs if e["event"] == "heartbeat"]
+    assert beats and all(max(e["inflight"], default=0) <= 3 for e in beats)
+    summary = [e for e in evs if e["event"] == "summary"][0]
+    assert summary["plan"]["page_batch"] == 3 and summary["retried"] == 0
+    stages = summary["stages"]
+    assert {"render", "engine", "engine.ocr", "engine.layout"} <= set(stages)
+    assert 0 < stages["engine"]["share"] <= 1 and summary["pages_per_s"] > 0
+    info = [e["message"] for e in evs if e["event"] == "info"]
+    assert any("page batch 3" in m for m in info)
+
+
+def test_cache_hits_in_a_batch_answer_at_once(pages, one_at_a_time, tmp_path):
+    out = tmp_path / "cached.jsonl"
+    args = ["parse", str(pages), "--out", str(out), "--engine", "ocr", "--cpus", "2", "--workers", "1",
+            "--page-batch", "3", "--cache-dir", str(tmp_path / "cache"), "--log-json"]
+    first = mineru(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    r = mineru(*args, "--force", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    recs = stable(out)
+    assert {r["cache"]["status"] for r in recs.values()} == {"hit"}
+    strip = lambda d: {k: {f: v for f, v in rec.items() if f != "cache"} for k, rec in d.items()}  # noqa: E731
+    assert strip(recs) == strip(one_at_a_time)
+    assert all(e["batch"] == 0 for e in events(r.stderr) if e["event"] == "page")   # no engine call
+
+
+def test_a_poison_page_in_a_batch_costs_only_itself(pages, one_at_a_time, tmp_path, record_validator):
+    """One worker, batches of 3: [p0 p1 p2] is SIGKILLed on p1, p4 raises inside [p3 p4 p5],
+    and [q#0 q#1] hangs on q#1. A batch that lost its worker is retried page by page: only p1
+    (crash), p4 (engine error) and q#1 (timeout) fail; every other page is as without faults."""
+    out = tmp_path / "faults.jsonl"
+    t0 = time.monotonic()
+    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
+               "--workers", "1", "--page-batch", "3", "--page-timeout", "10", "--log-json", cwd=tmp_path,
+               env={"MINERU_TEST_FAULTS": "kill=p1.png*;raise=p4.png*;hang=q_frames.tif#1"})
+    assert r.returncode == 1, r.stderr
+    assert time.monotonic() - t0 < 240
+    recs = {rec["id"]: rec for rec in read_journal(out, record_validator)}
+    assert sorted(recs) == sorted(one_at_a_time)
+
+    killed = recs["p1.png#0"]
+    assert killed["status"] == "failed" and killed["error"]["kind"] == "crash", killed
+    assert killed["error"]["stage"] == "engine" and "SIGKILL" in killed["error"]["message"]
+    raised = recs["p4.png#0"]                       # a Python error: its batch goes on
+    assert raised["status"] == "failed" and raised["error"]["kind"] == "engine_error"
+    hung = recs["q_frames.tif#1"]
+    assert hung["status"] == "timeout", hung
+    assert hung["error"]["kind"] == "timeout" and hung["error"]["stage"] == "engine"
+    assert hung["timings"]["total"] >= 10           # its solo retry: one page's timeout
+
+    faulty = {"p1.png#0", "p4.png#0", "q_frames.tif#1"}
+    got = stable(out)
+    assert {k: v for k, v in got.items() if k not in faulty} == \
+           {k: v for k, v in one_at_a_time.items() if k not in faulty}
+    evs = events(r.stderr)
+    summary = [e for e in evs if e["event"] == "summary"][0]
+    # two batches lost their worker (kill, hang), then so did the solo retries of p1 and q#1
+    assert summary["failed"] == 3 and summary["ok"] == 5
+    assert summary["restarts"] == 4 and summary["retried"] == 5
+    batch = {e["id"]: e.get("batch") for e in evs if e["event"] == "page"}
+    assert all(batch[p] == 1 for p in ("p0.png#0", "p2.png#0", "q_frames.tif#0"))   # retried alone
+    assert batch["p3.png#0"] == batch["p5.png#0"] == 3                               # not retried
+
+
+def test_explain_plan_shows_batches_and_mode(tmp_path):
+    text_page(tmp_path / "p.png", "Hello")
+    r = mineru("parse", "p.png", "--engine", "ocr", "--page-batch", "3", "--crop-batch", "5",
+               "--batch-wait-ms", "50", "--explain-plan", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "page batch         3" in r.stdout and "crop batch         5" in r.stdout
+    assert "batch wait         50 ms" in r.stdout and "mode               ocr" in r.stdout
+    r = mineru("parse", "p.png", "--engine", "vlm", "--explain-plan", cwd=tmp_path)
+    assert "page batch         4" in r.stdout and "mode               vlm" in r.stdout
+    r = mineru("parse", "p.png", "--mode", "bogus", cwd=tmp_path)
+    assert r.returncode == 2 and "--mode" in r.stderr
+    r = mineru("parse", "p.png", "--engine", "ocr", "--mode", "hybrid", "--out", "o.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "needs the vlm engine" in r.stderr
+    assert not (tmp_path / "o.jsonl").exists() or not (tmp_path / "o.jsonl").read_text()
+
+
+def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path,
+                                                                               record_validator):
+    """The vlm engine's own parse_batch through the pool: the default page batch (4) with
+    --crop-batch 2 gives exactly the records of --page-batch 1 --crop-batch 8; a page that kills
+    its worker inside a batch costs only itself."""
+    from PIL import ImageOps
+
+    d = tmp_path / "in"
+    d.mkdir()
+    page = Image.open(tiny_vlm / "page.png").convert("RGB")
+    page.save(d / "a.png")
+    ImageOps.mirror(page).save(d / "b.png")
+    ImageOps.expand(page, border=40, fill="white").save(d / "c.png")
+    common = ["parse", str(d), "--engine", "vlm", "--model", str(tiny_vlm / "model"), "--no-cache",
+              "--cpus", "1", "--log-json"]
+    r = mineru(*common, "--out", "one.jsonl", "--page-batch", "1", "--crop-batch", "8", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    one = stable(tmp_path / "one.jsonl")
+    assert len(one) == 3 and all(v["status"] == "ok" and v["blocks"] for v in one.values())
+
+    r = mineru(*common, "--out", "batched.jsonl", "--crop-batch", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    read_journal(tmp_path / "batched.jsonl", record_validator)
+    assert stable(tmp_path / "batched.jsonl") == one
+    evs = events(r.stderr)
+    assert [e["batch"] for e in evs if e["event"] == "page"] == [3, 3, 3]
+    summary = [e for e in evs if e["event"] == "summary"][0]
+    assert summary["plan"]["page_batch"] == 4 and summary["plan"]["mode"] == "vlm"
+    assert {"engine", "engine.layout", "engine.content"} <= set(summary["stages"])
+
+    r = mineru(*common, "--out", "fault.jsonl", cwd=tmp_path, env={"MINERU_TEST_FAULTS": "kill=b.png*"})
+    assert r.returncode == 1, r.stderr
+    got = stable(tmp_path / "fault.jsonl")
+    assert got["b.png#0"]["status"] == "failed" and got["b.png#0"]["error"]["kind"] == "crash"
+    assert {k: v for k, v in got.items() if k != "b.png#0"} == {k: v for k, v in one.items() if k != "b.png#0"}
+    summary = [e for e in events(r.stderr) if e["event"] == "summary"][0]
+    assert summary["retried"] == 3 and summary["restarts"] == 2
+
+
+# -- the worker's batching pieces, in-process ------------------------------------------------
+
+class _Result:
+    def __init__(self, tag):
+        self.tag = tag
+
+
+class _PageOnly:
+    """An engine without parse_batch: the worker loops over parse."""
+
+    def parse(self, image):
+        if image == "bad":
+            raise ValueError("bad page")
+        return _Result(image)
+
+
+class _Batching(_PageOnly):
+    def __init__(self, misbehave=None):
+        self.calls, self.misbehave = [], misbehave
+
+    def parse_batch(self, images):
+        self.calls.append(list(images))
+        if self.misbehave == "raise":
+            raise RuntimeError("whole batch")
+        if self.misbehave == "short":
+            return [_Result(images[0])]
+        return [ValueError("bad page") if i == "bad" else _Result(i) for i in images]
+
+
+@pytest.mark.parametrize("engine", [_PageOnly(), _Batching(), _Batching("raise"), _Batching("short")],
+                         ids=["no-parse_batch", "parse_batch", "batch-raises", "batch-short"])
+def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
+    from mineru_cli.pipeline.worker import engine_batch
+
+    out = engine_batch(engine, ["a", "bad", "c"])
+    assert [o.tag for o in (out[0], out[2])] == ["a", "c"]
+    assert isinstance(out[1], ValueError)
+    if isinstance(engine, _Batching):
+        assert engine.calls[0] == ["a", "bad", "c"]            # asked once, all together
+
+
+def test_collect_batch_takes_up_to_n_within_the_window():
+    from mineru_cli.pipeline.worker import collect_batch
+
+    main, child = mp.Pipe(duplex=True)
+    for i in range(5):
+        main.send((i, "src", i, False))
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t[0] for t in tasks] == [0, 1, 2] and not last          # full
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t[0] for t in tasks] == [3, 4] and not last             # the window passed
+    main.send((5, "src", 5, True))
+    main.send((6, "src", 6, False))
+    tasks, _ = collect_batch(child, 3, 0.05)
+    assert [t[0] for t in tasks] == [5]                             # solo: alone
+    main.send(None)
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t[0] for t in tasks] == [6] and last                    # exit after this batch
+
+
+def test_stage_times_sum_pages_and_share_the_workers_time():
+    from mineru_cli.report import StageTimes
+
+    st = StageTimes()
+    st.add({"load": 1.0, "engine": 3.0, "engine.layout": 1.0, "engine.ocr": 2.0, "total": 4.0})
+    st.add({"load": 1.0, "cache": 0.5, "total": 1.5})
+    got = st.as_dict(wall=5.0, workers=2)
+    assert list(got) == ["render", "cache", "engine", "engine.layout", "engine.ocr"]
+    assert got["render"] == {"seconds": 2.0, "share": 0.2} and got["engine"]["share"] == 0.3
