@@ -175,6 +175,7 @@ def explain(plan: CpuPlan, page_timeout: float, max_rss: int, engine: str = "ocr
         f"  batch wait         {batch_wait_ms} ms  (a batch closes when full or no page came this long)",
         f"  crop batch         {crop_batch}  (vlm: crops decoded together)",
         f"  mode               {mode_line}",
+        "  ocr thread         vlm engine: +1 thread per worker runs the embedded OCR beside the VLM",
         "",
         "Rule: workers = min(budget, available memory / "
         f"{WORKER_MEM / GiB:.0f} GiB, pages to do); threads = budget // workers; spinning off when",

@@ -76,8 +76,9 @@ def parse(
     workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                           help="Worker processes (default: from the CPU plan; see --explain-plan)."),
     page_timeout: float = typer.Option(600.0, "--page-timeout", min=0.1,
-                                       help="Seconds one page may take; then its worker is killed and restarted "
-                                            "and the page gets a 'timeout' record."),
+                                       help="Seconds a page may take (a batch of n pages: n x this in the engine "
+                                            "stage); then its worker is killed and restarted and the page gets a "
+                                            "'timeout' record."),
     max_worker_rss: str = typer.Option("3GB", "--max-worker-rss",
                                        help="Restart a worker whose memory (RSS) is above this after a page "
                                             "(e.g. 3GB, 800MB, 2GiB; 0: never)."),

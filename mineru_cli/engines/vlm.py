@@ -11,7 +11,7 @@ parse_batch(pages) (parse(page) is parse_batch([page])[0]):
      it would alone, so results do not depend on batching or on which pages share a batch.
   3. post-processing per page (protocol.post_process): OTSL tables -> HTML, equation repairs,
      merged equation blocks, display equations wrapped in \\[ \\].
-Meanwhile the embedded OCR (RapidOCR det + rec, one thread) reads the text lines of the same
+Meanwhile the embedded OCR (RapidOCR det + cls + rec, one thread) reads the text lines of the same
 pages in a background thread (onnxruntime releases the GIL, so it overlaps the layout step;
 `overlap=False` runs it in line, for comparison). Its lines serve, per `mode`:
   - "vlm" (default, MinerU's own output): a cross-check. A text-like block whose answer is a

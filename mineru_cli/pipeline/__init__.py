@@ -1,8 +1,11 @@
 """The staged multiprocess pipeline behind `mineru parse`.
 
-The main process discovers, plans, checks resume and writes the journal (the only writer);
-worker processes (spawned: ONNX Runtime and fork do not mix) each hold one engine and do
-load/render -> cache lookup -> engine -> cache store for one page at a time. See pool.py.
+The main process discovers, plans, checks resume and writes the journal (the only writer).
+Worker processes (spawned: ONNX Runtime and fork do not mix) each hold one engine and up to
+`--page-batch` pages at a time, over one pipe each: render -> cache lookup per page, one
+`engine.parse_batch` call for the cache misses, then cache store per page. The main process
+keeps the deadlines, kills and replaces hung or dead workers, and retries the pages of a lost
+batch one by one so only the culprit gets the failure record. See pool.py and worker.py.
 """
 
 from .pool import PageFault, PoolStats, WorkerPool

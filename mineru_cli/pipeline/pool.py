@@ -389,8 +389,9 @@ class WorkerPool:
                 self.stats.restarts += 1
                 self._lost(w, queue, on_result, lambda t: PageFault(
                     "timeout", {"kind": "timeout", "stage": t.stage,
-                                "message": f"no result after {self.page_timeout:g} s "
-                                           f"(--page-timeout) in the {t.stage} stage; "
+                                "message": f"no result after {now - (t.started or t.sent):.0f} s "
+                                           f"(--page-timeout {self.page_timeout:g} s per page) in the "
+                                           f"{t.stage} stage; "
                                            "worker killed and restarted"},
                     now - (t.started or t.sent)))
                 if self._want_worker():
