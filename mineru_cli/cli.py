@@ -203,7 +203,7 @@ def bench(
         table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    Console(width=max(160, Console().width)).print(table)   # never squeezed in a log file
     if json_out:
         json_out.write_text(json.dumps(report, indent=2, default=str))
 

@@ -24,8 +24,8 @@ DecoderGraph (prefill and decode in one graph)
     ~1,200 tokens of context that is ~0.5 GB of memory traffic per step.)
     attention_mask's first C columns say which buffer columns hold a token of that row (0 for
     left padding and unfilled capacity), its last S columns which new tokens are real; the new
-    tokens see each other causally. Masked scores get float32's lowest value (not -inf), so
-    fully padded query rows stay finite.
+    tokens see each other causally. Masked scores get float32's lowest value added (not -inf),
+    so fully padded query rows stay finite.
 
 Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
 """
@@ -167,7 +167,11 @@ class DecoderGraph(nn.Module):
         causal = pos[None, :] <= pos[:, None]                                    # (S, S)
         allowed = torch.cat((keep[..., :cap].expand(b, 1, s, cap),
                              keep[..., cap:] & causal[None, None]), dim=-1)       # (B, 1, S, C+S)
+        # an additive mask, built once: one Add per layer instead of a Where over the scores
+        # (a prefill's scores are 14 x S x S floats per layer; every pass over them counts)
         lowest = torch.finfo(torch.float32).min
+        bias = torch.where(allowed, torch.zeros((), dtype=torch.float32),
+                           torch.full((), lowest, dtype=torch.float32))[:, :, None]  # (B, 1, 1, S, C+S)
         cos, sin = self._rotary(position_ids)
         scale = self.head_dim ** -0.5
         x = inputs_embeds
@@ -178,15 +182,14 @@ class DecoderGraph(nn.Module):
             q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
             k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
             v = attn.v_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
+            q = (q * cos + _rotate_half(q) * sin) * scale   # scaled before the product: fewer floats
             k = k * cos + _rotate_half(k) * sin
             new_kv += [k, v]
             past_k, past_v = past[2 * i], past[2 * i + 1]
             # grouped-query attention without repeating the cache: (B, kv, groups*S, d)
             qg = q.reshape(b, self.num_kv_heads, self.groups * s, self.head_dim)
-            scores = torch.cat((qg @ past_k.transpose(2, 3), qg @ k.transpose(2, 3)), dim=-1) * scale
-            scores = scores.view(b, self.num_kv_heads, self.groups, s, cap + s)
-            scores = torch.where(allowed[:, :, None], scores, lowest)
+            scores = torch.cat((qg @ past_k.transpose(2, 3), qg @ k.transpose(2, 3)), dim=-1)
+            scores = scores.view(b, self.num_kv_heads, self.groups, s, cap + s) + bias
             probs = torch.softmax(scores, dim=-1).view(b, self.num_kv_heads, self.groups * s, cap + s)
             out = probs[..., :cap] @ past_v + probs[..., cap:] @ v
             out = out.view(b, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(b, s, -1)
