@@ -40,6 +40,11 @@ MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
 FORMAT_VERSION = 2   # 2: the decoder reads a KV buffer and returns new k/v only
 KV_GROWTH = 128     # tokens of KV capacity added at a time
+# Prompts are prefilled in chunks of about PREFILL_TOKENS tokens over the whole batch (each
+# chunk attends to the buffer filled by the ones before): a call's activations and attention
+# scores grow with batch x chunk, and a whole batch of crop prompts (8 x 550 tokens) or a
+# 1,400-token layout prompt made prefill the peak of a worker's memory.
+PREFILL_TOKENS = 1024
 ENV_VAR = "MINERU_MODEL_PATH"
 
 
@@ -174,6 +179,25 @@ def find_export(explicit: str | os.PathLike | None = None) -> Path:
 
 # --------------------------------------------------------------------------- runtime
 
+_ARENA_REGISTERED = False
+
+
+def _register_tight_arena(ort) -> None:
+    """A process-wide CPU arena that grows by what is asked, not in powers of two (the
+    default): a layout image's vision activations and a prompt's attention scores are large, and
+    the default arena rounded a worker's peak up from 2.7 to 3.0 GB (measured, INT8 export).
+    Registered once per process; our sessions opt in with session.use_env_allocators."""
+    global _ARENA_REGISTERED
+    if _ARENA_REGISTERED:
+        return
+    try:
+        memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, 1, -1, -1))  # 1: kSameAsRequested
+    except Exception:  # noqa: BLE001 - an older onnxruntime: the sessions use their own arenas
+        pass
+    _ARENA_REGISTERED = True
+
+
 
 class OnnxRuntime:
     name = "onnx"
@@ -202,7 +226,12 @@ class OnnxRuntime:
             raise SetupError(f"the export's image_token_id {self.image_token_id} is not the tokenizer's "
                              f"<|image_pad|> id {image_token_id}")
 
+        _register_tight_arena(ort)
         opts = ort.SessionOptions()
+        opts.add_session_config_entry("session.use_env_allocators", "1")
+        # memory patterns are cached per input shape, and every prompt and step has new shapes:
+        # off, a worker's peak fell from 3.07 to 2.77 GB with no measurable change in speed
+        opts.enable_mem_pattern = False
         opts.intra_op_num_threads = max(1, int(threads))
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -310,7 +339,16 @@ class OnnxRuntime:
         self._filled = 0
         self._mask = np.zeros((batch, 0), dtype=np.int64)
         self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
-        return self._run(embeds, positions, mask, prompt=True)
+        total = embeds.shape[1]
+        self._grow(total)
+        logits = None
+        chunk = max(64, PREFILL_TOKENS // batch)
+        for start in range(0, total, chunk):   # the prompt in chunks: see PREFILL_TOKENS
+            end = min(total, start + chunk)
+            logits = self._run(np.ascontiguousarray(embeds[:, start:end]),
+                               np.ascontiguousarray(positions[:, :, start:end]), mask[:, start:end],
+                               prompt=start == 0)
+        return logits
 
     def step(self, token_ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1, 1)

@@ -85,6 +85,30 @@ def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_cas
         [e[2] for e in tiny_case["elements"] if e[2] is not None]
 
 
+def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, page, tiny_case, monkeypatch):
+    """Prompts in chunks (PREFILL_TOKENS) fill the KV buffer that later chunks and steps read in
+    place; the logits equal a single-call prefill (fp32), also across a capacity growth."""
+    import mineru_cli.vlm.runtime_onnx as rt_mod
+
+    inputs, _ = _requests(onnx_engine, page, tiny_case)
+    batch = inputs[1:4]
+    rt = onnx_engine.runtime
+
+    def run():
+        rows = [rt.prefill(batch)]
+        for _ in range(rt_mod.KV_GROWTH + 3):   # past the first capacity: one growth
+            rows.append(rt.step(rows[-1].argmax(-1).astype(np.int64)))
+        return np.stack(rows)
+
+    monkeypatch.setattr(rt_mod, "PREFILL_TOKENS", 10 ** 6)
+    whole = run()
+    monkeypatch.setattr(rt_mod, "PREFILL_TOKENS", 3 * 64)   # 64-token chunks: several per prompt
+    assert max(len(x) for x in batch) > 64
+    chunked = run()
+    assert np.abs(whole - chunked).max() < 1e-4
+    assert (whole.argmax(-1) == chunked.argmax(-1)).all()
+
+
 def test_onnx_engine_returns_exactly_the_torch_blocks(torch_engine, onnx_engine, page, tiny_case):
     theirs = torch_engine.parse(page)
     ours = onnx_engine.parse(page)
