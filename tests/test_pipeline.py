@@ -42,7 +42,11 @@ def answers(path: Path) -> dict[str, tuple]:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     """Six single pages plus a two-frame TIFF (pages of one file spread over workers)."""
-    d = tmp_path_factory.mktemp("pipeline") / "in"
+    return write_pages(tmp_path_factory.mktemp("pipeline") / "in")
+
+
+def write_pages(d: Path) -> Path:
+    """Six single text pages and a two-frame TIFF into the new folder d: 8 pages."""
     d.mkdir()
     for i in range(6):
         text_page(d / f"p{i}.png", f"{WORDS[i]} page number {i}")

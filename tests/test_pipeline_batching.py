@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from conftest import mineru, read_journal
-from test_pipeline import WORDS, events, text_page
+from test_pipeline import events, text_page, write_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401  (a fixture: the tiny MinerU2.5-shaped model)
@@ -30,16 +30,7 @@ def stable(path: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     """Six single pages plus a two-frame TIFF: 8 pages, batches of 3 = 3 + 3 + 2."""
-    d = tmp_path_factory.mktemp("batching") / "in"
-    d.mkdir()
-    for i in range(6):
-        text_page(d / f"p{i}.png", f"{WORDS[i]} page number {i}")
-    frames = [Image.new("RGB", (420, 130), "white") for _ in range(2)]
-    for i, f in enumerate(frames):
-        ImageDraw.Draw(f).text((12, 45), f"Frame {WORDS[i + 6]} {i}", fill="black",
-                               font=ImageFont.load_default(size=30))
-    frames[0].save(d / "q_frames.tif", save_all=True, append_images=frames[1:])
-    return d
+    return write_pages(tmp_path_factory.mktemp("batching") / "in")
 
 
 @pytest.fixture(scope="module")
