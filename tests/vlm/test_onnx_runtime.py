@@ -186,6 +186,17 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
         OnnxRuntime(tmp_path / "garbled")
 
 
+def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
+    """Format 1 exports returned the whole concatenated cache; this runtime feeds a KV buffer."""
+    old = tmp_path / "old"
+    shutil.copytree(tiny_onnx, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SetupError, match=r"format version 1; this mineru-cli reads version 2: export the model again"):
+        OnnxRuntime(old)
+
+
 def test_a_verified_file_is_not_hashed_again_until_it_changes(tiny_onnx, tmp_path, monkeypatch):
     import mineru_cli.vlm.runtime_onnx as rt
 
