@@ -239,10 +239,7 @@ class VlmEngine:
     # ------------------------------------------------------------------ parse
 
     def parse(self, image: Image.Image) -> EngineResult:
-        result = self.parse_batch([image])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return _raise_if_failed(self.parse_batch([image])[0])
 
     def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
         """The pages' results in input order, each an EngineResult or the page's Exception
@@ -459,23 +456,17 @@ class _OcrJobs:
 
     def results(self) -> list:
         if self._done is None:
+            # an OCR failure only loses the OCR of its page
             if self._futures is None:
-                self._done = [_outcome(lambda: self._read(p)) for p in self._pages]
+                self._done = parse_each(self._read, self._pages)
             else:
-                self._done = [_outcome(f.result) for f in self._futures]
+                self._done = parse_each(Future.result, self._futures)
         return self._done
 
     def cancel(self) -> None:
         """Drop the pages not yet started (a failed batch is redone page by page)."""
         for f in self._futures or ():
             f.cancel()
-
-
-def _outcome(call):
-    try:
-        return call()
-    except Exception as exc:  # noqa: BLE001 - an OCR failure only loses the OCR of its page
-        return exc
 
 
 def _loaded_rgb(image: Image.Image) -> Image.Image:

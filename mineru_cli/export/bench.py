@@ -157,7 +157,7 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
     export's peak RSS is measured first in a fresh process (peak_rss)."""
     import torch
 
-    from ..vlm.runtime_onnx import OnnxRuntime, is_export_dir
+    from ..vlm.runtime_onnx import OnnxRuntime, is_export_dir, read_manifest
     from ..vlm.runtime_torch import TorchRuntime
     from .onnx_export import export_model
 
@@ -180,7 +180,7 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
             r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
                              verify=False, threads=threads, log=log)
             report["export_timings"][name] = r["timings"]
-        report["bytes"][name] = folder_bytes(out)
+        report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
         if rss:
             report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
                                                 bench_kw.get("prefill_tokens", PREFILL_TOKENS))["peak_rss_bytes"]
@@ -250,21 +250,16 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
     return {"peak_rss_bytes": int(out.stdout.strip().splitlines()[-1])}
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
-
-
 def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
     """Columns and rows of the `mineru bench` table (ratios against the first variant)."""
-    medians = report["median"]
-    first = next(iter(medians))
-    ref = page_seconds(medians[first])
+    medians, pages = report["median"], report["page_s"]
+    ref = pages[next(iter(medians))]["vlm"]
     cols = ["variant", "vision 1036 s", "crops vision s", "prefill 1400 s", "decode b1 ms",
             "decode b8 ms/step", "page s", "page x ref", "hybrid page s", "peak RSS GiB", "size GiB"]
     rows = []
     for name, m in medians.items():
         crops = sum(m.get(f"vision_s_{p}", 0.0) for _, p, _ in CROPS)
-        page, hybrid = page_seconds(m), page_seconds(m, "hybrid")
+        page, hybrid = pages[name]["vlm"], pages[name]["hybrid"]
         rss = report.get("peak_rss", {}).get(name)
         size = report.get("bytes", {}).get(name)
         rows.append([name, f"{m['vision_s']:.1f}", f"{crops:.1f}", f"{m['prefill_s']:.2f}",

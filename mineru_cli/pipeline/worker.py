@@ -250,13 +250,9 @@ def engine_batch(engine, images: list) -> list:
         except Exception as exc:  # noqa: BLE001
             if len(images) == 1:
                 return [exc]
-    out = []
-    for image in images:
-        try:
-            out.append(engine.parse(image))
-        except Exception as exc:  # noqa: BLE001 - the page boundary
-            out.append(exc)
-    return out
+    from ..engines.base import parse_each
+
+    return parse_each(engine.parse, images)
 
 
 def _failed(exc: Exception, where: str, t0: float) -> dict:

@@ -40,11 +40,11 @@ MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
 FORMAT_VERSION = 2   # 2: the decoder reads a KV buffer and returns new k/v only
 KV_GROWTH = 128     # tokens of KV capacity added at a time
-# Prompts are prefilled in chunks of about PREFILL_TOKENS tokens over the whole batch (each
+# Prompts are prefilled in chunks of about PREFILL_CHUNK_TOKENS tokens over the whole batch (each
 # chunk attends to the buffer filled by the ones before): a call's activations and attention
 # scores grow with batch x chunk, and a whole batch of crop prompts (8 x 550 tokens) or a
 # 1,400-token layout prompt made prefill the peak of a worker's memory.
-PREFILL_TOKENS = 1024
+PREFILL_CHUNK_TOKENS = 1024
 ENV_VAR = "MINERU_MODEL_PATH"
 
 
@@ -342,8 +342,8 @@ class OnnxRuntime:
         total = embeds.shape[1]
         self._grow(total)
         logits = None
-        chunk = max(64, PREFILL_TOKENS // batch)
-        for start in range(0, total, chunk):   # the prompt in chunks: see PREFILL_TOKENS
+        chunk = max(64, PREFILL_CHUNK_TOKENS // batch)
+        for start in range(0, total, chunk):   # the prompt in chunks: see PREFILL_CHUNK_TOKENS
             end = min(total, start + chunk)
             logits = self._run(np.ascontiguousarray(embeds[:, start:end]),
                                np.ascontiguousarray(positions[:, :, start:end]), mask[:, start:end],

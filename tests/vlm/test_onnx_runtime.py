@@ -86,7 +86,7 @@ def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_cas
 
 
 def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, page, tiny_case, monkeypatch):
-    """Prompts in chunks (PREFILL_TOKENS) fill the KV buffer that later chunks and steps read in
+    """Prompts in chunks (PREFILL_CHUNK_TOKENS) fill the KV buffer that later chunks and steps read in
     place; the logits equal a single-call prefill (fp32), also across a capacity growth."""
     import mineru_cli.vlm.runtime_onnx as rt_mod
 
@@ -100,9 +100,9 @@ def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, pa
             rows.append(rt.step(rows[-1].argmax(-1).astype(np.int64)))
         return np.stack(rows)
 
-    monkeypatch.setattr(rt_mod, "PREFILL_TOKENS", 10 ** 6)
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 10 ** 6)
     whole = run()
-    monkeypatch.setattr(rt_mod, "PREFILL_TOKENS", 3 * 64)   # 64-token chunks: several per prompt
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 3 * 64)   # 64-token chunks: several per prompt
     assert max(len(x) for x in batch) > 64
     chunked = run()
     assert np.abs(whole - chunked).max() < 1e-4
