@@ -149,6 +149,17 @@ def write_model_folder(model, folder: Path) -> Path:
     return folder
 
 
+def _readable(export_dir: Path) -> bool:
+    from ..errors import SetupError
+    from ..vlm.runtime_onnx import read_manifest
+
+    try:
+        read_manifest(export_dir)
+        return True
+    except SetupError:
+        return False
+
+
 def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, repeats: int = 3,
                     config=None, log: Callable[[str], None] | None = print, int4: bool = False,
                     rss: bool = True, **bench_kw) -> dict:
@@ -176,9 +187,10 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         exports["onnx_int4"] = work_dir / "onnx-int4"
     report: dict = {"threads": threads, "export_timings": {}, "bytes": {}, "peak_rss": {}}
     for name, out in exports.items():
-        if not is_export_dir(out):
+        stale = is_export_dir(out) and not _readable(out)   # written by an older mineru-cli
+        if stale or not is_export_dir(out):
             r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
-                             verify=False, threads=threads, log=log)
+                             verify=False, threads=threads, log=log, force=stale)
             report["export_timings"][name] = r["timings"]
         report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
         if rss:

@@ -13,19 +13,21 @@ VisionGraph (one image per call; MinerU sends every crop on its own)
     (N = 5476) made the unfused graph's attention 1.8x slower (measured per layer: 1068 vs 597 ms).
 
 DecoderGraph (prefill and decode in one graph)
-    inputs_embeds (B, S, hidden) float32, attention_mask (B, C+S) int64, position_ids (3, B, S)
-    int64 (M-RoPE; processor.rope_index), past_key_i / past_value_i (B, kv_heads, C, head_dim)
-    float32 per layer -> logits (B, vocab) float32 of the last position, new_key_i / new_value_i
-    (B, kv_heads, S, head_dim): the keys and values of the S new tokens only.
-    The past is a KV buffer of capacity C that the runtime owns and fills in place (columns it
-    has not filled yet are zeros and masked out); the graph never copies it, it only reads it:
-    scores against the buffer and against the new tokens are computed apart and joined before
-    the softmax. (A concat of past and new copied the whole cache every step: at batch 8 and
-    ~1,200 tokens of context that is ~0.5 GB of memory traffic per step.)
-    attention_mask's first C columns say which buffer columns hold a token of that row (0 for
-    left padding and unfilled capacity), its last S columns which new tokens are real; the new
-    tokens see each other causally. Masked scores get float32's lowest value added (not -inf),
-    so fully padded query rows stay finite.
+    inputs_embeds (B, S, hidden) float32, position_ids (3, B, S) int64 (M-RoPE;
+    processor.rope_index), seqlens_k (B,) int32 (each row's token count after this call, minus
+    one), total_sequence_length () int32 (the largest of those counts), past_key_i /
+    past_value_i (B, kv_heads, C, head_dim) float32 per layer -> logits (B, vocab) float32 of the
+    last position, present_key_i / present_value_i: the same buffers with the new tokens' keys
+    and values written at each row's offset (seqlens_k + 1 - S).
+    Attention is one com.microsoft.GroupQueryAttention node per layer (`decoder_attention`).
+    The runtime binds each present output to its past input's memory, so the kernel writes the
+    new columns in place and a step never copies the cache; rows need no padding and no mask
+    (each row's length is its seqlens_k), and no (heads, S, S) score tensor passes through the
+    graph: the unfused attention's elementwise passes over those scores were ~85 % of a
+    1,400-token prefill (measured, INT8 export).
+    The kernel's limits shape the runtime: a call with S > 1 after an earlier call must have
+    batch 1 (so prompts are prefilled row by row), and every row's new tokens end its sequence
+    (right-aligned: no padding after them).
 
 Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
 """
@@ -55,6 +57,40 @@ def _(q, k, v, num_heads):
     return torch.empty_like(q)
 
 
+@torch.library.custom_op("mineru::decoder_attention", mutates_args=())
+def decoder_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k: torch.Tensor,
+                      past_v: torch.Tensor, seqlens_k: torch.Tensor, total: torch.Tensor, num_heads: int,
+                      kv_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """onnxruntime's GroupQueryAttention, as our decoder uses it: q (B, S, heads*d), k, v
+    (B, S, kv*d) are the S newest tokens of each row, whose tokens so far number seqlens_k + 1
+    (so the row's past is seqlens_k + 1 - S tokens long); their k/v go into a copy of the
+    buffers past_k/past_v (B, kv, C, d) at that offset, and each query attends causally over its
+    row's tokens. Returns (B, S, heads*d) and the filled buffers. `total` (the longest row) only
+    sizes the kernel's work."""
+    b, s, _ = q.shape
+    d = past_k.shape[-1]
+    present_k, present_v = past_k.clone(), past_v.clone()
+    q = q.view(b, s, num_heads, d).transpose(1, 2)
+    k = k.view(b, s, kv_heads, d).transpose(1, 2)
+    v = v.view(b, s, kv_heads, d).transpose(1, 2)
+    out = torch.empty_like(q)
+    for row in range(b):
+        end = int(seqlens_k[row]) + 1
+        start = end - s
+        present_k[row, :, start:end] = k[row]
+        present_v[row, :, start:end] = v[row]
+        keys = present_k[row, :, :end].repeat_interleave(num_heads // kv_heads, dim=0)
+        values = present_v[row, :, :end].repeat_interleave(num_heads // kv_heads, dim=0)
+        seen = torch.arange(end)[None, :] <= torch.arange(start, end)[:, None]      # (S, end)
+        out[row] = torch.nn.functional.scaled_dot_product_attention(q[row], keys, values, attn_mask=seen)
+    return out.transpose(1, 2).reshape(b, s, num_heads * d), present_k, present_v
+
+
+@decoder_attention.register_fake
+def _(q, k, v, past_k, past_v, seqlens_k, total, num_heads, kv_heads):
+    return torch.empty_like(q), torch.empty_like(past_k), torch.empty_like(past_v)
+
+
 def _mha_onnxscript():
     import onnxscript
 
@@ -76,9 +112,31 @@ def _mha_onnxscript():
     return mha
 
 
+def _gqa_onnxscript():
+    import onnxscript
+
+    from onnx.defs import OpSchema
+
+    names = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length")
+    schema = OpSchema(
+        "GroupQueryAttention", "com.microsoft", 1,
+        inputs=[OpSchema.FormalParameter(n, "M" if n in names[5:] else "T") for n in names],
+        outputs=[OpSchema.FormalParameter(n, "T") for n in ("output", "present_key", "present_value")],
+        type_constraints=[("T", ["tensor(float)"], "float tensors"), ("M", ["tensor(int32)"], "lengths")],
+        attributes=[OpSchema.Attribute("num_heads", OpSchema.AttrType.INT, "query heads"),
+                    OpSchema.Attribute("kv_num_heads", OpSchema.AttrType.INT, "key/value heads")])
+    gqa_op = onnxscript.values.Op(onnxscript.values.Opset("com.microsoft", 1), "GroupQueryAttention", schema)
+
+    def gqa(q, k, v, past_k, past_v, seqlens_k, total, num_heads: int, kv_heads: int):
+        return gqa_op(q, k, v, past_k, past_v, seqlens_k, total, num_heads=num_heads, kv_num_heads=kv_heads)
+
+    return gqa
+
+
 def translation_table() -> dict:
     """The dynamo exporter's custom_translation_table for our custom ops."""
-    return {torch.ops.mineru.vision_attention.default: _mha_onnxscript()}
+    return {torch.ops.mineru.vision_attention.default: _mha_onnxscript(),
+            torch.ops.mineru.decoder_attention.default: _gqa_onnxscript()}
 
 
 def register_torchscript_symbolics(opset: int) -> None:
@@ -89,7 +147,13 @@ def register_torchscript_symbolics(opset: int) -> None:
     def mha(g, q, k, v, num_heads):
         return g.op("com.microsoft::MultiHeadAttention", q, k, v, num_heads_i=num_heads)
 
+    @parse_args("v", "v", "v", "v", "v", "v", "v", "i", "i")
+    def gqa(g, q, k, v, past_k, past_v, seqlens_k, total, num_heads, kv_heads):
+        return g.op("com.microsoft::GroupQueryAttention", q, k, v, past_k, past_v, seqlens_k, total,
+                    num_heads_i=num_heads, kv_num_heads_i=kv_heads, outputs=3)
+
     register_custom_op_symbolic("mineru::vision_attention", mha, opset)
+    register_custom_op_symbolic("mineru::decoder_attention", gqa, opset)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -145,7 +209,6 @@ class DecoderGraph(nn.Module):
         self.num_heads = int(cfg.num_attention_heads)
         self.num_kv_heads = int(cfg.num_key_value_heads)
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
-        self.groups = self.num_heads // self.num_kv_heads
         self.mrope_section = [int(s) for s in lm.rotary_emb.mrope_section]
         self.attention_scaling = float(lm.rotary_emb.attention_scaling)
         self.register_buffer("inv_freq", lm.rotary_emb.inv_freq.detach().float().clone(), persistent=False)
@@ -157,43 +220,24 @@ class DecoderGraph(nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         cos = emb.cos() * self.attention_scaling
         sin = emb.sin() * self.attention_scaling
-        return cos[:, None], sin[:, None]                                      # (B, 1, S, d)
+        return cos[:, :, None], sin[:, :, None]                                # (B, S, 1, d)
 
-    def forward(self, inputs_embeds, attention_mask, position_ids, *past):
+    def forward(self, inputs_embeds, position_ids, seqlens_k, total_sequence_length, *past):
         b, s, _ = inputs_embeds.shape
-        cap = attention_mask.shape[1] - s
-        keep = attention_mask[:, None, None, :] > 0                              # (B, 1, 1, C+S)
-        pos = torch.arange(s, device=inputs_embeds.device)
-        causal = pos[None, :] <= pos[:, None]                                    # (S, S)
-        allowed = torch.cat((keep[..., :cap].expand(b, 1, s, cap),
-                             keep[..., cap:] & causal[None, None]), dim=-1)       # (B, 1, S, C+S)
-        # an additive mask, built once: one Add per layer instead of a Where over the scores
-        # (a prefill's scores are 14 x S x S floats per layer; every pass over them counts)
-        lowest = torch.finfo(torch.float32).min
-        bias = torch.where(allowed, torch.zeros((), dtype=torch.float32),
-                           torch.full((), lowest, dtype=torch.float32))[:, :, None]  # (B, 1, 1, S, C+S)
         cos, sin = self._rotary(position_ids)
-        scale = self.head_dim ** -0.5
         x = inputs_embeds
-        new_kv = []
+        present = []
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
-            k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(h).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
-            q = (q * cos + _rotate_half(q) * sin) * scale   # scaled before the product: fewer floats
-            k = k * cos + _rotate_half(k) * sin
-            new_kv += [k, v]
-            past_k, past_v = past[2 * i], past[2 * i + 1]
-            # grouped-query attention without repeating the cache: (B, kv, groups*S, d)
-            qg = q.reshape(b, self.num_kv_heads, self.groups * s, self.head_dim)
-            scores = torch.cat((qg @ past_k.transpose(2, 3), qg @ k.transpose(2, 3)), dim=-1)
-            scores = scores.view(b, self.num_kv_heads, self.groups, s, cap + s) + bias
-            probs = torch.softmax(scores, dim=-1).view(b, self.num_kv_heads, self.groups * s, cap + s)
-            out = probs[..., :cap] @ past_v + probs[..., cap:] @ v
-            out = out.view(b, self.num_heads, s, self.head_dim).transpose(1, 2).reshape(b, s, -1)
+            q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim)
+            k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim)
+            q = (q * cos + _rotate_half(q) * sin).reshape(b, s, -1)
+            k = (k * cos + _rotate_half(k) * sin).reshape(b, s, -1)
+            out, key, value = decoder_attention(q, k, attn.v_proj(h), past[2 * i], past[2 * i + 1], seqlens_k,
+                                                total_sequence_length, self.num_heads, self.num_kv_heads)
+            present += [key, value]
             x = x + attn.o_proj(out)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         logits = self.lm_head(self.norm(x[:, -1:, :]))[:, 0]  # (B, 1, H) keeps it a MatMul
-        return (logits, *new_kv)
+        return (logits, *present)

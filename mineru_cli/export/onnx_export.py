@@ -5,10 +5,11 @@
 writes out_dir/ with
     vision.onnx (+ .data)   pixel_values (N, 1176) f32, vision_position_ids (N, 2) i64
                             -> image_embeds (N/4, hidden) f32                   [one image]
-    decoder.onnx (+ .data)  inputs_embeds (B, S, hidden) f32, attention_mask (B, C+S) i64,
-                            position_ids (3, B, S) i64, past_key_i/past_value_i (B, kv, C, d) f32
-                            (a KV buffer the runtime fills in place; see graphs.DecoderGraph)
-                            -> logits (B, vocab) f32 [last position], new_key_i/value_i (B, kv, S, d)
+    decoder.onnx (+ .data)  inputs_embeds (B, S, hidden) f32, position_ids (3, B, S) i64,
+                            seqlens_k (B,) i32, total_sequence_length () i32,
+                            past_key_i/past_value_i (B, kv, C, d) f32 (a KV buffer)
+                            -> logits (B, vocab) f32 [last position], present_key_i/value_i: the
+                            buffers with the new tokens written in place (see graphs.DecoderGraph)
     embed_tokens.npy        the input embedding table, float32 (vocab, hidden)
     config.json, tokenizer.json, preprocessor_config.json, ... copied from the model folder
     manifest.json           sha256 of the source weights and of every file written, opset,
@@ -203,8 +204,8 @@ def export_vision(model, path: Path, exporter: str = "dynamo", opset: int = DEFA
 
 def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
     past = [f"past_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
-    new = [f"new_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
-    return ["inputs_embeds", "attention_mask", "position_ids", *past], ["logits", *new]
+    present = [f"present_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
+    return ["inputs_embeds", "position_ids", "seqlens_k", "total_sequence_length", *past], ["logits", *present]
 
 
 def export_decoder(model, path: Path, exporter: str = "dynamo", opset: int = DEFAULT_OPSET) -> None:
@@ -215,15 +216,14 @@ def export_decoder(model, path: Path, exporter: str = "dynamo", opset: int = DEF
     graph = DecoderGraph(model).eval()
     cfg = model.config.text_config
     layers = int(cfg.num_hidden_layers)
-    b, s, p = 2, 3, 4  # distinct sizes > 1, so none is specialised to a constant
-    args = (torch.randn(b, s, int(cfg.hidden_size)), torch.ones(b, p + s, dtype=torch.long),
-            torch.zeros(3, b, s, dtype=torch.long),
-            *[torch.randn(b, graph.num_kv_heads, p, graph.head_dim) for _ in range(2 * layers)])
+    b, s, c = 2, 3, 8  # distinct sizes > 1, so none is specialised to a constant
+    args = (torch.randn(b, s, int(cfg.hidden_size)), torch.zeros(3, b, s, dtype=torch.long),
+            torch.tensor([4, 5], dtype=torch.int32), torch.tensor(6, dtype=torch.int32),
+            *[torch.randn(b, graph.num_kv_heads, c, graph.head_dim) for _ in range(2 * layers)])
     inputs, outputs = decoder_io(layers)
-    axes = {"inputs_embeds": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
-            "position_ids": {1: "batch", 2: "seq"}, "logits": {0: "batch"}}
-    axes.update({n: {0: "batch", 2: "capacity"} for n in inputs[3:]})
-    axes.update({n: {0: "batch", 2: "seq"} for n in outputs[1:]})
+    axes = {"inputs_embeds": {0: "batch", 1: "seq"}, "position_ids": {1: "batch", 2: "seq"},
+            "seqlens_k": {0: "batch"}, "logits": {0: "batch"}}
+    axes.update({n: {0: "batch", 2: "capacity"} for n in inputs[4:] + outputs[1:]})
     _export(graph, args, path, inputs, outputs, axes, exporter, opset, star_args=2 * layers)
 
 

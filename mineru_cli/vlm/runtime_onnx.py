@@ -5,16 +5,18 @@ It implements generate.Runtime over an export folder written by mineru_cli.expor
 
     manifest.json        what the folder holds: graphs, every file's sha256, shapes, versions
     vision.onnx          one image's patches + (row, col) ids -> merged image embeddings
-    decoder.onnx         inputs_embeds + mask + M-RoPE ids + KV buffer -> last logits + new k/v
+    decoder.onnx         inputs_embeds + M-RoPE ids + row lengths + KV buffer -> last logits,
+                         the buffer with the new tokens' k/v written in place
     embed_tokens.npy     the input embedding table (memory-mapped: only looked-up rows are read)
     config.json, tokenizer.json, preprocessor_config.json, ...   copied from the model folder
 
-Inputs are the same VlmInput the torch runtime takes. Batching is the torch runtime's: rows
-left-padded to the longest prompt, padding masked out of attention with position ids 0, so a
-row decodes as it would alone. The KV cache is a preallocated buffer per layer (B, kv, C, d)
-that the decoder reads in place (fed as OrtValues sharing the numpy memory) and that the runtime
-fills with the few new columns the decoder returns each step; capacity grows in chunks of
-KV_GROWTH tokens, so a step never copies the cache (see export.graphs.DecoderGraph). retain()
+Inputs are the same VlmInput the torch runtime takes. The KV cache is a preallocated buffer per
+layer (B, kv, C, d) that the decoder's GroupQueryAttention reads and writes in place (bound as
+both its past input and its present output through IO binding); capacity grows in chunks of
+KV_GROWTH tokens, so a step never copies the cache (see export.graphs.DecoderGraph). Rows are not
+padded: each row's length is told to the kernel (seqlens_k), so a row computes what it would
+alone. Prompts are prefilled row by row (the kernel takes a multi-token call after the first only
+at batch 1), in chunks of PREFILL_CHUNK_TOKENS; decoding steps all live rows together. retain()
 gathers the live rows once when sequences finish.
 
 The folder is checked against manifest.json (sha256 of every file) when the runtime loads; a
@@ -34,16 +36,16 @@ import numpy as np
 from ..errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from .processor import vision_position_ids
-from .tokenizer import VlmInput, left_pad
+from .tokenizer import VlmInput
 
 MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
-FORMAT_VERSION = 2   # 2: the decoder reads a KV buffer and returns new k/v only
+FORMAT_VERSION = 3   # 3: GroupQueryAttention writes the KV buffer in place (2: new k/v returned)
 KV_GROWTH = 128     # tokens of KV capacity added at a time
-# Prompts are prefilled in chunks of about PREFILL_CHUNK_TOKENS tokens over the whole batch (each
-# chunk attends to the buffer filled by the ones before): a call's activations and attention
-# scores grow with batch x chunk, and a whole batch of crop prompts (8 x 550 tokens) or a
-# 1,400-token layout prompt made prefill the peak of a worker's memory.
+# A prompt is prefilled in chunks of at most PREFILL_CHUNK_TOKENS tokens (each chunk attends to
+# the buffer filled by the ones before): a call's activations and the kernel's (heads, S, C) score
+# buffer grow with the chunk, and a 1,400-token layout prompt in one call was a worker's
+# memory peak.
 PREFILL_CHUNK_TOKENS = 1024
 ENV_VAR = "MINERU_MODEL_PATH"
 
@@ -250,17 +252,16 @@ class OnnxRuntime:
             raise SetupError(f"embed_tokens has shape {self._embed.shape}, expected "
                              f"{(self.vocab_size, self.hidden_size)}")
         self._past_names = [f"past_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
-        self._out_names = ["logits", *(f"new_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value"))]
+        self._present_names = [f"present_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
         inputs = {i.name for i in self._decoder.get_inputs()}
         outputs = {o.name for o in self._decoder.get_outputs()}
-        missing = ({"inputs_embeds", "attention_mask", "position_ids", *self._past_names} - inputs) | \
-                  (set(self._out_names) - outputs)
+        missing = ({"inputs_embeds", "position_ids", "seqlens_k", "total_sequence_length", *self._past_names}
+                   - inputs) | ({"logits", *self._present_names} - outputs)
         if missing:
             raise SetupError(f"decoder.onnx lacks the inputs/outputs {sorted(missing)}")
         self._kv: list[np.ndarray] = []   # per layer key, value, key, ...: (B, kv, capacity, d)
-        self._filled = 0                  # columns of the buffers holding tokens
-        self._mask: np.ndarray | None = None   # (B, capacity): 1 where a buffer column is a token
-        self._next_pos: np.ndarray | None = None
+        self._lengths: np.ndarray | None = None    # (B,) tokens held per row
+        self._next_pos: np.ndarray | None = None   # (B,) the M-RoPE position of each row's next token
 
     # ------------------------------------------------------------------ pieces
 
@@ -284,81 +285,74 @@ class OnnxRuntime:
         return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32
                           ).reshape(*np.shape(ids), self.hidden_size)
 
-    def _run(self, embeds: np.ndarray, positions: np.ndarray, new_mask: np.ndarray, prompt: bool) -> np.ndarray:
-        """One decoder call over the S new tokens, whose k/v then go into the buffers. The
-        prompt is run against an empty past (its buffers are still all zeros)."""
+    def _run(self, embeds: np.ndarray, positions: np.ndarray, rows: slice | None = None) -> np.ndarray:
+        """One decoder call: the S new tokens of each row (all rows, or the rows of `rows`) go
+        after its self._lengths tokens, written into the KV buffers in place; returns the logits
+        of each row's last new token."""
         batch, s = embeds.shape[:2]
-        if self._filled + s > self._kv[0].shape[2]:
-            self._grow(self._filled + s)
-        if prompt:
-            past = [np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)] * len(self._kv)
-            mask = new_mask
-        else:
-            past = self._kv
-            mask = np.concatenate([self._mask, new_mask], axis=1)
-        feed = {"inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
-                "attention_mask": self._ortvalue(mask.astype(np.int64, copy=False)),
-                "position_ids": self._ortvalue(positions)}
-        feed.update((name, self._ortvalue(buf)) for name, buf in zip(self._past_names, past))
-        outs = self._decoder.run_with_ort_values(self._out_names, feed)
-        end = self._filled + s
-        for buf, new in zip(self._kv, outs[1:]):
-            buf[:, :, self._filled:end] = new.numpy()
-        self._mask[:, self._filled:end] = new_mask
-        self._filled = end
-        return outs[0].numpy()
+        rows = rows or slice(0, len(self._lengths))
+        lengths = self._lengths[rows] + s
+        if int(lengths.max()) > self._kv[0].shape[2]:
+            self._grow(int(lengths.max()))
+        io = self._decoder.io_binding()
+        io.bind_ortvalue_input("inputs_embeds", self._ortvalue(embeds.astype(np.float32, copy=False)))
+        io.bind_ortvalue_input("position_ids", self._ortvalue(positions))
+        io.bind_ortvalue_input("seqlens_k", self._ortvalue((lengths - 1).astype(np.int32)))
+        io.bind_ortvalue_input("total_sequence_length", self._ortvalue(np.asarray(lengths.max(), dtype=np.int32)))
+        io.bind_output("logits")   # first: get_outputs() follows the binding order
+        for past, present, buf in zip(self._past_names, self._present_names, self._kv):
+            value = self._ortvalue(buf[rows])   # a view: the kernel writes into our buffer
+            io.bind_ortvalue_input(past, value)
+            io.bind_ortvalue_output(present, value)
+        self._decoder.run_with_iobinding(io)
+        self._lengths[rows] = lengths
+        return io.get_outputs()[0].numpy()
 
     def _grow(self, needed: int) -> None:
-        """Room for `needed` tokens plus KV_GROWTH: new zeroed buffers (zeros, not garbage: a
-        masked column still enters probs @ v with weight 0, and 0 * NaN would be NaN)."""
+        """Room for `needed` tokens plus KV_GROWTH: new buffers holding the filled columns
+        (zeroed beyond them: the kernel reads only each row's own tokens, but zeros keep a
+        stray read finite)."""
         capacity = needed + KV_GROWTH
-        batch = self._mask.shape[0]
+        filled = int(self._lengths.max()) if len(self._lengths) else 0
         grown = []
         for buf in self._kv:
-            new = np.zeros((batch, self.num_kv_heads, capacity, self.head_dim), dtype=np.float32)
-            new[:, :, :self._filled] = buf[:, :, :self._filled]
+            new = np.zeros((buf.shape[0], self.num_kv_heads, capacity, self.head_dim), dtype=np.float32)
+            new[:, :, :filled] = buf[:, :, :filled]
             grown.append(new)
         self._kv = grown
-        mask = np.zeros((batch, capacity), dtype=np.int64)
-        mask[:, :self._filled] = self._mask[:, :self._filled]
-        self._mask = mask
 
     # ------------------------------------------------------------------ Runtime protocol
 
     def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
-        ids, mask, positions = left_pad(inputs)
         batch = len(inputs)
-        embeds = self.embed(ids)
+        capacity = max(len(x) for x in inputs) + KV_GROWTH
+        self._kv = [np.zeros((batch, self.num_kv_heads, capacity, self.head_dim), dtype=np.float32)
+                    for _ in self._past_names]
+        self._lengths = np.zeros(batch, dtype=np.int64)
+        self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
+        logits = np.zeros((batch, self.vocab_size), dtype=np.float32)
         for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
-            where = (ids[row] == self.image_token_id) & (mask[row] == 1)
+            embeds = self.embed(x.input_ids)
+            where = x.input_ids == self.image_token_id
             if int(where.sum()) != feats.shape[0]:
                 raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
-            embeds[row, where] = feats
-        self._kv = [np.zeros((batch, self.num_kv_heads, 0, self.head_dim), dtype=np.float32)
-                    for _ in self._past_names]
-        self._filled = 0
-        self._mask = np.zeros((batch, 0), dtype=np.int64)
-        self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
-        total = embeds.shape[1]
-        self._grow(total)
-        logits = None
-        chunk = max(64, PREFILL_CHUNK_TOKENS // batch)
-        for start in range(0, total, chunk):   # the prompt in chunks: see PREFILL_CHUNK_TOKENS
-            end = min(total, start + chunk)
-            logits = self._run(np.ascontiguousarray(embeds[:, start:end]),
-                               np.ascontiguousarray(positions[:, :, start:end]), mask[:, start:end],
-                               prompt=start == 0)
+            embeds[where] = feats
+            for start in range(0, len(x), PREFILL_CHUNK_TOKENS):   # see PREFILL_CHUNK_TOKENS
+                end = min(len(x), start + PREFILL_CHUNK_TOKENS)
+                logits[row] = self._run(np.ascontiguousarray(embeds[None, start:end]),
+                                        np.ascontiguousarray(x.position_ids[:, None, start:end]),
+                                        rows=slice(row, row + 1))[0]
         return logits
 
     def step(self, token_ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1, 1)
         positions = np.ascontiguousarray(np.broadcast_to(self._next_pos.reshape(1, -1, 1), (3, ids.shape[0], 1)))
-        logits = self._run(self.embed(ids), positions, np.ones_like(ids), prompt=False)
+        logits = self._run(self.embed(ids), positions)
         self._next_pos = self._next_pos + 1
         return logits
 
     def retain(self, rows: Sequence[int]) -> None:
         index = np.asarray(list(rows), dtype=np.int64)
         self._kv = [buf[index] for buf in self._kv]
-        self._mask = self._mask[index]
+        self._lengths = self._lengths[index]
         self._next_pos = self._next_pos[index]

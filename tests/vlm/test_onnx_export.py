@@ -31,7 +31,7 @@ def _dims(value) -> list:
 
 def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
     manifest = json.loads((tiny_onnx / "manifest.json").read_text())
-    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 2
+    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 3
     assert manifest["graphs"] == {"vision": "vision.onnx", "decoder": "decoder.onnx",
                                   "embed_tokens": "embed_tokens.npy"}
     for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "vision.onnx", "decoder.onnx",
@@ -67,11 +67,11 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     decoder = onnx.load(str(tiny_onnx / "decoder.onnx"), load_external_data=False).graph
     inputs = {v.name: _dims(v) for v in decoder.input}
     assert inputs["inputs_embeds"] == ["batch", "seq", 64]
-    assert inputs["attention_mask"] == ["batch", "total"]
     assert inputs["position_ids"] == [3, "batch", "seq"]
+    assert inputs["seqlens_k"] == ["batch"] and inputs["total_sequence_length"] == []
     assert inputs["past_key_0"] == ["batch", 2, "capacity", 16] and "past_value_1" in inputs
     outputs = {v.name: _dims(v) for v in decoder.output}
-    assert outputs["logits"][0] == "batch" and outputs["new_value_1"] == ["batch", 2, "seq", 16]
+    assert outputs["logits"][0] == "batch" and outputs["present_value_1"] == ["batch", 2, "capacity", 16]
     # every linear layer is a MatMul with a constant weight (what the INT8 quantizer takes)
     ops = {n.op_type for n in decoder.node} | {n.op_type for n in vision.node}
     assert "Gemm" not in ops and "Conv" not in ops
@@ -79,6 +79,10 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     fused = [n for n in vision.node if n.op_type == "MultiHeadAttention"]
     assert len(fused) == 1 and {n.domain for n in fused} == {"com.microsoft"}
     assert "Softmax" not in {n.op_type for n in vision.node}
+    # the decoder's attention is one GroupQueryAttention node per layer, nothing unfused
+    fused = [n for n in decoder.node if n.op_type == "GroupQueryAttention"]
+    assert len(fused) == 2 and {n.domain for n in fused} == {"com.microsoft"}
+    assert "Softmax" not in {n.op_type for n in decoder.node}
 
 
 def test_export_parity_figures(tiny_onnx_report):

@@ -102,7 +102,7 @@ def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, pa
 
     monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 10 ** 6)
     whole = run()
-    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 3 * 64)   # 64-token chunks: several per prompt
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 64)   # several chunks per prompt
     assert max(len(x) for x in batch) > 64
     chunked = run()
     assert np.abs(whole - chunked).max() < 1e-4
@@ -187,13 +187,14 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
 
 
 def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
-    """Format 1 exports returned the whole concatenated cache; this runtime feeds a KV buffer."""
+    """Format 2 exports returned the new k/v for the runtime to copy in; format 3's decoder writes
+    the KV buffer itself, so an older export cannot run here."""
     old = tmp_path / "old"
     shutil.copytree(tiny_onnx, old)
     manifest = json.loads((old / "manifest.json").read_text())
-    manifest["format_version"] = 1
+    manifest["format_version"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SetupError, match=r"format version 1; this mineru-cli reads version 2: export the model again"):
+    with pytest.raises(SetupError, match=r"format version 2; this mineru-cli reads version 3: export the model again"):
         OnnxRuntime(old)
 
 
