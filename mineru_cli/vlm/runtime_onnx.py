@@ -239,6 +239,11 @@ class OnnxRuntime:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        # the arena hands back what a call no longer holds when the call ends: without this a
+        # worker's memory was the sum of its phases' peaks (vision 0.74 GB of activations, then a
+        # prompt's 0.29 GB, then decoding's 0.21 GB, none reusing the others' freed blocks)
+        self._release = ort.RunOptions()
+        self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         graphs = self.manifest["graphs"]
         try:
             self._vision = ort.InferenceSession(str(self.export_dir / graphs["vision"]), opts,
@@ -277,7 +282,7 @@ class OnnxRuntime:
             ids = vision_position_ids(x.image_grid_thw, self.merge_size)
             feats, = self._vision.run(["image_embeds"], {
                 "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
-                "vision_position_ids": ids})
+                "vision_position_ids": ids}, self._release)
             out.append(feats)
         return out
 
@@ -300,7 +305,7 @@ class OnnxRuntime:
         io.bind_ortvalue_input("seqlens_k", self._ortvalue((lengths - 1).astype(np.int32)))
         io.bind_ortvalue_input("total_sequence_length", self._ortvalue(np.asarray(lengths.max(), dtype=np.int32)))
         io.bind_output("logits")
-        self._decoder.run_with_iobinding(io)
+        self._decoder.run_with_iobinding(io, self._release)
         self._lengths[rows or slice(None)] = lengths
         return io.get_outputs()[0].numpy()
 

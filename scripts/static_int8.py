@@ -1,0 +1,128 @@
+"""Static INT8 (calibrated activation scales) against the dynamic INT8 that `mineru export --int8`
+writes: issue 5's "dynamic or static with a calibration set of rendered pages; measure both".
+
+    python scripts/static_int8.py WORK_DIR [--samples 6] [--threads 2]
+
+WORK_DIR is `mineru bench --work-dir`'s folder (model/, onnx-fp32/ and onnx-int8/). The script
+writes WORK_DIR/onnx-int8-static/: onnx-int8/ with both graphs replaced by onnxruntime's
+quantize_static of the fp32 graphs (QDQ, per-channel s8 weights, u8 activations, MinMax
+calibration; the same MatMuls as the dynamic export). The calibration set is rendered pages:
+each examples/*.png and examples/report.pdf page at crop-like sizes, with the fp32 export's own
+image features in its decoder prompts. Then time it beside the dynamic export with
+`mineru bench`-style measurements and compare both with torch by running
+scripts/parity_full_size.py on WORK_DIR (it takes every onnx-* folder there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def calibration_pages(samples: int) -> list[Image.Image]:
+    from mineru_cli.inputs import LoadOptions, discover, open_document
+
+    pages = []
+    for src in discover([ROOT / "examples"]):
+        with open_document(src, LoadOptions()) as doc:
+            pages += [doc.page(i).image for i in range(doc.page_count)]
+    sizes = [(448, 448), (336, 672), (560, 420)]   # crop-like: 1,024 / 1,152 / 1,200 patches
+    return [pages[i % len(pages)].resize(sizes[i % len(sizes)], Image.BICUBIC) for i in range(samples)]
+
+
+class Reader:
+    """onnxruntime's CalibrationDataReader over a list of feeds."""
+
+    def __init__(self, feeds: list[dict]):
+        self.feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[dict], list[dict]]:
+    from mineru_cli.export.bench import mineru25_config
+    from mineru_cli.vlm.processor import vision_position_ids
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime
+    from parity_full_size import page_input
+
+    cfg = mineru25_config()
+    rt = OnnxRuntime(fp32_dir, threads=threads)
+    vision, decoder = [], []
+    for i, page in enumerate(pages):
+        x = page_input(cfg, page, 24, seed=100 + i)
+        vision.append({"pixel_values": x.pixel_values.astype(np.float32),
+                       "vision_position_ids": vision_position_ids(x.image_grid_thw, rt.merge_size)})
+        embeds = rt.embed(x.input_ids)
+        embeds[x.input_ids == rt.image_token_id] = rt.image_embeds([x])[0]
+        n = len(x)
+        feed = {"inputs_embeds": embeds[None], "position_ids": np.ascontiguousarray(x.position_ids[:, None]),
+                "seqlens_k": np.asarray([n - 1], dtype=np.int32),
+                "total_sequence_length": np.asarray(n, dtype=np.int32)}
+        for name in rt._past_names:
+            feed[name] = np.zeros((1, rt.num_kv_heads, n, rt.head_dim), dtype=np.float32)
+        decoder.append(feed)
+    return vision, decoder
+
+
+def quantize(src: Path, dst: Path, data: list[dict], weight_type: str) -> dict:
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    with tempfile.TemporaryDirectory() as tmp:   # the calibrator writes its augmented model here
+        quantize_static(str(src), str(dst), Reader(data), quant_format=QuantFormat.QDQ,
+                        op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
+                        activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
+                        calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
+                        extra_options={"MatMulConstBOnly": True, "CalibTensorRangeSymmetric": False},
+                        calibration_providers=["CPUExecutionProvider"])
+    return {"method": "onnxruntime.quantize_static", "format": "QDQ", "op_types": ["MatMul"],
+            "weight_type": weight_type, "activation_type": "QUInt8", "per_channel": True,
+            "calibration": f"MinMax over {len(data)} rendered pages"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work_dir")
+    ap.add_argument("--samples", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    from mineru_cli.export.onnx_export import _write_manifest
+    from mineru_cli.vlm.runtime_onnx import read_manifest
+
+    work = Path(args.work_dir)
+    fp32, dynamic, out = work / "onnx-fp32", work / "onnx-int8", work / "onnx-int8-static"
+    t0 = time.monotonic()
+    vision_data, decoder_data = feeds(fp32, calibration_pages(args.samples), args.threads)
+    print(f"calibration inputs: {time.monotonic() - t0:.1f} s", flush=True)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(dynamic, partial, ignore=shutil.ignore_patterns("vision.onnx*", "decoder.onnx*"))
+    manifest = read_manifest(dynamic)
+    quantization = dict(manifest["quantization"])
+    for role, data in (("vision", vision_data), ("decoder", decoder_data)):
+        t0 = time.monotonic()
+        quantization[role] = quantize(fp32 / f"{role}.onnx", partial / f"{role}.onnx", data,
+                                      manifest["quantization"][role]["weight_type"])
+        print(f"{role}: quantize_static {time.monotonic() - t0:.1f} s", flush=True)
+    quantization["scheme"] = "int8-static"
+    manifest.update(quantization=quantization, parity=None)
+    _write_manifest(partial, manifest)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    print(json.dumps(quantization, indent=1))
+
+
+if __name__ == "__main__":
+    main()
