@@ -84,7 +84,7 @@ def quantize(src: Path, dst: Path, data: list[dict], weight_type: str) -> dict:
                         op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
                         activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
                         calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
-                        extra_options={"MatMulConstBOnly": True, "CalibTensorRangeSymmetric": False},
+                        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
                         calibration_providers=["CPUExecutionProvider"])
     return {"method": "onnxruntime.quantize_static", "format": "QDQ", "op_types": ["MatMul"],
             "weight_type": weight_type, "activation_type": "QUInt8", "per_channel": True,

@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 
-# ---------------------------------------------------------------- fused vision attention
-# A torch custom op, so that both exporters emit one contrib node for the whole attention:
-# eager it is plain softmax attention; dynamo maps it through `custom_translation_table`,
-# TorchScript through a registered symbolic.
+# ---------------------------------------------------------------- fused ops
+# Torch custom ops, so that both exporters emit one onnxruntime contrib node for each: eager they
+# compute what the node computes; dynamo maps them through `custom_translation_table`,
+# TorchScript through registered symbolics.
 
 @torch.library.custom_op("mineru::vision_attention", mutates_args=())
 def vision_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -91,52 +91,65 @@ def _(q, k, v, past_k, past_v, seqlens_k, total, num_heads, kv_heads):
     return torch.empty_like(q), torch.empty_like(past_k), torch.empty_like(past_v)
 
 
-def _mha_onnxscript():
+@torch.library.custom_op("mineru::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Qwen2's RMSNorm (float32 throughout): x / sqrt(mean(x^2) + eps) * weight, over the last
+    axis. Exported as one com.microsoft.SimplifiedLayerNormalization node: the plain graph was
+    seven elementwise nodes (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul) that onnxruntime
+    did not fuse, run three times per layer. (onnxruntime registers that op in the ONNX domain,
+    where its own fusions put it.)"""
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+@rms_norm.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x)
+
+
+def _contrib_op(name: str, inputs: dict[str, str], outputs: list[str], attributes: dict[str, str],
+                types: dict[str, list[str]], domain: str = "com.microsoft"):
+    """An onnxscript Op for an onnxruntime contrib op. onnx registers no schemas for them, so we
+    describe the part we use: input names -> type variable, outputs (of type T), attributes."""
     import onnxscript
 
     from onnx.defs import OpSchema
 
-    # onnx registers no schemas for onnxruntime's contrib ops: describe the part we use
-    # (query, key, value -> output; the num_heads attribute) so onnxscript can record the call
+    kinds = {"int": OpSchema.AttrType.INT, "float": OpSchema.AttrType.FLOAT}
     schema = OpSchema(
-        "MultiHeadAttention", "com.microsoft", 1,
-        inputs=[OpSchema.FormalParameter(n, "T") for n in ("query", "key", "value")],
-        outputs=[OpSchema.FormalParameter("output", "T")],
-        type_constraints=[("T", ["tensor(float)"], "float tensors")],
-        attributes=[OpSchema.Attribute("num_heads", OpSchema.AttrType.INT, "number of heads")])
-    mha_op = onnxscript.values.Op(onnxscript.values.Opset("com.microsoft", 1), "MultiHeadAttention", schema)
-
-    def mha(q, k, v, num_heads: int):
-        return mha_op(q, k, v, num_heads=num_heads)
-
-    return mha
-
-
-def _gqa_onnxscript():
-    import onnxscript
-
-    from onnx.defs import OpSchema
-
-    names = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length")
-    schema = OpSchema(
-        "GroupQueryAttention", "com.microsoft", 1,
-        inputs=[OpSchema.FormalParameter(n, "M" if n in names[5:] else "T") for n in names],
-        outputs=[OpSchema.FormalParameter(n, "T") for n in ("output", "present_key", "present_value")],
-        type_constraints=[("T", ["tensor(float)"], "float tensors"), ("M", ["tensor(int32)"], "lengths")],
-        attributes=[OpSchema.Attribute("num_heads", OpSchema.AttrType.INT, "query heads"),
-                    OpSchema.Attribute("kv_num_heads", OpSchema.AttrType.INT, "key/value heads")])
-    gqa_op = onnxscript.values.Op(onnxscript.values.Opset("com.microsoft", 1), "GroupQueryAttention", schema)
-
-    def gqa(q, k, v, past_k, past_v, seqlens_k, total, num_heads: int, kv_heads: int):
-        return gqa_op(q, k, v, past_k, past_v, seqlens_k, total, num_heads=num_heads, kv_num_heads=kv_heads)
-
-    return gqa
+        name, domain, 1,
+        inputs=[OpSchema.FormalParameter(n, t) for n, t in inputs.items()],
+        outputs=[OpSchema.FormalParameter(n, "T") for n in outputs],
+        type_constraints=[(t, allowed, t) for t, allowed in types.items()],
+        attributes=[OpSchema.Attribute(a, kinds[k], a) for a, k in attributes.items()])
+    return onnxscript.values.Op(onnxscript.values.Opset(domain, 1), name, schema)
 
 
 def translation_table() -> dict:
     """The dynamo exporter's custom_translation_table for our custom ops."""
-    return {torch.ops.mineru.vision_attention.default: _mha_onnxscript(),
-            torch.ops.mineru.decoder_attention.default: _gqa_onnxscript()}
+    floats = {"T": ["tensor(float)"]}
+    mha_op = _contrib_op("MultiHeadAttention", dict.fromkeys(("query", "key", "value"), "T"), ["output"],
+                         {"num_heads": "int"}, floats)
+    gqa_op = _contrib_op(
+        "GroupQueryAttention",
+        {**dict.fromkeys(("query", "key", "value", "past_key", "past_value"), "T"),
+         "seqlens_k": "M", "total_sequence_length": "M"},
+        ["output", "present_key", "present_value"], {"num_heads": "int", "kv_num_heads": "int"},
+        {**floats, "M": ["tensor(int32)"]})
+    norm_op = _contrib_op("SimplifiedLayerNormalization", {"X": "T", "scale": "T"}, ["Y"],
+                          {"axis": "int", "epsilon": "float"}, floats, domain="")
+
+    def mha(q, k, v, num_heads: int):
+        return mha_op(q, k, v, num_heads=num_heads)
+
+    def gqa(q, k, v, past_k, past_v, seqlens_k, total, num_heads: int, kv_heads: int):
+        return gqa_op(q, k, v, past_k, past_v, seqlens_k, total, num_heads=num_heads, kv_num_heads=kv_heads)
+
+    def norm(x, weight, eps: float):
+        return norm_op(x, weight, axis=-1, epsilon=eps)
+
+    return {torch.ops.mineru.vision_attention.default: mha,
+            torch.ops.mineru.decoder_attention.default: gqa,
+            torch.ops.mineru.rms_norm.default: norm}
 
 
 def register_torchscript_symbolics(opset: int) -> None:
@@ -152,8 +165,18 @@ def register_torchscript_symbolics(opset: int) -> None:
         return g.op("com.microsoft::GroupQueryAttention", q, k, v, past_k, past_v, seqlens_k, total,
                     num_heads_i=num_heads, kv_num_heads_i=kv_heads, outputs=3)
 
+    @parse_args("v", "v", "f")
+    def norm(g, x, weight, eps):
+        return g.op("SimplifiedLayerNormalization", x, weight, axis_i=-1, epsilon_f=eps)
+
     register_custom_op_symbolic("mineru::vision_attention", mha, opset)
     register_custom_op_symbolic("mineru::decoder_attention", gqa, opset)
+    register_custom_op_symbolic("mineru::rms_norm", norm, opset)
+
+
+def _norm(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A Qwen2RMSNorm module's computation, as the fused op."""
+    return rms_norm(x, module.weight, float(module.variance_epsilon))
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -229,7 +252,7 @@ class DecoderGraph(nn.Module):
         present = []
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
-            h = layer.input_layernorm(x)
+            h = _norm(layer.input_layernorm, x)
             q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim)
             k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim)
             q = (q * cos + _rotate_half(q) * sin).reshape(b, s, -1)
@@ -238,6 +261,6 @@ class DecoderGraph(nn.Module):
                                                 total_sequence_length, self.num_heads, self.num_kv_heads)
             present += [key, value]
             x = x + attn.o_proj(out)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        logits = self.lm_head(self.norm(x[:, -1:, :]))[:, 0]  # (B, 1, H) keeps it a MatMul
+            x = x + layer.mlp(_norm(layer.post_attention_layernorm, x))
+        logits = self.lm_head(_norm(self.norm, x[:, -1:, :]))[:, 0]  # (B, 1, H) keeps it a MatMul
         return (logits, *present)

@@ -248,7 +248,9 @@ def quantize_int8(src: Path, dst: Path, weight_type: str = "QInt8", per_channel:
         quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=per_channel,
                          reduce_range=False, weight_type=getattr(QuantType, weight_type),
                          nodes_to_exclude=list(exclude or []), use_external_data_format=True,
-                         extra_options={"MatMulConstBOnly": True})
+                         # DefaultTensorType: onnx's shape inference gives no type past the
+                         # onnxruntime-only ops (SimplifiedLayerNormalization); all are float
+                         extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1})
     return {"method": "onnxruntime.quantize_dynamic", "op_types": ["MatMul"], "weight_type": weight_type,
             "per_channel": per_channel, "reduce_range": False, "excluded_nodes": list(exclude or [])}
 

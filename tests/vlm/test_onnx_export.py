@@ -83,6 +83,9 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     fused = [n for n in decoder.node if n.op_type == "GroupQueryAttention"]
     assert len(fused) == 2 and {n.domain for n in fused} == {"com.microsoft"}
     assert "Softmax" not in {n.op_type for n in decoder.node}
+    # RMSNorm is one node each (two per layer and the final norm), not an elementwise chain
+    assert [n.op_type for n in decoder.node].count("SimplifiedLayerNormalization") == 2 * 2 + 1
+    assert not {"Pow", "ReduceMean", "Sqrt"} & {n.op_type for n in decoder.node}
 
 
 def test_export_parity_figures(tiny_onnx_report):
