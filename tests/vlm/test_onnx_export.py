@@ -168,6 +168,17 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     assert report["bytes"]["onnx_int8"] < report["bytes"]["onnx_fp32"]
     assert all(50 << 20 < rss < 4 << 30 for rss in report["peak_rss"].values()), report["peak_rss"]
 
+    # a later run reuses the exports, except one written in an older format, which it exports again
+    manifest_path = tmp_path / "onnx-int8" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 2
+    manifest_path.write_text(json.dumps(manifest))
+    again = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84), rss=False,
+                            prefill_tokens=32, decode_batches=(1,), decode_steps=2, decode_context=20, log=None,
+                            crop_sizes={})
+    assert set(again["export_timings"]) == {"onnx_int8"}
+    assert json.loads(manifest_path.read_text())["format_version"] == 3
+
 
 def test_int8_vision_weights_follow_the_cpu():
     assert int8_weight_types({"avx2", "fma"}) == {"vision": "QUInt8", "decoder": "QInt8"}
