@@ -247,9 +247,12 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     model = tmp_path / "model"
     shutil.copytree(tiny_vlm / "model", model)
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
-    exported = mineru("export", "--model", str(model), "--int8", "--no-verify", "--threads", "1", cwd=tmp_path)
+    exported = mineru("export", "--model", str(model), "--int8", "--float-lm-head", "--no-verify", "--threads", "1",
+                      cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
-    assert json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]["scheme"] == "int8"
+    quantization = json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]
+    assert quantization["scheme"] == "int8"
+    assert len(quantization["decoder"]["excluded_nodes"]) == 1   # the output layer stays float32
     env = {"MINERU_MODEL_PATH": str(model)}
     onnx_run = mineru("parse", "page.png", "--out", "a.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path, env=env)
     assert onnx_run.returncode == 0 and "onnx runtime" in onnx_run.stderr, onnx_run.stderr
