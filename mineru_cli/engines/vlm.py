@@ -7,8 +7,10 @@ parse_batch(pages) (parse(page) is parse_batch([page])[0]):
   2. content: every block not skipped by the profile (nor filled by OCR, hybrid mode) is cropped
      from its full page (protocol.prepare_crops) and read with its type's prompt and sampling;
      the crops of ALL pages are decoded together in batches of `batch_size`, sorted by prompt
-     length. Greedy decoding with per-sequence stopping and left padding computes each row as
-     it would alone, so results do not depend on batching or on which pages share a batch.
+     length. Greedy decoding with per-sequence stopping computes each row as it would alone
+     (the torch runtime left-pads and masks, the ONNX one gives each row its length), so
+     results do not depend on batching or on which pages share a batch (INT8 steps aside: their
+     activation scales are per call).
   3. post-processing per page (protocol.post_process): OTSL tables -> HTML, equation repairs,
      merged equation blocks, display equations wrapped in \\[ \\].
 Meanwhile the embedded OCR (RapidOCR det + cls + rec, one thread) reads the text lines of the same

@@ -273,8 +273,8 @@ def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str]
 
 
 def parity_inputs(model_dir: Path):
-    """Two small requests of different lengths (left padding is exercised): a noise image with
-    the layout prompt and a wide one with the text prompt."""
+    """Two small requests of different lengths (rows of unequal length are exercised): a noise
+    image with the layout prompt and a wide one with the text prompt."""
     from PIL import Image
 
     from ..vlm import protocol as P

@@ -84,7 +84,7 @@ class VlmInput:
 def left_pad(inputs: Sequence[VlmInput]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A batch left-padded to its longest prompt: ids (B, L), attention mask (B, L) and M-RoPE
     positions (3, B, L); padding has id 0, mask 0 and position 0, so every row computes what it
-    would alone. Shared by the runtimes."""
+    would alone. Used by the torch runtime (the ONNX runtime needs no padding)."""
     batch, length = len(inputs), max(len(x) for x in inputs)
     ids = np.zeros((batch, length), dtype=np.int64)
     mask = np.zeros((batch, length), dtype=np.int64)
