@@ -22,7 +22,7 @@ DecoderGraph (prefill and decode in one graph)
     Attention is one com.microsoft.GroupQueryAttention node per layer (`decoder_attention`).
     The runtime binds each present output to its past input's memory, so the kernel writes the
     new columns in place and a step never copies the cache; rows need no padding and no mask
-    (each row's length is its seqlens_k), and no (heads, S, S) score tensor passes through the
+    (each row's length is its seqlens_k + 1), and no (heads, S, S) score tensor passes through the
     graph: the unfused attention's elementwise passes over those scores were ~85 % of a
     1,400-token prefill (measured, INT8 export).
     The kernel's limits shape the runtime: a call with S > 1 after an earlier call must have
@@ -77,6 +77,8 @@ def decoder_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k:
     for row in range(b):
         end = int(seqlens_k[row]) + 1
         start = end - s
+        if start < 0:   # the kernel would take this as a right-padded first prompt; we never send one
+            raise ValueError(f"row {row} has {end} tokens, fewer than the {s} new ones")
         present_k[row, :, start:end] = k[row]
         present_v[row, :, start:end] = v[row]
         keys = present_k[row, :, :end].repeat_interleave(num_heads // kv_heads, dim=0)

@@ -239,9 +239,9 @@ class OnnxRuntime:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        # the arena hands back what a call no longer holds when the call ends: without this a
-        # worker's memory was the sum of its phases' peaks (vision 0.74 GB of activations, then a
-        # prompt's 0.29 GB, then decoding's 0.21 GB, none reusing the others' freed blocks)
+        # vision and prompt calls hand back what they no longer hold when they end: without this
+        # a worker's memory was the sum of its phases' peaks (vision 0.74 GB of activations, then
+        # a prompt's 0.29 GB, then decoding's 0.21 GB, none reusing the others' freed blocks)
         self._release = ort.RunOptions()
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         graphs = self.manifest["graphs"]
@@ -272,8 +272,9 @@ class OnnxRuntime:
     # ------------------------------------------------------------------ pieces
 
     def _ortvalue(self, array: np.ndarray):
-        """An OrtValue sharing the memory of a C-contiguous array (no copy)."""
-        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+        """An OrtValue sharing the memory of the array (a copy only if it is not C-contiguous;
+        0-d arrays stay 0-d)."""
+        return self._ort.OrtValue.ortvalue_from_numpy(np.require(array, requirements="C"))
 
     def image_embeds(self, inputs: Sequence[VlmInput]) -> list[np.ndarray]:
         """Merged image features per input, (tokens_i, hidden): one vision call per image."""
@@ -300,12 +301,18 @@ class OnnxRuntime:
         if int(lengths.max()) > self._kv[0].shape[2]:
             self._grow(int(lengths.max()))
         io = self._kv_binding(rows)
-        io.bind_ortvalue_input("inputs_embeds", self._ortvalue(embeds.astype(np.float32, copy=False)))
-        io.bind_ortvalue_input("position_ids", self._ortvalue(positions))
-        io.bind_ortvalue_input("seqlens_k", self._ortvalue((lengths - 1).astype(np.int32)))
-        io.bind_ortvalue_input("total_sequence_length", self._ortvalue(np.asarray(lengths.max(), dtype=np.int32)))
+        # held here until the run ends: some onnxruntime versions' bindings keep only the C value,
+        # not the Python OrtValue that keeps the numpy memory alive
+        feeds = {"inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
+                 "position_ids": self._ortvalue(positions),
+                 "seqlens_k": self._ortvalue((lengths - 1).astype(np.int32)),
+                 "total_sequence_length": self._ortvalue(np.asarray(lengths.max(), dtype=np.int32))}
+        for name, value in feeds.items():
+            io.bind_ortvalue_input(name, value)
         io.bind_output("logits")
-        self._decoder.run_with_iobinding(io, self._release)
+        # prompts hand their memory back (see self._release); a decoding step's buffers are the
+        # same size every step and stay for the next one
+        self._decoder.run_with_iobinding(io, self._release if rows is not None else None)
         self._lengths[rows or slice(None)] = lengths
         return io.get_outputs()[0].numpy()
 
@@ -319,7 +326,10 @@ class OnnxRuntime:
         io = self._decoder.io_binding()
         io.bind_output("logits")   # first: get_outputs() follows the binding order
         for past, present, buf in zip(self._past_names, self._present_names, self._kv):
-            value = self._ortvalue(buf if rows is None else buf[rows])
+            view = buf if rows is None else buf[rows]
+            if not view.flags.c_contiguous:   # a copy would take the kernel's writes
+                raise RuntimeError("KV buffer views must be C-contiguous")
+            value = self._ortvalue(view)
             io.bind_ortvalue_input(past, value)
             io.bind_ortvalue_output(present, value)
         if rows is None:

@@ -71,7 +71,7 @@ def test_onnx_logits_match_torch_over_every_decoding_step(torch_engine, onnx_eng
 
 def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_case):
     inputs, params = _requests(onnx_engine, page, tiny_case)
-    inputs, params = inputs[1:], params[1:]  # the crops: different lengths, so left padding is used
+    inputs, params = inputs[1:], params[1:]  # the crops: rows of different lengths
     assert len({len(x) for x in inputs}) == len(inputs)
     rt = onnx_engine.runtime
     batched = Recorder(rt)
