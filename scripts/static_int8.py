@@ -64,10 +64,8 @@ def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[
         x = page_input(cfg, page, 24, seed=100 + i)
         vision.append({"pixel_values": x.pixel_values.astype(np.float32),
                        "vision_position_ids": vision_position_ids(x.image_grid_thw, rt.merge_size)})
-        embeds = rt.embed(x.input_ids)
-        embeds[x.input_ids == rt.image_token_id] = rt.image_embeds([x])[0]
         n = len(x)
-        feed = {"inputs_embeds": embeds[None], "position_ids": np.ascontiguousarray(x.position_ids[:, None]),
+        feed = {"inputs_embeds": rt.prompt_embeds(x, rt.image_embeds([x])[0])[None], "position_ids": np.ascontiguousarray(x.position_ids[:, None]),
                 "seqlens_k": np.asarray([n - 1], dtype=np.int32),
                 "total_sequence_length": np.asarray(n, dtype=np.int32)}
         for name in rt._past_names:

@@ -150,6 +150,7 @@ def write_model_folder(model, folder: Path) -> Path:
 
 
 def _readable(export_dir: Path) -> bool:
+    """Whether export_dir holds an export this mineru-cli reads (not missing, not of an older format)."""
     from ..errors import SetupError
     from ..vlm.runtime_onnx import read_manifest
 
@@ -187,10 +188,9 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         exports["onnx_int4"] = work_dir / "onnx-int4"
     report: dict = {"threads": threads, "export_timings": {}, "bytes": {}, "peak_rss": {}}
     for name, out in exports.items():
-        stale = is_export_dir(out) and not _readable(out)   # written by an older mineru-cli
-        if stale or not is_export_dir(out):
+        if not _readable(out):   # missing, or written by an older mineru-cli: replaced
             r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
-                             verify=False, threads=threads, log=log, force=stale)
+                             verify=False, threads=threads, log=log, force=is_export_dir(out))
             report["export_timings"][name] = r["timings"]
         report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
         if rss:

@@ -96,10 +96,10 @@ def _(q, k, v, past_k, past_v, seqlens_k, total, num_heads, kv_heads):
 @torch.library.custom_op("mineru::rms_norm", mutates_args=())
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Qwen2's RMSNorm (float32 throughout): x / sqrt(mean(x^2) + eps) * weight, over the last
-    axis. Exported as one com.microsoft.SimplifiedLayerNormalization node: the plain graph was
-    seven elementwise nodes (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul) that onnxruntime
-    did not fuse, run three times per layer. (onnxruntime registers that op in the ONNX domain,
-    where its own fusions put it.)"""
+    axis. Exported as one onnxruntime SimplifiedLayerNormalization node (onnxruntime registers it
+    in the ONNX domain, where its own fusions put it): the plain graph was seven elementwise nodes
+    (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul) that onnxruntime did not fuse, run three
+    times per layer."""
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 

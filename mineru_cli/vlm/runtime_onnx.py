@@ -287,6 +287,16 @@ class OnnxRuntime:
             out.append(feats)
         return out
 
+    def prompt_embeds(self, x: VlmInput, feats: np.ndarray) -> np.ndarray:
+        """The prompt's input embeddings (L, hidden): token rows, with the image features
+        (image_embeds) in the image tokens' places."""
+        embeds = self.embed(x.input_ids)
+        where = x.input_ids == self.image_token_id
+        if int(where.sum()) != feats.shape[0]:
+            raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
+        embeds[where] = feats
+        return embeds
+
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """Rows of the embedding table, float32, shaped like ids + (hidden,)."""
         return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32
@@ -297,7 +307,8 @@ class OnnxRuntime:
         after its self._lengths tokens, written into the KV buffers in place; returns the logits
         of each row's last new token."""
         s = embeds.shape[1]
-        lengths = self._lengths[rows or slice(None)] + s
+        held = slice(None) if rows is None else rows
+        lengths = self._lengths[held] + s
         if int(lengths.max()) > self._kv[0].shape[2]:
             self._grow(int(lengths.max()))
         io = self._kv_binding(rows)
@@ -313,7 +324,7 @@ class OnnxRuntime:
         # prompts hand their memory back (see self._release); a decoding step's buffers are the
         # same size every step and stay for the next one
         self._decoder.run_with_iobinding(io, self._release if rows is not None else None)
-        self._lengths[rows or slice(None)] = lengths
+        self._lengths[held] = lengths
         return io.get_outputs()[0].numpy()
 
     def _kv_binding(self, rows: slice | None):
@@ -362,11 +373,7 @@ class OnnxRuntime:
         self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
         logits = np.zeros((batch, self.vocab_size), dtype=np.float32)
         for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
-            embeds = self.embed(x.input_ids)
-            where = x.input_ids == self.image_token_id
-            if int(where.sum()) != feats.shape[0]:
-                raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
-            embeds[where] = feats
+            embeds = self.prompt_embeds(x, feats)
             for start in range(0, len(x), PREFILL_CHUNK_TOKENS):   # see PREFILL_CHUNK_TOKENS
                 end = min(len(x), start + PREFILL_CHUNK_TOKENS)
                 logits[row] = self._run(np.ascontiguousarray(embeds[None, start:end]),
