@@ -28,6 +28,9 @@ DecoderGraph (prefill and decode in one graph)
     The kernel's limits shape the runtime: a call with S > 1 after an earlier call must have
     batch 1 (so prompts are prefilled row by row), and every row's new tokens end its sequence
     (right-aligned: no padding after them).
+    After export, step_path puts each GroupQueryAttention node in an If: calls of one token per
+    row (decoding steps) take a scatter and grouped matrix products instead, same inputs and
+    outputs (the kernel computes each query head apart, which at batch 8 cost 1.7x batch 1).
 
 Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
 """

@@ -47,6 +47,7 @@ import numpy as np
 from ..errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest
+from . import step_path
 
 DEFAULT_OPSET = 18
 COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -455,6 +456,10 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                 quantization["cpu_int8_flags"] = sorted(cpu_flags() & set(INT8_FAST_FLAGS))
             timings["quantize"] = time.monotonic() - t0
             shutil.rmtree(fp32_dir)
+
+        # decoding steps leave the GroupQueryAttention kernel for grouped products (step_path);
+        # after quantization, which would otherwise take the branches' products for weights
+        step_path.rewrite(work / GRAPHS["decoder"], table["head_dim"])
 
         for name in COPIED_FILES:
             if (model_dir / name).is_file():

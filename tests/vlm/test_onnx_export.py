@@ -31,7 +31,7 @@ def _dims(value) -> list:
 
 def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
     manifest = json.loads((tiny_onnx / "manifest.json").read_text())
-    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 3
+    assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 4
     assert manifest["graphs"] == {"vision": "vision.onnx", "decoder": "decoder.onnx",
                                   "embed_tokens": "embed_tokens.npy"}
     for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "vision.onnx", "decoder.onnx",
@@ -79,9 +79,16 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     fused = [n for n in vision.node if n.op_type == "MultiHeadAttention"]
     assert len(fused) == 1 and {n.domain for n in fused} == {"com.microsoft"}
     assert "Softmax" not in {n.op_type for n in vision.node}
-    # the decoder's attention is one GroupQueryAttention node per layer, nothing unfused
-    fused = [n for n in decoder.node if n.op_type == "GroupQueryAttention"]
-    assert len(fused) == 2 and {n.domain for n in fused} == {"com.microsoft"}
+    # the decoder's attention is one If per layer: prompts take one GroupQueryAttention node,
+    # decoding steps (one token per row) the step path's scatter and grouped products
+    branches = [n for n in decoder.node if n.op_type == "If"]
+    assert len(branches) == 2
+    for node in branches:
+        graphs = {a.name: a.g for a in node.attribute}
+        assert [(n.op_type, n.domain) for n in graphs["then_branch"].node] == [("GroupQueryAttention", "com.microsoft")]
+        assert [n.op_type for n in graphs["else_branch"].node] == [
+            "Reshape", "Reshape", "ScatterND", "ScatterND", "Reshape", "FusedMatMul", "Add", "Softmax", "MatMul",
+            "Reshape"]
     assert "Softmax" not in {n.op_type for n in decoder.node}
     # RMSNorm is one node each (two per layer and the final norm), not an elementwise chain
     assert [n.op_type for n in decoder.node].count("SimplifiedLayerNormalization") == 2 * 2 + 1
@@ -177,7 +184,7 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
                             prefill_tokens=32, decode_batches=(1,), decode_steps=2, decode_context=20, log=None,
                             crop_sizes={})
     assert set(again["export_timings"]) == {"onnx_int8"}
-    assert json.loads(manifest_path.read_text())["format_version"] == 3
+    assert json.loads(manifest_path.read_text())["format_version"] == 4
 
 
 def test_int8_vision_weights_follow_the_cpu():

@@ -87,7 +87,8 @@ def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_cas
 
 def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, page, tiny_case, monkeypatch):
     """Prompts in chunks (PREFILL_CHUNK_TOKENS) fill the KV buffer that later chunks and steps read in
-    place; the logits equal a single-call prefill (fp32), also across a capacity growth."""
+    place; the logits equal a single-call prefill (fp32), also across a capacity growth and when a
+    prompt's last chunk is one token (which takes the step path)."""
     import mineru_cli.vlm.runtime_onnx as rt_mod
 
     inputs, _ = _requests(onnx_engine, page, tiny_case)
@@ -107,6 +108,9 @@ def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, pa
     chunked = run()
     assert np.abs(whole - chunked).max() < 1e-4
     assert (whole.argmax(-1) == chunked.argmax(-1)).all()
+    # a chunk of one token after the rest of its prompt: the decoder's step path, at batch 1
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", max(len(x) for x in batch) - 1)
+    assert np.abs(whole - run()).max() < 1e-4
 
 
 def test_onnx_engine_returns_exactly_the_torch_blocks(torch_engine, onnx_engine, page, tiny_case):
@@ -187,14 +191,14 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
 
 
 def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
-    """Format 2 exports returned the new k/v for the runtime to copy in; format 3's decoder writes
-    the KV buffer itself, so an older export cannot run here."""
+    """Format 2 exports returned the new k/v for the runtime to copy in; format 3's decoding steps
+    lack the step path; the runtime reads only the format its exporter writes."""
     old = tmp_path / "old"
     shutil.copytree(tiny_onnx, old)
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["format_version"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SetupError, match=r"format version 2; this mineru-cli reads version 3: export the model again"):
+    with pytest.raises(SetupError, match=r"format version 2; this mineru-cli reads version 4: export the model again"):
         OnnxRuntime(old)
 
 
