@@ -111,6 +111,26 @@ def _(x, weight, eps):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("mineru::rotary", mutates_args=())
+def rotary(x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+           num_heads: int) -> torch.Tensor:
+    """Rotary position embedding over whole heads, halves not interleaved (Qwen2-VL's
+    rotate_half form): x (B, S, heads*d); cos, sin (P, d/2) tables; position_ids (B, S) int64,
+    the table row of each token. Exported as one onnxruntime RotaryEmbedding node: the plain
+    graph was Split, Neg, Concat, Mul, Mul, Add per tensor (measured on a 2,000-patch crop's
+    queries: 6.2 ms against 1.0-1.9 ms)."""
+    b, s, e = x.shape
+    d = e // num_heads
+    c, sn = cos[position_ids][:, :, None], sin[position_ids][:, :, None]        # (B, S, 1, d/2)
+    x1, x2 = x.view(b, s, num_heads, d).split(d // 2, dim=-1)
+    return torch.cat((x1 * c - x2 * sn, x2 * c + x1 * sn), dim=-1).reshape(b, s, e)
+
+
+@rotary.register_fake
+def _(x, position_ids, cos, sin, num_heads):
+    return torch.empty_like(x)
+
+
 def _contrib_op(name: str, inputs: dict[str, str], outputs: list[str], attributes: dict[str, str],
                 types: dict[str, list[str]], domain: str = "com.microsoft"):
     """An onnxscript Op for an onnxruntime contrib op. onnx registers no schemas for them, so we
@@ -142,6 +162,9 @@ def translation_table() -> dict:
         {**floats, "M": ["tensor(int32)"]})
     norm_op = _contrib_op("SimplifiedLayerNormalization", {"X": "T", "scale": "T"}, ["Y"],
                           {"axis": "int", "epsilon": "float"}, floats, domain="")
+    rotary_op = _contrib_op("RotaryEmbedding", {"input": "T", "position_ids": "M", "cos_cache": "T", "sin_cache": "T"},
+                            ["output"], {"num_heads": "int", "interleaved": "int"},
+                            {**floats, "M": ["tensor(int64)"]})
 
     def mha(q, k, v, num_heads: int):
         return mha_op(q, k, v, num_heads=num_heads)
@@ -152,9 +175,13 @@ def translation_table() -> dict:
     def norm(x, weight, eps: float):
         return norm_op(x, weight, axis=-1, epsilon=eps)
 
+    def rope(x, position_ids, cos, sin, num_heads: int):
+        return rotary_op(x, position_ids, cos, sin, num_heads=num_heads, interleaved=0)
+
     return {torch.ops.mineru.vision_attention.default: mha,
             torch.ops.mineru.decoder_attention.default: gqa,
-            torch.ops.mineru.rms_norm.default: norm}
+            torch.ops.mineru.rms_norm.default: norm,
+            torch.ops.mineru.rotary.default: rope}
 
 
 def register_torchscript_symbolics(opset: int) -> None:
@@ -174,19 +201,20 @@ def register_torchscript_symbolics(opset: int) -> None:
     def norm(g, x, weight, eps):
         return g.op("SimplifiedLayerNormalization", x, weight, axis_i=-1, epsilon_f=eps)
 
+    @parse_args("v", "v", "v", "v", "i")
+    def rope(g, x, position_ids, cos, sin, num_heads):
+        return g.op("com.microsoft::RotaryEmbedding", x, position_ids, cos, sin, num_heads_i=num_heads,
+                    interleaved_i=0)
+
     register_custom_op_symbolic("mineru::vision_attention", mha, opset)
     register_custom_op_symbolic("mineru::decoder_attention", gqa, opset)
     register_custom_op_symbolic("mineru::rms_norm", norm, opset)
+    register_custom_op_symbolic("mineru::rotary", rope, opset)
 
 
 def _norm(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """A Qwen2RMSNorm module's computation, as the fused op."""
     return rms_norm(x, module.weight, float(module.variance_epsilon))
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class VisionGraph(nn.Module):
@@ -209,15 +237,14 @@ class VisionGraph(nn.Module):
         x = (pixel_values @ self.patch_weight)[None]                          # (1, N, E)
         freqs = vision_position_ids[..., None].float() * self.inv_freq        # (N, 2, d/4)
         freqs = freqs.reshape(freqs.shape[0], -1)                             # (N, d/2): h then w
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]               # (N, 1, d)
+        cos, sin = freqs.cos(), freqs.sin()                                   # a table row per patch
         n = x.shape[1]
+        rows = torch.arange(n, device=x.device)[None]                         # (1, N)
         for blk in self.blocks:
             h = blk.norm1(x)
-            q, k, v = blk.attn.qkv(h).reshape(n, 3, self.num_heads, self.head_dim).unbind(1)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
-            q, k, v = (t.reshape(1, n, self.embed_dim) for t in (q, k, v))
+            q, k, v = (t.reshape(1, n, self.embed_dim) for t in blk.attn.qkv(h).reshape(n, 3, -1).unbind(1))
+            q = rotary(q, rows, cos, sin, self.num_heads)
+            k = rotary(k, rows, cos, sin, self.num_heads)
             out = vision_attention(q, k, v, self.num_heads)
             x = x + blk.attn.proj(out)
             x = x + blk.mlp(blk.norm2(x))
@@ -241,27 +268,27 @@ class DecoderGraph(nn.Module):
         self.attention_scaling = float(lm.rotary_emb.attention_scaling)
         self.register_buffer("inv_freq", lm.rotary_emb.inv_freq.detach().float().clone(), persistent=False)
 
-    def _rotary(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _rotary(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """M-RoPE as `rotary` tables: cos, sin (B*S, d/2), one row per token, and each token's
+        row (B, S)."""
         freqs = position_ids[..., None].float() * self.inv_freq                # (3, B, S, d/2)
         parts = freqs.split(self.mrope_section, dim=-1)
         freqs = torch.cat([p[i % 3] for i, p in enumerate(parts)], dim=-1)     # (B, S, d/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = emb.cos() * self.attention_scaling
-        sin = emb.sin() * self.attention_scaling
-        return cos[:, :, None], sin[:, :, None]                                # (B, S, 1, d)
+        b, s, half = freqs.shape
+        freqs = freqs.reshape(b * s, half)
+        rows = torch.arange(b * s, device=freqs.device).reshape(b, s)
+        return rows, freqs.cos() * self.attention_scaling, freqs.sin() * self.attention_scaling
 
     def forward(self, inputs_embeds, position_ids, seqlens_k, total_sequence_length, *past):
         b, s, _ = inputs_embeds.shape
-        cos, sin = self._rotary(position_ids)
+        rows, cos, sin = self._rotary(position_ids)
         x = inputs_embeds
         present = []
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             h = _norm(layer.input_layernorm, x)
-            q = attn.q_proj(h).view(b, s, self.num_heads, self.head_dim)
-            k = attn.k_proj(h).view(b, s, self.num_kv_heads, self.head_dim)
-            q = (q * cos + _rotate_half(q) * sin).reshape(b, s, -1)
-            k = (k * cos + _rotate_half(k) * sin).reshape(b, s, -1)
+            q = rotary(attn.q_proj(h), rows, cos, sin, self.num_heads)
+            k = rotary(attn.k_proj(h), rows, cos, sin, self.num_kv_heads)
             out, key, value = decoder_attention(q, k, attn.v_proj(h), past[2 * i], past[2 * i + 1], seqlens_k,
                                                 total_sequence_length, self.num_heads, self.num_kv_heads)
             present += [key, value]

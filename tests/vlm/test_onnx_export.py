@@ -90,6 +90,11 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
             "Reshape", "Reshape", "ScatterND", "ScatterND", "Reshape", "FusedMatMul", "Add", "Softmax", "MatMul",
             "Reshape"]
     assert "Softmax" not in {n.op_type for n in decoder.node}
+    # rotary embeddings are one node per query and key tensor, in the vision blocks and the layers
+    for graph, blocks in ((vision, 1), (decoder, 2)):
+        rope = [n for n in graph.node if n.op_type == "RotaryEmbedding"]
+        assert len(rope) == 2 * blocks and {n.domain for n in rope} == {"com.microsoft"}
+        assert "Neg" not in {n.op_type for n in graph.node}
     # RMSNorm is one node each (two per layer and the final norm), not an elementwise chain
     assert [n.op_type for n in decoder.node].count("SimplifiedLayerNormalization") == 2 * 2 + 1
     assert not {"Pow", "ReduceMean", "Sqrt"} & {n.op_type for n in decoder.node}
