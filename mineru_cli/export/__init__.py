@@ -2,7 +2,10 @@
 
 onnx_export  export_model(model_dir, out_dir, int8, int4, verify) -> report; parity measures
 graphs       the torch wrappers that are exported (VisionGraph, DecoderGraph)
-Everything here imports torch; the runtime that reads an export (vlm.runtime_onnx) does not.
+step_path    the decoder's one-token attention path, added to the saved graph (onnx only)
+bench        the full-size random-model benchmark (`mineru bench`)
+Everything here imports torch (step_path aside); the runtime that reads an export
+(vlm.runtime_onnx) does not.
 """
 
 from __future__ import annotations

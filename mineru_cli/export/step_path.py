@@ -28,13 +28,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 PREFIX = "step_path/"
 
 
-def _const(name: str, value) -> "onnx.NodeProto":
-    from onnx import helper, numpy_helper
-
+def _const(name: str, value) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name))
 
 
@@ -42,8 +42,6 @@ def _shared(seqlens_k: str, query: str, past_key: str, kv_heads: int) -> list:
     """Nodes computed once: `multi` (bool: more than one new token per row), `idx` (B, kv, 3)
     scatter indices [row, kv head, seqlens_k[row]] and `bias` (B, 1, 1, C), 0 for a row's columns
     and float32's lowest value past them."""
-    from onnx import TensorProto, helper
-
     p, n = PREFIX, helper.make_node
     i64 = lambda v: np.array(v, np.int64)   # noqa: E731
     return [
@@ -80,8 +78,6 @@ def _shared(seqlens_k: str, query: str, past_key: str, kv_heads: int) -> list:
 
 
 def _step_branch(layer: int, inputs: list[str], num_heads: int, kv_heads: int, head_dim: int):
-    from onnx import TensorProto, helper
-
     q, k, v, past_k, past_v = inputs[:5]
     p, n = PREFIX, helper.make_node
     lp = f"{p}{layer}/"
@@ -105,8 +101,6 @@ def _step_branch(layer: int, inputs: list[str], num_heads: int, kv_heads: int, h
 
 def add_step_path(model, head_dim: int):
     """Rewrite a decoder ModelProto in place (see the module docstring); returns it."""
-    from onnx import TensorProto, helper
-
     graph = model.graph
     gqa = [node for node in graph.node if node.op_type == "GroupQueryAttention"]
     if not gqa:
@@ -140,8 +134,6 @@ def add_step_path(model, head_dim: int):
 
 def rewrite(path: str | Path, head_dim: int) -> None:
     """add_step_path on a saved decoder; its external weight data stays where it is."""
-    import onnx
-
     path = Path(path)
     model = onnx.load(str(path), load_external_data=False)
     onnx.save(add_step_path(model, head_dim), str(path))
