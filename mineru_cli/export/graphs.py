@@ -225,7 +225,6 @@ class VisionGraph(nn.Module):
         self.merger = visual.merger
         self.num_heads = int(cfg.num_heads)
         self.embed_dim = int(cfg.embed_dim)
-        self.head_dim = self.embed_dim // self.num_heads
         self.merge_unit = int(cfg.spatial_merge_size) ** 2
         weight = visual.patch_embed.proj.weight.detach()  # (E, C, T, p, p)
         self.patch_weight = nn.Parameter(weight.reshape(weight.shape[0], -1).t().contiguous(), requires_grad=False)
