@@ -16,6 +16,7 @@ scripts/parity_full_size.py on WORK_DIR (it takes every onnx-* folder there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -24,7 +25,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 from PIL import Image
+
+from mineru_cli.export import step_path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -74,6 +78,22 @@ def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[
     return vision, decoder
 
 
+@contextlib.contextmanager
+def plain_graph(export_dir: Path, role: str):
+    """The export's graph for the quantizer: the decoder without its step path (the quantizer's
+    node sorting does not see what If branches read from outside them), in a temporary folder
+    beside the export with a copy of its weight data (onnx refuses hard-linked data)."""
+    if role != "decoder":
+        yield export_dir / f"{role}.onnx"
+        return
+    with tempfile.TemporaryDirectory(dir=export_dir.parent) as tmp:
+        for data in export_dir.glob("decoder.onnx?*"):
+            shutil.copyfile(data, Path(tmp) / data.name)
+        model = onnx.load(str(export_dir / "decoder.onnx"), load_external_data=False)
+        onnx.save(step_path.strip_step_path(model), str(Path(tmp) / "decoder.onnx"))
+        yield Path(tmp) / "decoder.onnx"
+
+
 def quantize(src: Path, dst: Path, data: list[dict], weight_type: str) -> dict:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -111,8 +131,11 @@ def main() -> None:
     quantization = dict(manifest["quantization"])
     for role, data in (("vision", vision_data), ("decoder", decoder_data)):
         t0 = time.monotonic()
-        quantization[role] = quantize(fp32 / f"{role}.onnx", partial / f"{role}.onnx", data,
-                                      manifest["quantization"][role]["weight_type"])
+        with plain_graph(fp32, role) as src:
+            quantization[role] = quantize(src, partial / f"{role}.onnx", data,
+                                          manifest["quantization"][role]["weight_type"])
+        if role == "decoder":   # as `mineru export` does: the step path goes in after quantization
+            step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
         print(f"{role}: quantize_static {time.monotonic() - t0:.1f} s", flush=True)
     quantization["scheme"] = "int8-static"
     manifest.update(quantization=quantization, parity=None)

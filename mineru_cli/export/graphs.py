@@ -18,19 +18,21 @@ DecoderGraph (prefill and decode in one graph)
     one), total_sequence_length () int32 (the largest of those counts), past_key_i /
     past_value_i (B, kv_heads, C, head_dim) float32 per layer -> logits (B, vocab) float32 of the
     last position, present_key_i / present_value_i: the same buffers with the new tokens' keys
-    and values written at each row's offset (seqlens_k + 1 - S).
+    and values written at each row's offset (seqlens_k + 1 - S). Every row must fit in the
+    buffer (C > seqlens_k): the runtime grows it before a call.
     Attention is one com.microsoft.GroupQueryAttention node per layer (`decoder_attention`).
     The runtime binds each present output to its past input's memory, so the kernel writes the
-    new columns in place and a step never copies the cache; rows need no padding and no mask
-    (each row's length is its seqlens_k + 1), and no (heads, S, S) score tensor passes through the
-    graph: the unfused attention's elementwise passes over those scores were ~85 % of a
-    1,400-token prefill (measured, INT8 export).
+    new columns in place (only a capacity growth copies the cache); for prompts, rows need no
+    padding and no mask (each row's length is its seqlens_k + 1), and no (heads, S, S) score
+    tensor passes through the graph: the unfused attention's elementwise passes over those
+    scores were ~85 % of a 1,400-token prefill (measured, INT8 export).
     The kernel's limits shape the runtime: a call with S > 1 after an earlier call must have
     batch 1 (so prompts are prefilled row by row), and every row's new tokens end its sequence
     (right-aligned: no padding after them).
     After export, step_path puts each GroupQueryAttention node in an If: calls of one token per
-    row (decoding steps) take a scatter and grouped matrix products instead, same inputs and
-    outputs (the kernel computes each query head apart, which at batch 8 cost 1.7x batch 1).
+    row (decoding steps) take a scatter and grouped matrix products over the whole buffer, masked
+    past each row's length, with the kernel's inputs and outputs (the kernel computes each query
+    head apart, which at batch 8 cost 1.7x batch 1).
 
 Imports torch: used by the exporter and the tests only, never by the ONNX runtime.
 """
@@ -268,8 +270,8 @@ class DecoderGraph(nn.Module):
         self.register_buffer("inv_freq", lm.rotary_emb.inv_freq.detach().float().clone(), persistent=False)
 
     def _rotary(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """M-RoPE as `rotary` tables: cos, sin (B*S, d/2), one row per token, and each token's
-        row (B, S)."""
+        """M-RoPE as `rotary` tables: returns (rows, cos, sin), each token's table row (B, S)
+        and the tables (B*S, d/2), one row per token."""
         freqs = position_ids[..., None].float() * self.inv_freq                # (3, B, S, d/2)
         parts = freqs.split(self.mrope_section, dim=-1)
         freqs = torch.cat([p[i % 3] for i, p in enumerate(parts)], dim=-1)     # (B, S, d/2)

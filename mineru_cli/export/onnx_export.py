@@ -9,7 +9,8 @@ writes out_dir/ with
                             seqlens_k (B,) i32, total_sequence_length () i32,
                             past_key_i/past_value_i (B, kv, C, d) f32 (a KV buffer)
                             -> logits (B, vocab) f32 [last position], present_key_i/value_i: the
-                            buffers with the new tokens written in place (see graphs.DecoderGraph)
+                            buffers with the new tokens written in place (see graphs.DecoderGraph;
+                            C must exceed every seqlens_k); one-token calls take step_path
     embed_tokens.npy        the input embedding table, float32 (vocab, hidden)
     config.json, tokenizer.json, preprocessor_config.json, ... copied from the model folder
     manifest.json           sha256 of the source weights and of every file written, opset,
@@ -457,8 +458,9 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
             timings["quantize"] = time.monotonic() - t0
             shutil.rmtree(fp32_dir)
 
-        # decoding steps leave the GroupQueryAttention kernel for grouped products (step_path);
-        # after quantization, which would otherwise take the branches' products for weights
+        # decoding steps leave the GroupQueryAttention kernel for grouped products (step_path).
+        # Added last: the quantizers re-sort a graph's nodes without seeing what the If branches
+        # read from outside them, which breaks the graph's topological order
         step_path.rewrite(work / GRAPHS["decoder"], table["head_dim"])
 
         for name in COPIED_FILES:

@@ -4,11 +4,11 @@ of one new token per row (decoding steps) take grouped matrix products instead.
 onnxruntime's CPU GroupQueryAttention computes one query head of one row at a time: at batch 8
 that is 112 products of a single query vector with its row's keys per layer, and the 7 query
 heads that share a KV head each read those keys again. Measured on the full-size INT8 export
-(2 cores, 8 rows of ~540 tokens): the kernel was ~22 ms of a decoding step, and a step at batch 8
-cost 1.73x one at batch 1. Prompts keep the kernel, which was 1.6x faster than matrix products
-there (see graphs.DecoderGraph).
+(2 cores, 8 rows of ~530 tokens, alternating runs): a batch-8 step 60.3 ms with the kernel, 52.4
+with the step path (batch 1: 33.9 and 32.9). Prompts keep the kernel: against the unfused
+products of export format 2 it took a 1,400-token prefill from 3.5 to 2.2 s.
 
-The step branch (S == 1) does, per layer, with the same inputs and outputs as the kernel:
+The step branch (S == 1) does, per layer, with the kernel's inputs and outputs:
     ScatterND       the new key and value go into the KV buffers at column seqlens_k (each row's
                     token count minus one); the runtime binds the outputs to the buffers, so
                     onnxruntime writes them in place and nothing is copied
@@ -17,10 +17,14 @@ The step branch (S == 1) does, per layer, with the same inputs and outputs as th
     Add, Softmax    columns past each row's length are masked (the buffer's capacity C is a
                     little larger than the longest row, see runtime_onnx.KV_GROWTH)
     MatMul          probabilities x values -> (B, kv, g, d) -> (B, 1, heads * d)
-The mask, the scatter indices and the branch condition are computed once, before the first
-layer's attention.
+It needs every row to fit in the buffer (C > seqlens_k; the runtime grows the buffer first): the
+kernel, given separate past and present buffers, would instead return a longer present, and the
+step path ignores total_sequence_length. The mask, the scatter indices and the branch condition
+are computed once, before the first layer's attention.
 
-Pure onnx (no torch): it rewrites a saved decoder (fp32 or quantized) after export.
+Pure onnx (no torch). `rewrite` adds the path to a saved decoder after export and quantization;
+`strip` takes it out again (the quantizers re-sort a graph's nodes without seeing the values the
+branches read from outside, which breaks the graph's topological order: quantize a stripped graph).
 """
 
 from __future__ import annotations
@@ -32,52 +36,56 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 PREFIX = "step_path/"
+_KERNEL_ATTRIBUTES = {"num_heads", "kv_num_heads"}   # what the step branch reproduces
 
 
 def _const(name: str, value) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name))
 
 
-def _shared(seqlens_k: str, query: str, past_key: str, kv_heads: int) -> list:
-    """Nodes computed once: `multi` (bool: more than one new token per row), `idx` (B, kv, 3)
-    scatter indices [row, kv head, seqlens_k[row]] and `bias` (B, 1, 1, C), 0 for a row's columns
-    and float32's lowest value past them."""
+def _shared(seqlens_k: str, query: str, past_key: str, num_heads: int, kv_heads: int, head_dim: int) -> list:
+    """Nodes computed once per call: `multi` (bool: more than one new token per row), `idx`
+    (B, kv, 3) scatter indices [row, kv head, seqlens_k[row]], `bias` (B, 1, 1, C): 0 over a
+    row's tokens and float32's lowest value past them; and the branches' reshape targets."""
     p, n = PREFIX, helper.make_node
     i64 = lambda v: np.array(v, np.int64)   # noqa: E731
     return [
-        _const(p + "one", i64([1])), _const(p + "zero0", i64(0)), _const(p + "one0", i64(1)),
-        _const(p + "col", i64([-1, 1])), _const(p + "last", i64([-1])),
-        _const(p + "heads", i64(np.arange(kv_heads)[None, :])),                       # (1, kv)
-        n("Shape", [query], [p + "s"], start=1, end=2),
-        n("Greater", [p + "s", p + "one"], [p + "multi1"]),
-        n("Squeeze", [p + "multi1"], [p + "multi"]),
-        n("Cast", [seqlens_k], [p + "pos"], to=TensorProto.INT64),
-        n("Reshape", [p + "pos", p + "col"], [p + "pos_col"]),                         # (B, 1)
-        n("Shape", [seqlens_k], [p + "b1"]),
-        n("Squeeze", [p + "b1"], [p + "b"]),
-        n("Range", [p + "zero0", p + "b", p + "one0"], [p + "rows"]),
-        n("Reshape", [p + "rows", p + "col"], [p + "rows_col"]),                       # (B, 1)
-        # broadcast row, head and position to (B, kv): x + heads - heads, heads + rows - rows
-        n("Add", [p + "rows_col", p + "heads"], [p + "rh"]),
-        n("Sub", [p + "rh", p + "heads"], [p + "row_ix"]),
-        n("Sub", [p + "rh", p + "rows_col"], [p + "head_ix"]),
-        n("Add", [p + "pos_col", p + "heads"], [p + "ph"]),
-        n("Sub", [p + "ph", p + "heads"], [p + "pos_ix"]),
-        *(n("Unsqueeze", [p + f"{x}_ix", p + "last"], [p + f"{x}_ix3"]) for x in ("row", "head", "pos")),
-        n("Concat", [p + "row_ix3", p + "head_ix3", p + "pos_ix3"], [p + "idx"], axis=-1),
+        _const(p + "one", i64([1])), _const(p + "zero_scalar", i64(0)), _const(p + "one_scalar", i64(1)),
+        _const(p + "column", i64([-1, 1])), _const(p + "last_axis", i64([-1])),
+        _const(p + "kv_heads", i64(np.arange(kv_heads)[None, :])),                    # (1, kv)
+        _const(p + "kv_1d", i64([kv_heads])),
+        _const(p + "kv_shape", i64([0, kv_heads, head_dim])),
+        _const(p + "q_shape", i64([0, kv_heads, num_heads // kv_heads, head_dim])),
+        _const(p + "out_shape", i64([0, 1, num_heads * head_dim])),
+        n("Shape", [query], [p + "new_tokens"], start=1, end=2),
+        n("Greater", [p + "new_tokens", p + "one"], [p + "multi_1d"]),
+        n("Squeeze", [p + "multi_1d"], [p + "multi"]),
+        # scatter indices: row, head and column, each broadcast to (B, kv), stacked on a last axis
+        n("Cast", [seqlens_k], [p + "last_column"], to=TensorProto.INT64),
+        n("Reshape", [p + "last_column", p + "column"], [p + "last_column_b1"]),     # (B, 1)
+        n("Shape", [seqlens_k], [p + "batch_1d"]),
+        n("Squeeze", [p + "batch_1d"], [p + "batch"]),
+        n("Range", [p + "zero_scalar", p + "batch", p + "one_scalar"], [p + "row"]),
+        n("Reshape", [p + "row", p + "column"], [p + "row_b1"]),                        # (B, 1)
+        n("Concat", [p + "batch_1d", p + "kv_1d"], [p + "b_kv"], axis=0),              # [B, kv]
+        n("Expand", [p + "row_b1", p + "b_kv"], [p + "row_ix"]),
+        n("Expand", [p + "kv_heads", p + "b_kv"], [p + "head_ix"]),
+        n("Expand", [p + "last_column_b1", p + "b_kv"], [p + "column_ix"]),
+        *(n("Unsqueeze", [p + f"{x}_ix", p + "last_axis"], [p + f"{x}_ix3"]) for x in ("row", "head", "column")),
+        n("Concat", [p + "row_ix3", p + "head_ix3", p + "column_ix3"], [p + "idx"], axis=-1),
         # the mask over the buffer's columns
-        n("Shape", [past_key], [p + "cap1"], start=2, end=3),
-        n("Squeeze", [p + "cap1"], [p + "cap"]),
-        n("Range", [p + "zero0", p + "cap", p + "one0"], [p + "cols"]),
-        n("LessOrEqual", [p + "cols", p + "pos_col"], [p + "seen"]),                   # (B, C)
+        n("Shape", [past_key], [p + "capacity_1d"], start=2, end=3),
+        n("Squeeze", [p + "capacity_1d"], [p + "capacity"]),
+        n("Range", [p + "zero_scalar", p + "capacity", p + "one_scalar"], [p + "columns"]),
+        n("LessOrEqual", [p + "columns", p + "last_column_b1"], [p + "seen"]),          # (B, C)
         _const(p + "zero_f", np.float32(0)), _const(p + "lowest", np.float32(np.finfo(np.float32).min)),
-        n("Where", [p + "seen", p + "zero_f", p + "lowest"], [p + "bias2"]),
-        _const(p + "ax12", i64([1, 2])),
-        n("Unsqueeze", [p + "bias2", p + "ax12"], [p + "bias"]),                       # (B, 1, 1, C)
+        n("Where", [p + "seen", p + "zero_f", p + "lowest"], [p + "bias_2d"]),
+        _const(p + "axes_1_2", i64([1, 2])),
+        n("Unsqueeze", [p + "bias_2d", p + "axes_1_2"], [p + "bias"]),                  # (B, 1, 1, C)
     ]
 
 
-def _step_branch(layer: int, inputs: list[str], num_heads: int, kv_heads: int, head_dim: int):
+def _step_branch(layer: int, inputs: list[str], head_dim: int) -> onnx.GraphProto:
     q, k, v, past_k, past_v = inputs[:5]
     p, n = PREFIX, helper.make_node
     lp = f"{p}{layer}/"
@@ -99,36 +107,64 @@ def _step_branch(layer: int, inputs: list[str], num_heads: int, kv_heads: int, h
     return helper.make_graph(nodes, lp + "step", [], outs)
 
 
-def add_step_path(model, head_dim: int):
+def _attributes(node: onnx.NodeProto) -> dict:
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    extra = set(attrs) - _KERNEL_ATTRIBUTES
+    if extra:   # scale, softcap, local windows, rotary: the step branch would silently differ
+        raise ValueError(f"{node.name}: the step path does not reproduce GroupQueryAttention's {sorted(extra)}")
+    return attrs
+
+
+def add_step_path(model: onnx.ModelProto, head_dim: int) -> onnx.ModelProto:
     """Rewrite a decoder ModelProto in place (see the module docstring); returns it."""
     graph = model.graph
-    gqa = [node for node in graph.node if node.op_type == "GroupQueryAttention"]
-    if not gqa:
+    if any(node.name.startswith(PREFIX) for node in graph.node):
+        raise ValueError("the decoder already has the step path")
+    layers = [i for i, node in enumerate(graph.node) if node.op_type == "GroupQueryAttention"]
+    if not layers:
         raise ValueError("the decoder has no GroupQueryAttention node")
-    attrs = {a.name: helper.get_attribute_value(a) for a in gqa[0].attribute}
-    num_heads, kv_heads = int(attrs["num_heads"]), int(attrs["kv_num_heads"])
-    p = PREFIX
-    shared = _shared(gqa[0].input[5], gqa[0].input[0], gqa[0].input[3], kv_heads)
-    shared += [_const(p + "kv_shape", np.array([0, kv_heads, head_dim], np.int64)),
-               _const(p + "q_shape", np.array([0, kv_heads, num_heads // kv_heads, head_dim], np.int64)),
-               _const(p + "out_shape", np.array([0, 1, num_heads * head_dim], np.int64))]
-    replaced = {}
-    for layer, node in enumerate(gqa):
-        lp = f"{p}{layer}/"
+    first = graph.node[layers[0]]
+    attrs = _attributes(first)
+    # the shared nodes read the first layer's inputs: they go right before its attention
+    nodes = list(graph.node[:layers[0]]) + _shared(first.input[5], first.input[0], first.input[3],
+                                                   attrs["num_heads"], attrs["kv_num_heads"], head_dim)
+    layer = 0
+    for i in range(layers[0], len(graph.node)):
+        node = graph.node[i]
+        if node.op_type != "GroupQueryAttention":
+            nodes.append(node)
+            continue
+        lp = f"{PREFIX}{layer}/"
         prompt = helper.make_node("GroupQueryAttention", list(node.input),
                                   [lp + x for x in ("prompt_out", "prompt_key", "prompt_value")],
-                                  name=node.name, domain=node.domain, **attrs)
+                                  name=node.name, domain=node.domain, **_attributes(node))
         then_branch = helper.make_graph(
             [prompt], lp + "prompt", [],
             [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in prompt.output])
-        replaced[id(node)] = helper.make_node(
-            "If", [p + "multi"], list(node.output), name=lp + "if", then_branch=then_branch,
-            else_branch=_step_branch(layer, list(node.input), num_heads, kv_heads, head_dim))
-    nodes = list(graph.node)
-    first = nodes.index(gqa[0])   # the shared nodes read the first layer's inputs: after those
-    nodes = nodes[:first] + shared + [replaced.get(id(node), node) for node in nodes[first:]]
+        nodes.append(helper.make_node(
+            "If", [PREFIX + "multi"], list(node.output), name=lp + "if", then_branch=then_branch,
+            else_branch=_step_branch(layer, list(node.input), head_dim)))
+        layer += 1
     del graph.node[:]
     graph.node.extend(nodes)
+    return model
+
+
+def strip_step_path(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The inverse of add_step_path, in place: each If back to its GroupQueryAttention node."""
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type == "If" and node.name.startswith(PREFIX):
+            kernel, = {a.name: a.g for a in node.attribute}["then_branch"].node
+            restored = onnx.NodeProto()
+            restored.CopyFrom(kernel)
+            del restored.output[:]
+            restored.output.extend(node.output)
+            nodes.append(restored)
+        elif not node.name.startswith(PREFIX) and not node.output[0].startswith(PREFIX):
+            nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
     return model
 
 

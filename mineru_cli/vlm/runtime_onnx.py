@@ -14,8 +14,8 @@ Inputs are the same VlmInput the torch runtime takes. The KV cache is a prealloc
 layer (B, kv, C, d) that the decoder reads and writes in place (bound as both its past input and
 its present output through IO binding): prompts go through GroupQueryAttention, decoding steps
 through the step path's scatter and grouped products (export.step_path). Capacity grows in chunks
-of KV_GROWTH tokens, so a step never copies the cache (see export.graphs.DecoderGraph). Rows are not
-padded: each row's length is told to the kernel (seqlens_k), so a row computes what it would
+of KV_GROWTH tokens, and only a growth copies the cache (see export.graphs.DecoderGraph). Rows are
+not padded: each row's length is told to the decoder (seqlens_k), so a row computes what it would
 alone. Prompts are prefilled row by row (the kernel takes a multi-token call after the first only
 at batch 1), in chunks of PREFILL_CHUNK_TOKENS; decoding steps all live rows together. retain()
 gathers the live rows once when sequences finish.

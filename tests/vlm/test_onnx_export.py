@@ -29,6 +29,41 @@ def _dims(value) -> list:
     return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
 
 
+def _step_branches(decoder) -> list[list[str]]:
+    """The op types of each step-path If's else branch (one If per layer), checked to wrap one
+    GroupQueryAttention node each."""
+    branches = []
+    for node in (n for n in decoder.node if n.op_type == "If"):
+        graphs = {a.name: a.g for a in node.attribute}
+        assert [(n.op_type, n.domain) for n in graphs["then_branch"].node] == [("GroupQueryAttention", "com.microsoft")]
+        branches.append([n.op_type for n in graphs["else_branch"].node])
+    return branches
+
+
+def _assert_topological(graph) -> None:
+    """Every value a node reads, in its If branches too, is a graph input, an initializer or made
+    by an earlier node (onnx.checker would say so too, but it rejects onnxruntime's
+    SimplifiedLayerNormalization in the ONNX domain)."""
+    known = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
+
+    def reads(node):
+        names = list(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                made = {o for n in attr.g.node for o in n.output}
+                names += [i for n in attr.g.node for i in reads(n) if i not in made]
+        return names
+
+    for node in graph.node:
+        missing = set(reads(node)) - known
+        assert not missing, f"{node.name or node.op_type} reads {sorted(missing)} before they are made"
+        known.update(node.output)
+
+
+STEP_OPS = ["Reshape", "Reshape", "ScatterND", "ScatterND", "Reshape", "FusedMatMul", "Add", "Softmax", "MatMul",
+            "Reshape"]
+
+
 def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
     manifest = json.loads((tiny_onnx / "manifest.json").read_text())
     assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 4
@@ -81,15 +116,9 @@ def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     assert "Softmax" not in {n.op_type for n in vision.node}
     # the decoder's attention is one If per layer: prompts take one GroupQueryAttention node,
     # decoding steps (one token per row) the step path's scatter and grouped products
-    branches = [n for n in decoder.node if n.op_type == "If"]
-    assert len(branches) == 2
-    for node in branches:
-        graphs = {a.name: a.g for a in node.attribute}
-        assert [(n.op_type, n.domain) for n in graphs["then_branch"].node] == [("GroupQueryAttention", "com.microsoft")]
-        assert [n.op_type for n in graphs["else_branch"].node] == [
-            "Reshape", "Reshape", "ScatterND", "ScatterND", "Reshape", "FusedMatMul", "Add", "Softmax", "MatMul",
-            "Reshape"]
+    assert _step_branches(decoder) == [STEP_OPS] * 2
     assert "Softmax" not in {n.op_type for n in decoder.node}
+    _assert_topological(decoder)
     # rotary embeddings are one node per query and key tensor, in the vision blocks and the layers
     for graph, blocks in ((vision, 1), (decoder, 2)):
         rope = [n for n in graph.node if n.op_type == "RotaryEmbedding"]
@@ -114,8 +143,12 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
     assert q["decoder"]["weight_type"] == "QInt8" and q["decoder"]["per_channel"] is True
     assert q["vision"]["weight_type"] == int8_weight_types()["vision"]   # by the CPU's int8 support
     assert tiny_onnx_int8_report["exporter"] == "torchscript"
-    ops = {n.op_type for n in onnx.load(str(tiny_onnx_int8 / "decoder.onnx"), load_external_data=False).graph.node}
+    decoder = onnx.load(str(tiny_onnx_int8 / "decoder.onnx"), load_external_data=False).graph
+    ops = {n.op_type for n in decoder.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+    # the step path is added after quantization: its products of activations stay float
+    assert _step_branches(decoder) == [STEP_OPS] * 2
+    assert [n.op_type for n in decoder.node].count("RotaryEmbedding") == 2 * 2   # TorchScript maps it too
     parity = tiny_onnx_int8_report["parity"]
     # measured on the tiny model: top-1 1.0, cosine min 0.9993, max |diff| 0.19 of logits ~13
     assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.99, parity
@@ -129,8 +162,9 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
 def test_int4_export(tiny_vlm, tmp_path):
     report = export_model(tiny_vlm / "model", tmp_path / "int4", int4=True, exporter="torchscript", threads=1)
     assert report["quantization"]["scheme"] == "int4"
-    ops = {n.op_type for n in onnx.load(str(tmp_path / "int4" / "decoder.onnx"), load_external_data=False).graph.node}
-    assert "MatMulNBits" in ops
+    decoder = onnx.load(str(tmp_path / "int4" / "decoder.onnx"), load_external_data=False).graph
+    assert "MatMulNBits" in {n.op_type for n in decoder.node}
+    assert _step_branches(decoder) == [STEP_OPS] * 2
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.98, report["parity"]
 
 
