@@ -1,9 +1,10 @@
 """Parity of ONNX exports of the full-size random MinerU2.5-shaped model with PyTorch, on
 rendered pages (issue 5's "INT8 vs fp32 ... on rendered pages with the full-size random model").
 
-    python scripts/parity_full_size.py WORK_DIR [--steps 16] [--threads 2]
+    python scripts/parity_full_size.py WORK_DIR [--steps 16] [--threads 2] [--exports NAME ...]
 
-WORK_DIR is `mineru bench --work-dir`'s folder (model/ and its onnx-* exports). The inputs are
+WORK_DIR is `mineru bench --work-dir`'s folder (model/ and its onnx-* exports, or those named by
+--exports; figures go into WORK_DIR/parity.json beside earlier ones). The inputs are
 real pixels: examples/prose.png stretched to the 1036x1036 layout image, and a text-line crop
 of examples/two_column.png at its own size, each followed by random text tokens (the bench
 model's tokenizer is a placeholder, so prompts are token ids). The torch fp32 model decodes
@@ -46,6 +47,7 @@ def main() -> None:
     ap.add_argument("work_dir")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--exports", nargs="*", help="folder names under WORK_DIR (default: every onnx-*)")
     args = ap.parse_args()
 
     import torch
@@ -67,8 +69,9 @@ def main() -> None:
         ref_rt = TorchRuntime(work / "model", args.threads)
         ref, tokens = teacher_forced(ref_rt, inputs, args.steps)
         del ref_rt
-    report = {}
-    for export in sorted(work.glob("onnx-*")):
+    out = work / "parity.json"
+    report = json.loads(out.read_text()) if out.is_file() else {}   # other exports' figures stay
+    for export in [work / n for n in args.exports] if args.exports else sorted(work.glob("onnx-*")):
         rt = OnnxRuntime(export, threads=args.threads)
         cand, _ = teacher_forced(rt, inputs, args.steps, tokens)
         free, own = teacher_forced(rt, inputs, args.steps)
@@ -79,7 +82,7 @@ def main() -> None:
         print(export.name, json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in figures.items()}),
               flush=True)
         del rt
-    (work / "parity.json").write_text(json.dumps(report, indent=2))
+    out.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

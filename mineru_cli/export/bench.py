@@ -97,8 +97,8 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
 
     crop_sizes = CROP_IMAGES if crop_sizes is None else crop_sizes
     crop_x = {n: synthetic_input(config, hw, 8, seed=3) for n, hw in crop_sizes.items()}
-    vision_x = synthetic_input(config, image_hw, 8, seed=1)
-    prefill_x = synthetic_input(config, (56, 56), prefill_tokens - 6, seed=2)
+    vision_x = synthetic_input(config, image_hw, 8, seed=1) if image_hw else None
+    prefill_x = synthetic_input(config, (56, 56), prefill_tokens - 6, seed=2) if prefill_tokens else None
     # decode rows with a crop-sized prompt (a 2000-patch crop is ~520 tokens): a step reads the
     # whole KV cache, so context length matters as much as the batch
     decode_x = [synthetic_input(config, (56, 56), decode_context + 3 * i, seed=10 + i)

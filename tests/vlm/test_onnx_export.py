@@ -149,6 +149,15 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
     # the step path is added after quantization: its products of activations stay float
     assert _step_branches(decoder) == [STEP_OPS] * 2
     assert [n.op_type for n in decoder.node].count("RotaryEmbedding") == 2 * 2   # TorchScript maps it too
+    # bias correction: every INT8 product's shift is folded into its bias or added after it
+    for role in ("vision", "decoder"):
+        graph = decoder if role == "decoder" else onnx.load(str(tiny_onnx_int8 / "vision.onnx"),
+                                                            load_external_data=False).graph
+        quantized = [t for t in graph.initializer if t.name.endswith("_quantized")]
+        bc = q[role]["bias_correction"]
+        assert bc["folded_into_bias"] > 0 and bc["folded_into_bias"] + bc["added"] == len(quantized), bc
+        assert sum(n.name.endswith("_bias_correction") for n in graph.node) == bc["added"]
+    _assert_topological(decoder)
     parity = tiny_onnx_int8_report["parity"]
     # measured on the tiny model: top-1 1.0, cosine min 0.9993, max |diff| 0.19 of logits ~13
     assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.99, parity
@@ -164,6 +173,8 @@ def test_int4_export(tiny_vlm, tmp_path):
     assert report["quantization"]["scheme"] == "int4"
     decoder = onnx.load(str(tmp_path / "int4" / "decoder.onnx"), load_external_data=False).graph
     assert "MatMulNBits" in {n.op_type for n in decoder.node}
+    q = report["quantization"]
+    assert "bias_correction" in q["vision"] and "bias_correction" not in q["decoder"]   # INT8 graphs only
     assert _step_branches(decoder) == [STEP_OPS] * 2
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.98, report["parity"]
 
