@@ -235,6 +235,17 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
                             crop_sizes={})
     assert set(again["export_timings"]) == {"onnx_int8"}
     assert json.loads(manifest_path.read_text())["format_version"] == 4
+    # the bench model's placeholder tokenizer has no chat tokens: calibration took image tokens
+    # and random text, and the INT8 export is bias-corrected all the same
+    assert json.loads(manifest_path.read_text())["quantization"]["decoder"]["bias_correction"]["folded_into_bias"] > 0
+
+    # decoding alone (no image, no prompt timing), as for decode-only reruns
+    from mineru_cli.export.bench import bench_runtimes
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime
+
+    alone = bench_runtimes({"int8": OnnxRuntime(tmp_path / "onnx-int8")}, small, image_hw=None, crop_sizes={},
+                           prefill_tokens=0, decode_batches=(2,), decode_steps=2, decode_context=20, repeats=1)
+    assert set(alone["median"]["int8"]) == {"decode_ms_b2"}
 
 
 def test_int8_vision_weights_follow_the_cpu():
