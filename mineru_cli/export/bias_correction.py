@@ -115,10 +115,10 @@ class MeanInputs:
 
 def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, inputs: Sequence[VlmInput],
                       image_token_id: int, merge_size: int, num_layers: int, num_kv_heads: int,
-                      head_dim: int, threads: int = 1) -> dict[str, dict[str, np.ndarray]]:
+                      head_dim: int, threads: int = 1, decoder: bool = True) -> dict[str, dict[str, np.ndarray]]:
     """Mean input of every weight product of the fp32 vision and decoder graphs over the
     calibration inputs: each image through the vision graph, then its whole prompt (image
-    features in place) through the decoder in one call."""
+    features in place) through the decoder in one call (decoder=False: vision only)."""
     vision = MeanInputs(fp32_dir / graphs["vision"], threads)
     prompts = []
     for x in inputs:
@@ -130,7 +130,9 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
         prompts.append((embeds, x.position_ids))
     means = {"vision": vision.means()}
     del vision
-    decoder = MeanInputs(fp32_dir / graphs["decoder"], threads)
+    if not decoder:
+        return means
+    lm = MeanInputs(fp32_dir / graphs["decoder"], threads)
     for embeds, positions in prompts:
         n = len(embeds)
         feed = {"inputs_embeds": embeds[None], "position_ids": np.ascontiguousarray(positions[:, None]),
@@ -139,8 +141,8 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
         for i in range(num_layers):
             for kv in ("key", "value"):
                 feed[f"past_{kv}_{i}"] = np.zeros((1, num_kv_heads, n, head_dim), dtype=np.float32)
-        decoder.run(["logits"], feed)
-    means["decoder"] = decoder.means()
+        lm.run(["logits"], feed)
+    means["decoder"] = lm.means()
     return means
 
 
