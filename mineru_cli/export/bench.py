@@ -195,7 +195,8 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
         if rss:
             report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
-                                                bench_kw.get("prefill_tokens", PREFILL_TOKENS))["peak_rss_bytes"]
+                                                bench_kw.get("prefill_tokens", PREFILL_TOKENS),
+                                                bench_kw.get("decode_context", 520))["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     runtimes = {"torch_fp32": TorchRuntime(folder, threads)}
@@ -234,9 +235,10 @@ def page_seconds(m: dict, mode: str = "vlm") -> float:
 
 
 def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 1036),
-             prefill_tokens: int = PREFILL_TOKENS) -> dict:
+             prefill_tokens: int = PREFILL_TOKENS, decode_context: int = 520) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
-    a prefill of `prefill_tokens` and 16 decode steps at batch 8: what one worker needs."""
+    a prefill of `prefill_tokens` and 16 decode steps at batch 8 over prompts of
+    `decode_context` tokens (bench_runtimes' decode rows): what one worker needs."""
     import subprocess
     import sys
 
@@ -250,7 +252,7 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
         f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
         f"rt.image_embeds([synthetic_input(cfg, {tuple(image_hw)!r}, 8, seed=1)])\n"
         f"rt.prefill([synthetic_input(cfg, (56, 56), {int(prefill_tokens) - 6}, seed=2)])\n"
-        "t = rt.prefill([synthetic_input(cfg, (56, 56), 520 + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
+        f"t = rt.prefill([synthetic_input(cfg, (56, 56), {int(decode_context)} + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
         "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of the
         # (large) bench process would report the parent's size
