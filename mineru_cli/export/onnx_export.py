@@ -19,8 +19,8 @@ writes out_dir/ with
 The graphs are mineru_cli.export.graphs' wrappers over the HF model's own layers, exported with
 torch.onnx (the dynamo exporter by default; "torchscript" is the legacy one, much faster for
 tiny test models). INT8 is onnxruntime's dynamic quantization of every MatMul with a constant
-weight (per output channel), bias-corrected with mean inputs measured on rendered pages
-(bias_correction); INT4 is MatMulNBits (block-wise, weights only) for the decoder, with the
+weight (per output channel), optionally bias-corrected with mean inputs measured on rendered
+pages (bias_correction); INT4 is MatMulNBits (block-wise, weights only) for the decoder, with the
 vision encoder in INT8.
 
 The folder is written as OUT.partial and renamed into place when complete, so a crash never
@@ -391,7 +391,7 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
 def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False, int4: bool = False,
                  verify: bool = True, *, exporter: str = "dynamo", opset: int = DEFAULT_OPSET,
                  threads: int | None = None, quantize_lm_head: bool = True, parity_steps: int = 16,
-                 bias_correction: bool = True, force: bool = False,
+                 bias_correction: bool = False, force: bool = False,
                  log: Callable[[str], None] | None = None) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
     (the manifest plus timings). With verify, the export is loaded by the ONNX runtime and
@@ -473,9 +473,10 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                     # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
                     quantization[role] = quantize_int8(src, dst, weight_types[role],
                                                        exclude=exclude if role == "decoder" else None)
-                    if means is not None:
+                    if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {CALIBRATION_SAMPLES} rendered pages",
+                            "min_rows": bias_correction_mod.MIN_ROWS,
                             **bias_correction_mod.correct(src, dst, means[role])}
                 else:
                     quantization[role] = quantize_int4(src, dst, exclude=exclude)
