@@ -57,6 +57,7 @@ class Reader:
 
 def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[dict], list[dict]]:
     from mineru_cli.export.bench import mineru25_config
+    from mineru_cli.export.bias_correction import prompt_feed
     from mineru_cli.vlm.processor import vision_position_ids
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime
     from parity_full_size import page_input
@@ -68,13 +69,8 @@ def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[
         x = page_input(cfg, page, 24, seed=100 + i)
         vision.append({"pixel_values": x.pixel_values.astype(np.float32),
                        "vision_position_ids": vision_position_ids(x.image_grid_thw, rt.merge_size)})
-        n = len(x)
-        feed = {"inputs_embeds": rt.prompt_embeds(x, rt.image_embeds([x])[0])[None], "position_ids": np.ascontiguousarray(x.position_ids[:, None]),
-                "seqlens_k": np.asarray([n - 1], dtype=np.int32),
-                "total_sequence_length": np.asarray(n, dtype=np.int32)}
-        for name in rt._past_names:
-            feed[name] = np.zeros((1, rt.num_kv_heads, n, rt.head_dim), dtype=np.float32)
-        decoder.append(feed)
+        decoder.append(prompt_feed(rt.prompt_embeds(x, rt.image_embeds([x])[0]), x.position_ids,
+                                   rt.num_layers, rt.num_kv_heads, rt.head_dim))
     return vision, decoder
 
 
