@@ -220,8 +220,8 @@ def export_cmd(
     float_lm_head: bool = typer.Option(False, "--float-lm-head",
                                        help="Keep the output layer in float32 with --int8/--int4 (closer "
                                             "logits; decoding steps 20-35% slower, 0.4 GB more)."),
-    bias_correction: bool = typer.Option(False, "--bias-correction/--no-bias-correction",
-                                         help="Correct the INT8 products' mean output shift, measured on "
+    bias_correction: bool = typer.Option(False, "--bias-correction",
+                                         help="With --int8/--int4: correct the INT8 products' mean output shift, measured on "
                                               "rendered calibration pages (no speed cost; closer logits on "
                                               "the full-size random model, not on the trained tiny one)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),

@@ -1,9 +1,11 @@
 """torch -> ONNX export of MinerU2.5 (vision + decoder with KV cache), INT8/INT4, manifest.
 
-onnx_export  export_model(model_dir, out_dir, int8, int4, verify) -> report; parity measures
+onnx_export  export_model(model_dir, out_dir, int8, int4, verify, bias_correction) -> report;
+             parity measures
 graphs       the torch wrappers that are exported (VisionGraph, DecoderGraph)
 step_path    the decoder's one-token attention path, added to the saved graph (onnx only)
-bias_correction  INT8 mean-shift correction from rendered calibration pages (onnx, onnxruntime)
+bias_correction
+             opt-in INT8 mean-shift correction from rendered calibration pages (onnx, onnxruntime)
 bench        the full-size random-model benchmark (`mineru bench`; torch inside its functions)
 onnx_export and graphs import torch; the runtime that reads an export (vlm.runtime_onnx) does
 not.

@@ -41,6 +41,8 @@ MINERU25_VISION = dict(depth=32, embed_dim=1280, hidden_size=896, num_heads=16, 
 MINERU25_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
                     vision_end_token_id=151653)
 
+DECODE_CONTEXT = 520   # tokens in each decode row's prompt: a 2000-patch crop's prompt
+
 
 def mineru25_config(text: dict | None = None, vision: dict | None = None):
     """A Qwen2VLConfig with MinerU2.5's shapes (override any field with `text` / `vision`)."""
@@ -88,7 +90,7 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 
 def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = 1400,
-                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = 520, repeats: int = 3,
+                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = DECODE_CONTEXT, repeats: int = 3,
                    crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Medians over `repeats` rounds, the variants alternating within each round.
     crop_sizes: {patches: image_hw} of crop images whose vision seconds are measured too
@@ -196,7 +198,7 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         if rss:
             report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
                                                 bench_kw.get("prefill_tokens", PREFILL_TOKENS),
-                                                bench_kw.get("decode_context", 520))["peak_rss_bytes"]
+                                                bench_kw.get("decode_context", DECODE_CONTEXT))["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     runtimes = {"torch_fp32": TorchRuntime(folder, threads)}
@@ -235,7 +237,7 @@ def page_seconds(m: dict, mode: str = "vlm") -> float:
 
 
 def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 1036),
-             prefill_tokens: int = PREFILL_TOKENS, decode_context: int = 520) -> dict:
+             prefill_tokens: int = PREFILL_TOKENS, decode_context: int = DECODE_CONTEXT) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
     a prefill of `prefill_tokens` and 16 decode steps at batch 8 over prompts of
     `decode_context` tokens (bench_runtimes' decode rows): what one worker needs."""

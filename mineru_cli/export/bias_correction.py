@@ -27,8 +27,9 @@ import numpy as np
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index, vision_position_ids
 from ..vlm.tokenizer import VlmInput
 
+SAMPLES = 6   # calibration pages (a full-size model: ~50 s on 2 cores)
 CALIBRATION_SIZES = ((448, 448), (336, 672), (560, 420))   # crop-like: 1,024 / 1,152 / 1,200 patches
-TEXT_TOKENS = 24   # random text after the image where the tokenizer has no chat template
+TEXT_TOKENS = 24   # random text after the image where the tokenizer has no chat tokens
 # a mean over fewer rows is too noisy to correct with: the output layer sees one row per prompt
 # (the decoder returns last-token logits only), so it stays uncorrected
 MIN_ROWS = 64
@@ -49,7 +50,7 @@ def calibration_pages(samples: int) -> list[tuple[object, str]]:
     from ..cache.synthetic import invoice, slide, text_page
     from ..vlm import protocol as P
 
-    words = ("Quarterly results", "Method overview", "Summary", "Next steps")
+    words = ("higher", "lower", "better", "worse")   # slide(): "Margins were {word} than planned"
     out = []
     for i in range(samples):
         kind, turn = i % 3, i // 3
@@ -60,7 +61,7 @@ def calibration_pages(samples: int) -> list[tuple[object, str]]:
     return out
 
 
-def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], samples: int = 6) -> list[VlmInput]:
+def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], samples: int = SAMPLES) -> list[VlmInput]:
     """calibration_pages as model inputs through the model's chat template; a model whose
     tokenizer has no chat tokens (the bench's random model) gets the image tokens and
     TEXT_TOKENS random text tokens, as the bench's inputs do. vision_ids: (vision start, image
@@ -291,7 +292,8 @@ def _bias_after(out: str, uses: dict, inits: dict):
 
 
 def _read_in_subgraphs(graph) -> set[str]:
-    """Every name read by a node of the graph's subgraphs (If branches), at any depth."""
+    """Every name read by a node of the graph's subgraphs (If branches), at any depth. The export
+    corrects before the step path adds its Ifs; this is for a graph that already has them."""
     names = set()
     for node in graph.node:
         for attr in node.attribute:

@@ -57,7 +57,6 @@ COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "toke
                 "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
                 "merges.txt", "special_tokens_map.json", "added_tokens.json")
 GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
-CALIBRATION_SAMPLES = 6   # rendered pages for bias correction (a full-size model: ~50 s on 2 cores)
 INT8_FAST_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
@@ -355,7 +354,7 @@ def _calibration_means(model, model_dir: Path, fp32_dir: Path, work: Path, table
     cfg = model.config
     inputs = bias_correction_mod.calibration_inputs(
         model_dir, (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id)),
-        CALIBRATION_SAMPLES)
+        bias_correction_mod.SAMPLES)
     return bias_correction_mod.calibration_means(
         fp32_dir, GRAPHS, np.load(work / GRAPHS["embed_tokens"], mmap_mode="r"), inputs,
         table["image_token_id"], table["merge_size"], table["num_layers"], table["num_kv_heads"],
@@ -396,7 +395,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
     (the manifest plus timings). With verify, the export is loaded by the ONNX runtime and
     compared with the PyTorch model on two small requests (teacher-forced, see
-    measure_parity); the figures go into the manifest. An existing export in out_dir is
+    measure_parity); the figures go into the manifest. bias_correction (with int8 or int4):
+    the INT8 graphs are bias-corrected (bias_correction.py). An existing export in out_dir is
     replaced only with force=True; a folder that is not an export is never overwritten.
     """
     from ..vlm.model_dir import missing_files
@@ -408,6 +408,8 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
         raise SetupError(f"{model_dir} is not a model folder (missing: {', '.join(missing)})")
     if int8 and int4:
         raise SetupError("choose one of --int8 and --int4")
+    if bias_correction and not (int8 or int4):
+        raise SetupError("--bias-correction corrects INT8 weights: add --int8 (or --int4)")
     if out_dir.exists():
         if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file()):
             raise SetupError(f"{out_dir} exists and is not an ONNX export; choose another folder")
@@ -475,7 +477,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                                                        exclude=exclude if role == "decoder" else None)
                     if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
-                            "calibration": f"mean inputs over {CALIBRATION_SAMPLES} rendered pages",
+                            "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
                             "min_rows": bias_correction_mod.MIN_ROWS,
                             **bias_correction_mod.correct(src, dst, means[role])}
                 else:

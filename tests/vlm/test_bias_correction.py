@@ -1,4 +1,4 @@
-"""INT8 bias correction (mineru_cli.export.bias_correction) on a small two-layer graph quantized
+"""INT8 bias correction (mineru_cli.export.bias_correction) on a small graph of three products quantized
 by onnxruntime's dynamic quantizer, as `mineru export --int8` quantizes: no torch, no export."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from mineru_cli.export.bias_correction import MeanInputs, correct, weight_matmul
 from mineru_cli.export.onnx_export import quantize_int8
 
 
-def _two_layers(path, rng) -> None:
+def _three_products(path, rng) -> None:
     """x (n, 16) -> MatMul w1 + b -> Relu -> MatMul w2 + b (the same bias constant: exporters
     share equal constants) -> MatMul w3 (no bias) -> y (n, 32); also z = y + b (b is read by
     something that is not a product's bias)."""
@@ -44,7 +44,7 @@ def _run(path, x) -> list[np.ndarray]:
 def test_bias_correction_removes_the_mean_shift_of_int8_weights(tmp_path, weight_type):
     rng = np.random.default_rng(0)
     fp32, int8 = tmp_path / "fp32.onnx", tmp_path / "int8.onnx"
-    _two_layers(fp32, rng)
+    _three_products(fp32, rng)
     quantize_int8(fp32, int8, weight_type)
     # inputs with large channel means: what a weight's rounding error turns into an output shift
     offset = rng.uniform(-4, 4, 16).astype(np.float32)
@@ -80,7 +80,7 @@ def test_bias_correction_removes_the_mean_shift_of_int8_weights(tmp_path, weight
 def test_products_without_enough_calibration_rows_stay_as_quantized(tmp_path):
     rng = np.random.default_rng(0)
     fp32, int8 = tmp_path / "fp32.onnx", tmp_path / "int8.onnx"
-    _two_layers(fp32, rng)
+    _three_products(fp32, rng)
     quantize_int8(fp32, int8)
     means = MeanInputs(fp32, threads=1)
     means.run(["y"], {"x": rng.standard_normal((8, 16)).astype(np.float32)})

@@ -220,6 +220,8 @@ def test_export_refuses_bad_targets(tiny_vlm, tiny_onnx, tmp_path):
         export_model(tmp_path / "nothing", tmp_path / "out")
     with pytest.raises(SetupError, match="one of"):
         export_model(tiny_vlm / "model", tmp_path / "out", int8=True, int4=True)
+    with pytest.raises(SetupError, match="--bias-correction corrects INT8 weights"):
+        export_model(tiny_vlm / "model", tmp_path / "out", bias_correction=True)
     assert not (tmp_path / "out").exists()
 
 

@@ -241,8 +241,9 @@ def test_find_export_accepts_a_model_folder_holding_onnx(tiny_onnx, tmp_path, mo
 
 
 def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record_validator):
-    """`mineru export` into the model folder's onnx/, then `mineru parse` (engine and runtime
-    auto) finds the export by itself and returns the blocks the torch runtime returns."""
+    """`mineru export` (INT8, bias-corrected) into the model folder's onnx/, then `mineru parse`
+    (engine and runtime auto) finds the export by itself and returns the blocks the torch runtime
+    returns."""
     import json
     import shutil
 
@@ -251,12 +252,13 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     model = tmp_path / "model"
     shutil.copytree(tiny_vlm / "model", model)
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
-    exported = mineru("export", "--model", str(model), "--int8", "--float-lm-head", "--no-verify", "--threads", "1",
-                      cwd=tmp_path)
+    exported = mineru("export", "--model", str(model), "--int8", "--float-lm-head", "--bias-correction", "--no-verify",
+                      "--threads", "1", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     quantization = json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]
     assert quantization["scheme"] == "int8"
     assert len(quantization["decoder"]["excluded_nodes"]) == 1   # the output layer stays float32
+    assert quantization["vision"]["bias_correction"]["folded_into_bias"] > 0   # the opt-in reached the export
     env = {"MINERU_MODEL_PATH": str(model)}
     onnx_run = mineru("parse", "page.png", "--out", "a.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path, env=env)
     assert onnx_run.returncode == 0 and "onnx runtime" in onnx_run.stderr, onnx_run.stderr
