@@ -176,7 +176,7 @@ def test_int8_export_with_bias_correction(tiny_vlm, tmp_path):
         if role == "decoder":
             _assert_topological(graph)
             assert _step_branches(graph) == [STEP_OPS] * 2   # the step path goes in after it
-    # measured on the tiny model: top-1 1.0, cosine min 0.9983 (0.9990 uncorrected), max |diff| 0.21
+    # measured on the tiny model: top-1 1.0, cosine min 0.9984 (0.9990 uncorrected), max |diff| 0.24
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
 
 
