@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index, vision_position_ids
+from ..vlm.runtime_onnx import prompt_embeddings
 from ..vlm.tokenizer import VlmInput
 
 SAMPLES = 6   # calibration pages (a full-size model: ~50 s on 2 cores)
@@ -161,9 +162,7 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
         feats, = vision.run(["image_embeds"], {
             "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
             "vision_position_ids": vision_position_ids(x.image_grid_thw, merge_size)})
-        embeds = np.asarray(embed_tokens[x.input_ids], dtype=np.float32)
-        embeds[x.input_ids == image_token_id] = feats
-        prompts.append((embeds, x.position_ids))
+        prompts.append((prompt_embeddings(embed_tokens, x.input_ids, image_token_id, feats), x.position_ids))
     means = {"vision": vision.means()}
     del vision
     if not decoder:

@@ -207,6 +207,18 @@ def _register_tight_arena(ort) -> None:
 
 
 
+def prompt_embeddings(table: np.ndarray, ids: np.ndarray, image_token_id: int, feats: np.ndarray) -> np.ndarray:
+    """A prompt's input embeddings (L, hidden), float32: rows of the embedding table, with the
+    image features (the vision graph's image_embeds) in the image tokens' places."""
+    ids = np.asarray(ids, dtype=np.int64)
+    embeds = np.asarray(table[ids], dtype=np.float32)
+    where = ids == image_token_id
+    if int(where.sum()) != feats.shape[0]:
+        raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
+    embeds[where] = feats
+    return embeds
+
+
 class OnnxRuntime:
     name = "onnx"
 
@@ -294,14 +306,8 @@ class OnnxRuntime:
         return out
 
     def prompt_embeds(self, x: VlmInput, feats: np.ndarray) -> np.ndarray:
-        """The prompt's input embeddings (L, hidden): token rows, with the image features
-        (image_embeds) in the image tokens' places."""
-        embeds = self.embed(x.input_ids)
-        where = x.input_ids == self.image_token_id
-        if int(where.sum()) != feats.shape[0]:
-            raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
-        embeds[where] = feats
-        return embeds
+        """The prompt's input embeddings (L, hidden): see prompt_embeddings."""
+        return prompt_embeddings(self._embed, x.input_ids, self.image_token_id, feats)
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """Rows of the embedding table, float32, shaped like ids + (hidden,)."""
