@@ -43,6 +43,20 @@ MINERU25_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_t
 
 DECODE_CONTEXT = 520   # tokens in each decode row's prompt: a 2000-patch crop's prompt
 
+# A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
+# batch 1; then CROPS are read: each crop's vision is measured at its size (CROP_IMAGES), its
+# prompt is prefilled (cost scaled from the measured prefill by token count), and the crops decode
+# in batches of 8 with per-sequence stopping, so a batch costs as many steps as its longest crop.
+# Hybrid mode reads text blocks with the embedded OCR, which runs beside the layout step, so only
+# the table and equation crops go through the VLM.
+LAYOUT_TOKENS = 360
+CROPS = ([("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2
+         + [("equation", 400, 40)] * 2)   # (block type, patches, generated tokens)
+CROP_IMAGES = {400: (280, 280), 2000: (560, 700), 4800: (840, 1120)}  # patches -> image (h, w) px
+LAYOUT_PATCHES = 74 * 74
+PREFILL_TOKENS = 1400
+PROMPT_TOKENS = 20   # chat template + prompt around a crop's image tokens
+
 
 def mineru25_config(text: dict | None = None, vision: dict | None = None):
     """A Qwen2VLConfig with MinerU2.5's shapes (override any field with `text` / `vision`)."""
@@ -89,7 +103,7 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = 1400,
+def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = PREFILL_TOKENS,
                    decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = DECODE_CONTEXT, repeats: int = 3,
                    crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Medians over `repeats` rounds, the variants alternating within each round.
@@ -205,23 +219,11 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     report["page_s"] = {name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
-                        for name, m in report["median"].items() if {"decode_ms_b1", "decode_ms_b8"} <= set(m)}
+                        for name, m in report["median"].items() if PAGE_KEYS <= set(m)}
     return report
 
 
-# A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
-# batch 1; then CROPS are read: each crop's vision is measured at its size (CROP_IMAGES), its
-# prompt is prefilled (cost scaled from the measured prefill by token count), and the crops decode
-# in batches of 8 with per-sequence stopping, so a batch costs as many steps as its longest crop.
-# Hybrid mode reads text blocks with the embedded OCR, which runs beside the layout step, so only
-# the table and equation crops go through the VLM.
-LAYOUT_TOKENS = 360
-CROPS = ([("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2
-         + [("equation", 400, 40)] * 2)   # (block type, patches, generated tokens)
-CROP_IMAGES = {400: (280, 280), 2000: (560, 700), 4800: (840, 1120)}  # patches -> image (h, w) px
-LAYOUT_PATCHES = 74 * 74
-PREFILL_TOKENS = 1400
-PROMPT_TOKENS = 20   # chat template + prompt around a crop's image tokens
+PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}   # what page_seconds reads
 
 
 def page_seconds(m: dict, mode: str = "vlm") -> float:
@@ -240,11 +242,17 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
              prefill_tokens: int = PREFILL_TOKENS, decode_context: int = DECODE_CONTEXT) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
     a prefill of `prefill_tokens` and 16 decode steps at batch 8 over prompts of
-    `decode_context` tokens (bench_runtimes' decode rows): what one worker needs."""
+    `decode_context` tokens (bench_runtimes' decode rows): what one worker needs. No image_hw
+    or no prefill_tokens: that phase is left out, as in bench_runtimes."""
     import subprocess
     import sys
 
     config_json = json.dumps((config or mineru25_config()).to_dict())
+    phases = ""
+    if image_hw:
+        phases += f"rt.image_embeds([synthetic_input(cfg, {tuple(image_hw)!r}, 8, seed=1)])\n"
+    if prefill_tokens:
+        phases += f"rt.prefill([synthetic_input(cfg, (56, 56), {int(prefill_tokens) - 6}, seed=2)])\n"
     code = (
         "import json, sys, numpy as np\n"
         "from transformers import Qwen2VLConfig\n"
@@ -252,8 +260,7 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
         "from mineru_cli.vlm.runtime_onnx import OnnxRuntime\n"
         "cfg = Qwen2VLConfig.from_dict(json.loads(sys.stdin.read()))\n"
         f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
-        f"rt.image_embeds([synthetic_input(cfg, {tuple(image_hw)!r}, 8, seed=1)])\n"
-        f"rt.prefill([synthetic_input(cfg, (56, 56), {int(prefill_tokens) - 6}, seed=2)])\n"
+        f"{phases}"
         f"t = rt.prefill([synthetic_input(cfg, (56, 56), {int(decode_context)} + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
         "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of the

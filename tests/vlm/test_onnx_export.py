@@ -261,10 +261,13 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 2
     manifest_path.write_text(json.dumps(manifest))
-    again = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84), rss=False,
-                            prefill_tokens=32, decode_batches=(1,), decode_steps=2, decode_context=20, log=None,
-                            crop_sizes={})
+    # (decoding only this time: no image, no prompt; the peak RSS run leaves them out too, and
+    # no page is modelled from figures that were not measured)
+    again = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=None, prefill_tokens=0,
+                            decode_batches=(1, 8), decode_steps=2, decode_context=20, log=None, crop_sizes={})
     assert set(again["export_timings"]) == {"onnx_int8"}
+    assert set(again["median"]["onnx_int8"]) == {"decode_ms_b1", "decode_ms_b8"} and again["page_s"] == {}
+    assert all(50 << 20 < rss < 4 << 30 for rss in again["peak_rss"].values()), again["peak_rss"]
     assert json.loads(manifest_path.read_text())["format_version"] == 4
     # the bench model's placeholder tokenizer has no chat tokens: calibration inputs are its
     # image tokens and random text
