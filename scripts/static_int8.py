@@ -58,8 +58,7 @@ class Reader:
 def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[dict], list[dict]]:
     from mineru_cli.export.bench import mineru25_config
     from mineru_cli.export.bias_correction import prompt_feed
-    from mineru_cli.vlm.processor import vision_position_ids
-    from mineru_cli.vlm.runtime_onnx import OnnxRuntime
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime, vision_feed
     from parity_full_size import page_input
 
     cfg = mineru25_config()
@@ -67,8 +66,7 @@ def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[
     vision, decoder = [], []
     for i, page in enumerate(pages):
         x = page_input(cfg, page, 24, seed=100 + i)
-        vision.append({"pixel_values": x.pixel_values.astype(np.float32),
-                       "vision_position_ids": vision_position_ids(x.image_grid_thw, rt.merge_size)})
+        vision.append(vision_feed(x, rt.merge_size))
         decoder.append(prompt_feed(rt.prompt_embeds(x, rt.image_embeds([x])[0]), x.position_ids,
                                    rt.num_layers, rt.num_kv_heads, rt.head_dim))
     return vision, decoder

@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index, vision_position_ids
-from ..vlm.runtime_onnx import prompt_embeddings
+from ..vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index
+from ..vlm.runtime_onnx import prompt_embeddings, vision_feed
 from ..vlm.tokenizer import VlmInput
 
 SAMPLES = 6   # calibration pages (a full-size model: ~50 s on 2 cores)
@@ -159,9 +159,7 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
     vision = MeanInputs(fp32_dir / graphs["vision"], threads)
     prompts = []
     for x in inputs:
-        feats, = vision.run(["image_embeds"], {
-            "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
-            "vision_position_ids": vision_position_ids(x.image_grid_thw, merge_size)})
+        feats, = vision.run(["image_embeds"], vision_feed(x, merge_size))
         prompts.append((prompt_embeddings(embed_tokens, x.input_ids, image_token_id, feats), x.position_ids))
     means = {"vision": vision.means()}
     del vision

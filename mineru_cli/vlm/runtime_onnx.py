@@ -207,6 +207,12 @@ def _register_tight_arena(ort) -> None:
 
 
 
+def vision_feed(x: VlmInput, merge_size: int) -> dict:
+    """The vision graph's inputs for one image: its patches and their 2D rotary ids."""
+    return {"pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
+            "vision_position_ids": vision_position_ids(x.image_grid_thw, merge_size)}
+
+
 def prompt_embeddings(table: np.ndarray, ids: np.ndarray, image_token_id: int, feats: np.ndarray) -> np.ndarray:
     """A prompt's input embeddings (L, hidden), float32: rows of the embedding table, with the
     image features (the vision graph's image_embeds) in the image tokens' places."""
@@ -298,10 +304,7 @@ class OnnxRuntime:
         """Merged image features per input, (tokens_i, hidden): one vision call per image."""
         out = []
         for x in inputs:
-            ids = vision_position_ids(x.image_grid_thw, self.merge_size)
-            feats, = self._vision.run(["image_embeds"], {
-                "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
-                "vision_position_ids": ids}, self._release)
+            feats, = self._vision.run(["image_embeds"], vision_feed(x, self.merge_size), self._release)
             out.append(feats)
         return out
 
