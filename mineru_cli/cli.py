@@ -153,7 +153,10 @@ def parse(
                             page_batch=page_batch, batch_wait_ms=batch_wait_ms, crop_batch=crop_batch)
         summary = run_parse(opts, reporter)
     except SetupError as exc:
-        reporter.console.print(f"[red]error:[/] {exc}")
+        from rich.markup import escape
+
+        # Escaped: paths in the message may hold brackets that Rich would read as markup.
+        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_SETUP)
     reporter.finish(summary, str(out))
     if summary.interrupted:

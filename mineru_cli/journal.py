@@ -1,10 +1,13 @@
 """The output file as a journal: append a record per finished page, resume from what is there.
 
 Records are appended and flushed as pages finish (fsynced at least every second), so a killed
-run loses only the pages in flight. A torn last line (a kill mid-write) is cut off when the journal is opened. At the end
+run loses only the pages in flight. A torn last line (a kill mid-write: an unfinished fragment
+without its newline) is cut off when the journal is opened; nothing else is ever cut, and a file
+that is not a journal (its first line is not a record) is refused, never rewritten. At the end
 of a run `compact()` rewrites the file atomically with exactly one record per page id (the
 latest), so retries and re-runs never leave duplicates. An exclusive lock keeps two runs from
-writing the same file at once.
+writing the same file at once; it is taken on the resolved path, so a symlink and its target
+are one journal (and compaction replaces the target, never the link).
 
 Memory stays flat on large dumps: only a small index entry per page (where its latest record
 is in the file, its status and keys) is kept; records are read back from the file on demand,
@@ -16,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,9 @@ from typing import Iterable, Iterator
 from .errors import SetupError
 
 FSYNC_EVERY = 1.0   # seconds between fsyncs of the journal while pages are being appended
+# How our first record starts (make_record's first key): a torn first write is a prefix of it.
+RECORD_START = b'{"schema_version":'
+_JSON_OBJECT_START = re.compile(rb"\s*\{")
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,8 @@ class Entry:
 
 class Journal:
     def __init__(self, path: Path):
-        self.path = Path(path)
+        self.given = Path(path)             # as the user wrote it (for messages)
+        self.path = Path(path)              # resolved at open()
         self.index: dict[str, Entry] = {}   # page id -> latest record, in file order
         self.repaired_bytes = 0             # size of a torn tail cut off at open
         self.bad_lines = 0                  # complete lines that were not records (dropped at compaction)
@@ -49,42 +57,70 @@ class Journal:
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Lock, check and index the file. Any problem with the location (a folder, a parent
+        that is a file, no permission) or a file that is not a journal is a SetupError."""
+        try:
+            self._open()
+        except SetupError:
+            self.close()
+            raise
+        except OSError as exc:
+            self.close()
+            raise SetupError(f"--out {self.given}: {exc.strerror or exc}") from None
+        return self
+
+    def _open(self) -> None:
+        # Resolve symlinks first: the lock, the writes and compaction's rename must all act on
+        # the real file, or a run via a link and one via its target would not exclude each other.
+        self.path = Path(os.path.realpath(self.given))
+        if self.path.is_dir():
+            raise SetupError(f"--out {self.given} is a folder; give a file name (e.g. {self.given}/results.jsonl)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise SetupError(f"--out {self.given}: cannot create its folder {self.given.parent}: "
+                             "part of that path is an existing file") from None
         self._lock = open(self.path.with_name("." + self.path.name + ".lock"), "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._lock.close()
-            raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish")
+            raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
         if self.path.exists():
             self._index_and_repair()
         self._fh = open(self.path, "ab")
         self._size = self._fh.tell()
-        return self
 
     def _index_and_repair(self) -> None:
-        good = 0                            # end of the last complete, parsable line
-        bad: list[int] = []                 # offsets of complete lines that are not records
+        good = 0                            # end of the last complete line
         with open(self.path, "rb") as fh:
+            if not _JSON_OBJECT_START.match(fh.read(64) or b"{"):   # cheap refusal of binaries
+                raise self._not_a_journal()
+            fh.seek(0)
             offset = 0
             for line in fh:
-                rec = _parse(line) if line.endswith(b"\n") else None
+                complete = line.endswith(b"\n")
+                rec = _parse(line) if complete else None
+                if offset == 0 and rec is None and (complete or not _torn_record(line)):
+                    raise self._not_a_journal()     # someone else's file: never cut or rewrite it
                 if rec is not None:
                     self._remember(rec, offset, len(line))
+                elif complete:
+                    self.bad_lines += 1     # not a record: kept until compaction drops it
+                if complete:
                     good = offset + len(line)
-                elif line.endswith(b"\n"):
-                    bad.append(offset)
                 offset += len(line)
-        # Whatever follows the last record is a torn write (bytes without a newline, or a line
-        # that does not parse): cut it off, never propagate it. Bad lines before it are left
-        # alone until compaction drops them.
-        self.bad_lines = sum(1 for o in bad if o < good)
+        # A last fragment without its newline is a torn write (our lines never contain a raw
+        # newline before their end): cut it off, never propagate it.
         if good < offset:
             self.repaired_bytes = offset - good
             with open(self.path, "r+b") as fh:
                 fh.truncate(good)
                 fh.flush()
                 os.fsync(fh.fileno())
+
+    def _not_a_journal(self) -> SetupError:
+        return SetupError(f"--out {self.given} exists and is not a mineru journal (its first line is not a "
+                          "page record); it was left untouched: choose another --out or remove it")
 
     def _remember(self, rec: dict, offset: int, length: int) -> None:
         self.index.pop(rec["id"], None)     # re-insert: index order follows the latest write
@@ -135,12 +171,14 @@ class Journal:
         self._remember(record, self._size, len(line))
         self._size += len(line)
 
-    def compact(self, order: list[str]) -> None:
+    def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
         """Rewrite with one record per page id: this run's pages in input order, then records
-        of pages not in this run (other inputs written to the same file) as they were."""
-        ids = [i for i in dict.fromkeys(order) if i in self.index]
+        of pages not in this run (other inputs written to the same file) as they were. Ids in
+        `drop` (pages that no longer exist, e.g. past the end of a PDF that shrank) go."""
+        drop = set(drop)
+        ids = [i for i in dict.fromkeys(order) if i in self.index and i not in drop]
         seen = set(ids)
-        ids += [i for i in self.index if i not in seen]
+        ids += [i for i in self.index if i not in seen and i not in drop]
         self._fh.flush()
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
@@ -179,7 +217,19 @@ class Journal:
 
 
 def _line(record: dict) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # A file name that is not valid UTF-8 arrives as lone surrogates (os.fsdecode's
+        # surrogateescape). Written as \udcXX escapes the line stays valid UTF-8 JSON and reads
+        # back to the very same str, so resume still matches the page id.
+        return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _torn_record(fragment: bytes) -> bool:
+    """Whether a fragment without its newline can be our first record cut short by a kill."""
+    return fragment.startswith(RECORD_START) or RECORD_START.startswith(fragment)
 
 
 def _parse(line: bytes) -> dict | None:

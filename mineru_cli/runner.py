@@ -177,11 +177,26 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
-            journal.compact(order)
+            journal.compact(order, drop=_vanished_pages(journal.index, plan))
         if opts.formats and not summary.interrupted:
             _write_documents(opts, plan, list(journal.records(order)), reporter)
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
+    """Ids of pages past the current page count of a file of this run (a PDF that shrank):
+    their old records would otherwise stay in the output for ever. A file that fails to open
+    now keeps its other pages' records (its first page's record is the failure): it may be
+    unreadable only for a moment."""
+    pages = {p.src.rel: p.page_count for p in plan if p.error is None}
+    gone = []
+    for pid in index:
+        source, _, number = pid.rpartition("#")
+        count = pages.get(source)
+        if count is not None and number.isdigit() and int(number) >= count:
+            gone.append(pid)
+    return gone
 
 
 def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
-from mineru_cli.cache.synthetic import (REENCODINGS, invoice, jpeg, lookalike_pairs, rescale, slide,
-                                        text_page)
+from mineru_cli.cache.synthetic import (REENCODINGS, amount_page, colour_slide, invoice, jpeg, long_screenshot,
+                                        lookalike_pairs, rescale, slide, text_page)
 from mineru_cli.cache.similarity import pixel_sha256
 
 FP = "engine=test;v=1"
@@ -25,6 +25,16 @@ def pairs():
 def verdict(a, b):
     ta = sim.make_thumb(a)
     return sim.compare(ta, sim.make_thumb(b, (ta.shape[1], ta.shape[0])))
+
+
+def over_threshold(v) -> float:
+    """How far past its threshold the deciding measure (luma or chroma) is: > 1 rejects."""
+    return max(v.max_diff / sim.PIXEL_DIFF, v.chroma_diff / sim.CHROMA_DIFF)
+
+
+REENCODED_PAGES = (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14),
+                   amount_page("3141.50", 11, 1654, 2339, 17), colour_slide("4.2"),
+                   colour_slide("100,000", (255, 88, 0), (128, 128, 128)))
 
 
 def payload_for(name, w, h):
@@ -47,15 +57,42 @@ def test_lookalikes_fail_verification(variant):
     for a, b, what in pairs():
         v = verdict(a, fn(b))
         assert not v.ok, f"{what} ({variant}) verified as the same page: {v}"
-        assert v.max_diff >= 1.3 * sim.PIXEL_DIFF, f"{what} ({variant}) too close to the threshold: {v}"
+        assert over_threshold(v) >= 1.3, f"{what} ({variant}) too close to the threshold: {v}"
 
 
 @pytest.mark.parametrize("name", list(REENCODINGS))
 def test_reencodings_pass_verification(name):
-    for page in (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14)):
+    for page in REENCODED_PAGES:
         v = verdict(page, REENCODINGS[name](page))
         assert v.ok, f"{name}: {v}"
-        assert v.max_diff <= sim.PIXEL_DIFF / 1.3, f"{name} too close to the threshold: {v}"
+        assert v.mean_diff <= sim.GLOBAL_MEAN_MAX and over_threshold(v) <= 1 / 1.3, \
+            f"{name} too close to the threshold: {v}"
+
+
+def test_colour_decides_where_brightness_cannot():
+    """Orange text on a gray of the same brightness: the luma barely differs, the chroma does."""
+    v = verdict(colour_slide("100,000", (255, 88, 0), (128, 128, 128)),
+                colour_slide("900,000", (255, 88, 0), (128, 128, 128)))
+    assert v.max_diff < sim.PIXEL_DIFF / 2 and v.chroma_diff > sim.CHROMA_DIFF, v
+
+
+def test_thumbnails_keep_small_print_and_long_pages_hit_exactly_only(tmp_path):
+    # an A4 page at 200 DPI keeps 62 % of its size (6 pt type stays ~10 px tall)
+    assert sim.thumb_size(1654, 2339) == (1024, 1448)
+    assert sim.thumb_size(1280, 720) == (1024, 576)          # never less than 20 % smaller
+    page, other = long_screenshot("5,600.00"), long_screenshot("9,600.00")
+    assert not sim.near_eligible(page.width, page.height)
+    with ResultCache(tmp_path) as cache:
+        cache.store(page, pixel_sha256(page), FP, "long#0", payload_for("A", page.width, page.height))
+        for query in (other, jpeg(page)):   # a look-alike and a re-encoding: both misses
+            assert cache.lookup(query, pixel_sha256(query), FP) is None
+        assert cache.lookup(page, pixel_sha256(page), FP).kind == "hit"
+        # beside it, an eligible page stored later is still found near (the thumbnail-less row
+        # does not get in the way of the search)
+        small = invoice("1,234.50")
+        cache.store(small, pixel_sha256(small), FP, "inv#0", payload_for("B", small.width, small.height))
+        copy = jpeg(small)
+        assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
 
 
 def test_no_lookalike_ever_gets_the_other_result(tmp_path):
@@ -118,3 +155,13 @@ def test_disabled_cache_is_a_no_op():
     cache.store(page, pixel_sha256(page), FP, "p#0", {"blocks": []})
     assert cache.lookup(page, pixel_sha256(page), FP) is None
     cache.close()
+
+
+def test_a_page_id_from_a_file_name_that_is_not_utf8_is_stored(tmp_path):
+    page = invoice("1,234.50")
+    name = b"dump/inv\xff.png".decode("utf-8", "surrogateescape") + "#0"   # as os.fsdecode gives it
+    with ResultCache(tmp_path, warn=lambda msg: pytest.fail(msg)) as cache:
+        cache.store(page, pixel_sha256(page), FP, name, payload_for("A", page.width, page.height))
+        assert cache.lookup(page, pixel_sha256(page), FP).source == "dump/inv\ufffd.png#0"
+        copy = jpeg(page)
+        assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"

@@ -1,8 +1,10 @@
 """SQLite tier: persistence, many processes at once, corruption recovery, CLI."""
 
+import base64
 import json
 import multiprocessing as mp
 import sqlite3
+import zlib
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from typer.testing import CliRunner
 from mineru_cli.cache import ResultCache, default_cache_dir
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
-from mineru_cli.cache.store import FILENAME, SqliteStore
+from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore
 from mineru_cli.units import parse_duration, parse_size
 
 FP = "engine=test;v=1"
@@ -39,7 +41,7 @@ def test_exact_hit_survives_reopen(tmp_path):
     assert (tmp_path / FILENAME).exists()
     con = sqlite3.connect(tmp_path / FILENAME)
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
 def test_default_cache_dir_honours_env(monkeypatch, tmp_path):
@@ -147,12 +149,23 @@ def test_cli_stats_prune_export_import_clear(tmp_path):
     out = tmp_path / "dump.jsonl"
     assert run(cache_app, ["export", str(out), "--cache-dir", str(src)]).exit_code == 0
     assert len(out.read_text().splitlines()) == 6
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # a line still valid JSON whose payload was altered (its checksum no longer matches), and
+    # one whose thumbnail does not decode to its size (as from an older mineru-cli)
+    tampered = dict(rows[0], payload=rows[0]["payload"].replace("page 0", "page 9"), pixel_sha256="f" * 64)
+    old_thumb = dict(rows[1], thumb=base64.b64encode(zlib.compress(b"\0" * 12)).decode(), pixel_sha256="e" * 64)
     with open(out, "a") as f:
-        f.write("{broken\n")
+        f.write("{broken\n" + json.dumps(tampered) + "\n" + json.dumps(old_thumb) + "\n")
     r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
-    assert r.exit_code == 0 and "imported 6" in r.output and "skipped 1" in r.output
+    assert r.exit_code == 0, r.output
+    assert "imported 7 entries (1 for exact hits only), skipped 2 damaged lines" in r.output
     with ResultCache(dst) as c:
         assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
+        assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"      # kept for exact hits
+    imported = SqliteStore(dst)
+    assert imported.get(FP, "f" * 64) is None                     # the tampered line
+    assert imported._run(lambda conn: conn.execute(
+        "SELECT thumb_w, length(thumb) FROM entries WHERE pixel_sha256=?", ("e" * 64,)).fetchone()) == (0, 0)
 
     # prune by age: make two entries old
     con = sqlite3.connect(src / FILENAME)
@@ -168,3 +181,20 @@ def test_cli_stats_prune_export_import_clear(tmp_path):
     r = run(cache_app, ["clear", "--cache-dir", str(src)])
     assert "removed 1" in r.output
     assert SqliteStore(src).stats()["entries"] == 0
+
+
+def test_a_new_file_reported_locked_while_others_create_it_is_retried(tmp_path, monkeypatch):
+    """Processes creating a cache file at once: switching it to WAL can answer "database is
+    locked" at once, without the busy timeout. It is retried, not turned into a run without cache."""
+    calls = []
+    setup = SqliteStore._setup
+
+    def flaky(conn):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        setup(conn)
+
+    monkeypatch.setattr(SqliteStore, "_setup", staticmethod(flaky))
+    store = SqliteStore(tmp_path)
+    assert len(calls) == 3 and store.stats()["entries"] == 0

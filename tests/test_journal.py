@@ -1,6 +1,7 @@
 """The journal: append, torn-tail repair, resume decisions, compaction, the lock."""
 
 import json
+import os
 
 import pytest
 
@@ -22,7 +23,7 @@ def test_append_is_durable_line_by_line(tmp_path):
     assert [r["id"] for r in read_records(out)] == ["a#0", "b#0"]
 
 
-@pytest.mark.parametrize("tail", [b'{"id": "c#0", "sta', b'{"id": "c#0", "status": "ok"', b"garbage\n"])
+@pytest.mark.parametrize("tail", [b'{"id": "c#0", "sta', b'{"id": "c#0", "status": "ok"'])
 def test_torn_last_line_is_cut_and_never_propagated(tmp_path, tail):
     out = tmp_path / "r.jsonl"
     good = (json.dumps(rec("a#0")) + "\n").encode()
@@ -34,6 +35,83 @@ def test_torn_last_line_is_cut_and_never_propagated(tmp_path, tail):
     data = out.read_bytes()
     assert data.startswith(good) and tail not in data
     assert [r["id"] for r in read_records(out)] == ["a#0", "b#0"]
+
+
+def test_complete_last_line_is_not_cut_only_dropped_at_compaction(tmp_path):
+    # A kill tears a line before its newline; a complete line is never a torn write.
+    out = tmp_path / "r.jsonl"
+    good = (json.dumps(rec("a#0")) + "\n").encode()
+    out.write_bytes(good + b"garbage\n")
+    with Journal(out) as j:
+        assert j.repaired_bytes == 0 and j.bad_lines == 1
+        assert out.read_bytes() == good + b"garbage\n"
+        j.compact(["a#0"])
+    assert out.read_bytes() == good
+
+
+def test_torn_first_write_is_cut(tmp_path):
+    out = tmp_path / "r.jsonl"
+    torn = b'{"schema_version":1,"id":"a.png#0","sour'
+    out.write_bytes(torn)
+    with Journal(out) as j:
+        assert j.repaired_bytes == len(torn) and not j.index
+    assert out.read_bytes() == b""
+
+
+@pytest.mark.parametrize("content", [
+    b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n",     # binary
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",                              # binary, no newline
+    b'{"name": "config"}\n' + (json.dumps(rec("a#0")) + "\n").encode(),    # first line not a record
+    b'{"name": "config"}',                                                 # one JSON object, no newline
+    b"notes\nmore notes",
+])
+def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path, content):
+    out = tmp_path / "keep.bin"
+    out.write_bytes(content)
+    with pytest.raises(SetupError, match="not a mineru journal"):
+        Journal(out).open()
+    assert out.read_bytes() == content
+    with Journal(out.with_name("other.jsonl")):      # the refusal released the lock it took
+        pass
+
+
+def test_file_names_that_are_not_utf8_round_trip(tmp_path):
+    out = tmp_path / "r.jsonl"
+    pid = os.fsdecode(b"b_\xff.png") + "#0"              # lone surrogate, as os.listdir gives it
+    with Journal(out) as j:
+        j.append(rec("a#0", source="a"))
+        j.append(rec(pid, source=pid[:-2], markdown="caf\u00e9"))
+        j.append(rec("c#0"))
+        j.compact(["a#0", pid, "c#0"])
+    out.read_bytes().decode("utf-8")                     # still a valid UTF-8 file
+    with Journal(out) as j:                              # resume finds the page again
+        assert list(j.index) == ["a#0", pid, "c#0"]
+        assert j.finished(pid, "a" * 64, "f1", retry_failed=False)["markdown"] == "caf\u00e9"
+        assert os.fsencode(j.get(pid)["source"]) == b"b_\xff.png"
+
+
+def test_a_symlinked_journal_shares_the_lock_and_stays_a_link(tmp_path):
+    target = tmp_path / "real.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    with Journal(link) as j:
+        with pytest.raises(SetupError, match="another run"):
+            Journal(target).open()
+        j.append(rec("a#0"))
+        j.compact(["a#0"])
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert [r["id"] for r in read_records(target)] == ["a#0"]
+
+
+def test_bad_locations_are_setup_errors(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.jsonl").write_text("")
+    with pytest.raises(SetupError, match="is a folder"):
+        Journal(tmp_path / "folder").open()
+    with pytest.raises(SetupError, match="existing file"):
+        Journal(tmp_path / "file.jsonl" / "x.jsonl").open()
+    with pytest.raises(SetupError, match="existing file"):
+        Journal(tmp_path / "file.jsonl" / "sub" / "x.jsonl").open()
 
 
 def test_finished_needs_same_content_and_fingerprint(tmp_path):
@@ -63,6 +141,16 @@ def test_compact_keeps_one_record_per_page_in_input_order(tmp_path):
     recs = read_records(out)
     assert [r["id"] for r in recs] == ["a#0", "b#0", "other#0", "c#0"]
     assert [r["status"] for r in recs][:2] == ["ok", "ok"]
+
+
+def test_compact_drops_the_pages_it_is_told_are_gone(tmp_path):
+    out = tmp_path / "r.jsonl"
+    with Journal(out) as j:
+        for pid in ["doc.pdf#0", "doc.pdf#1", "doc.pdf#2", "other#0"]:
+            j.append(rec(pid))
+        j.compact(["doc.pdf#0"], drop=["doc.pdf#1", "doc.pdf#2"])
+        assert list(j.index) == ["doc.pdf#0", "other#0"]
+    assert [r["id"] for r in read_records(out)] == ["doc.pdf#0", "other#0"]
 
 
 def test_bad_lines_inside_are_counted_and_dropped_at_compaction(tmp_path):

@@ -173,3 +173,78 @@ def test_sigkill_mid_run_then_resume_does_every_page_once(tmp_path, record_valid
     for rec in recs:                                                     # earlier records kept as written
         if rec["id"] in done_before:
             assert rec == done_before[rec["id"]]
+
+
+def test_a_file_name_that_is_not_utf8_gets_a_record_and_resumes(tmp_path, record_validator):
+    d = tmp_path / "in"
+    d.mkdir()
+    text_page(d / "a.png", "First page")
+    bad = os.fsdecode(b"b_\xff.png")                     # as os.listdir gives it: a lone surrogate
+    text_page(d / bad, "Second page")
+    text_page(d / "c.png", "Third page")
+    args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+    first = mineru(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "o.jsonl").read_bytes().decode("utf-8")   # the journal stays valid UTF-8
+    recs = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
+    assert list(recs) == ["a.png#0", bad + "#0", "c.png#0"]
+    assert recs[bad + "#0"]["status"] == "ok" and "Second" in recs[bad + "#0"]["markdown"]
+    again = mineru(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert [e["resumed"] for e in events(again.stderr) if e["event"] == "page"] == [True, True, True]
+
+
+def test_an_out_file_that_is_not_a_journal_is_refused_untouched(tmp_path):
+    text_page(tmp_path / "p.png", "Hello world")
+    pdf = tmp_path / "keep.pdf"
+    Image.new("RGB", (200, 100), "white").save(pdf)
+    before = pdf.read_bytes()
+    r = mineru("parse", "p.png", "--out", "keep.pdf", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 2 and "not a mineru journal" in r.stderr and "Traceback" not in r.stderr
+    assert pdf.read_bytes() == before
+
+
+def test_bad_out_locations_are_setup_errors(tmp_path):
+    text_page(tmp_path / "p.png", "Hello world")
+    (tmp_path / "outdir").mkdir()
+    (tmp_path / "out[bold]").mkdir()                   # brackets: printed as they are, not as markup
+    (tmp_path / "r1.jsonl").write_text("")
+    for out, message in [("outdir", "is a folder"), ("out[bold]", "out[bold] is a folder"),
+                         ("r1.jsonl/x.jsonl", "existing file")]:
+        r = mineru("parse", "p.png", "--out", out, "--no-cache", "--engine", "ocr", cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert message in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "r1.jsonl").read_text() == "" and not any((tmp_path / "outdir").iterdir())
+
+
+def test_an_out_symlink_writes_through_and_stays_a_link(tmp_path):
+    text_page(tmp_path / "p.png", "Hello world")
+    (tmp_path / "link.jsonl").symlink_to("real.jsonl")
+    r = mineru("parse", "p.png", "--out", "link.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "link.jsonl").is_symlink()                      # compaction kept the link
+    assert [x["id"] for x in read_journal(tmp_path / "real.jsonl")] == ["p.png#0"]
+    assert not (tmp_path / ".link.jsonl.lock").exists()                # the lock is the target's
+    again = mineru("parse", "p.png", "--out", "real.jsonl", "--no-cache", "--engine", "ocr", "--log-json",
+                   cwd=tmp_path)
+    assert [e["resumed"] for e in events(again.stderr) if e["event"] == "page"] == [True]
+
+
+def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path):
+    def pdf(n):
+        pages = [Image.new("RGB", (400, 150), "white") for _ in range(n)]
+        for i, page in enumerate(pages):
+            ImageDraw.Draw(page).text((10, 50), f"Page {i + 1}", fill="black", font=ImageFont.load_default(size=32))
+        pages[0].save(tmp_path / "doc.pdf", save_all=True, append_images=pages[1:])
+
+    text_page(tmp_path / "other.png", "Another input")
+    mineru("parse", "other.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    args = ["parse", "doc.pdf", "--out", "o.jsonl", "--no-cache", "--engine", "ocr"]
+    pdf(3)
+    assert mineru(*args, cwd=tmp_path).returncode == 0
+    assert sorted(by_id(read_journal(tmp_path / "o.jsonl"))) == ["doc.pdf#0", "doc.pdf#1", "doc.pdf#2", "other.png#0"]
+    pdf(1)
+    assert mineru(*args, cwd=tmp_path).returncode == 0
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert sorted(recs) == ["doc.pdf#0", "other.png#0"]                  # other inputs are kept
+    assert recs["doc.pdf#0"]["page_count"] == 1

@@ -17,7 +17,8 @@ import numpy as np
 
 from . import similarity as sim
 from .result_cache import ResultCache
-from .synthetic import REENCODINGS, invoice, jpeg, lookalike_pairs, rescale, slide, text_page
+from .synthetic import (REENCODINGS, amount_page, colour_slide, invoice, jpeg, lookalike_pairs, rescale, slide,
+                        text_page)
 
 FP = "bench-engine;v=1"
 
@@ -89,23 +90,32 @@ def margins() -> None:
     def ph(a, b):
         return int(sim.hamming(np.array([sim.phash64(sim.make_thumb(a))]), sim.phash64(sim.make_thumb(b)))[0])
 
+    def over(x):   # the deciding measure against its threshold: > 1 rejects
+        return max(x.max_diff / sim.PIXEL_DIFF, x.chroma_diff / sim.CHROMA_DIFF)
+
     neg, neg_ph = [], []
     for a, b, what in lookalike_pairs():
         neg_ph.append(ph(a, b))
         for name, fn in (("raw", lambda x: x), ("jpeg", jpeg), ("rescale+jpeg", lambda x: jpeg(rescale(x)))):
-            neg.append((v(a, fn(b)).max_diff, f"{what} [{name}]"))
+            x = v(a, fn(b))
+            neg.append((over(x), x.max_diff, x.chroma_diff, f"{what} [{name}]"))
     pos, pos_ph = [], []
     for page in (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14),
-                 text_page(11, 1654, 2339, 28)):
+                 text_page(11, 1654, 2339, 28), amount_page("3141.50", 11, 1654, 2339, 17),
+                 colour_slide("4.2"), colour_slide("100,000", (255, 88, 0), (128, 128, 128))):
         for name, fn in REENCODINGS.items():
             cp = fn(page)
-            pos.append((v(page, cp).max_diff, name))
+            x = v(page, cp)
+            pos.append((over(x), x.max_diff, x.chroma_diff, name))
             pos_ph.append(ph(page, cp))
     lo, hi = min(neg), max(pos)
-    print(f"look-alikes:  max_diff >= {lo[0]} ({lo[1]}); pHash distance {min(neg_ph)}-{max(neg_ph)}")
-    print(f"re-encodings: max_diff <= {hi[0]} ({hi[1]}); pHash distance {min(pos_ph)}-{max(pos_ph)}")
-    print(f"threshold {sim.PIXEL_DIFF}: {lo[0] / sim.PIXEL_DIFF:.2f}x below look-alikes, "
-          f"{sim.PIXEL_DIFF / max(hi[0], 1):.2f}x above re-encodings")
+    print(f"thresholds: luma {sim.PIXEL_DIFF}, chroma {sim.CHROMA_DIFF}")
+    print(f"look-alikes:  {lo[0]:.2f}x the threshold at least (luma {lo[1]}, chroma {lo[2]}: {lo[3]}); "
+          f"luma alone >= {min(n[1] for n in neg)}; pHash distance {min(neg_ph)}-{max(neg_ph)}")
+    print(f"re-encodings: {hi[0]:.2f}x the threshold at most (luma {hi[1]}, chroma {hi[2]}: {hi[3]}); "
+          f"luma <= {max(p[1] for p in pos)}, chroma <= {max(p[2] for p in pos)}; "
+          f"pHash distance {min(pos_ph)}-{max(pos_ph)}")
+    print(f"margins: {lo[0]:.2f}x below look-alikes, {1 / hi[0]:.2f}x above re-encodings")
 
 
 def main() -> None:

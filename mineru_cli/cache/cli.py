@@ -12,7 +12,7 @@ import typer
 
 from .result_cache import default_cache_dir
 from .similarity import unpack_thumb
-from .store import SqliteStore
+from .store import SqliteStore, digest
 from ..units import parse_duration, parse_size
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
@@ -82,21 +82,32 @@ def export_(file: Path = typer.Argument(..., help="JSONL file to write."),
 @cache_app.command("import")
 def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
             cache_dir: Optional[Path] = CacheDir) -> None:
-    """Add the entries of an export; damaged lines are skipped and counted."""
-    store, n, bad = _open(cache_dir), 0, 0
+    """Add the entries of an export; damaged lines (their payload no longer matches its
+    checksum, or unreadable) are skipped and counted. An entry whose thumbnail does not decode
+    (damaged, or from an older mineru-cli) is kept for exact hits only."""
+    store, n, bad, exact_only = _open(cache_dir), 0, 0, 0
     with open(file, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
             try:
                 r = json.loads(line)
+                if digest(r["payload"]) != r["digest"]:
+                    raise ValueError("payload checksum mismatch")
                 json.loads(r["payload"])  # must be JSON text
-                thumb = base64.b64decode(r["thumb"])
-                unpack_thumb(thumb, int(r["thumb_w"]), int(r["thumb_h"]))  # must decode to its size
+                tw, th, ph = int(r["thumb_w"]), int(r["thumb_h"]), int(r["phash"])
+                thumb, coarse = base64.b64decode(r["thumb"]), base64.b64decode(r["coarse"])
+                try:
+                    if tw:
+                        unpack_thumb(thumb, tw, th)  # must decode to its size
+                except (ValueError, zlib.error):
+                    tw = th = ph = 0
+                    thumb = coarse = b""
+                    exact_only += 1
                 store.put(r["fingerprint"], r["pixel_sha256"], r["page_id"], int(r["width"]), int(r["height"]),
-                          int(r["phash"]), r["payload"], int(r["thumb_w"]), int(r["thumb_h"]),
-                          base64.b64decode(r["coarse"]), thumb, created=float(r["created"]))
+                          ph, r["payload"], tw, th, coarse, thumb, created=float(r["created"]))
                 n += 1
             except (ValueError, KeyError, TypeError, zlib.error):
                 bad += 1
-    typer.echo(f"imported {n} entries" + (f", skipped {bad} damaged lines" if bad else ""))
+    typer.echo(f"imported {n} entries" + (f" ({exact_only} for exact hits only)" if exact_only else "")
+               + (f", skipped {bad} damaged lines" if bad else ""))

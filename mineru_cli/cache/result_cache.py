@@ -68,11 +68,13 @@ class ResultCache:
     def _local_failed(self, e: Exception) -> None:
         self._warn(f"local cache error ({type(e).__name__}: {e}); this page is treated as a miss")
 
-    def _hashes(self, image: Image.Image, pixel_sha256: str) -> tuple[np.ndarray, int]:
+    def _hashes(self, image: Image.Image, pixel_sha256: str) -> tuple[np.ndarray | None, int]:
+        """The page's verification thumbnail and pHash; (None, 0) for a page that gets no
+        near-duplicate search (sim.near_eligible)."""
         if pixel_sha256 in self._memo:
             return self._memo[pixel_sha256]
-        thumb = sim.make_thumb(image)
-        out = (thumb, sim.phash64(thumb))
+        thumb = sim.make_thumb(image) if sim.near_eligible(image.width, image.height) else None
+        out = (thumb, 0 if thumb is None else sim.phash64(thumb))
         self._memo[pixel_sha256] = out
         while len(self._memo) > 4:
             self._memo.popitem(last=False)
@@ -104,10 +106,13 @@ class ResultCache:
 
     def _near(self, image: Image.Image, pixel_sha256: str, fingerprint: str) -> CacheHit | None:
         thumb, ph = self._hashes(image, pixel_sha256)
+        if thumb is None:
+            return None
         cands = [c[1] for c in self._store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
                  if sim.aspect_close(c[2], c[3], image.width, image.height)][:sim.MAX_PHASH_CANDIDATES]
         mine = sim.coarse_sig(thumb)
-        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in self._store.coarse_of(cands).items())
+        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in self._store.coarse_of(cands).items()
+                       if sig)   # rows stored without a thumbnail have no signature either
         query_thumbs: dict[tuple[int, int], np.ndarray] = {}
         for dist, id_ in close[:sim.MAX_CANDIDATES]:
             if dist > sim.COARSE_MAX:
@@ -117,7 +122,7 @@ class ResultCache:
                 continue
             entry, tw, th, blob = got
             if (tw, th) not in query_thumbs:
-                query_thumbs[(tw, th)] = thumb if thumb.shape == (th, tw) else sim.make_thumb(image, (tw, th))
+                query_thumbs[(tw, th)] = thumb if thumb.shape[:2] == (th, tw) else sim.make_thumb(image, (tw, th))
             if not sim.compare(sim.unpack_thumb(blob, tw, th), query_thumbs[(tw, th)]).ok:
                 continue
             payload = json.loads(entry.payload)
@@ -132,9 +137,13 @@ class ResultCache:
             return
         try:
             thumb, ph = self._hashes(image, pixel_sha256)
-            self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
-                            payload_json, thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb),
-                            sim.pack_thumb(thumb))
+            if thumb is None:
+                self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, 0,
+                                payload_json, 0, 0, b"", b"")
+            else:
+                self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
+                                payload_json, thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb),
+                                sim.pack_thumb(thumb))
         except Exception as ex:
             self._local_failed(ex)
 
@@ -143,6 +152,9 @@ class ResultCache:
         if self._store is None and self._redis is None:
             return
         payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        # a file name that is not UTF-8 arrives with lone surrogates, which SQLite and Redis
+        # refuse; the id is only told back as a near-hit's source, so a readable stand-in will do
+        page_id = page_id.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         self._fill_local(image, pixel_sha256, fingerprint, page_id, payload_json)
         if self._redis is not None:
             self._redis.put(fingerprint, pixel_sha256, page_id, payload_json, image.width, image.height)

@@ -9,19 +9,28 @@ A near-duplicate may reuse a cached result only after two stages:
    it).  A second global hash (dHash, wHash) is equally blind to a changed
    digit, so none is used to accept anything.  Pages of prose in one layout
    are often within 6-10 bits of each other, so a second filter keeps the
-   cost of a miss down: a 32x32 grayscale "coarse signature" must match
+   cost of a miss down: a 32x32 luma "coarse signature" must match
    within a mean |difference| of ``COARSE_MAX`` (re-encodings measure <= 1.2,
    distinct prose pages >= 3.0).  It only prunes; it never accepts.
 
-2. **Pixel verification.**  Both pages are reduced to one grayscale thumbnail
-   size (triangle-filtered, long side ``THUMB_SIDE`` = 1024 px; the cached
-   page's thumbnail is stored, the query is resized to exactly that size),
-   both are Gaussian-blurred with sigma ``BLUR_SIGMA`` = 0.7 px, and the
-   absolute difference ``d`` is taken per pixel.  The page is accepted only if
+2. **Pixel verification.**  Both pages are reduced to one thumbnail size in
+   YCbCr (triangle-filtered; the cached page's thumbnail is stored, the query
+   is resized to exactly that size).  The thumbnail keeps text large: it is
+   scaled so that the page's *short* side becomes ``THUMB_SHORT`` = 1024 px,
+   never by more than ``THUMB_SCALE_MAX`` = 0.8 (an A4 page at 200 DPI keeps
+   62 % of its size, so 6 pt type is ~10 px tall; a long side of 1024 px
+   kept 44 %).  A page whose thumbnail would be longer than
+   ``THUMB_LONG_MAX`` (a long screenshot) gets no near-duplicate search at
+   all: exact hits only.  Then, per pixel:
 
-   * local:  max(d) <= ``PIXEL_DIFF`` (48 gray levels), and
-   * global: mean(d) <= ``GLOBAL_MEAN_MAX`` (4 levels; a faint change all over,
-     e.g. another background or a shifted layout).
+   * luma, blurred with sigma ``BLUR_SIGMA`` = 0.7 px: max |difference|
+     <= ``PIXEL_DIFF`` and mean <= ``GLOBAL_MEAN_MAX`` (a faint change all
+     over, e.g. another background or a shifted layout);
+   * chroma (Cb and Cr), blurred with sigma ``CHROMA_BLUR_SIGMA`` = 1.5 px
+     (JPEG stores chroma at half resolution, so its re-encodings smear
+     colour edges): max |difference| <= ``CHROMA_DIFF``.  Without it, text
+     whose colour differs from its background more than its brightness does
+     (red on blue, orange on mid-gray) was invisible to the check.
 
    Why this separates the two cases: the triangle filter and the blur both
    conserve ink locally, so re-encoding moves ink by a fraction of a pixel
@@ -31,15 +40,14 @@ A near-duplicate may reuse a cached result only after two stages:
    (A plain box/area downscale in Pillow is not area-exact at fractional
    factors and made a 95 % rescale look like a changed glyph; it is not used.)
 
-   Measured (``python -m mineru_cli.cache.bench --margins``; 14 look-alike
-   pairs with 14-28 px text, each raw / JPEG q70 / 95 % rescale + JPEG, and 5
-   pages x 4 re-encodings): look-alikes give max(d) >= 70, re-encodings
-   max(d) <= 31.  The threshold 48 is 1.46x below the one and 1.55x above the
-   other; the tests assert at least 1.3x on both sides.  pHash distances were
-   0-2 for both groups, i.e. pHash cannot tell them apart.
-   Not measured: text under ~8 px tall in the thumbnail (e.g. 6 pt type on a
-   2339 px-tall scan).  There a one-digit change may fall under the
-   threshold; raise ``THUMB_SIDE`` (costs storage) or use --cache-near off.
+   Measured (``python -m mineru_cli.cache.bench --margins``; the look-alike
+   pairs of ``synthetic.lookalike_pairs``, each raw / JPEG q70 / 95 % rescale
+   + JPEG, and pages x 4 re-encodings; figures in the README): the thresholds
+   sit at least 1.3x from both groups, which the tests assert.  pHash
+   distances are 0-2 for both groups, i.e. pHash cannot tell them apart.
+   Not measured: type under ~10 px in the thumbnail (e.g. 6 pt on a page
+   scanned at 150 DPI).  There a one-digit change may fall under the
+   threshold; use --cache-near off for such documents.
 """
 
 from __future__ import annotations
@@ -55,11 +63,15 @@ from PIL import Image, ImageFilter
 # --- tuning (see the docstring) -------------------------------------------
 PHASH_RADIUS = 12        # Hamming bits; only nominates candidates
 ASPECT_TOL = 0.02        # relative aspect-ratio difference allowed
-THUMB_SIDE = 1024        # long side of the verification thumbnail, px
-BLUR_SIGMA = 0.7         # Gaussian blur before differencing, thumbnail px
-PIXEL_DIFF = 48          # max |difference| allowed anywhere, gray levels
-GLOBAL_MEAN_MAX = 4.0    # mean |difference| allowed, gray levels
-COARSE_SIDE = 32         # coarse signature: 32x32 grayscale of the thumbnail
+THUMB_SHORT = 1024       # short side of the verification thumbnail, px ...
+THUMB_SCALE_MAX = 0.8    # ... but always at least this much smaller than the page
+THUMB_LONG_MAX = 2048    # longer thumbnails: no near-duplicate search (exact hits only)
+BLUR_SIGMA = 0.7         # Gaussian blur of the luma before differencing, thumbnail px
+PIXEL_DIFF = 42          # max luma |difference| allowed anywhere, levels
+GLOBAL_MEAN_MAX = 4.0    # mean luma |difference| allowed, levels
+CHROMA_BLUR_SIGMA = 1.5  # Gaussian blur of Cb and Cr
+CHROMA_DIFF = 28         # max Cb or Cr |difference| allowed anywhere, levels
+COARSE_SIDE = 32         # coarse signature: 32x32 luma of the thumbnail
 COARSE_MAX = 2.0         # mean |difference| of coarse signatures to be verified at all
 MAX_PHASH_CANDIDATES = 64
 MAX_CANDIDATES = 4       # nearest candidates fully verified per lookup
@@ -74,8 +86,8 @@ def pixel_sha256(image: Image.Image) -> str:
 
 
 def phash64(thumb: np.ndarray) -> int:
-    """pHash of a verification thumbnail as a signed 64-bit int (an SQLite INTEGER)."""
-    v = int(str(imagehash.phash(Image.fromarray(thumb))), 16)
+    """pHash of a verification thumbnail's luma as a signed 64-bit int (an SQLite INTEGER)."""
+    v = int(str(imagehash.phash(Image.fromarray(thumb[..., 0]))), 16)
     return v - (1 << 64) if v >= (1 << 63) else v
 
 
@@ -86,19 +98,25 @@ def hamming(a: np.ndarray, b: int) -> np.ndarray:
 
 
 def thumb_size(width: int, height: int) -> tuple[int, int]:
-    s = THUMB_SIDE / max(width, height)
+    s = min(THUMB_SCALE_MAX, THUMB_SHORT / min(width, height))
     return max(1, round(width * s)), max(1, round(height * s))
 
 
+def near_eligible(width: int, height: int) -> bool:
+    """Whether a page's thumbnail keeps its text large enough to verify a near-duplicate."""
+    return max(thumb_size(width, height)) <= THUMB_LONG_MAX
+
+
 def make_thumb(image: Image.Image, size: tuple[int, int] | None = None) -> np.ndarray:
-    """Grayscale verification thumbnail (uint8, HxW).  The triangle filter
+    """YCbCr verification thumbnail (uint8, HxWx3).  The triangle filter
     conserves ink at any scale factor; BOX in Pillow does not (see docstring)."""
     size = size or thumb_size(image.width, image.height)
-    return np.asarray(image.convert("L").resize(size, Image.Resampling.BILINEAR), dtype=np.uint8)
+    return np.asarray(image.convert("RGB").resize(size, Image.Resampling.BILINEAR).convert("YCbCr"),
+                      dtype=np.uint8)
 
 
 def coarse_sig(thumb: np.ndarray) -> bytes:
-    im = Image.fromarray(thumb).resize((COARSE_SIDE, COARSE_SIDE), Image.Resampling.BILINEAR)
+    im = Image.fromarray(thumb[..., 0]).resize((COARSE_SIDE, COARSE_SIDE), Image.Resampling.BILINEAR)
     return im.tobytes()
 
 
@@ -111,24 +129,29 @@ def pack_thumb(t: np.ndarray) -> bytes:
 
 
 def unpack_thumb(blob: bytes, w: int, h: int) -> np.ndarray:
-    return np.frombuffer(zlib.decompress(blob), dtype=np.uint8).reshape(h, w)
+    return np.frombuffer(zlib.decompress(blob), dtype=np.uint8).reshape(h, w, 3)
 
 
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
-    max_diff: int        # largest blurred |difference|, gray levels
-    mean_diff: float     # mean blurred |difference|
+    max_diff: int        # largest blurred luma |difference|, levels
+    mean_diff: float     # mean blurred luma |difference|
+    chroma_diff: int     # largest blurred Cb or Cr |difference|
+
+
+def _blurred_diff(a: np.ndarray, b: np.ndarray, sigma: float) -> np.ndarray:
+    blur = ImageFilter.GaussianBlur(sigma)
+    return np.abs(np.asarray(Image.fromarray(a).filter(blur), dtype=np.int16)
+                  - np.asarray(Image.fromarray(b).filter(blur), dtype=np.int16))
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> Verdict:
     """Verify two same-size thumbnails (see the module docstring)."""
-    blur = ImageFilter.GaussianBlur(BLUR_SIGMA)
-    ga = np.asarray(Image.fromarray(a).filter(blur), dtype=np.int16)
-    gb = np.asarray(Image.fromarray(b).filter(blur), dtype=np.int16)
-    d = np.abs(ga - gb)
+    d = _blurred_diff(a[..., 0], b[..., 0], BLUR_SIGMA)
+    chroma = max(int(_blurred_diff(a[..., c], b[..., c], CHROMA_BLUR_SIGMA).max()) for c in (1, 2))
     mx, mean = int(d.max()), float(d.mean())
-    return Verdict(mx <= PIXEL_DIFF and mean <= GLOBAL_MEAN_MAX, mx, mean)
+    return Verdict(mx <= PIXEL_DIFF and mean <= GLOBAL_MEAN_MAX and chroma <= CHROMA_DIFF, mx, mean, chroma)
 
 
 def aspect_close(w1: int, h1: int, w2: int, h2: int) -> bool:

@@ -2,7 +2,7 @@
 
 WAL mode with a busy timeout lets many worker processes read and write at once
 (each opens its own connection).  Rows hold JSON text and a zlib-packed
-grayscale thumbnail, never pickles; a digest of the payload catches bit rot
+YCbCr thumbnail (none for pages with no near-duplicate search), never pickles; a digest of the payload catches bit rot
 SQLite itself would not notice.  A file that is not a database, or one SQLite
 reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; a
 schema version mismatch drops and recreates the tables.
@@ -21,9 +21,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: YCbCr thumbnails sized by the short side (1: grayscale, long side 1024)
 FILENAME = "results.sqlite3"
 TOUCH_EVERY_S = 3600     # refresh last_used at most hourly: hits stay read-only
+OPEN_ATTEMPTS = 20       # tries at setting up the file while other processes create it
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -39,7 +40,7 @@ CREATE TABLE IF NOT EXISTS entries (
     payload      TEXT NOT NULL,                       -- JSON
     created      REAL NOT NULL,
     last_used    REAL NOT NULL,
-    thumb_w      INTEGER NOT NULL,
+    thumb_w      INTEGER NOT NULL,                    -- 0: no thumbnail, exact hits only
     thumb_h      INTEGER NOT NULL,
     coarse       BLOB NOT NULL,                       -- 32x32 signature (similarity.py)
     thumb        BLOB NOT NULL,                       -- last: exact hits never read it
@@ -97,23 +98,36 @@ class SqliteStore:
                     self._move_aside("not an SQLite file")
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != str(SCHEMA_VERSION):
-                # An older/newer layout: its rows cannot be trusted here, start over.
-                conn.executescript("DROP TABLE IF EXISTS entries; DELETE FROM meta;")
-                conn.executescript(_SCHEMA)
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            for attempt in range(OPEN_ATTEMPTS):
+                try:
+                    self._setup(conn)
+                    break
+                except sqlite3.OperationalError as e:
+                    # processes creating a new file at once: switching it to WAL can report
+                    # "database is locked" without waiting for the busy timeout
+                    if "locked" not in str(e) or attempt == OPEN_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         except sqlite3.DatabaseError:
             conn.close()
             raise
         self._conn = conn
         self._inode = self.path.stat().st_ino
         self._index.clear()
+
+    @staticmethod
+    def _setup(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif row[0] != str(SCHEMA_VERSION):
+            # An older/newer layout: its rows cannot be trusted here, start over.
+            conn.executescript("DROP TABLE IF EXISTS entries; DELETE FROM meta;")
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def _move_aside(self, why: str) -> None:
         # Another process may already have rebuilt the file: only move the one we opened.

@@ -75,11 +75,25 @@ def slide(word: str, width: int = 1280, height: int = 720) -> Image.Image:
 
 def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 1300,
                 size: int = 14) -> Image.Image:
-    """A prose page in small type with one line "Amount due: <amount> EUR"."""
+    """A prose page in small type with one line "Amount due: <amount> EUR" (halfway down)."""
     img = text_page(seed, width, height, size)
     d = ImageDraw.Draw(img)
-    d.rectangle((60, 600, width - 60, 600 + size + 6), fill="white")
-    d.text((60, 600), f"Amount due: {amount} EUR", fill="black", font=_font(size))
+    y = height // 2 - 50
+    d.rectangle((60, y, width - 60, y + size + 6), fill="white")
+    d.text((60, y), f"Amount due: {amount} EUR", fill="black", font=_font(size))
+    return img
+
+
+def colour_slide(value: str, fg=(230, 30, 30), bg=(0, 70, 160), width: int = 1280, height: int = 720,
+                 size: int = 28) -> Image.Image:
+    """A slide of coloured text on a coloured background; only `value` varies. Text whose colour
+    differs from the background more than its brightness does is faint in grayscale."""
+    img = Image.new("RGB", (width, height), bg)
+    d = ImageDraw.Draw(img)
+    d.text((60, 60), "Quarterly update", fill=fg, font=_font(48))
+    for i, line in enumerate(["Revenue grew in every region", f"Users grew to {value} million",
+                              "Margins stable", "Next: expand the pilot"]):
+        d.text((80, 180 + i * 70), line, fill=fg, font=_font(size))
     return img
 
 
@@ -95,7 +109,23 @@ def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
         pairs.append((amount_page(a), amount_page(b), f"14px text {a} vs {b}"))
     pairs.append((amount_page("5,600", 11, 1654, 2339, 28), amount_page("6,600", 11, 1654, 2339, 28),
                   "A4 200dpi 5,600 vs 6,600"))
+    # small print on an A4 page at 200 DPI: 8 pt (22 px) and 6 pt (17 px)
+    for a, b, size in [("3141.50", "3141,50", 22), ("1,500.00", "1.500.00", 22), ("5,600", "6,600", 17),
+                       ("3141.50", "3141,50", 17)]:
+        pairs.append((amount_page(a, 11, 1654, 2339, size), amount_page(b, 11, 1654, 2339, size),
+                      f"A4 200dpi {size}px {a} vs {b}"))
+    # coloured text: red on blue, orange on a gray of the same brightness, green on red
+    for a, b, fg, bg in [("4.2", "9.7", (230, 30, 30), (0, 70, 160)),
+                         ("100,000", "900,000", (255, 88, 0), (128, 128, 128)),
+                         ("12", "72", (0, 160, 0), (200, 30, 30))]:
+        pairs.append((colour_slide(a, fg, bg), colour_slide(b, fg, bg), f"colour slide {fg} on {bg} {a} vs {b}"))
     return pairs
+
+
+def long_screenshot(amount: str) -> Image.Image:
+    """A 1080 x 8000 phone screenshot of prose with one amount: too long for its text to stay
+    legible in a verification thumbnail, so it may only ever hit exactly."""
+    return amount_page(amount, 3, 1080, 8000, 28)
 
 
 # Re-encodings that must reuse the result (each is a function of the page).
