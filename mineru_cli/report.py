@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -102,10 +103,10 @@ class Reporter:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(message)
+            self.console.print(escape(message))   # paths may hold [brackets], which Rich reads as markup
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {message}")
+        self.console.print(f"[yellow]warning:[/] {escape(message)}")
 
     def start(self, total: int) -> None:
         pass
@@ -121,9 +122,9 @@ class Reporter:
     def finish(self, summary: Summary, out: str) -> None:
         if self.quiet:
             if summary.failed:
-                self.console.print(f"{summary.failed} of {summary.pages} pages failed; see {out}")
+                self.console.print(f"{summary.failed} of {summary.pages} pages failed; see {escape(out)}")
             return
-        table = Table(title=f"mineru parse -> {out}", show_header=False)
+        table = Table(title=f"mineru parse -> {escape(out)}", show_header=False)
         for key, value in [("pages", summary.pages), ("ok (parsed now)", summary.ok),
                            ("resumed (already done)", summary.resumed), ("from cache", summary.cached),
                            ("failed", summary.failed), ("skipped", summary.skipped),
@@ -145,9 +146,9 @@ class Reporter:
                           + (f"; {summary.retried} page(s) retried alone" if summary.retried else ""))
         self.console.print(table)
         for pid, msg in summary.failures[:20]:
-            self.console.print(f"[red]failed[/] {pid}: {msg}")
+            self.console.print(f"[red]failed[/] {escape(pid)}: {escape(msg)}")
         if len(summary.failures) > 20:
-            self.console.print(f"... and {len(summary.failures) - 20} more failures (see {out})")
+            self.console.print(f"... and {len(summary.failures) - 20} more failures (see {escape(out)})")
         if summary.interrupted:
             left = f"{summary.unfinished} page(s) not parsed; " if summary.unfinished else ""
             self.console.print(f"[yellow]interrupted[/]: {left}re-run the same command to resume")
@@ -182,7 +183,7 @@ class ProgressReporter(Reporter):
         self.t0 = time.monotonic()
 
     def info(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(escape(message))
 
     def start(self, total: int) -> None:
         self.t0 = time.monotonic()

@@ -66,6 +66,19 @@ def test_blank_page_has_no_blocks(engine):
     assert result.blocks == [] and result.markdown == "" and result.warnings
 
 
+@pytest.mark.parametrize("size", [(3000, 4), (16, 3000)])
+def test_a_strip_the_detector_cannot_scale_fails_with_a_clear_message(engine, size):
+    with pytest.raises(RuntimeError, match=f"cannot read a {size[0]}x{size[1]} px page .*too elongated"):
+        engine.parse(Image.new("RGB", size, "white"))
+
+
+def test_text_on_a_long_strip_is_read(engine):
+    strip = Image.new("RGB", (3000, 40), "white")   # 75:1: still within what the detector scales
+    ImageDraw.Draw(strip).text((20, 6), "Invoice total 4,250 EUR", fill="black",
+                                font=ImageFont.load_default(size=28))
+    assert "4,250" in engine.parse(strip).markdown
+
+
 def test_identity_hashes_the_wheel_models(engine):
     ident = engine.identity()
     files = {m["role"]: m["file"] for m in ident["models"]}

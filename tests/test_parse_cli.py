@@ -248,3 +248,11 @@ def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path):
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
     assert sorted(recs) == ["doc.pdf#0", "other.png#0"]                  # other inputs are kept
     assert recs["doc.pdf#0"]["page_count"] == 1
+
+
+def test_names_with_brackets_are_printed_as_they_are(tmp_path):
+    """Rich reads [brackets] as markup: a failure's file name must be printed literally."""
+    (tmp_path / "bad[red].png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    r = mineru("parse", "bad[red].png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "bad[red].png#0" in r.stderr, r.stderr

@@ -148,7 +148,16 @@ class OcrEngine:
     def _text_lines(self, bgr: np.ndarray) -> tuple[list[Line], dict[str, float]]:
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        out = self._ocr(bgr)
+        try:
+            out = self._ocr(bgr)
+        except Exception as exc:
+            if str(exc):
+                raise
+            # RapidOCR's detector scales a strip's short side to zero (over ~100:1) and says
+            # only "ResizeImgError"; padding the strip lost text it could otherwise read
+            h, w = bgr.shape[:2]
+            raise RuntimeError(f"the text detector cannot read a {w}x{h} px page "
+                               f"({type(exc).__name__}: the page is too elongated)") from exc
         timings["ocr"] = time.perf_counter() - t
         for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
             if seconds is not None:
