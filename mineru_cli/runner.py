@@ -76,6 +76,15 @@ class _Planned:
     page_count: int | None = None
     indices: list[int] = field(default_factory=list)
     error: PageError | None = None
+    stat: tuple[int, int] | None = None   # (size, mtime_ns) when it was hashed
+
+    def changed_since_planned(self) -> bool:
+        """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
+        try:
+            st = os.stat(self.src.path)
+        except OSError:
+            return True
+        return (st.st_size, st.st_mtime_ns) != self.stat
 
 
 @dataclass
@@ -241,6 +250,7 @@ def _plan(src: SourceFile, select, load: LoadOptions) -> _Planned:
     if src.error is not None:
         return _Planned(src, error=src.error)
     try:
+        st = os.stat(src.path)
         sha = file_sha256(src.path)
         with open_document(src, load) as doc:   # counts pages (GIF frames per --gif-frames); renders nothing
             count = doc.page_count
@@ -249,7 +259,7 @@ def _plan(src: SourceFile, select, load: LoadOptions) -> _Planned:
     except OSError as exc:
         return _Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
     indices = [i for i in range(count) if select is None or select(i + 1)]
-    return _Planned(src, sha256=sha, page_count=count, indices=indices)
+    return _Planned(src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns))
 
 
 def cache_spec(opts: ParseOptions) -> dict | None:
@@ -322,6 +332,10 @@ class _Context:
         else:
             rec = self.record(item.planned, item.index, **result)
             self.stages.add(result.get("timings") or {})
+        if rec["status"] != "ok" and item.planned.changed_since_planned():
+            # the page failed on content other than what was hashed (the file changed or went
+            # away mid-run): no hash, so the next run tries it again instead of resuming a failure
+            rec["source_sha256"] = None
         self.emit(rec, worker)
 
     def run_pool(self, todo: list[_Item], cpu: CpuPlan, stop: _Interrupts) -> list[_Item]:

@@ -256,3 +256,29 @@ def test_names_with_brackets_are_printed_as_they_are(tmp_path):
     r = mineru("parse", "bad[red].png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
     assert r.returncode == 1
     assert "bad[red].png#0" in r.stderr, r.stderr
+
+
+def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
+    """A failure recorded after the file changed under the run (here: rewritten while its page
+    hung) carries no content hash, so the next run parses the page instead of resuming the
+    failure; a failure on an unchanged file is resumed as before."""
+    text_page(tmp_path / "a.png", "Alpha page")
+    text_page(tmp_path / "b.png", "Bravo page")
+    args = ["parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--cpus", "1",
+            "--page-timeout", "6", "--log-json"]
+    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test"), "MINERU_TEST_FAULTS": "hang=b.png*"}
+    run = subprocess.Popen([sys.executable, "-m", "mineru_cli", *args], cwd=tmp_path, env=env,
+                           stderr=subprocess.PIPE, text=True)
+    for line in run.stderr:   # planning is over once the first page is reported
+        if line.startswith("{") and json.loads(line)["event"] == "page":
+            break
+    os.utime(tmp_path / "b.png", ns=(time.time_ns(), time.time_ns() + 10**9))   # the file changes
+    run.stderr.read()
+    assert run.wait(timeout=120) == 1
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert recs["b.png#0"]["status"] == "timeout" and recs["b.png#0"]["source_sha256"] is None
+    assert recs["a.png#0"]["source_sha256"] is not None
+    again = mineru(*args, cwd=tmp_path)
+    assert again.returncode == 0
+    assert {e["id"]: e["resumed"] for e in events(again.stderr) if e["event"] == "page"} == \
+        {"a.png#0": True, "b.png#0": False}
