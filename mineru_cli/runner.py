@@ -194,11 +194,11 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
 
 
 def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
-    """Ids of pages past the current page count of a file of this run (a PDF that shrank):
-    their old records would otherwise stay in the output for ever. A file that fails to open
-    now keeps its other pages' records (its first page's record is the failure): it may be
-    unreadable only for a moment."""
-    pages = {p.src.rel: p.page_count for p in plan if p.error is None}
+    """Ids of pages past the current page count of a PDF of this run (one that shrank): their
+    old records would otherwise stay in the output for ever. Images are left alone (their frame
+    count follows --gif-frames), and so is a file that fails to open now (its first page's
+    record is the failure; it may be unreadable only for a moment)."""
+    pages = {p.src.rel: p.page_count for p in plan if p.error is None and p.src.kind == "pdf"}
     gone = []
     for pid in index:
         source, _, number = pid.rpartition("#")

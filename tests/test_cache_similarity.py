@@ -7,6 +7,7 @@ verification stage is weakened to trust the hash.
 from functools import lru_cache
 
 import pytest
+from PIL import Image
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
@@ -165,3 +166,26 @@ def test_a_page_id_from_a_file_name_that_is_not_utf8_is_stored(tmp_path):
         assert cache.lookup(page, pixel_sha256(page), FP).source == "dump/inv\ufffd.png#0"
         copy = jpeg(page)
         assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
+
+
+def test_a_lower_resolution_copy_cached_first_is_never_used_to_verify(tmp_path):
+    """Verification runs at the cached thumbnail's size: a copy cached at 0.4x would check the
+    full-size page at a scale where its amounts no longer differ enough."""
+    small = amount_page("5,600", 11, 1654, 2339, 28)
+    small = small.resize((round(small.width * 0.4), round(small.height * 0.4)), Image.Resampling.LANCZOS)
+    other = amount_page("6,600", 11, 1654, 2339, 28)
+    with ResultCache(tmp_path) as cache:
+        cache.store(small, pixel_sha256(small), FP, "small#0", payload_for("A", small.width, small.height))
+        assert cache.lookup(other, pixel_sha256(other), FP) is None
+
+
+def test_rows_without_a_thumbnail_never_break_the_search(tmp_path, monkeypatch):
+    """A long page is stored without thumbnail or signature; were it nominated (here every pHash
+    is made equal) for an eligible page of its shape, the search skips it instead of failing."""
+    monkeypatch.setattr(sim, "phash64", lambda thumb: 0)
+    tall = Image.new("RGB", (1400, 3500), "white")     # thumbnail 1024 x 2560: exact hits only
+    query = Image.new("RGB", (700, 1750), "white")     # the same shape, thumbnail 560 x 1400
+    assert not sim.near_eligible(*tall.size) and sim.near_eligible(*query.size)
+    with ResultCache(tmp_path, warn=lambda msg: pytest.fail(msg)) as cache:
+        cache.store(tall, pixel_sha256(tall), FP, "tall#0", payload_for("A", *tall.size))
+        assert cache.lookup(query, pixel_sha256(query), FP) is None

@@ -155,10 +155,11 @@ def test_cli_stats_prune_export_import_clear(tmp_path):
     tampered = dict(rows[0], payload=rows[0]["payload"].replace("page 0", "page 9"), pixel_sha256="f" * 64)
     old_thumb = dict(rows[1], thumb=base64.b64encode(zlib.compress(b"\0" * 12)).decode(), pixel_sha256="e" * 64)
     with open(out, "a") as f:
-        f.write("{broken\n" + json.dumps(tampered) + "\n" + json.dumps(old_thumb) + "\n")
+        f.write("{broken\n" + json.dumps(tampered) + "\n" + json.dumps(old_thumb) + "\n"
+                + json.dumps(dict(rows[2], payload=5)) + "\n")
     r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
     assert r.exit_code == 0, r.output
-    assert "imported 7 entries (1 for exact hits only), skipped 2 damaged lines" in r.output
+    assert "imported 7 entries (1 for exact hits only), skipped 3 damaged lines" in r.output
     with ResultCache(dst) as c:
         assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
         assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"      # kept for exact hits

@@ -72,6 +72,15 @@ def test_a_strip_the_detector_cannot_scale_fails_with_a_clear_message(engine, si
         engine.parse(Image.new("RGB", size, "white"))
 
 
+def test_other_errors_of_the_detector_pass_through(engine, monkeypatch):
+    def out_of_memory(bgr):
+        raise MemoryError()
+
+    monkeypatch.setattr(engine, "_ocr", out_of_memory)
+    with pytest.raises(MemoryError):
+        engine.parse(Image.new("RGB", (300, 200), "white"))
+
+
 def test_text_on_a_long_strip_is_read(engine):
     strip = Image.new("RGB", (3000, 40), "white")   # 75:1: still within what the detector scales
     ImageDraw.Draw(strip).text((20, 6), "Invoice total 4,250 EUR", fill="black",

@@ -264,9 +264,11 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
     failure; a failure on an unchanged file is resumed as before."""
     text_page(tmp_path / "a.png", "Alpha page")
     text_page(tmp_path / "b.png", "Bravo page")
+    text_page(tmp_path / "c.png", "Charlie page")
     args = ["parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--cpus", "1",
             "--page-timeout", "6", "--log-json"]
-    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test"), "MINERU_TEST_FAULTS": "hang=b.png*"}
+    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test"),
+           "MINERU_TEST_FAULTS": "hang=b.png*;raise=c.png*"}
     run = subprocess.Popen([sys.executable, "-m", "mineru_cli", *args], cwd=tmp_path, env=env,
                            stderr=subprocess.PIPE, text=True)
     for line in run.stderr:   # planning is over once the first page is reported
@@ -277,8 +279,20 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
     assert run.wait(timeout=120) == 1
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
     assert recs["b.png#0"]["status"] == "timeout" and recs["b.png#0"]["source_sha256"] is None
+    assert recs["c.png#0"]["status"] == "failed" and recs["c.png#0"]["source_sha256"] is not None
     assert recs["a.png#0"]["source_sha256"] is not None
     again = mineru(*args, cwd=tmp_path)
-    assert again.returncode == 0
+    assert again.returncode == 1   # c's failure, on an unchanged file, is kept
     assert {e["id"]: e["resumed"] for e in events(again.stderr) if e["event"] == "page"} == \
-        {"a.png#0": True, "b.png#0": False}
+        {"a.png#0": True, "b.png#0": False, "c.png#0": True}
+
+
+def test_only_pdf_pages_past_the_end_are_dropped():
+    """An image's frame count follows --gif-frames: its frames' records are never dropped."""
+    from mineru_cli.inputs import SourceFile
+    from mineru_cli.runner import _Planned, _vanished_pages
+
+    plan = [_Planned(SourceFile(Path("doc.pdf"), "doc.pdf", "pdf"), page_count=1),
+            _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1)]
+    index = dict.fromkeys(["doc.pdf#0", "doc.pdf#1", "anim.gif#0", "anim.gif#2", "other.pdf#3"])
+    assert _vanished_pages(index, plan) == ["doc.pdf#1"]

@@ -107,7 +107,7 @@ def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache
                 store.put(r["fingerprint"], r["pixel_sha256"], r["page_id"], int(r["width"]), int(r["height"]),
                           ph, r["payload"], tw, th, coarse, thumb, created=float(r["created"]))
                 n += 1
-            except (ValueError, KeyError, TypeError, zlib.error):
-                bad += 1
+            except (ValueError, KeyError, TypeError, AttributeError, zlib.error):   # AttributeError:
+                bad += 1                                                               # a payload not text
     typer.echo(f"imported {n} entries" + (f" ({exact_only} for exact hits only)" if exact_only else "")
                + (f", skipped {bad} damaged lines" if bad else ""))

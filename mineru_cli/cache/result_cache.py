@@ -121,6 +121,10 @@ class ResultCache:
             if got is None:
                 continue
             entry, tw, th, blob = got
+            if tw < sim.MIN_DETAIL * thumb.shape[1]:
+                # a cached copy of lower resolution would verify the page at its own coarser
+                # scale, where the query's small print may no longer show
+                continue
             if (tw, th) not in query_thumbs:
                 query_thumbs[(tw, th)] = thumb if thumb.shape[:2] == (th, tw) else sim.make_thumb(image, (tw, th))
             if not sim.compare(sim.unpack_thumb(blob, tw, th), query_thumbs[(tw, th)]).ok:

@@ -44,7 +44,15 @@ A near-duplicate may reuse a cached result only after two stages:
    pairs of ``synthetic.lookalike_pairs``, each raw / JPEG q70 / 95 % rescale
    + JPEG, and pages x 4 re-encodings; figures in the README): the thresholds
    sit at least 1.3x from both groups, which the tests assert.  pHash
-   distances are 0-2 for both groups, i.e. pHash cannot tell them apart.
+   distances are 0-2 for the look-alikes, i.e. pHash cannot tell them apart
+   (re-encodings: 0-4, but up to 31 for a page whose text differs from its
+   background in colour only, whose luma pHash is noise: such pages are
+   seldom nominated at all).
+
+   Verification runs at the cached page's thumbnail size, so a candidate
+   whose thumbnail is smaller than ``MIN_DETAIL`` x the query's own (a
+   low-resolution copy cached first) is not verified: at its coarser scale
+   the query's small print may not show.
    Not measured: type under ~10 px in the thumbnail (e.g. 6 pt on a page
    scanned at 150 DPI).  There a one-digit change may fall under the
    threshold; use --cache-near off for such documents.
@@ -75,6 +83,7 @@ COARSE_SIDE = 32         # coarse signature: 32x32 luma of the thumbnail
 COARSE_MAX = 2.0         # mean |difference| of coarse signatures to be verified at all
 MAX_PHASH_CANDIDATES = 64
 MAX_CANDIDATES = 4       # nearest candidates fully verified per lookup
+MIN_DETAIL = 0.9         # a candidate's thumbnail must be >= this x the query's own (width)
 
 
 def pixel_sha256(image: Image.Image) -> str:

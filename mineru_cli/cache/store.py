@@ -11,6 +11,7 @@ schema version mismatch drops and recreates the tables.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -24,7 +25,7 @@ import numpy as np
 SCHEMA_VERSION = 2   # 2: YCbCr thumbnails sized by the short side (1: grayscale, long side 1024)
 FILENAME = "results.sqlite3"
 TOUCH_EVERY_S = 3600     # refresh last_used at most hourly: hits stay read-only
-OPEN_ATTEMPTS = 20       # tries at setting up the file while other processes create it
+OPEN_RETRY_S = 5.0       # how long to retry setting up the file while other processes create it
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,16 +99,17 @@ class SqliteStore:
                     self._move_aside("not an SQLite file")
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         try:
-            for attempt in range(OPEN_ATTEMPTS):
+            deadline = time.monotonic() + OPEN_RETRY_S
+            for attempt in itertools.count(1):
                 try:
                     self._setup(conn)
                     break
                 except sqlite3.OperationalError as e:
                     # processes creating a new file at once: switching it to WAL can report
                     # "database is locked" without waiting for the busy timeout
-                    if "locked" not in str(e) or attempt == OPEN_ATTEMPTS - 1:
+                    if "locked" not in str(e) or time.monotonic() > deadline:
                         raise
-                    time.sleep(0.05 * (attempt + 1))
+                    time.sleep(min(0.05 * attempt, 0.5))
         except sqlite3.DatabaseError:
             conn.close()
             raise

@@ -151,7 +151,7 @@ class OcrEngine:
         try:
             out = self._ocr(bgr)
         except Exception as exc:
-            if str(exc):
+            if type(exc).__name__ != "ResizeImgError" or str(exc):
                 raise
             # RapidOCR's detector scales a strip's short side to zero (over ~100:1) and says
             # only "ResizeImgError"; padding the strip lost text it could otherwise read
