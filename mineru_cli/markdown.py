@@ -5,7 +5,7 @@ Rules by block type:
   table              extra["html"] as-is, else extra["cells"] (rows of cell
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
-  code               fenced block
+  code               fenced block (a fence longer than any backtick run inside)
   figure / image     omitted: there is no cropped image to link to
   header / footer /  omitted: page furniture stays in the blocks only
   page_number
@@ -14,6 +14,7 @@ Rules by block type:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from mineru_cli.engines.base import Block
@@ -44,7 +45,9 @@ def block_to_markdown(block: Block) -> str:
     if kind == "equation" and extra.get("latex"):
         return f"$$\n{str(extra['latex']).strip()}\n$$"
     if kind == "code" and text:
-        return f"```\n{block.text.strip(chr(10))}\n```"
+        # a fence longer than any run of backticks in the code, which would otherwise close it
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+        return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
     return text
 
 

@@ -46,3 +46,8 @@ def test_equation_code_and_unknown_types():
     assert block_to_markdown(Block("code", BOX, "x = 1\n  y = 2\n")) == "```\nx = 1\n  y = 2\n```"
     assert block_to_markdown(Block("list", BOX, "- one\n- two")) == "- one\n- two"
     assert block_to_markdown(Block("image", BOX, "chart label")) == ""
+
+
+def test_code_containing_a_fence_keeps_its_own():
+    md = block_to_markdown(Block("code", BOX, "print('''\n```\n''')"))
+    assert md == "````\nprint('''\n```\n''')\n````"

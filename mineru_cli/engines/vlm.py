@@ -99,12 +99,23 @@ def _sampling_dict(sp: P.SamplingParams) -> dict:
 
 
 def _html_text(table_html: str) -> str:
-    """Cell texts of an HTML table: cells joined by a tab, rows by a newline."""
-    rows = re.findall(r"<tr>(.*?)</tr>", table_html, re.DOTALL)
+    """Cell texts of an HTML table: cells joined by a tab, rows by a newline. Split, not
+    regex-matched: a lazy pattern over thousands of unclosed <tr> or <td took minutes."""
+    rows = [piece.split("</tr>", 1)[0] for piece in table_html.split("<tr>")[1:] if "</tr>" in piece]
     if not rows:
-        return html_lib.unescape(re.sub(r"<[^>]+>", " ", table_html)).strip()
-    return "\n".join("\t".join(html_lib.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL))
-                     for r in rows)
+        return html_lib.unescape(re.sub(r"<[^<>]*>", " ", table_html)).strip()
+    return "\n".join("\t".join(html_lib.unescape(c).strip() for c in _cells(r)) for r in rows)
+
+
+def _cells(row: str) -> list[str]:
+    """The contents of a row's <td ...>...</td> cells."""
+    cells = []
+    for piece in row.split("<td")[1:]:
+        start = piece.find(">") + 1
+        end = piece.find("</td>", start)
+        if start and end >= 0:
+            cells.append(piece[start:end])
+    return cells
 
 
 def _unwrap_equation(latex: str) -> str:
@@ -492,12 +503,16 @@ def _pixel_box(bbox, width: int, height: int) -> tuple[int, int, int, int]:
 def _match_blocks(done: list[P.LayoutBlock], blocks: list[P.LayoutBlock]) -> list[int | None]:
     """Index in `blocks` of each post-processed block: post_process keeps the order, drops some
     blocks and puts merged equations at an equation_block's place with its box, so a forward
-    walk matching box and angle finds each one (None: no match)."""
+    walk matching box, angle and type (equation for an equation_block) finds each one (None: no
+    match). The type matters: a dropped block may share its box and angle with the next one."""
+    def same(a: P.LayoutBlock, b: P.LayoutBlock) -> bool:
+        return (a.bbox == b.bbox and a.angle == b.angle
+                and (a.type == b.type or (a.type == "equation_block" and b.type == "equation")))
+
     out: list[int | None] = []
     j = 0
     for b in done:
-        k = next((k for k in range(j, len(blocks))
-                  if blocks[k].bbox == b.bbox and blocks[k].angle == b.angle), None)
+        k = next((k for k in range(j, len(blocks)) if same(blocks[k], b)), None)
         out.append(k)
         if k is not None:
             j = k + 1

@@ -249,6 +249,15 @@ def _angle_in(tail: str) -> int | None:
     return None
 
 
+def _box(m: re.Match) -> tuple[float, float, float, float] | None:
+    """The normalised box of a layout match (groups 1-4), None if it is not a box; a number of
+    thousands of digits (past Python's int conversion limit) is not one either."""
+    try:
+        return normalize_box(*(int(v) for v in m.group(1, 2, 3, 4)))
+    except ValueError:
+        return None
+
+
 def parse_layout(output: str, profile: Profile = PROFILE_2509) -> LayoutParse:
     """Blocks from the layout answer, in the model's (reading) order. Never raises."""
     if profile.layout_dedup_iou is not None:
@@ -260,7 +269,7 @@ def parse_layout(output: str, profile: Profile = PROFILE_2509) -> LayoutParse:
             if line.strip():
                 result.malformed += 1
             continue
-        box = normalize_box(*(int(v) for v in m.group(1, 2, 3, 4)))
+        box = _box(m)
         if box is None:
             result.bad_boxes += 1
             continue
@@ -277,8 +286,11 @@ def _parse_layout_pro(output: str, profile: Profile) -> LayoutParse:
     for line in output.split("\n"):
         if line.strip() and "<|box_start|>" not in line:
             result.malformed += 1
-    for m in _ELEMENT_PRO.finditer(output):
-        box = normalize_box(*(int(v) for v in m.group(1, 2, 3, 4)))
+    elements = list(_ELEMENT_PRO.finditer(output))
+    # an element cut short or with a broken box matches no element: counted, as 2509 counts it
+    result.malformed += max(0, output.count("<|box_start|>") - len(elements))
+    for m in elements:
+        box = _box(m)
         if box is None:
             result.bad_boxes += 1
             continue
