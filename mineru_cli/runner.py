@@ -156,6 +156,8 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
                    "crop_batch": opts.crop_batch, "batch_wait_ms": opts.batch_wait_ms,
                    "page_batch": opts.page_batch or default_page_batch(engine.name)}
 
+    if opts.formats:
+        _check_out_dir(opts.out_dir)
     summary = Summary()
     t0 = time.monotonic()
     with Journal(opts.out) as journal, _Interrupts(reporter) as stop:
@@ -167,10 +169,16 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
         order: list[str] = []
         plan: list[_Planned] = []
         try:
+            out_dir = os.path.abspath(opts.out_dir) + os.sep
             for src in discover(opts.inputs, opts.include, opts.exclude):
                 if stop.requested:
                     break
+                if os.path.abspath(src.path).startswith(out_dir):
+                    continue   # our own per-document output (crops are images): never an input
                 plan.append(_plan(src, select, opts.load))
+            unselected = [p.src.rel for p in plan if p.error is None and p.page_count and not p.indices]
+            if unselected:
+                reporter.warn(f"--pages selects no page of {len(unselected)} file(s), e.g. {unselected[0]}")
             order = [page_id(p.src.rel, i) for p in plan for i in (p.indices or [0])]
             summary.pages = len(order)
             reporter.start(summary.pages)
@@ -188,17 +196,42 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
         finally:
             journal.compact(order, drop=_vanished_pages(journal.index, plan))
         if opts.formats and not summary.interrupted:
-            _write_documents(opts, plan, list(journal.records(order)), reporter)
+            _write_documents(opts, plan, list(journal.records(_document_pages(journal.index, plan))), reporter)
     summary.seconds = time.monotonic() - t0
     return summary
 
 
+def _check_out_dir(out_dir: Path) -> None:
+    """--out-dir must be a folder we can create: found out before parsing, not after."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SetupError(f"--out-dir {out_dir} is a file, not a folder") from None
+    except OSError as exc:
+        raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
+
+
+def _document_pages(index, plan: list[_Planned]) -> list[str]:
+    """Ids of every page the journal holds of this run's files, in file and page order: the
+    per-document files are built from all of them, not only from the pages --pages chose now."""
+    pages: dict[str, list[tuple[int, str]]] = {}
+    for pid in index:
+        source, _, number = pid.rpartition("#")
+        if number.isdigit():
+            pages.setdefault(source, []).append((int(number), pid))
+    return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
+
+
+_FIXED_PAGE_COUNT = (".tif", ".tiff")   # images whose frame count no option changes (GIFs': --gif-frames)
+
+
 def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
-    """Ids of pages past the current page count of a PDF of this run (one that shrank): their
-    old records would otherwise stay in the output for ever. Images are left alone (their frame
-    count follows --gif-frames), and so is a file that fails to open now (its first page's
+    """Ids of pages past the current page count of a PDF or TIFF of this run (one that shrank):
+    their old records would otherwise stay in the output for ever. GIFs are left alone (their
+    frame count follows --gif-frames), and so is a file that fails to open now (its first page's
     record is the failure; it may be unreadable only for a moment)."""
-    pages = {p.src.rel: p.page_count for p in plan if p.error is None and p.src.kind == "pdf"}
+    pages = {p.src.rel: p.page_count for p in plan if p.error is None
+             and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))}
     gone = []
     for pid in index:
         source, _, number = pid.rpartition("#")

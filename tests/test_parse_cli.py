@@ -287,12 +287,49 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
         {"a.png#0": True, "b.png#0": False, "c.png#0": True}
 
 
-def test_only_pdf_pages_past_the_end_are_dropped():
-    """An image's frame count follows --gif-frames: its frames' records are never dropped."""
+def test_only_pdf_and_tiff_pages_past_the_end_are_dropped():
+    """A GIF's frame count follows --gif-frames: its frames' records are never dropped."""
     from mineru_cli.inputs import SourceFile
     from mineru_cli.runner import _Planned, _vanished_pages
 
     plan = [_Planned(SourceFile(Path("doc.pdf"), "doc.pdf", "pdf"), page_count=1),
-            _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1)]
-    index = dict.fromkeys(["doc.pdf#0", "doc.pdf#1", "anim.gif#0", "anim.gif#2", "other.pdf#3"])
-    assert _vanished_pages(index, plan) == ["doc.pdf#1"]
+            _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1),
+            _Planned(SourceFile(Path("scan.TIF"), "scan.TIF", "image"), page_count=2)]
+    index = dict.fromkeys(["doc.pdf#0", "doc.pdf#1", "anim.gif#0", "anim.gif#2", "other.pdf#3", "scan.TIF#2"])
+    assert _vanished_pages(index, plan) == ["doc.pdf#1", "scan.TIF#2"]
+
+
+def _pdf(path: Path, texts: list[str]) -> None:
+    pages = [Image.new("RGB", (500, 160), "white") for _ in texts]
+    for page, text in zip(pages, texts):
+        ImageDraw.Draw(page).text((20, 50), text, fill="black", font=ImageFont.load_default(size=36))
+    pages[0].save(path, save_all=True, append_images=pages[1:])
+
+
+def test_per_document_output_is_never_an_input_and_keeps_every_page(tmp_path):
+    """The default --out-dir sits inside the folder being parsed: its crops (images) must not be
+    parsed by the next run. A later run with --pages rewrites the document from all its pages."""
+    _pdf(tmp_path / "doc.pdf", ["Alpha one", "Bravo two", "Charlie three"])
+    args = ["parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "-f", "content-list"]
+    assert mineru(*args, cwd=tmp_path).returncode == 0
+    assert (tmp_path / "mineru_output").is_dir()
+    assert mineru(*args, cwd=tmp_path).returncode == 0
+    assert sorted(by_id(read_journal(tmp_path / "o.jsonl"))) == ["doc.pdf#0", "doc.pdf#1", "doc.pdf#2"]
+    r = mineru(*args, "--pages", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = next((tmp_path / "mineru_output").rglob("doc.md")).read_text()
+    assert "Alpha" in md and "Bravo" in md and "Charlie" in md
+    items = json.loads(next((tmp_path / "mineru_output").rglob("doc_content_list.json")).read_text())
+    assert {i["page_idx"] for i in items} == {0, 1, 2}
+    r = mineru(*args, "--pages", "7", cwd=tmp_path)
+    assert r.returncode == 0 and "--pages selects no page of 1 file(s), e.g. doc.pdf" in r.stderr
+
+
+def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):
+    text_page(tmp_path / "p.png", "Alpha")
+    (tmp_path / "afile").write_text("mine")
+    r = mineru("parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "-f", "markdown",
+               "--out-dir", "afile", cwd=tmp_path)
+    assert r.returncode == 2 and "--out-dir afile is a file, not a folder" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "o.jsonl").exists()
+    assert (tmp_path / "afile").read_text() == "mine"
