@@ -213,11 +213,14 @@ def _check_out_dir(out_dir: Path) -> None:
 
 def _document_pages(index, plan: list[_Planned]) -> list[str]:
     """Ids of every page the journal holds of this run's files, in file and page order: the
-    per-document files are built from all of them, not only from the pages --pages chose now."""
+    per-document files are built from all of them, not only from the pages --pages chose now;
+    but only from records of the file's current content (a page parsed before the file changed
+    and not chosen now is left out, not mixed in)."""
+    current = {p.src.rel: p.sha256 for p in plan}
     pages: dict[str, list[tuple[int, str]]] = {}
-    for pid in index:
+    for pid, entry in index.items():
         source, _, number = pid.rpartition("#")
-        if number.isdigit():
+        if number.isdigit() and source in current and entry.source_sha256 == current[source]:
             pages.setdefault(source, []).append((int(number), pid))
     return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
 

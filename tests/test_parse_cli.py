@@ -323,6 +323,11 @@ def test_per_document_output_is_never_an_input_and_keeps_every_page(tmp_path):
     assert {i["page_idx"] for i in items} == {0, 1, 2}
     r = mineru(*args, "--pages", "7", cwd=tmp_path)
     assert r.returncode == 0 and "--pages selects no page of 1 file(s), e.g. doc.pdf" in r.stderr
+    # the file changes: pages parsed from its old content are not mixed into the new document
+    _pdf(tmp_path / "doc.pdf", ["Delta one", "Echo two", "Foxtrot three"])
+    assert mineru(*args, "--pages", "2", cwd=tmp_path).returncode == 0
+    md = next((tmp_path / "mineru_output").rglob("doc.md")).read_text()
+    assert "Echo" in md and "Alpha" not in md and "Charlie" not in md
 
 
 def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):
