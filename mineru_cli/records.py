@@ -20,6 +20,12 @@ def page_id(source: str, page_index: int) -> str:
     return f"{source}#{page_index}"
 
 
+def split_page_id(pid: str) -> tuple[str, int | None]:
+    """page_id's inverse: (source, page index); None for an id without one."""
+    source, _, number = pid.rpartition("#")
+    return (source, int(number)) if number.isdigit() else (pid, None)
+
+
 def fingerprint(engine_info: dict, load_options: dict) -> str:
     """Hash of everything that changes a page's answer: engine name/version/model identity,
     engine options and the page loading options (DPI, caps). Page selection is not in it."""

@@ -29,7 +29,7 @@ from .inputs import (LoadOptions, OpenDocuments, SourceFile, discover, file_sha2
 from .journal import Journal
 from .pipeline.worker import engine_kwargs
 from .records import fingerprint as make_fingerprint
-from .records import make_record, page_id
+from .records import make_record, page_id, split_page_id
 from .report import Reporter, StageTimes, Summary
 
 DEFAULT_PAGE_TIMEOUT = 600.0
@@ -219,9 +219,9 @@ def _document_pages(index, plan: list[_Planned]) -> list[str]:
     current = {p.src.rel: p.sha256 for p in plan}
     pages: dict[str, list[tuple[int, str]]] = {}
     for pid, entry in index.items():
-        source, _, number = pid.rpartition("#")
-        if number.isdigit() and source in current and entry.source_sha256 == current[source]:
-            pages.setdefault(source, []).append((int(number), pid))
+        source, number = split_page_id(pid)
+        if number is not None and source in current and entry.source_sha256 == current[source]:
+            pages.setdefault(source, []).append((number, pid))
     return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
 
 
@@ -237,15 +237,14 @@ def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
              and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))}
     gone = []
     for pid in index:
-        source, _, number = pid.rpartition("#")
-        count = pages.get(source)
-        if count is not None and number.isdigit() and int(number) >= count:
+        source, number = split_page_id(pid)
+        if source in pages and number is not None and number >= pages[source]:
             gone.append(pid)
     return gone
 
 
 def _write_documents(opts: ParseOptions, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:
-    """--format markdown / content-list: per-document files from this run's records."""
+    """--format markdown / content-list: per-document files from `records` (_document_pages)."""
     from .writers import write_documents
 
     sources = {p.src.rel: p.src for p in plan}

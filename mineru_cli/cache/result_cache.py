@@ -141,13 +141,11 @@ class ResultCache:
             return
         try:
             thumb, ph = self._hashes(image, pixel_sha256)
-            if thumb is None:
-                self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, 0,
-                                payload_json, 0, 0, b"", b"")
-            else:
-                self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
-                                payload_json, thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb),
-                                sim.pack_thumb(thumb))
+            # no thumbnail (sim.near_eligible): a row for exact hits only, pHash 0, no signature
+            tw, th, coarse, packed = ((0, 0, b"", b"") if thumb is None else
+                                      (thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb), sim.pack_thumb(thumb)))
+            self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
+                            payload_json, tw, th, coarse, packed)
         except Exception as ex:
             self._local_failed(ex)
 

@@ -1,9 +1,9 @@
 """The local tier: one SQLite file per cache directory.
 
 WAL mode with a busy timeout lets many worker processes read and write at once
-(each opens its own connection).  Rows hold JSON text and a zlib-packed
-YCbCr thumbnail (none for pages with no near-duplicate search), never pickles; a digest of the payload catches bit rot
-SQLite itself would not notice.  A file that is not a database, or one SQLite
+(each opens its own connection).  Rows hold JSON text and a zlib-packed YCbCr
+thumbnail (none for pages with no near-duplicate search), never pickles; a
+digest of the payload catches bit rot SQLite itself would not notice.  A file that is not a database, or one SQLite
 reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; a
 schema version mismatch drops and recreates the tables.
 """
