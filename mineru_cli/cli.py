@@ -201,7 +201,10 @@ def bench(
     report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, int4=int4, rss=rss,
                              repeats=repeat, log=lambda m: typer.echo(m, err=True))
     cols, rows = report_table(report)
-    table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads")
+    cpu = report["cpu"]
+    table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads",
+                  caption=f"{cpu['model']} ({cpu['machine']}; {' '.join(cpu['isa']) or 'no listed ISA flags'}); "
+                          f"INT8 target {cpu['int8_target']}")
     for i, col in enumerate(cols):
         table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
@@ -227,6 +230,11 @@ def export_cmd(
                                          help="With --int8/--int4: correct the INT8 products' mean output shift, measured on "
                                               "rendered calibration pages (no speed cost; closer logits on "
                                               "the full-size random model, not on the trained tiny one)."),
+    target: Optional[str] = typer.Option(None, "--target", show_default=False,
+                                         help="With --int8/--int4: the CPU family the INT8 weights are for: "
+                                              "auto (this CPU, the default), avx2 (right on every CPU), "
+                                              "avx-vnni, avx512-vnni, amx (full 8-bit weights; CPUs "
+                                              "without VNNI or AMX run them on slower exact kernels)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),
     force: bool = typer.Option(False, "--force", help="Replace an existing export in OUT."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
@@ -234,8 +242,10 @@ def export_cmd(
     """Export MinerU2.5 to ONNX, optionally quantized, verified against PyTorch.
 
     Writes the vision encoder and the decoder with KV cache, the embedding table and
-    manifest.json (file hashes, versions, quantization, parity figures). Needs the export
-    extra: torch, transformers, onnx, onnxscript."""
+    manifest.json (file hashes, versions, quantization with its CPU target and the CPU it was
+    made on, parity figures). INT8 weights follow --target: on CPUs without VNNI or AMX (plain
+    AVX2) they are unsigned, which that CPU's integer kernels multiply without overflow; an export made
+    for VNNI/AMX runs there on ONNX Runtime's exact but slower kernels. Needs the export extra: torch, transformers, onnx, onnxscript."""
     import json
 
     from .budget import available_cpus
@@ -252,7 +262,8 @@ def export_cmd(
                              f"pip install 'mineru-cli[export]' ({exc})") from None
         report = export_model(model_dir, out or model_dir / "onnx", int8=int8, int4=int4, verify=verify,
                               force=force, threads=threads or available_cpus(), log=typer.echo,
-                              quantize_lm_head=not float_lm_head, bias_correction=bias_correction)
+                              quantize_lm_head=not float_lm_head, bias_correction=bias_correction,
+                              target=target)
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP)

@@ -144,7 +144,7 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     select = _page_filter(opts.pages)
     # The engine object here only names itself (identity, options -> fingerprint); the models
     # are loaded and run in the worker processes.
-    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, model=opts.model,
+    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, warn=reporter.warn, model=opts.model,
                          model_profile=opts.model_profile, runtime=opts.runtime,
                          **engine_kwargs(opts.mode, opts.crop_batch))
     engine_info, fp = engine_fingerprint(engine, opts.load)

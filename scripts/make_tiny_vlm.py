@@ -7,12 +7,16 @@ Writes OUT_DIR/model (a Hugging Face model folder: config.json, model.safetensor
 tokenizer.json, preprocessor_config.json, chat template), OUT_DIR/page.png and OUT_DIR/case.json.
 Point the tests at it with MINERU_TINY_VLM=OUT_DIR, or parse the page with
 `MINERU_MODEL_PATH=OUT_DIR/model mineru parse OUT_DIR/page.png --engine vlm`.
-The tests build the same model themselves (tests/vlm/conftest.py) and cache it.
+The tests build the same model with this script (tests/vlm/tiny_fixtures.py) and cache it.
+Torch, MKL and oneDNN are held to baseline code paths (tiny_vlm.PORTABLE_ENV) so that the model
+does not depend on the CPU family it is trained on.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -21,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "vlm")]
 
 import tiny_vlm  # noqa: E402
+
+# before torch loads: the baseline code paths that make the model the same on every x86 CPU
+# (over inherited values, which would change the model without changing the tests' cache key)
+if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ.update(tiny_vlm.PORTABLE_ENV)
 
 
 def main() -> int:

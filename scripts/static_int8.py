@@ -88,18 +88,20 @@ def plain_graph(export_dir: Path, role: str):
         yield Path(tmp) / "decoder.onnx"
 
 
-def quantize(src: Path, dst: Path, data: list[dict], weight_type: str) -> dict:
+def quantize(src: Path, dst: Path, data: list[dict], weight_type: str, reduce_range: bool) -> dict:
+    """reduce_range as the dynamic export's: the QDQ products run on the same u8 x s8 kernels,
+    whose 16-bit sums saturate on full 8-bit signed weights without VNNI (int8_target)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     with tempfile.TemporaryDirectory() as tmp:   # the calibrator writes its augmented model here
         quantize_static(str(src), str(dst), Reader(data), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
+                        op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=reduce_range,
                         activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
                         calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
                         extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
                         calibration_providers=["CPUExecutionProvider"])
     return {"method": "onnxruntime.quantize_static", "format": "QDQ", "op_types": ["MatMul"],
-            "weight_type": weight_type, "activation_type": "QUInt8", "per_channel": True,
+            "weight_type": weight_type, "reduce_range": reduce_range, "activation_type": "QUInt8", "per_channel": True,
             "calibration": f"MinMax over {len(data)} rendered pages"}
 
 
@@ -111,6 +113,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from mineru_cli.export.onnx_export import _write_manifest
+    from mineru_cli.vlm.int8_target import cpu_summary
     from mineru_cli.vlm.runtime_onnx import read_manifest
 
     work = Path(args.work_dir)
@@ -126,12 +129,13 @@ def main() -> None:
     for role, data in (("vision", vision_data), ("decoder", decoder_data)):
         t0 = time.monotonic()
         with plain_graph(fp32, role) as src:
-            quantization[role] = quantize(src, partial / f"{role}.onnx", data,
-                                          manifest["quantization"][role]["weight_type"])
+            dynamic_role = manifest["quantization"][role]
+            quantization[role] = quantize(src, partial / f"{role}.onnx", data, dynamic_role["weight_type"],
+                                          bool(dynamic_role.get("reduce_range")))
         if role == "decoder":   # as `mineru export` does: the step path goes in after quantization
             step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
         print(f"{role}: quantize_static {time.monotonic() - t0:.1f} s", flush=True)
-    quantization["scheme"] = "int8-static"
+    quantization.update(scheme="int8-static", made_on=cpu_summary())
     manifest.update(quantization=quantization, parity=None)
     _write_manifest(partial, manifest)
     shutil.rmtree(out, ignore_errors=True)

@@ -28,12 +28,13 @@ def _torch_available() -> bool:
 def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
                 model: str | None = None, model_profile: str | None = None,
                 runtime: str = "auto", spinning: bool = True, mode: str = "vlm",
-                batch_size: int | None = None) -> Engine:
+                batch_size: int | None = None, warn: Callable[[str], None] | None = None) -> Engine:
     """The engine `name` ("auto" | "ocr" | "vlm"). For vlm, runtime "auto" takes an ONNX export
     when one is found (--model / $MINERU_MODEL_PATH pointing at it, or an `onnx/` folder inside
     the model folder) and the PyTorch reference otherwise. mode: "vlm" | "hybrid" for the vlm
     engine (ignored by ocr); "ocr" gives the embedded engine whatever `name` says.
-    batch_size: crops per VLM decoding batch (None: the engine's default)."""
+    batch_size: crops per VLM decoding batch (None: the engine's default). warn (default: say)
+    hears about an export that runs slower here than it would on the CPU it was made for."""
     if name not in ENGINES:
         raise SetupError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
     if runtime not in RUNTIMES:
@@ -58,6 +59,8 @@ def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], 
             if name == "auto":
                 say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {chosen} runtime, "
                     f"mode {mode})")
+            if chosen == "onnx":
+                _note_exact_kernels(engine.model_dir, warn or say)
             return engine
         from ..vlm.model_dir import find_model
 
@@ -67,6 +70,15 @@ def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], 
     from .ocr import OcrEngine  # deferred: loads ONNX sessions
 
     return OcrEngine(threads=threads, lang=lang, spinning=spinning)
+
+
+def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
+    from ..vlm.int8_target import exact_kernels_note, graphs_needing_exact_kernels
+    from ..vlm.runtime_onnx import read_manifest
+
+    manifest = read_manifest(export_dir)
+    if graphs := graphs_needing_exact_kernels(manifest):
+        warn(exact_kernels_note(manifest, str(export_dir), graphs))
 
 
 def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:

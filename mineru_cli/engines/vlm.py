@@ -176,6 +176,7 @@ class VlmEngine:
                               "config": config, "weights": weights,
                               "tokenizer": _sha256_file(self.model_dir / "tokenizer.json")}
             if self.runtime_name == "onnx":
+                from ..vlm.int8_target import graphs_needing_exact_kernels
                 from ..vlm.runtime_onnx import manifest_digest, read_manifest
 
                 manifest = read_manifest(self.model_dir)
@@ -183,6 +184,10 @@ class VlmEngine:
                 self._identity["export"] = {"sha256": manifest_digest(manifest),
                                             "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
                                             "opset": manifest.get("opset")}
+                # graphs run on the exact INT8 kernels give other results than the fast ones (and
+                # the pages an earlier version parsed with saturating sums are not reused)
+                if exact := graphs_needing_exact_kernels(manifest):
+                    self._identity["export"]["exact_int8_kernels"] = exact
             ocr = self.ocr.identity()  # the OCR's lines change the output in both modes
             self._identity["ocr"] = {
                 "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],

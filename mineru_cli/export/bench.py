@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
 
@@ -202,13 +203,17 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         exports["onnx_int8"] = work_dir / "onnx-int8"
     if int4:
         exports["onnx_int4"] = work_dir / "onnx-int4"
-    report: dict = {"threads": threads, "export_timings": {}, "bytes": {}, "peak_rss": {}}
+    report: dict = {"threads": threads, "cpu": cpu_summary(), "export_timings": {}, "bytes": {}, "peak_rss": {},
+                    "int8_target": {}}
     for name, out in exports.items():
-        if not _readable(out):   # missing, or written by an older mineru-cli: replaced
+        # missing, written by an older mineru-cli, or quantized for another CPU family (whose
+        # weights would run on the slower exact kernels here): replaced
+        if not _readable(out) or graphs_needing_exact_kernels(read_manifest(out)):
             r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
                              verify=False, threads=threads, log=log, force=is_export_dir(out))
             report["export_timings"][name] = r["timings"]
         report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
+        report["int8_target"][name] = (read_manifest(out).get("quantization") or {}).get("target")
         if rss:
             report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
                                                 bench_kw.get("prefill_tokens", PREFILL_TOKENS),
@@ -285,7 +290,8 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
         page, hybrid = pages[name]["vlm"], pages[name]["hybrid"]
         rss = report.get("peak_rss", {}).get(name)
         size = report.get("bytes", {}).get(name)
-        rows.append([name, f"{m['vision_s']:.1f}", f"{crops:.1f}", f"{m['prefill_s']:.2f}",
+        target = report.get("int8_target", {}).get(name)
+        rows.append([f"{name} ({target})" if target else name, f"{m['vision_s']:.1f}", f"{crops:.1f}", f"{m['prefill_s']:.2f}",
                      f"{m['decode_ms_b1']:.0f}", f"{m['decode_ms_b8']:.0f}", f"{page:.0f}",
                      f"{ref / page:.2f}", f"{hybrid:.0f}",
                      "-" if rss is None else f"{rss / 2**30:.2f}", "-" if size is None else f"{size / 2**30:.2f}"])

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import SetupError
 from ..hashing import file_sha256 as sha256_file
+from ..vlm import int8_target
 from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest
 from . import bias_correction as bias_correction_mod
 from . import step_path
@@ -57,32 +58,6 @@ COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "toke
                 "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
                 "merges.txt", "special_tokens_map.json", "added_tokens.json")
 GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
-INT8_FAST_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-
-
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def int8_weight_types(flags: set[str] | None = None) -> dict[str, str]:
-    """Weight types for the dynamic INT8 quantizer, per graph, for the CPU we export on.
-
-    The decoder always takes signed weights (QInt8). The vision encoder's large activations
-    (5476 x 1280 for a layout image) go through onnxruntime's u8 x s8 GEMM, which on CPUs with
-    VNNI/AMX ran a 5476x1280x5120 MatMul 5.4x faster than fp32 (49 vs 265 ms; QUInt8 weights
-    261 ms). On plain AVX2, u8 x s8 can saturate its 16-bit intermediate sums, so there the
-    vision graph keeps unsigned weights (QUInt8), as the earlier AVX2 measurements chose.
-    """
-    flags = cpu_flags() if flags is None else flags
-    vision = "QInt8" if flags & set(INT8_FAST_FLAGS) else "QUInt8"
-    return {"vision": vision, "decoder": "QInt8"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -245,18 +220,20 @@ def _weight_matmuls(path: Path) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def quantize_int8(src: Path, dst: Path, weight_type: str = "QInt8", per_channel: bool = True,
-                  exclude: list[str] | None = None) -> dict:
+                  exclude: list[str] | None = None, reduce_range: bool = False) -> dict:
+    """onnxruntime's dynamic quantizer over every MatMul with a constant weight; reduce_range
+    keeps weights in 7 bits (int8_target: what a CPU without VNNI needs for signed weights)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _root_log_level(logging.ERROR):  # "consider pre-processing" warnings on stderr
         quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=per_channel,
-                         reduce_range=False, weight_type=getattr(QuantType, weight_type),
+                         reduce_range=reduce_range, weight_type=getattr(QuantType, weight_type),
                          nodes_to_exclude=list(exclude or []), use_external_data_format=True,
                          # DefaultTensorType: onnx's shape inference gives no type past the
                          # onnxruntime-only ops (SimplifiedLayerNormalization); all are float
                          extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1})
     return {"method": "onnxruntime.quantize_dynamic", "op_types": ["MatMul"], "weight_type": weight_type,
-            "per_channel": per_channel, "reduce_range": False, "excluded_nodes": list(exclude or [])}
+            "per_channel": per_channel, "reduce_range": reduce_range, "excluded_nodes": list(exclude or [])}
 
 
 def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str] | None = None) -> dict:
@@ -390,13 +367,14 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
 def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False, int4: bool = False,
                  verify: bool = True, *, exporter: str = "dynamo", opset: int = DEFAULT_OPSET,
                  threads: int | None = None, quantize_lm_head: bool = True, parity_steps: int = 16,
-                 bias_correction: bool = False, force: bool = False,
+                 bias_correction: bool = False, force: bool = False, target: str | None = None,
                  log: Callable[[str], None] | None = None) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
     (the manifest plus timings). With verify, the export is loaded by the ONNX runtime and
     compared with the PyTorch model on two small requests (teacher-forced, see
     measure_parity); the figures go into the manifest. bias_correction (with int8 or int4):
-    the INT8 graphs are bias-corrected (bias_correction.py). An existing export in out_dir is
+    the INT8 graphs are bias-corrected (bias_correction.py). target: the CPU family the INT8
+    weights are for (int8_target.TARGETS; None or "auto": this CPU's). An existing export in out_dir is
     replaced only with force=True; a folder that is not an export is never overwritten.
     """
     from ..vlm.model_dir import missing_files
@@ -410,6 +388,9 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
         raise SetupError("choose one of --int8 and --int4")
     if bias_correction and not (int8 or int4):
         raise SetupError("--bias-correction corrects INT8 weights: add --int8 (or --int4)")
+    if target is not None and not (int8 or int4):
+        raise SetupError("--target chooses the INT8 weights for a CPU family: add --int8 (or --int4)")
+    target = int8_target.resolve_target(target)
     if out_dir.exists():
         if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file()):
             raise SetupError(f"{out_dir} exists and is not an ONNX export; choose another folder")
@@ -460,7 +441,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                 exclude = [name for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
                            if shape and shape[-1] == table["vocab_size"]]
             quantization = {}
-            weight_types = int8_weight_types()
+            settings = int8_target.int8_settings(target)
             means = None
             if bias_correction:
                 _say(log, "measuring the mean inputs of the weight products on calibration pages")
@@ -473,7 +454,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                 if int8 or role == "vision":
                     # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
                     # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
-                    quantization[role] = quantize_int8(src, dst, weight_types[role],
+                    quantization[role] = quantize_int8(src, dst, **settings[role],
                                                        exclude=exclude if role == "decoder" else None)
                     if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
@@ -482,9 +463,10 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                             **bias_correction_mod.correct(src, dst, means[role])}
                 else:
                     quantization[role] = quantize_int4(src, dst, exclude=exclude)
-            quantization["scheme"] = "int8" if int8 else "int4"
-            if int8:
-                quantization["cpu_int8_flags"] = sorted(cpu_flags() & set(INT8_FAST_FLAGS))
+            # the runtime reads the weight settings to know what saturates on its CPU
+            # (int8_target.graphs_needing_exact_kernels); where it was made is there for the user
+            quantization.update(scheme="int8" if int8 else "int4", target=target,
+                                made_on=int8_target.cpu_summary())
             timings["quantize"] = time.monotonic() - t0
             shutil.rmtree(fp32_dir)
 

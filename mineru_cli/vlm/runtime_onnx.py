@@ -21,7 +21,9 @@ at batch 1), in chunks of PREFILL_CHUNK_TOKENS; decoding steps all live rows tog
 gathers the live rows once when sequences finish.
 
 The folder is checked against manifest.json (sha256 of every file) when the runtime loads; a
-mismatch is a SetupError, never a silently different model.
+mismatch is a SetupError, never a silently different model. INT8 weights that would saturate
+on this CPU (an export made for VNNI/AMX, run without them: int8_target) run on onnxruntime's
+exact u8 x u8 kernels.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 
 from ..errors import SetupError
 from ..hashing import file_sha256 as sha256_file
+from .int8_target import EXACT_KERNELS_OPTION, graphs_needing_exact_kernels
 from .processor import vision_position_ids
 from .tokenizer import VlmInput
 
@@ -229,7 +232,9 @@ class OnnxRuntime:
     name = "onnx"
 
     def __init__(self, export_dir: str | Path, threads: int = 1, image_token_id: int | None = None,
-                 verify: bool = True):
+                 verify: bool = True, exact_int8: bool = True):
+        """exact_int8=False runs INT8 weights that saturate on this CPU on the fast kernels all
+        the same (int8_target): only to measure what the exact kernels cost and prevent."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -237,6 +242,9 @@ class OnnxRuntime:
         self._ort = ort
         self.export_dir = Path(export_dir)
         self.manifest = verify_export(self.export_dir) if verify else read_manifest(self.export_dir)
+        # graphs whose weights would saturate here (an export made for VNNI/AMX) take the exact
+        # u8 x u8 kernels
+        self.exact_kernels = graphs_needing_exact_kernels(self.manifest) if exact_int8 else []
         m = self.manifest["model"]
         try:
             self.num_layers = int(m["num_layers"])
@@ -253,16 +261,6 @@ class OnnxRuntime:
                              f"<|image_pad|> id {image_token_id}")
 
         _register_tight_arena(ort)
-        opts = ort.SessionOptions()
-        opts.add_session_config_entry("session.use_env_allocators", "1")
-        # memory patterns are cached per input shape, and every prompt and step has new shapes:
-        # off, a worker's peak fell from 3.07 to 2.77 GB with no measurable change in speed
-        opts.enable_mem_pattern = False
-        opts.intra_op_num_threads = max(1, int(threads))
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
         # vision and prompt calls hand back what they no longer hold when they end: without this
         # a worker's memory was the sum of its phases' peaks (vision 0.74 GB of activations, then
         # a prompt's 0.29 GB, then decoding's 0.21 GB, none reusing the others' freed blocks)
@@ -270,10 +268,9 @@ class OnnxRuntime:
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         graphs = self.manifest["graphs"]
         try:
-            self._vision = ort.InferenceSession(str(self.export_dir / graphs["vision"]), opts,
-                                                providers=["CPUExecutionProvider"])
-            self._decoder = ort.InferenceSession(str(self.export_dir / graphs["decoder"]), opts,
-                                                 providers=["CPUExecutionProvider"])
+            self._vision, self._decoder = (
+                ort.InferenceSession(str(self.export_dir / graphs[role]), self._session_options(threads, role),
+                                     providers=["CPUExecutionProvider"]) for role in ("vision", "decoder"))
             self._embed = np.load(self.export_dir / graphs["embed_tokens"], mmap_mode="r")
         except Exception as exc:  # onnxruntime raises its own exception types
             raise SetupError(f"cannot load the ONNX export {self.export_dir}: {exc}") from exc
@@ -294,6 +291,22 @@ class OnnxRuntime:
         self._step_binding = None   # see _kv_binding
 
     # ------------------------------------------------------------------ pieces
+
+    def _session_options(self, threads: int, role: str):
+        ort = self._ort
+        opts = ort.SessionOptions()
+        opts.add_session_config_entry("session.use_env_allocators", "1")
+        if role in self.exact_kernels:
+            opts.add_session_config_entry(EXACT_KERNELS_OPTION, "1")
+        # memory patterns are cached per input shape, and every prompt and step has new shapes:
+        # off, a worker's peak fell from 3.07 to 2.77 GB with no measurable change in speed
+        opts.enable_mem_pattern = False
+        opts.intra_op_num_threads = max(1, int(threads))
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        return opts
 
     def _ortvalue(self, array: np.ndarray):
         """An OrtValue sharing the memory of the array (a copy only if it is not C-contiguous;

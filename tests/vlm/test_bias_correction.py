@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mineru_cli.export.bias_correction import MeanInputs, correct, weight_matmuls
 from mineru_cli.export.onnx_export import quantize_int8
+from mineru_cli.vlm.int8_target import TARGETS, has_int8_sums, int8_settings, saturates
 
 
 def _three_products(path, rng) -> None:
@@ -38,14 +39,19 @@ def _run(path, x) -> list[np.ndarray]:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y", "z"], {"x": x})
 
 
-# QInt8: the decoder's weights (and the vision encoder's on CPUs with VNNI/AMX); QUInt8: the
-# vision encoder's on plain AVX2, with a zero point per channel
-@pytest.mark.parametrize("weight_type", ["QInt8", "QUInt8"])
-def test_bias_correction_removes_the_mean_shift_of_int8_weights(tmp_path, weight_type):
+# The weight settings of every export target this CPU runs on its fast kernels (int8_target:
+# unsigned weights with a zero point per channel everywhere, full 8-bit signed ones with
+# VNNI/AMX), and signed 7-bit ones (the other saturation-free kind)
+_CANDIDATES = [int8_settings(target)["decoder"] for target in TARGETS] + [{"weight_type": "QInt8", "reduce_range": True}]
+SETTINGS = [s for i, s in enumerate(_CANDIDATES) if s not in _CANDIDATES[:i] and (has_int8_sums() or not saturates(s))]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: s["weight_type"] + ("-7bit" if s["reduce_range"] else ""))
+def test_bias_correction_removes_the_mean_shift_of_int8_weights(tmp_path, settings):
     rng = np.random.default_rng(0)
     fp32, int8 = tmp_path / "fp32.onnx", tmp_path / "int8.onnx"
     _three_products(fp32, rng)
-    quantize_int8(fp32, int8, weight_type)
+    quantize_int8(fp32, int8, **settings)
     # inputs with large channel means: what a weight's rounding error turns into an output shift
     offset = rng.uniform(-4, 4, 16).astype(np.float32)
     calibration = [rng.standard_normal((64, 16)).astype(np.float32) + offset for _ in range(3)]

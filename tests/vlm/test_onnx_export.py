@@ -14,7 +14,8 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from mineru_cli.errors import SetupError  # noqa: E402
-from mineru_cli.export.onnx_export import export_model, int8_weight_types  # noqa: E402
+from mineru_cli.export.onnx_export import export_model  # noqa: E402
+from mineru_cli.vlm import int8_target  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
@@ -140,8 +141,10 @@ def test_export_parity_figures(tiny_onnx_report):
 def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx):
     q = tiny_onnx_int8_report["quantization"]
     assert q["scheme"] == "int8"
-    assert q["decoder"]["weight_type"] == "QInt8" and q["decoder"]["per_channel"] is True
-    assert q["vision"]["weight_type"] == int8_weight_types()["vision"]   # by the CPU's int8 support
+    # the weights follow this CPU's target (auto), by the rule the export uses
+    assert q["target"] == int8_target.detect_target() and q["made_on"] == int8_target.cpu_summary()
+    for role, settings in int8_target.int8_settings(q["target"]).items():
+        assert {k: q[role][k] for k in settings} == settings and q[role]["per_channel"] is True
     assert tiny_onnx_int8_report["exporter"] == "torchscript"
     decoder = onnx.load(str(tiny_onnx_int8 / "decoder.onnx"), load_external_data=False).graph
     ops = {n.op_type for n in decoder.node}
@@ -222,6 +225,10 @@ def test_export_refuses_bad_targets(tiny_vlm, tiny_onnx, tmp_path):
         export_model(tiny_vlm / "model", tmp_path / "out", int8=True, int4=True)
     with pytest.raises(SetupError, match="--bias-correction corrects INT8 weights"):
         export_model(tiny_vlm / "model", tmp_path / "out", bias_correction=True)
+    with pytest.raises(SetupError, match="--target chooses the INT8 weights"):
+        export_model(tiny_vlm / "model", tmp_path / "out", target="avx2")
+    with pytest.raises(SetupError, match="--target 'neon': choose auto or one of avx2, avx-vnni, avx512-vnni, amx"):
+        export_model(tiny_vlm / "model", tmp_path / "out", int8=True, target="neon")
     assert not (tmp_path / "out").exists()
 
 
@@ -244,11 +251,18 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
         vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2))
     small.image_token_id, small.vision_start_token_id, small.vision_end_token_id = 900, 901, 902
     report = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84),
-                             prefill_tokens=32, decode_batches=(1, 3), decode_steps=2, decode_context=20, log=None,
+                             prefill_tokens=32, decode_batches=(1, 8), decode_steps=2, decode_context=20, log=None,
                              crop_sizes={16: (56, 56)})
     assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"}
+    # the CPU the figures were taken on, and the INT8 export's target (this CPU's)
+    assert report["cpu"] == int8_target.cpu_summary() and report["cpu"]["model"]
+    assert report["int8_target"] == {"onnx_fp32": None, "onnx_int8": int8_target.detect_target()}
+    from mineru_cli.export.bench import report_table
+
+    assert [row[0] for row in report_table(report)[1]] == [
+        "torch_fp32", "onnx_fp32", f"onnx_int8 ({int8_target.detect_target()})"]
     for variant in report["median"].values():
-        assert set(variant) == {"vision_s", "vision_s_16", "prefill_s", "decode_ms_b1", "decode_ms_b3"}
+        assert set(variant) == {"vision_s", "vision_s_16", "prefill_s", "decode_ms_b1", "decode_ms_b8"}
         assert all(v > 0 for v in variant.values())
     assert report["speedup_vs_torch_fp32"]["torch_fp32"]["decode_ms_b1"] == 1.0
     # each export's size and the peak RSS of a fresh process running it
@@ -287,7 +301,110 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     assert set(alone["median"]["int8"]) == {"decode_ms_b2"}
 
 
-def test_int8_vision_weights_follow_the_cpu():
-    assert int8_weight_types({"avx2", "fma"}) == {"vision": "QUInt8", "decoder": "QInt8"}
-    for flag in ("avx512_vnni", "avx_vnni", "amx_int8"):
-        assert int8_weight_types({"avx2", flag})["vision"] == "QInt8"
+def _quantized_weights(graph) -> list[np.ndarray]:
+    """Every INT8 weight matrix of a quantized graph, minus its zero point."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in graph.initializer}
+    out = []
+    for name, t in inits.items():
+        if name.endswith("_quantized"):
+            zero = numpy_helper.to_array(inits[name[:-len("_quantized")] + "_zero_point"]).astype(np.int32)
+            out.append(numpy_helper.to_array(t).astype(np.int32) - zero)
+    return out
+
+
+def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_path):
+    """--target avx2 on any CPU (an AMX one included) writes unsigned weights, which no kernel
+    adds in saturating 16-bit sums (a CPU without VNNI runs them on its fast kernels as they are),
+    and stays as close to torch as the other INT8 exports."""
+    report = export_model(tiny_vlm / "model", tmp_path / "avx2", int8=True, exporter="torchscript",
+                          threads=1, target="avx2")
+    q = report["quantization"]
+    assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
+    for role in ("vision", "decoder"):
+        assert q[role]["weight_type"] == "QUInt8" and q[role]["reduce_range"] is False
+        graph = onnx.load(str(tmp_path / "avx2" / f"{role}.onnx"), load_external_data=False).graph
+        stored = {t.data_type for t in graph.initializer if t.name.endswith("_quantized")}
+        assert stored == {onnx.TensorProto.UINT8}, (role, stored)   # not one signed weight
+    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
+    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []   # fast on plain AVX2
+
+
+def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
+    """Full 8-bit signed weights (--target amx) take the fast kernels on CPUs with VNNI/AMX; on the
+    others they would saturate (and do: the parity falls apart), so the runtime runs them on
+    onnxruntime's exact u8 x u8 kernels and `mineru parse` says an avx2 export would be faster."""
+    from typer.testing import CliRunner
+
+    from mineru_cli.cli import app
+    from mineru_cli.export.onnx_export import _load_model, measure_parity, parity_inputs
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime
+    from mineru_cli.vlm.runtime_torch import TorchRuntime
+
+    out = tmp_path / "amx"
+    report = export_model(tiny_vlm / "model", out, int8=True, exporter="torchscript", threads=1, target="amx")
+    q = report["quantization"]
+    assert q["target"] == "amx" and int8_target.saturating_graphs(q) == ["vision", "decoder"]
+    assert max(int(np.abs(w).max()) for w in _quantized_weights(onnx.load(str(out / "decoder.onnx")).graph)) > 64
+    # the verification ran the way this CPU runs the export: exactly
+    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
+    for flags in ({"avx2", "avx512_vnni"}, {"avx2", "amx_int8"}, {"avx2", "avx_vnni"}):
+        assert int8_target.graphs_needing_exact_kernels(report, flags) == []
+    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma", "avx512f", "avx512bw"}) == \
+        ["vision", "decoder"]
+
+    runtime = OnnxRuntime(out)
+    assert runtime.exact_kernels == ([] if int8_target.has_int8_sums() else ["vision", "decoder"])
+    page = tmp_path / "page.png"
+    from PIL import Image
+
+    Image.new("RGB", (200, 100), "white").save(page)
+    result = CliRunner().invoke(app, ["parse", str(page), "--out", str(tmp_path / "r.jsonl"), "--engine", "vlm",
+                                      "--model", str(out), "--runtime", "onnx", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert ("exact but slower u8 x u8 kernels" in said) != int8_target.has_int8_sums(), result.output
+    if not int8_target.has_int8_sums():
+        assert "quantized for amx" in said and "mineru export --int8 --target avx2" in said, said
+        # what the exact kernels prevent: this CPU's fast kernel saturates on those weights
+        fast = measure_parity(TorchRuntime.from_model(_load_model(tiny_vlm / "model")),
+                              OnnxRuntime(out, exact_int8=False), parity_inputs(tiny_vlm / "model"))
+        assert fast["cosine_min"] < 0.99, fast
+
+
+def test_the_int8_target_rule():
+    """Which target a CPU is, and which weights each target gets: full 8-bit signed weights only
+    where the kernel adds in 32 bits, unsigned ones (saturation-free) for plain AVX2."""
+    assert int8_target.detect_target({"avx2", "fma"}) == "avx2"
+    assert int8_target.detect_target({"avx2", "avx512f", "avx512bw"}) == "avx2"   # AVX-512 without VNNI
+    assert int8_target.detect_target({"avx2", "avx_vnni"}) == "avx-vnni"
+    assert int8_target.detect_target({"avx512f", "avx512_vnni"}) == "avx512-vnni"
+    assert int8_target.detect_target({"avx512_vnni", "amx_int8", "amx_tile"}) == "amx"
+    assert int8_target.resolve_target(None) == int8_target.resolve_target("auto") == int8_target.detect_target()
+    assert int8_target.resolve_target("amx") == "amx"
+    with pytest.raises(SetupError, match="choose auto or one of avx2"):
+        int8_target.resolve_target("neon")
+    for target in int8_target.TARGETS:
+        settings = int8_target.int8_settings(target)
+        assert set(settings) == {"vision", "decoder"}
+        saturating = [int8_target.saturates(s) for s in settings.values()]
+        assert saturating == [target != "avx2"] * 2, (target, settings)
+        flags = {"avx2"} | ({int8_target.TARGET_FLAGS[target]} if target != "avx2" else set())
+        # an export made for a target takes the fast kernels on a CPU of that target
+        assert int8_target.graphs_needing_exact_kernels({"quantization": {**settings, "target": target}}, flags) == []
+    assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False})
+    assert not int8_target.saturates({"weight_type": "QInt8", "reduce_range": True})   # 7-bit signed
+    assert not int8_target.saturates({"bits": 4, "method": "onnxruntime.MatMulNBitsQuantizer"})   # INT4
+    assert int8_target.graphs_needing_exact_kernels({"quantization": None}, {"avx2"}) == []   # fp32
+    # the exports of earlier mineru-cli versions: QUInt8 vision and a full-range QInt8 decoder
+    old = {"quantization": {"vision": {"weight_type": "QUInt8", "reduce_range": False},
+                            "decoder": {"weight_type": "QInt8", "reduce_range": False}, "cpu_int8_flags": []}}
+    assert int8_target.graphs_needing_exact_kernels(old, {"avx2", "fma"}) == ["decoder"]
+    note = int8_target.exact_kernels_note(old, "old", ["decoder"])
+    assert note.startswith("the ONNX export old was made by a mineru-cli without INT8 targets: its decoder graph holds")
+    # settings the rule does not know, or a damaged table, take the exact kernels (they cost only speed)
+    for odd in ({"weight_type": "QInt8", "reduce_range": "false"}, {"weight_type": "QInt8"}, {"method": "x"}, "QInt8"):
+        assert int8_target.saturates(odd), odd
+    assert int8_target.saturating_graphs("int8") == ["vision", "decoder"]
+    assert int8_target.saturating_graphs({"scheme": "int8"}) == []   # no graph quantized

@@ -241,7 +241,7 @@ def test_find_export_accepts_a_model_folder_holding_onnx(tiny_onnx, tmp_path, mo
 
 
 def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record_validator):
-    """`mineru export` (INT8, bias-corrected) into the model folder's onnx/, then `mineru parse`
+    """`mineru export` (INT8 for plain AVX2, bias-corrected) into the model folder's onnx/, then `mineru parse`
     (engine and runtime auto) finds the export by itself and returns the blocks the torch runtime
     returns."""
     import json
@@ -253,10 +253,15 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     shutil.copytree(tiny_vlm / "model", model)
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
     exported = mineru("export", "--model", str(model), "--int8", "--float-lm-head", "--bias-correction", "--no-verify",
-                      "--threads", "1", cwd=tmp_path)
+                      "--target", "avx2", "--threads", "1", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     quantization = json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]
-    assert quantization["scheme"] == "int8"
+    assert quantization["scheme"] == "int8" and quantization["target"] == "avx2"
+    assert quantization["decoder"]["weight_type"] == quantization["vision"]["weight_type"] == "QUInt8"
+
+    from mineru_cli.vlm.int8_target import cpu_summary
+
+    assert quantization["made_on"] == cpu_summary()
     assert len(quantization["decoder"]["excluded_nodes"]) == 1   # the output layer stays float32
     assert quantization["vision"]["bias_correction"]["folded_into_bias"] > 0   # the opt-in reached the export
     env = {"MINERU_MODEL_PATH": str(model)}

@@ -24,6 +24,14 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 PAGE_SIZE = (448, 336)  # (width, height)
+# Training adds in a different order on each CPU family (torch's vectorised kernels, MKL's and
+# oneDNN's dispatch by ISA), so a model trained with each CPU's native kernels differs per CPU, and
+# so do figures measured on it: its INT4 logit cosine was 0.973 when built on a plain-AVX2 EPYC,
+# 0.990 on a Xeon with AVX-512. The tests build it with every library held to a baseline x86 code
+# path (set before torch loads: scripts/make_tiny_vlm.py), meant to be the same model on every
+# x86 CPU. Checked on that EPYC only: capping MKL's ISA further left it bit-identical (other
+# libraries, libm among them, may still pick code paths by CPU).
+PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 SEED = 1234
 
 # (type, 0..1000 box, answer or None when the block is skipped)

@@ -1,0 +1,104 @@
+"""ONNX Runtime's INT8 MatMul kernels at MinerU2.5's shapes, one MatMul per graph: the kernel-level
+figures behind mineru_cli/vlm/int8_target.py (which weights each CPU family gets).
+
+    python scripts/int8_kernels.py [--threads 2] [--json OUT]
+
+Each shape is quantized as `mineru export --int8` quantizes (dynamic, per-channel weights) with
+each weight setting, and the variants are timed alternately (medians of 5, or 3 for the largest),
+with the max abs error against a float64 product. The activations have a few large channels, as
+a trained model's do: that is what overflows the u8 x s8 kernel's 16-bit pair sums on x86 CPUs
+without VNNI. Variants: fp32; QInt8 (full 8-bit signed weights); QInt8 7-bit (reduce_range);
+QUInt8; QInt8 exact (full 8-bit signed weights with session.x64quantprecision, onnxruntime's
+u8 x u8 kernels, as the runtime runs an export made for VNNI/AMX on a CPU without them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantType, quantize_dynamic
+
+from mineru_cli.vlm.int8_target import EXACT_KERNELS_OPTION, cpu_summary
+
+SHAPES = {  # (M, K, N)
+    "vision MLP fc1": (5476, 1280, 5120),
+    "vision MLP fc2": (5476, 5120, 1280),
+    "decoder prefill MLP": (1400, 896, 4864),
+    "decoder step b8 MLP": (8, 896, 4864),
+    "decoder step b1 MLP": (1, 896, 4864),
+    "decoder step b8 down": (8, 4864, 896),
+    "lm_head b8": (8, 896, 151936),
+}
+# name: (weight type, reduce_range, exact kernels); None: fp32
+VARIANTS = {"fp32": None, "QInt8": (QuantType.QInt8, False, False), "QInt8 7-bit": (QuantType.QInt8, True, False),
+            "QUInt8": (QuantType.QUInt8, False, False), "QInt8 exact": (QuantType.QInt8, False, True)}
+
+
+def session(path: Path, threads: int, exact: bool):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    if exact:
+        opts.add_session_config_entry(EXACT_KERNELS_OPTION, "1")
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    tmp = Path(tempfile.mkdtemp())
+    report = {"cpu": cpu_summary(), "threads": args.threads, "onnxruntime": ort.__version__, "shapes": {}}
+    print(json.dumps(report["cpu"]), flush=True)
+    for name, (m, k, n) in SHAPES.items():
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        x[:, rng.choice(k, 8, replace=False)] *= 30
+        graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])],
+                                  [numpy_helper.from_array(w, "w")])
+        src = tmp / "fp32.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(src))
+        sessions = {}
+        for variant, q in VARIANTS.items():
+            if q is None:
+                sessions[variant] = session(src, args.threads, False)
+                continue
+            dst = tmp / f"{q[0].name}-{q[1]}.onnx"
+            if not dst.is_file():
+                quantize_dynamic(str(src), str(dst), weight_type=q[0], reduce_range=q[1], per_channel=True,
+                                 op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+            sessions[variant] = session(dst, args.threads, q[2])
+        ref = x.astype(np.float64) @ w.astype(np.float64)
+        errors = {v: float(np.abs(s.run(None, {"x": x})[0] - ref).max()) for v, s in sessions.items()}
+        rounds, inner = (3 if m * k * n > 3e10 else 5), max(1, int(2e9 // (m * k * n)))
+        times: dict[str, list[float]] = {v: [] for v in sessions}
+        for _ in range(rounds):
+            for v, s in sessions.items():
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    s.run(None, {"x": x})
+                times[v].append(1000 * (time.perf_counter() - t0) / inner)
+        report["shapes"][name] = {"mkn": [m, k, n], **{v: {"ms": statistics.median(times[v]), "max_abs_err": errors[v]}
+                                                       for v in sessions}}
+        print(name, (m, k, n), {v: f"{statistics.median(times[v]):.2f} ms, err {errors[v]:.2f}" for v in sessions},
+              flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The INT8 weight settings of each CPU target, side by side on the full-size random model: the
+measurement behind mineru_cli/vlm/int8_target.py's choice for plain AVX2.
+
+    python scripts/int8_targets.py WORK_DIR [--threads 2] [--repeats 3]
+
+WORK_DIR is `mineru bench --work-dir`'s folder: its random model/ and fp32 export onnx-fp32/ are
+built if missing. The script quantizes the fp32 graphs once per variant into WORK_DIR/onnx-int8-NAME
+(as `mineru export --int8` does: every constant-weight MatMul, per channel, the step path added
+after), then times the variants alternately in one process (`mineru bench`'s vision, prefill and
+decode figures, ratios to the first) and prints the CPU it ran on. Variants:
+
+    avx2        what `--target avx2` writes (int8_target.int8_settings: unsigned weights in both)
+    s7          signed 7-bit weights (reduce_range) in both graphs, the other saturation-free kind
+    s7_vision_u8_decoder   signed 7-bit vision weights, unsigned decoder weights
+    vnni        signed 8-bit weights in both graphs (`--target avx512-vnni` / `amx`)
+    previous    unsigned vision, signed 8-bit decoder: what an export made on plain AVX2 had before
+                targets existed
+
+Every variant runs on the fast kernels (exact_int8=False: on a CPU without VNNI the saturating
+ones' speed is real, their results are not); on such a CPU "vnni_exact" is the vnni export the
+way the runtime runs it there, on onnxruntime's exact u8 x u8 kernels. Parity with torch:
+`python scripts/parity_full_size.py WORK_DIR --exports onnx-int8-avx2 ...` (--fast for the
+fast kernels whatever the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+U8 = {"weight_type": "QUInt8", "reduce_range": False}
+
+
+def variants() -> dict[str, dict[str, dict]]:
+    from mineru_cli.vlm.int8_target import int8_settings
+
+    vnni = int8_settings("avx512-vnni")
+    s7 = {"weight_type": "QInt8", "reduce_range": True}
+    return {"avx2": int8_settings("avx2"), "s7": {"vision": s7, "decoder": s7},
+            "s7_vision_u8_decoder": {"vision": s7, "decoder": U8},
+            "vnni": vnni, "previous": {"vision": U8, "decoder": vnni["decoder"]}}
+
+
+def build(work: Path, threads: int) -> None:
+    from mineru_cli.export.bench import mineru25_config, random_model, write_model_folder
+    from mineru_cli.export.onnx_export import export_model
+    from mineru_cli.vlm.runtime_onnx import is_export_dir
+
+    if not (work / "model" / "config.json").is_file():
+        write_model_folder(random_model(mineru25_config()), work / "model")
+    if not is_export_dir(work / "onnx-fp32"):
+        export_model(work / "model", work / "onnx-fp32", verify=False, threads=threads, log=print)
+
+
+def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
+    from mineru_cli.export import step_path
+    from mineru_cli.export.onnx_export import _write_manifest, quantize_int8
+    from mineru_cli.vlm.int8_target import cpu_summary
+    from mineru_cli.vlm.runtime_onnx import is_export_dir, read_manifest
+    from static_int8 import plain_graph
+
+    fp32, out = work / "onnx-fp32", work / f"onnx-int8-{name}"
+    if is_export_dir(out) and {r: {k: read_manifest(out)["quantization"][r][k] for k in s}
+                               for r, s in settings.items()} == settings:
+        return out
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(fp32, partial, ignore=shutil.ignore_patterns("vision.onnx*", "decoder.onnx*", "manifest.json"))
+    manifest = read_manifest(fp32)
+    quantization = {"scheme": "int8", "target": name, "made_on": cpu_summary()}
+    for role in ("vision", "decoder"):
+        print(f"{name}: quantizing {role} {settings[role]}", flush=True)
+        with plain_graph(fp32, role) as src:
+            quantization[role] = quantize_int8(src, partial / f"{role}.onnx", **settings[role])
+    step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
+    manifest.update(quantization=quantization, parity=None)
+    _write_manifest(partial, manifest)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work_dir", type=Path)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", nargs="*", help="variant names (default: all)")
+    ap.add_argument("--build-only", action="store_true", help="make the exports, time nothing")
+    ap.add_argument("--no-crops", action="store_true", help="time the layout image only, not the crop sizes")
+    args = ap.parse_args()
+
+    import torch
+
+    from mineru_cli.export.bench import bench_runtimes, mineru25_config, page_seconds, PAGE_KEYS
+    from mineru_cli.vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime, read_manifest
+
+    torch.set_num_threads(args.threads)
+    build(args.work_dir, args.threads)
+    chosen = {n: s for n, s in variants().items() if not args.only or n in args.only}
+    exports = {n: quantize_variant(args.work_dir, n, s) for n, s in chosen.items()}
+    if args.build_only:
+        return
+    runtimes = {n: OnnxRuntime(p, threads=args.threads, exact_int8=False) for n, p in exports.items()}
+    if "vnni" in exports and graphs_needing_exact_kernels(read_manifest(exports["vnni"])):
+        # what `mineru parse` runs on this CPU for an export made for VNNI/AMX
+        runtimes["vnni_exact"] = OnnxRuntime(exports["vnni"], threads=args.threads)
+    report = {"cpu": cpu_summary(), "threads": args.threads, "variants": chosen,
+              **bench_runtimes(runtimes, mineru25_config(), repeats=args.repeats,
+                               crop_sizes={} if args.no_crops else None, log=lambda m: print(m, flush=True))}
+    report["page_s"] = {n: page_seconds(m) for n, m in report["median"].items() if PAGE_KEYS <= set(m)}
+    (args.work_dir / "int8_targets.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: report[k] for k in ("cpu", "median", next(k for k in report if k.startswith("speedup")),
+                                               "page_s")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
