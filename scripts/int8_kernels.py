@@ -77,7 +77,7 @@ def main() -> None:
             if q is None:
                 sessions[variant] = session(src, args.threads, False)
                 continue
-            dst = tmp / f"{q[0].name}-{q[1]}.onnx"
+            dst = tmp / f"{m}x{k}x{n}-{q[0].name}-{q[1]}.onnx"   # "QInt8 exact" reuses QInt8's
             if not dst.is_file():
                 quantize_dynamic(str(src), str(dst), weight_type=q[0], reduce_range=q[1], per_channel=True,
                                  op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
