@@ -212,8 +212,9 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
             r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
                              verify=False, threads=threads, log=log, force=is_export_dir(out))
             report["export_timings"][name] = r["timings"]
-        report["bytes"][name] = sum(f["bytes"] for f in read_manifest(out)["files"].values())
-        report["int8_target"][name] = (read_manifest(out).get("quantization") or {}).get("target")
+        manifest = read_manifest(out)
+        report["bytes"][name] = sum(f["bytes"] for f in manifest["files"].values())
+        report["int8_target"][name] = (manifest.get("quantization") or {}).get("target")
         if rss:
             report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
                                                 bench_kw.get("prefill_tokens", PREFILL_TOKENS),
