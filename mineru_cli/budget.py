@@ -47,6 +47,8 @@ WORKER_MEM = 1 * GiB
 DEFAULT_PAGE_BATCH = {"ocr": 1, "vlm": 4}   # --page-batch by engine (see the module docstring)
 DEFAULT_BATCH_WAIT_MS = 100                 # --batch-wait-ms: a batch closes when no page came this long
 DEFAULT_CROP_BATCH = 8                      # --crop-batch: vlm crops decoded together
+DEFAULT_PAGE_TIMEOUT = 600.0                # --page-timeout: seconds a page may take
+DEFAULT_MAX_WORKER_RSS = "3GB"              # --max-worker-rss (units.parse_size): recycle a worker above it
 
 
 def default_page_batch(engine: str) -> int:

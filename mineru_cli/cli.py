@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from . import __version__
+from .budget import DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, DEFAULT_MAX_WORKER_RSS, DEFAULT_PAGE_TIMEOUT
 from .errors import SetupError
 
 app = typer.Typer(
@@ -75,11 +76,11 @@ def parse(
                                  help="Folder for --format files, one sub-folder per document."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                           help="Worker processes (default: from the CPU plan; see --explain-plan)."),
-    page_timeout: float = typer.Option(600.0, "--page-timeout", min=0.1,
+    page_timeout: float = typer.Option(DEFAULT_PAGE_TIMEOUT, "--page-timeout", min=0.1,
                                        help="Seconds a page may take (a batch of n pages: n x this in the engine "
                                             "stage); then its worker is killed and restarted and the page gets a "
                                             "'timeout' record."),
-    max_worker_rss: str = typer.Option("3GB", "--max-worker-rss",
+    max_worker_rss: str = typer.Option(DEFAULT_MAX_WORKER_RSS, "--max-worker-rss",
                                        help="Restart a worker whose memory (RSS) is above this after a page "
                                             "(e.g. 3GB, 800MB, 2GiB; 0: never)."),
     mode: Optional[str] = typer.Option(None, "--mode",
@@ -88,10 +89,10 @@ def parse(
     page_batch: Optional[int] = typer.Option(None, "--page-batch", min=1, max=64,
                                              help="Pages a worker holds and hands to its engine together "
                                                   "(default: 1 for ocr, 4 for vlm). Never changes a record."),
-    batch_wait_ms: int = typer.Option(100, "--batch-wait-ms", min=0, max=60000,
+    batch_wait_ms: int = typer.Option(DEFAULT_BATCH_WAIT_MS, "--batch-wait-ms", min=0, max=60000,
                                       help="A page batch closes when full or when no further page arrived "
                                            "within this many milliseconds."),
-    crop_batch: int = typer.Option(8, "--crop-batch", min=1, max=256,
+    crop_batch: int = typer.Option(DEFAULT_CROP_BATCH, "--crop-batch", min=1, max=256,
                                    help="vlm: block crops decoded together. Never changes a record."),
     explain_plan: bool = typer.Option(False, "--explain-plan",
                                       help="Print how --cpus is split into workers x threads (and the batch "

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .budget import (DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, GiB, CpuPlan, default_page_batch,
-                     plan_cpus)
+from .budget import (DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, DEFAULT_MAX_WORKER_RSS, DEFAULT_PAGE_TIMEOUT,
+                     CpuPlan, default_page_batch, plan_cpus)
 from .engines import make_engine
 from .errors import PageError, SetupError
 from .inputs import (LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document,
@@ -31,9 +31,8 @@ from .pipeline.worker import engine_kwargs
 from .records import fingerprint as make_fingerprint
 from .records import make_record, page_id, split_page_id
 from .report import Reporter, StageTimes, Summary
+from .units import parse_size
 
-DEFAULT_PAGE_TIMEOUT = 600.0
-DEFAULT_MAX_WORKER_RSS = 3 * GiB
 STOP_GRACE = 30.0   # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
 
 
@@ -46,7 +45,7 @@ class ParseOptions:
     cpus: int | None = None
     workers: int | None = None             # None: from the CPU plan
     page_timeout: float = DEFAULT_PAGE_TIMEOUT
-    max_worker_rss: int = DEFAULT_MAX_WORKER_RSS   # bytes; 0: never recycle
+    max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)   # bytes; 0: never recycle
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     pages: str | None = None

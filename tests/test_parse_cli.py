@@ -338,3 +338,29 @@ def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):
     assert r.returncode == 2 and "--out-dir afile is a file, not a folder" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "o.jsonl").exists()
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_every_parse_option_default_is_the_run_configuration_default():
+    """`mineru parse`'s defaults and ParseOptions' (what the Python API and the tests build) are
+    one set: an option whose default differs would run a CLI batch differently from the same
+    batch started from Python (--max-worker-rss was 3GB in one and 3 GiB in the other)."""
+    import dataclasses
+
+    import typer
+
+    from mineru_cli.cli import app
+    from mineru_cli.runner import ParseOptions
+    from mineru_cli.units import parse_duration, parse_size
+
+    command = next(c for c in typer.main.get_command(app).commands.values() if c.name == "parse")
+    cli = {p.name: p.default for p in command.params}
+    config = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+              for f in dataclasses.fields(ParseOptions) if f.name not in ("inputs", "out")}
+    converted = {"max_worker_rss": parse_size, "cache_ttl": lambda v: int(parse_duration(v)),
+                 "formats": set, "include": list, "exclude": list}
+    compared = set(cli) & set(config)
+    assert {"page_timeout", "max_worker_rss", "batch_wait_ms", "crop_batch", "cache_ttl", "engine", "mode",
+            "runtime", "out_dir", "page_batch", "workers", "cpus"} <= compared, compared
+    for name in sorted(compared):
+        value = converted.get(name, lambda v: v)(cli[name])
+        assert value == config[name], (name, cli[name], config[name])
