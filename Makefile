@@ -1,11 +1,12 @@
 # Two commands set up everything on a fresh machine with Python 3.11:
 #   make demo   parse examples/ on the embedded engine -> results.jsonl, print the summary
 #   make test   install the package with its test extras and run the test suite
+#   make lint   ruff over the code, the tests and the scripts
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test install dev redis-server clean bench
+.PHONY: demo test lint install dev redis-server clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,6 +31,10 @@ redis-server:
 
 test: dev redis-server
 	$(BIN)/python -m pytest -q
+
+# Lint (rules and why in pyproject.toml's [tool.ruff]); CI runs it before the tests.
+lint: dev
+	$(BIN)/ruff check mineru_cli tests scripts examples
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache results.jsonl

@@ -65,10 +65,12 @@ def parse(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-parse pages whose record failed."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the result cache."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir",
-                                             help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir)."),
+                                             help="Result cache folder (default: $MINERU_CACHE_DIR or the user "
+                                                  "cache dir)."),
     cache_near: str = typer.Option("verify", "--cache-near", help="off | verify: reuse verified near-duplicates."),
     cache_url: Optional[str] = typer.Option(None, "--cache-url", help="Shared tier: redis://host:port/db."),
-    cache_ttl: str = typer.Option("2h", "--cache-ttl", help="How long a result lives in the shared tier (90s, 2h, 7d)."),
+    cache_ttl: str = typer.Option("2h", "--cache-ttl",
+                                  help="How long a result lives in the shared tier (90s, 2h, 7d)."),
     formats: List[str] = typer.Option([], "--format", "-f",
                                       help="Also write per-document files: markdown (<stem>.md) or content-list "
                                            "(MinerU's <stem>_content_list.json + <stem>.md + images/). Repeatable."),
@@ -158,7 +160,7 @@ def parse(
 
         # Escaped: paths in the message may hold brackets that Rich would read as markup.
         reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(EXIT_SETUP)
+        raise typer.Exit(EXIT_SETUP) from None
     reporter.finish(summary, str(out))
     if summary.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -198,7 +200,7 @@ def bench(
     except ImportError as exc:
         typer.echo(f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
                    f"pip install 'mineru-cli[export]' ({exc})", err=True)
-        raise typer.Exit(EXIT_SETUP)
+        raise typer.Exit(EXIT_SETUP) from None
     report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, int4=int4, rss=rss,
                              repeats=repeat, log=lambda m: typer.echo(m, err=True))
     cols, rows = report_table(report)
@@ -228,8 +230,8 @@ def export_cmd(
                                        help="Keep the output layer in float32 with --int8/--int4 (closer "
                                             "logits; decoding steps 20-35% slower, 0.4 GB more)."),
     bias_correction: bool = typer.Option(False, "--bias-correction",
-                                         help="With --int8/--int4: correct the INT8 products' mean output shift, measured on "
-                                              "rendered calibration pages (no speed cost; closer logits on "
+                                         help="With --int8/--int4: correct the INT8 products' mean output shift, "
+                                              "measured on rendered calibration pages (no speed cost; closer logits on "
                                               "the full-size random model, not on the trained tiny one)."),
     target: Optional[str] = typer.Option(None, "--target", show_default=False,
                                          help="With --int8/--int4: the CPU family the INT8 weights are for: "
@@ -245,8 +247,9 @@ def export_cmd(
     Writes the vision encoder and the decoder with KV cache, the embedding table and
     manifest.json (file hashes, versions, quantization with its CPU target and the CPU it was
     made on, parity figures). INT8 weights follow --target: on CPUs without VNNI or AMX (plain
-    AVX2) they are unsigned, which that CPU's integer kernels multiply without overflow; an export made
-    for VNNI/AMX runs there on ONNX Runtime's exact but slower kernels. Needs the export extra: torch, transformers, onnx, onnxscript."""
+    AVX2) they are unsigned, which that CPU's integer kernels multiply without overflow; an export
+    made for VNNI/AMX runs there on ONNX Runtime's exact but slower kernels. Needs the export
+    extra: torch, transformers, onnx, onnxscript."""
     import json
 
     from .budget import available_cpus
@@ -267,7 +270,7 @@ def export_cmd(
                               target=target)
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_SETUP)
+        raise typer.Exit(EXIT_SETUP) from None
     typer.echo(json.dumps({k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")},
                           indent=2, default=str))
 

@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .budget import (DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, DEFAULT_MAX_WORKER_RSS, DEFAULT_PAGE_TIMEOUT,
-                     CpuPlan, default_page_batch, plan_cpus)
+from .budget import (
+    DEFAULT_BATCH_WAIT_MS,
+    DEFAULT_CROP_BATCH,
+    DEFAULT_MAX_WORKER_RSS,
+    DEFAULT_PAGE_TIMEOUT,
+    CpuPlan,
+    default_page_batch,
+    plan_cpus,
+)
 from .engines import make_engine
 from .errors import PageError, SetupError
-from .inputs import (LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document,
-                     parse_page_ranges)
+from .inputs import LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document, parse_page_ranges
 from .journal import Journal
 from .pipeline.worker import engine_kwargs
 from .records import fingerprint as make_fingerprint
@@ -143,8 +149,8 @@ def run_parse(opts: ParseOptions, reporter: Reporter) -> Summary:
     select = _page_filter(opts.pages)
     # The engine object here only names itself (identity, options -> fingerprint); the models
     # are loaded and run in the worker processes.
-    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, warn=reporter.warn, model=opts.model,
-                         model_profile=opts.model_profile, runtime=opts.runtime,
+    engine = make_engine(opts.engine, threads=1, lang=opts.lang, say=reporter.info, warn=reporter.warn,
+                         model=opts.model, model_profile=opts.model_profile, runtime=opts.runtime,
                          **engine_kwargs(opts.mode, opts.crop_batch))
     engine_info, fp = engine_fingerprint(engine, opts.load)
     mode = resolve_mode(opts.mode, engine)

@@ -59,11 +59,12 @@ def build(work: Path, threads: int) -> None:
 
 
 def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
+    from static_int8 import plain_graph
+
     from mineru_cli.export import step_path
     from mineru_cli.export.onnx_export import _write_manifest, quantize_int8
     from mineru_cli.vlm.int8_target import cpu_summary
     from mineru_cli.vlm.runtime_onnx import is_export_dir, read_manifest
-    from static_int8 import plain_graph
 
     fp32, out = work / "onnx-fp32", work / f"onnx-int8-{name}"
     if is_export_dir(out) and {r: {k: read_manifest(out)["quantization"][r][k] for k in s}
@@ -98,7 +99,7 @@ def main() -> None:
 
     import torch
 
-    from mineru_cli.export.bench import bench_runtimes, mineru25_config, page_seconds, PAGE_KEYS
+    from mineru_cli.export.bench import PAGE_KEYS, bench_runtimes, mineru25_config, page_seconds
     from mineru_cli.vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime, read_manifest
 

@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 from PIL import Image
 
@@ -56,10 +55,11 @@ class Reader:
 
 
 def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[dict], list[dict]]:
+    from parity_full_size import page_input
+
     from mineru_cli.export.bench import mineru25_config
     from mineru_cli.export.bias_correction import prompt_feed
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime, vision_feed
-    from parity_full_size import page_input
 
     cfg = mineru25_config()
     rt = OnnxRuntime(fp32_dir, threads=threads)
@@ -93,13 +93,12 @@ def quantize(src: Path, dst: Path, data: list[dict], weight_type: str, reduce_ra
     whose 16-bit sums saturate on full 8-bit signed weights without VNNI (int8_target)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    with tempfile.TemporaryDirectory() as tmp:   # the calibrator writes its augmented model here
-        quantize_static(str(src), str(dst), Reader(data), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=reduce_range,
-                        activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
-                        calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
-                        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
-                        calibration_providers=["CPUExecutionProvider"])
+    quantize_static(str(src), str(dst), Reader(data), quant_format=QuantFormat.QDQ,
+                    op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=reduce_range,
+                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
+                    calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
+                    extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
+                    calibration_providers=["CPUExecutionProvider"])
     return {"method": "onnxruntime.quantize_static", "format": "QDQ", "op_types": ["MatMul"],
             "weight_type": weight_type, "reduce_range": reduce_range, "activation_type": "QUInt8", "per_channel": True,
             "calibration": f"MinMax over {len(data)} rendered pages"}

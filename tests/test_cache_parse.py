@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
+from conftest import mineru, read_journal
 from PIL import Image
 
-from conftest import mineru, read_journal
 from mineru_cli.cache.synthetic import invoice
 
 

@@ -11,9 +11,19 @@ from PIL import Image
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
-from mineru_cli.cache.synthetic import (REENCODINGS, amount_page, colour_slide, invoice, jpeg, long_screenshot,
-                                        lookalike_pairs, rescale, slide, text_page)
 from mineru_cli.cache.similarity import pixel_sha256
+from mineru_cli.cache.synthetic import (
+    REENCODINGS,
+    amount_page,
+    colour_slide,
+    invoice,
+    jpeg,
+    long_screenshot,
+    lookalike_pairs,
+    rescale,
+    slide,
+    text_page,
+)
 
 FP = "engine=test;v=1"
 

@@ -54,8 +54,8 @@ def test_blocks_carry_lines_scores_and_title(two_column):
         x1, y1, x2, y2 = block.bbox
         assert 0 <= x1 < x2 <= 1000 and 0 <= y1 < y2 <= 700
         assert 0.5 <= block.score <= 1.0
-        assert block.extra["lines"] and all(set(l) == {"bbox", "text", "score"}
-                                            for l in block.extra["lines"])
+        assert block.extra["lines"] and all(set(ln) == {"bbox", "text", "score"}
+                                            for ln in block.extra["lines"])
         assert block.as_dict()["lines"] == block.extra["lines"]
     assert two_column.markdown.startswith("# ")
     assert {"ocr", "layout", "assemble"} <= set(two_column.timings)

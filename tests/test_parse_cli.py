@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
-
 from conftest import mineru, read_journal
+from PIL import Image, ImageDraw, ImageFont
 
 
 def text_page(path: Path, text: str, size=(640, 200)) -> Path:

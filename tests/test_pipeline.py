@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
-
 from conftest import mineru, read_journal
+from PIL import Image, ImageDraw, ImageFont
 
 WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet"]
 

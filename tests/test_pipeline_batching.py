@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from PIL import Image
-
 from conftest import mineru, read_journal
+from PIL import Image
 from test_pipeline import events, text_page, write_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))

@@ -17,8 +17,7 @@ import numpy as np
 
 from . import similarity as sim
 from .result_cache import ResultCache
-from .synthetic import (REENCODINGS, amount_page, colour_slide, invoice, jpeg, lookalike_pairs, rescale, slide,
-                        text_page)
+from .synthetic import REENCODINGS, amount_page, colour_slide, invoice, jpeg, lookalike_pairs, rescale, slide, text_page
 
 FP = "bench-engine;v=1"
 

@@ -10,10 +10,10 @@ from typing import Optional
 
 import typer
 
+from ..units import parse_duration, parse_size
 from .result_cache import default_cache_dir
 from .similarity import unpack_thumb
 from .store import SqliteStore, digest
-from ..units import parse_duration, parse_size
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -61,7 +61,7 @@ def prune(cache_dir: Optional[Path] = CacheDir,
         age = parse_duration(older_than) if older_than else None
         size = parse_size(max_size) if max_size else None
     except ValueError as e:
-        raise typer.BadParameter(str(e))
+        raise typer.BadParameter(str(e)) from None
     typer.echo(f"removed {_open(cache_dir).prune(age, size)} entries")
 
 

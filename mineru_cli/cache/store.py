@@ -280,7 +280,8 @@ class SqliteStore:
                 removed += conn.execute("DELETE FROM entries WHERE last_used < ?",
                                         (time.time() - older_than_s,)).rowcount
             if max_bytes is not None:
-                total = conn.execute("SELECT coalesce(sum(length(payload)+length(thumb)), 0) FROM entries").fetchone()[0]
+                total = conn.execute(
+                    "SELECT coalesce(sum(length(payload)+length(thumb)), 0) FROM entries").fetchone()[0]
                 doomed = []
                 for id_, size in conn.execute("SELECT id, length(payload)+length(thumb) FROM entries "
                                               "ORDER BY last_used, id"):
@@ -308,7 +309,7 @@ class SqliteStore:
     def iter_rows(self, batch: int = 256) -> Iterator[dict]:
         last = 0
         while True:
-            rows = self._run(lambda conn: conn.execute(
+            rows = self._run(lambda conn, last=last: conn.execute(
                 f"SELECT id, {', '.join(COLUMNS)} FROM entries WHERE id>? ORDER BY id LIMIT ?",
                 (last, batch)).fetchall())
             if not rows:

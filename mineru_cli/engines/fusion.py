@@ -82,7 +82,7 @@ def read_lines(lines: Sequence[Line]) -> tuple[str, list[dict], float]:
 
 
 def trusted(lines: Sequence[Line]) -> bool:
-    return bool(lines) and sum(l.score for l in lines) / len(lines) >= OCR_MIN_SCORE
+    return bool(lines) and sum(ln.score for ln in lines) / len(lines) >= OCR_MIN_SCORE
 
 
 def repeated_unit(text: str) -> str | None:

@@ -258,7 +258,7 @@ def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[in
         # other empty regions are layout false positives: dropped
     blocks += [_make_block("text", group) for group in _paragraphs(loose)]
 
-    median_h = statistics.median(l.height for l in lines) if lines else 0
+    median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
     return blocks
@@ -311,16 +311,16 @@ def _linked(a: Line, b: Line) -> bool:
 
 
 def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
-    rows = [[lines[i] for i in row] for row in group_rows([l.box for l in lines])]
-    ordered = [l for row in rows for l in row]
-    boxes = [l.box for l in ordered] + ([region_box] if region_box is not None else [])
+    rows = [[lines[i] for i in row] for row in group_rows([ln.box for ln in lines])]
+    ordered = [ln for row in rows for ln in row]
+    boxes = [ln.box for ln in ordered] + ([region_box] if region_box is not None else [])
     bbox = (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
             int(max(b[2] for b in boxes)), int(max(b[3] for b in boxes)))
-    extra: dict = {"lines": [l.as_dict() for l in ordered]}
+    extra: dict = {"lines": [ln.as_dict() for ln in ordered]}
     cells = _table_cells(ordered) if kind == "table" else None
     if cells:
         extra["cells"] = cells
-    score = sum(l.score for l in ordered) / len(ordered)
+    score = sum(ln.score for ln in ordered) / len(ordered)
     return Block(kind, bbox, _block_text(kind, rows, cells), score, extra)
 
 
@@ -329,7 +329,7 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     labels: one row per line. Prose: rows re-flowed into one paragraph."""
     if cells:
         return "\n".join("\t".join(row) for row in cells)
-    row_texts = [join_text([l.text for l in row]) for row in rows]
+    row_texts = [join_text([ln.text for ln in row]) for row in rows]
     if kind in ("table", "equation", "figure"):
         return "\n".join(row_texts)
     return join_text(row_texts)
@@ -348,8 +348,8 @@ def join_text(parts: list[str]) -> str:
 def _table_cells(lines: list[Line]) -> list[list[str]] | None:
     """Cluster a table's lines into a rows x columns grid, or None if it has
     fewer than 2 rows or 2 columns (then it is rendered as plain lines)."""
-    rows = group_rows([l.box for l in lines])
-    bands = column_bands([l.box for l in lines])
+    rows = group_rows([ln.box for ln in lines])
+    bands = column_bands([ln.box for ln in lines])
 
     def column_of(i: int) -> int:
         center = (lines[i].box[0] + lines[i].box[2]) / 2
@@ -384,7 +384,7 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     lines = block.extra.get("lines", [])
     if not lines:
         return
-    height = statistics.median(l["bbox"][3] - l["bbox"][1] for l in lines)
+    height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
     ratio = {"text": GROUPING["title_height"], "header": GROUPING["header_title_height"]}
     if block.type in ratio and median_h and len(lines) <= 3 and height >= ratio[block.type] * median_h:
         block.type = "title"

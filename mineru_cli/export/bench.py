@@ -98,15 +98,15 @@ def synthetic_input(config, image_hw: tuple[int, int], text_tokens: int, seed: i
     return VlmInput(ids, pixels, grid, positions, delta)
 
 
-def _seconds(fn: Callable[[], object]) -> float:
+def _seconds(fn: Callable[..., object], *args) -> float:
     t0 = time.perf_counter()
-    fn()
+    fn(*args)
     return time.perf_counter() - t0
 
 
 def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = PREFILL_TOKENS,
-                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = DECODE_CONTEXT, repeats: int = 3,
-                   crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
+                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = DECODE_CONTEXT,
+                   repeats: int = 3, crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Medians over `repeats` rounds, the variants alternating within each round.
     crop_sizes: {patches: image_hw} of crop images whose vision seconds are measured too
     (default: the three sizes of the modelled page's CROPS)."""
@@ -131,11 +131,11 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
         for name, rt in runtimes.items():
             with torch.inference_mode():
                 if image_hw:
-                    add(name, "vision_s", _seconds(lambda: rt.image_embeds([vision_x])))
+                    add(name, "vision_s", _seconds(rt.image_embeds, [vision_x]))
                 for n, x in crop_x.items():
-                    add(name, f"vision_s_{n}", _seconds(lambda: rt.image_embeds([x])))
+                    add(name, f"vision_s_{n}", _seconds(rt.image_embeds, [x]))
                 if prefill_tokens:
-                    add(name, "prefill_s", _seconds(lambda: rt.prefill([prefill_x])))
+                    add(name, "prefill_s", _seconds(rt.prefill, [prefill_x]))
                 for b in decode_batches:
                     logits = rt.prefill(decode_x[:b])
                     tokens = np.asarray(logits).argmax(-1).astype(np.int64)
@@ -267,7 +267,8 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
         "cfg = Qwen2VLConfig.from_dict(json.loads(sys.stdin.read()))\n"
         f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
         f"{phases}"
-        f"t = rt.prefill([synthetic_input(cfg, (56, 56), {int(decode_context)} + 3 * i, seed=10 + i) for i in range(8)]).argmax(-1)\n"
+        f"rows = [synthetic_input(cfg, (56, 56), {int(decode_context)} + 3 * i, seed=10 + i) for i in range(8)]\n"
+        "t = rt.prefill(rows).argmax(-1)\n"
         "for _ in range(16): t = rt.step(t.astype(np.int64)).argmax(-1)\n"
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of the
         # (large) bench process would report the parent's size
@@ -292,8 +293,8 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
         rss = report.get("peak_rss", {}).get(name)
         size = report.get("bytes", {}).get(name)
         target = report.get("int8_target", {}).get(name)
-        rows.append([f"{name} ({target})" if target else name, f"{m['vision_s']:.1f}", f"{crops:.1f}", f"{m['prefill_s']:.2f}",
-                     f"{m['decode_ms_b1']:.0f}", f"{m['decode_ms_b8']:.0f}", f"{page:.0f}",
+        rows.append([f"{name} ({target})" if target else name, f"{m['vision_s']:.1f}", f"{crops:.1f}",
+                     f"{m['prefill_s']:.2f}", f"{m['decode_ms_b1']:.0f}", f"{m['decode_ms_b8']:.0f}", f"{page:.0f}",
                      f"{ref / page:.2f}", f"{hybrid:.0f}",
                      "-" if rss is None else f"{rss / 2**30:.2f}", "-" if size is None else f"{size / 2**30:.2f}"])
     return cols, rows

@@ -42,7 +42,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
 # ---------------------------------------------------------------- fused ops
 # Torch custom ops, so that both exporters emit one onnxruntime contrib node for each: eager they
 # compute what the node computes; dynamo maps them through `custom_translation_table`,
@@ -138,7 +137,6 @@ def _contrib_op(name: str, inputs: dict[str, str], outputs: list[str], attribute
     """An onnxscript Op for an onnxruntime contrib op. onnx registers no schemas for them, so we
     describe the part we use: input names -> type variable, outputs (of type T), attributes."""
     import onnxscript
-
     from onnx.defs import OpSchema
 
     kinds = {"int": OpSchema.AttrType.INT, "float": OpSchema.AttrType.FLOAT}

@@ -155,7 +155,8 @@ def exact_kernels_note(manifest: dict, where: str, graphs: list[str]) -> str:
     """What a user is told when an export runs on the slower exact kernels."""
     quantization = manifest.get("quantization") if isinstance(manifest.get("quantization"), dict) else {}
     target = quantization.get("target")
-    made_on = (quantization.get("made_on") or {}).get("model") if isinstance(quantization.get("made_on"), dict) else None
+    made_on = quantization.get("made_on")
+    made_on = made_on.get("model") if isinstance(made_on, dict) else None
     origin = (f"was quantized for {target}" + (f" (on {made_on})" if made_on else "") if target
               else "was made by a mineru-cli without INT8 targets")
     flags = cpu_flags()

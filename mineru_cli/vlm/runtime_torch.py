@@ -85,7 +85,7 @@ class TorchRuntime:
     def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
         ids, mask, positions = (torch.from_numpy(a) for a in left_pad(inputs))
         embeds = self._embed(ids)
-        for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
+        for row, feats in enumerate(self.image_embeds(inputs)):
             where = (ids[row] == self.image_token_id) & (mask[row] == 1)
             if int(where.sum()) != feats.shape[0]:
                 raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")

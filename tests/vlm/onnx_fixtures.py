@@ -9,9 +9,7 @@ both exporters are covered and the session stays short.
 from __future__ import annotations
 
 import pytest
-
 from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
-
 
 _EXPORTS: dict[str, dict] = {}
 

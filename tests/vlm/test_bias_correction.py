@@ -42,7 +42,8 @@ def _run(path, x) -> list[np.ndarray]:
 # The weight settings of every export target this CPU runs on its fast kernels (int8_target:
 # unsigned weights with a zero point per channel everywhere, full 8-bit signed ones with
 # VNNI/AMX), and signed 7-bit ones (the other saturation-free kind)
-_CANDIDATES = [int8_settings(target)["decoder"] for target in TARGETS] + [{"weight_type": "QInt8", "reduce_range": True}]
+_CANDIDATES = ([int8_settings(target)["decoder"] for target in TARGETS]
+               + [{"weight_type": "QInt8", "reduce_range": True}])
 SETTINGS = [s for i, s in enumerate(_CANDIDATES) if s not in _CANDIDATES[:i] and (has_int8_sums() or not saturates(s))]
 
 

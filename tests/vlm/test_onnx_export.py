@@ -13,11 +13,12 @@ pytest.importorskip("transformers")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
+from tiny_fixtures import tiny_vlm  # noqa: E402,F401
+
 from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.export.onnx_export import export_model  # noqa: E402
 from mineru_cli.vlm import int8_target  # noqa: E402
-from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
-from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
 FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
 

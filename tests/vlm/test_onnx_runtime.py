@@ -18,14 +18,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 
+from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
+from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
+
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
 from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
-from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
-from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)

@@ -20,7 +20,8 @@ def _attention_model(**extra) -> onnx.ModelProto:
               vi("v", TensorProto.FLOAT, ["b", "s", KV * D]), vi("past_key", TensorProto.FLOAT, ["b", KV, "c", D]),
               vi("past_value", TensorProto.FLOAT, ["b", KV, "c", D]), vi("seqlens_k", TensorProto.INT32, ["b"]),
               vi("total", TensorProto.INT32, [])]
-    outputs = [vi("out", TensorProto.FLOAT, ["b", "s", HEADS * D]), vi("present_key", TensorProto.FLOAT, ["b", KV, "c", D]),
+    outputs = [vi("out", TensorProto.FLOAT, ["b", "s", HEADS * D]),
+               vi("present_key", TensorProto.FLOAT, ["b", KV, "c", D]),
                vi("present_value", TensorProto.FLOAT, ["b", KV, "c", D])]
     node = helper.make_node("GroupQueryAttention", [i.name for i in inputs], [o.name for o in outputs],
                             name="attention", domain="com.microsoft", num_heads=HEADS, kv_num_heads=KV, **extra)

@@ -13,18 +13,16 @@ from PIL import Image
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from mineru_cli.engines import make_engine  # noqa: E402
-from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
-from mineru_cli.errors import SetupError  # noqa: E402
 from conftest import mineru  # noqa: E402  (tests/conftest.py: runs the real CLI)
 from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
 
+from mineru_cli.engines import make_engine  # noqa: E402
+from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
+from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.processor import rope_index  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
-
-
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)

@@ -13,6 +13,8 @@ from PIL import Image
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_fixtures import tiny_vlm  # noqa: F401,E402  (fixture)
+
 from mineru_cli.engines import fusion, make_engine  # noqa: E402
 from mineru_cli.engines.ocr import Line, OcrEngine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
@@ -20,7 +22,6 @@ from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.records import fingerprint  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
-from tiny_fixtures import tiny_vlm  # noqa: F401,E402  (fixture)
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 
@@ -88,11 +89,11 @@ def test_hybrid_takes_confident_ocr_lines_for_text_blocks(tiny_vlm, shared_runti
     assert [b.type for b in mixed.blocks] == ["title", "text", "table", "image", "equation"]
     for kind in ("title", "text"):
         block = by_type[kind]
-        inside = sorted((l for l in ocr_lines if _inside(l, block.bbox)), key=lambda l: (l.box[1], l.box[0]))
+        inside = sorted((ln for ln in ocr_lines if _inside(ln, block.bbox)), key=lambda ln: (ln.box[1], ln.box[0]))
         assert inside and block.extra["source"] == "ocr"
-        assert block.text == " ".join(l.text for l in inside)   # what OCR reads in the box
-        assert [d["text"] for d in block.extra["lines"]] == [l.text for l in inside]
-        assert block.score == pytest.approx(np.mean([l.score for l in inside]), abs=1e-4)
+        assert block.text == " ".join(ln.text for ln in inside)   # what OCR reads in the box
+        assert [d["text"] for d in block.extra["lines"]] == [ln.text for ln in inside]
+        assert block.score == pytest.approx(np.mean([ln.score for ln in inside]), abs=1e-4)
     assert by_type["text"].text == "Small pages make fast tests."
     assert by_type["title"].text == "TINYREPORT"        # OCR's reading, not the VLM's "Tiny Report"
     # Tables, equations and pictures still come from the VLM, exactly as in vlm mode.

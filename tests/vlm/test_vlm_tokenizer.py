@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401  (fixtures)
 
 from mineru_cli.vlm import protocol as P
