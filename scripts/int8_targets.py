@@ -67,9 +67,10 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     from mineru_cli.vlm.runtime_onnx import is_export_dir, read_manifest
 
     fp32, out = work / "onnx-fp32", work / f"onnx-int8-{name}"
-    if is_export_dir(out) and {r: {k: read_manifest(out)["quantization"][r][k] for k in s}
-                               for r, s in settings.items()} == settings:
-        return out
+    if is_export_dir(out):
+        made = read_manifest(out)["quantization"]
+        if {r: {k: made[r][k] for k in s} for r, s in settings.items()} == settings:
+            return out
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(fp32, partial, ignore=shutil.ignore_patterns("vision.onnx*", "decoder.onnx*", "manifest.json"))
