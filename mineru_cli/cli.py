@@ -10,7 +10,7 @@ import typer
 
 from . import __version__
 from .budget import DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, DEFAULT_MAX_WORKER_RSS, DEFAULT_PAGE_TIMEOUT
-from .errors import SetupError
+from .core.errors import SetupError
 
 app = typer.Typer(
     name="mineru",
@@ -280,7 +280,7 @@ def schema():
     """Print the JSON Schema of a page record."""
     import json
 
-    from .records import load_schema
+    from .core.record import load_schema
 
     typer.echo(json.dumps(load_schema(), indent=2))
 

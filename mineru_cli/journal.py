@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .errors import SetupError
+from .core.errors import SetupError
 
 FSYNC_EVERY = 1.0   # seconds between fsyncs of the journal while pages are being appended
-# How our first record starts (make_record's first key): a torn first write is a prefix of it.
+# How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
 RECORD_START = b'{"schema_version":'
 _JSON_OBJECT_START = re.compile(rb"\s*\{")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from mineru_cli.engines.base import Block
+from mineru_cli.core.blocks import Block
 
 OMITTED_TYPES = frozenset({"header", "footer", "page_number", "figure", "image"})
 

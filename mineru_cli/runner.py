@@ -29,13 +29,13 @@ from .budget import (
     default_page_batch,
     plan_cpus,
 )
+from .core.errors import PageError, SetupError
+from .core.record import PageRecord, _now, page_id, split_page_id
+from .core.record import fingerprint as make_fingerprint
 from .engines import make_engine
-from .errors import PageError, SetupError
 from .inputs import LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document, parse_page_ranges
 from .journal import Journal
 from .pipeline.worker import engine_kwargs
-from .records import fingerprint as make_fingerprint
-from .records import make_record, page_id, split_page_id
 from .report import Reporter, StageTimes, Summary
 from .units import parse_size
 
@@ -322,9 +322,10 @@ class _Context:
     stages: StageTimes = field(default_factory=StageTimes)
 
     def record(self, planned: _Planned, index: int, **fields) -> dict:
-        return make_record(source=planned.src.rel, page_index=index, page_count=planned.page_count,
-                           engine_info=self.engine_info, fingerprint=self.fp,
-                           source_sha256=planned.sha256, **fields)
+        return PageRecord.from_dict({"source": planned.src.rel, "page_index": index,
+                                     "page_count": planned.page_count, "engine": self.engine_info,
+                                     "fingerprint": self.fp, "source_sha256": planned.sha256,
+                                     "created": _now(), **fields}).as_dict()
 
     def emit(self, rec: dict, worker: dict | None = None) -> None:
         self.journal.append(rec)

@@ -22,7 +22,7 @@ import os
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 
-from .engines.base import Block
+from .core.blocks import Block
 from .markdown import blocks_to_markdown
 
 FORMATS = ("markdown", "content-list")

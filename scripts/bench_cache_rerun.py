@@ -17,9 +17,9 @@ from pathlib import Path
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache.synthetic import text_page
+from mineru_cli.core.record import page_id
 from mineru_cli.engines.ocr import OcrEngine
 from mineru_cli.inputs import LoadOptions, SourceFile, open_document
-from mineru_cli.records import page_id
 from mineru_cli.runner import engine_fingerprint
 
 

@@ -17,7 +17,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="session")
 def record_validator():
     jsonschema = pytest.importorskip("jsonschema")
-    from mineru_cli.records import load_schema
+    from mineru_cli.core.record import load_schema
 
     schema = load_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from mineru_cli import inputs
-from mineru_cli.errors import PageError
+from mineru_cli.core.errors import PageError
 from mineru_cli.inputs import LoadOptions, SourceFile, discover, open_document, parse_page_ranges
 
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from mineru_cli.errors import SetupError
+from mineru_cli.core.errors import SetupError
 from mineru_cli.journal import Journal, read_records
 
 

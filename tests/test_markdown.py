@@ -1,4 +1,4 @@
-from mineru_cli.engines.base import Block
+from mineru_cli.core.blocks import Block
 from mineru_cli.markdown import block_to_markdown, blocks_to_markdown, cells_to_markdown
 
 BOX = (0, 0, 10, 10)

@@ -5,9 +5,10 @@ import re
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from mineru_cli.engines.base import Block, EngineResult
+from mineru_cli.core.blocks import Block
+from mineru_cli.core.errors import SetupError
+from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.ocr import Line, OcrEngine, assemble_blocks, join_text
-from mineru_cli.errors import SetupError
 
 LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
 RIGHT = ["Boats leave the", "harbour before dawn", "and return at night."]

@@ -1,4 +1,4 @@
-from mineru_cli.engines.base import Block
+from mineru_cli.core.blocks import Block
 from mineru_cli.reading_order import column_bands, group_rows, reading_order, sort_blocks, xy_cut
 
 # A two-column page: full-width title, two paragraphs per column whose gaps

@@ -13,8 +13,9 @@ from __future__ import annotations
 import importlib.util
 from typing import Callable
 
-from ..errors import SetupError
-from .base import Block, Engine, EngineResult
+from ..core.blocks import Block
+from ..core.errors import SetupError
+from .base import Engine, EngineResult
 
 ENGINES = ("auto", "ocr", "vlm")
 RUNTIMES = ("auto", "torch", "onnx")

@@ -1,33 +1,13 @@
-"""What every engine offers the runner, and the block it returns."""
+"""What every engine offers the runner: the Engine protocol and its result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from PIL import Image
 
-
-@dataclass
-class Block:
-    """One region of a page, in reading order.
-
-    bbox is (x1, y1, x2, y2) in pixels of the normalised page image the engine saw.
-    extra holds engine-specific fields that are written as-is into the record
-    (e.g. "lines" for OCR, "angle"/"html"/"latex" for the VLM).
-    """
-
-    type: str
-    bbox: tuple[int, int, int, int]
-    text: str
-    score: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        d = {"type": self.type, "bbox": [int(v) for v in self.bbox], "text": self.text,
-             "score": None if self.score is None else round(float(self.score), 4)}
-        d.update(self.extra)
-        return d
+from ..core.blocks import Block
 
 
 @dataclass

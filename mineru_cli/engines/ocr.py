@@ -33,8 +33,9 @@ import numpy as np
 from PIL import Image
 
 from mineru_cli.budget import available_cpus
-from mineru_cli.engines.base import Block, EngineResult, parse_each
-from mineru_cli.errors import SetupError
+from mineru_cli.core.blocks import Block
+from mineru_cli.core.errors import SetupError
+from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import column_bands, group_rows, sort_blocks

@@ -56,7 +56,8 @@ from typing import Any
 
 from PIL import Image
 
-from ..errors import SetupError
+from ..core.blocks import Block
+from ..core.errors import SetupError
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..vlm import protocol as P
@@ -65,7 +66,7 @@ from ..vlm.model_dir import resolve_model
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
-from .base import Block, EngineResult, parse_each
+from .base import EngineResult, parse_each
 from .ocr import Line, OcrEngine
 
 RUNTIMES = ("torch", "onnx")

@@ -168,7 +168,7 @@ def write_model_folder(model, folder: Path) -> Path:
 
 def _readable(export_dir: Path) -> bool:
     """Whether export_dir holds an export this mineru-cli reads (not missing, not of an older format)."""
-    from ..errors import SetupError
+    from ..core.errors import SetupError
     from ..vlm.runtime_onnx import read_manifest
 
     try:

@@ -67,7 +67,7 @@ def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], sample
     tokenizer has no chat tokens (the bench's random model) gets the image tokens and
     TEXT_TOKENS random text tokens, as the bench's inputs do. vision_ids: (vision start, image
     pad, vision end) token ids."""
-    from ..errors import SetupError
+    from ..core.errors import SetupError
     from ..vlm.tokenizer import ChatTokenizer, build_input
 
     proc = ImageProcessor(ImageProcessorConfig.from_file(model_dir / "preprocessor_config.json"))

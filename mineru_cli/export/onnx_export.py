@@ -46,7 +46,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from ..vlm import int8_target
 from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest

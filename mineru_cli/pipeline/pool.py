@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 from .worker import rss_bytes, worker_main
 
 START_TIMEOUT = 300.0      # seconds a fresh worker may take to import and load its models

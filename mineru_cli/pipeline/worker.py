@@ -126,8 +126,8 @@ def worker_main(conn, spec: dict) -> None:
         conn.send(msg)
 
     try:
+        from ..core.errors import SetupError
         from ..engines import make_engine
-        from ..errors import SetupError
 
         engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
                              model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"],
@@ -267,8 +267,8 @@ def _failed(exc: Exception, where: str, t0: float) -> dict:
 def prepare_page(cache, docs, fp: str, src, index: int, stage):
     """Render and look up one page: a finished result dict (cache hit, or failed), or a
     _Waiting page for the engine. Nothing here raises."""
-    from ..errors import PageError
-    from ..records import page_id
+    from ..core.errors import PageError
+    from ..core.record import page_id
 
     pid = page_id(src.rel, index)
     timings: dict[str, float] = {}

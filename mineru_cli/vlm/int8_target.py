@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import platform
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 
 # The targets `mineru export --target` takes, and the CPU flag (Linux /proc/cpuinfo) that makes
 # a CPU one of them; "avx2" is every other x86-64 CPU.

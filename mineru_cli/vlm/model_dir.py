@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 
 REPO_ID = "opendatalab/MinerU2.5-2509-1.2B"
 ENV_VAR = "MINERU_MODEL_PATH"

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from .int8_target import EXACT_KERNELS_OPTION, graphs_needing_exact_kernels
 from .processor import vision_position_ids

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 from .processor import vision_cu_seqlens, vision_position_ids
 from .tokenizer import VlmInput, left_pad
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
-from ..errors import SetupError
+from ..core.errors import SetupError
 from .processor import ImageProcessor, rope_index
 from .protocol import IMAGE_PAD, SYSTEM_PROMPT, chat_prompt, expand_image_pads
 

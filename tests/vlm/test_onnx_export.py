@@ -16,7 +16,7 @@ pytest.importorskip("onnxruntime")
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
-from mineru_cli.errors import SetupError  # noqa: E402
+from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.export.onnx_export import export_model  # noqa: E402
 from mineru_cli.vlm import int8_target  # noqa: E402
 

@@ -21,8 +21,8 @@ pytest.importorskip("onnxruntime")
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
 
+from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
-from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402

@@ -16,9 +16,9 @@ pytest.importorskip("transformers")
 from conftest import mineru  # noqa: E402  (tests/conftest.py: runs the real CLI)
 from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
 
+from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.engines import make_engine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
-from mineru_cli.errors import SetupError  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.processor import rope_index  # noqa: E402

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import make_engine
-from mineru_cli.errors import SetupError
 from mineru_cli.vlm.model_dir import ENV_VAR, find_model, hf_cache_snapshot, resolve_model
 
 HINT = "hf download opendatalab/MinerU2.5-2509-1.2B --local-dir models/MinerU2.5-2509-1.2B"

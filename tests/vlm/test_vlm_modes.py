@@ -15,11 +15,11 @@ pytest.importorskip("transformers")
 
 from tiny_fixtures import tiny_vlm  # noqa: F401,E402  (fixture)
 
+from mineru_cli.core.errors import SetupError  # noqa: E402
+from mineru_cli.core.record import fingerprint  # noqa: E402
 from mineru_cli.engines import fusion, make_engine  # noqa: E402
 from mineru_cli.engines.ocr import Line, OcrEngine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
-from mineru_cli.errors import SetupError  # noqa: E402
-from mineru_cli.records import fingerprint  # noqa: E402
 from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 

@@ -1,0 +1,99 @@
+"""The block: one region of a page. One vocabulary of block types for every engine and writer.
+
+The names are MinerU's (MinerU2.5-2509 and -Pro layout types), so a record reads the same
+whichever engine made it; the embedded engine maps its layout model's classes onto them.
+The sets below are the one place that says which types behave how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .words import Word
+
+
+class BlockType(Word):
+    TEXT = "text"
+    TITLE = "title"
+    DOC_TITLE = "doc_title"              # Pro
+    PARAGRAPH_TITLE = "paragraph_title"  # Pro
+    LIST = "list"
+    LIST_ITEM = "list_item"              # Pro
+    TABLE = "table"
+    IMAGE = "image"
+    CHART = "chart"                      # Pro
+    IMAGE_BLOCK = "image_block"          # Pro
+    CODE = "code"
+    ALGORITHM = "algorithm"
+    EQUATION = "equation"
+    EQUATION_BLOCK = "equation_block"
+    FORMULA_NUMBER = "formula_number"    # Pro
+    CAPTION = "caption"                  # Pro
+    IMAGE_CAPTION = "image_caption"
+    TABLE_CAPTION = "table_caption"
+    CODE_CAPTION = "code_caption"
+    FOOTNOTE = "footnote"                # Pro
+    IMAGE_FOOTNOTE = "image_footnote"
+    TABLE_FOOTNOTE = "table_footnote"
+    PAGE_FOOTNOTE = "page_footnote"
+    HEADER = "header"
+    FOOTER = "footer"
+    PAGE_NUMBER = "page_number"
+    ASIDE_TEXT = "aside_text"
+    REF_TEXT = "ref_text"
+    INDEX = "index"                      # Pro
+    PHONETIC = "phonetic"
+    UNKNOWN = "unknown"
+
+
+T = BlockType
+
+# Around the content rather than part of it: MinerU drops these on request (drop_paratext).
+PARATEXT = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT, T.PAGE_FOOTNOTE, T.UNKNOWN})
+# Read first / last whatever their position (reading_order).
+PAGE_TOP = frozenset({T.HEADER})
+PAGE_BOTTOM = frozenset({T.FOOTER, T.PAGE_NUMBER})
+# Not in a page's Markdown: running heads and pictures (a picture has no text to show).
+NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.IMAGE})
+# Plain prose that OCR lines reflowed into a paragraph reproduce (hybrid takes the OCR text for
+# these). Left to the VLM: table, equation(_block), code and algorithm (structure, indentation and
+# symbols that line OCR flattens), image/chart/image_block (no text read), list (a container the
+# profiles skip), index (entry/page-number columns), phonetic (small ruby text the OCR detector
+# splits or misses), unknown.
+LINE_TEXT = frozenset({
+    T.TEXT, T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE, T.HEADER, T.FOOTER, T.PAGE_NUMBER,
+    T.PAGE_FOOTNOTE, T.FOOTNOTE, T.ASIDE_TEXT, T.REF_TEXT, T.LIST_ITEM, T.FORMULA_NUMBER,
+    T.CAPTION, T.TABLE_CAPTION, T.IMAGE_CAPTION, T.CODE_CAPTION, T.TABLE_FOOTNOTE, T.IMAGE_FOOTNOTE,
+})
+# Regions whose content is not lines of text (the embedded engine reads no OCR lines into them).
+NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
+
+
+@dataclass
+class Block:
+    """One region of a page, in reading order.
+
+    bbox is (x1, y1, x2, y2) in pixels of the normalised page image the engine saw. type is a
+    BlockType value. extra holds engine-specific fields written as-is into the record
+    (e.g. "lines" for OCR, "angle"/"html"/"latex" for the VLM).
+    """
+
+    type: str
+    bbox: tuple[int, int, int, int]
+    text: str
+    score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": str(self.type), "bbox": [int(v) for v in self.bbox], "text": self.text,
+                             "score": None if self.score is None else round(float(self.score), 4)}
+        d.update(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Block:
+        """A record's block back as a Block (the inverse of as_dict)."""
+        extra = {k: v for k, v in d.items() if k not in ("type", "bbox", "text", "score")}
+        x1, y1, x2, y2 = (int(v) for v in d["bbox"])
+        return cls(d["type"], (x1, y1, x2, y2), d.get("text", ""), d.get("score"), extra)

@@ -1,0 +1,52 @@
+"""The two errors of a run: a page's (it becomes that page's record) and a set-up one (exit 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .words import ErrorKind, Stage
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A record's `error`: what went wrong with the page, where."""
+    kind: ErrorKind
+    stage: Stage
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind.value, "stage": self.stage.value, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ErrorInfo:
+        return cls(ErrorKind(d["kind"]), Stage(d["stage"]), str(d["message"]))
+
+
+class PageError(Exception):
+    """A problem with one page (or one file): recorded as that page's `error`, never raised
+    past the page. `kind` and `stage` take the enum or its value."""
+
+    def __init__(self, kind: ErrorKind | str, stage: Stage | str, message: str):
+        super().__init__(message)
+        self.kind = ErrorKind(kind)
+        self.stage = Stage(stage)
+        self.message = message
+
+    @property
+    def info(self) -> ErrorInfo:
+        return ErrorInfo(self.kind, self.stage, self.message)
+
+    def as_dict(self) -> dict[str, str]:
+        return self.info.as_dict()
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, kind: ErrorKind, stage: Stage) -> PageError:
+        """Any exception on a page, as that page's error (the message names its type)."""
+        if isinstance(exc, PageError):
+            return exc
+        return cls(kind, stage, f"{type(exc).__name__}: {exc}")
+
+
+class SetupError(Exception):
+    """A usage or set-up problem (bad option, missing model): exit code 2, no pages run."""
