@@ -6,10 +6,11 @@ Rules by block type:
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
   code               fenced block (a fence longer than any backtick run inside)
-  figure / image     omitted: there is no cropped image to link to
+  image              omitted: there is no cropped image to link to
   header / footer /  omitted: page furniture stays in the blocks only
   page_number
   anything else      its text as a paragraph (text, list, captions, ...)
+(core.blocks.NOT_IN_MARKDOWN lists the omitted types.)
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from mineru_cli.core.blocks import Block
-
-OMITTED_TYPES = frozenset({"header", "footer", "page_number", "figure", "image"})
+from mineru_cli.core.blocks import NOT_IN_MARKDOWN, Block
+from mineru_cli.core.blocks import BlockType as T
 
 
 def blocks_to_markdown(blocks: Iterable[Block]) -> str:
@@ -30,21 +30,21 @@ def blocks_to_markdown(blocks: Iterable[Block]) -> str:
 def block_to_markdown(block: Block) -> str:
     """One block's Markdown, or "" when the block does not belong in it."""
     kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
-    if kind in OMITTED_TYPES:
+    if kind in NOT_IN_MARKDOWN:
         return ""
-    if kind == "title":
+    if kind == T.TITLE:
         level = extra.get("level", 1)
         level = min(max(int(level), 1), 6) if isinstance(level, (int, float)) else 1
         return f"{'#' * level} {' '.join(text.split())}" if text else ""
-    if kind == "table":
+    if kind == T.TABLE:
         if extra.get("html"):
             return str(extra["html"]).strip()
         if extra.get("cells"):
             return cells_to_markdown(extra["cells"])
         return "  \n".join(line.strip() for line in text.splitlines() if line.strip())
-    if kind == "equation" and extra.get("latex"):
+    if kind == T.EQUATION and extra.get("latex"):
         return f"$$\n{str(extra['latex']).strip()}\n$$"
-    if kind == "code" and text:
+    if kind == T.CODE and text:
         # a fence longer than any run of backticks in the code, which would otherwise close it
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"

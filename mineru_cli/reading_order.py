@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-Box = Sequence[float]
+from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP
 
-# Block types pinned to the top / bottom of the page regardless of position.
-TOP_TYPES = frozenset({"header"})
-BOTTOM_TYPES = frozenset({"footer", "page_number"})
+Box = Sequence[float]
 
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
-    """Indices of `boxes` in reading order: headers, body (XY-cut), footers."""
+    """Indices of `boxes` in reading order: headers, body (XY-cut), footers.
+
+    `types` (block types, parallel to `boxes`) pins PAGE_TOP types first and PAGE_BOTTOM last."""
     types = list(types) if types is not None else [""] * len(boxes)
-    top = [i for i, t in enumerate(types) if t in TOP_TYPES]
-    bottom = [i for i, t in enumerate(types) if t in BOTTOM_TYPES]
+    top = [i for i, t in enumerate(types) if t in PAGE_TOP]
+    bottom = [i for i, t in enumerate(types) if t in PAGE_BOTTOM]
     pinned = set(top) | set(bottom)
     body = [i for i in range(len(boxes)) if i not in pinned]
     return xy_cut(boxes, top) + xy_cut(boxes, body) + xy_cut(boxes, bottom)

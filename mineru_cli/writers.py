@@ -22,19 +22,19 @@ import os
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 
-from .core.blocks import Block
+from .core.blocks import (
+    ATTACHED_TO,
+    CONTENT_LIST_CODE,
+    CONTENT_LIST_EQUATION,
+    CONTENT_LIST_IMAGE,
+    CONTENT_LIST_TEXT,
+    HEADINGS,
+    Block,
+)
+from .core.blocks import BlockType as T
 from .markdown import blocks_to_markdown
 
 FORMATS = ("markdown", "content-list")
-TEXT_TYPES = {"text", "title", "list", "ref_text", "phonetic", "reference", "paragraph_title", "doc_title"}
-ATTACHED = {  # caption/footnote type -> (owner type, field on the owner)
-    "image_caption": ("image", "image_caption"), "figure_caption": ("image", "image_caption"),
-    "image_footnote": ("image", "image_footnote"),
-    "table_caption": ("table", "table_caption"), "table_footnote": ("table", "table_footnote"),
-    "code_caption": ("code", "code_caption"),
-}
-OWNER_TYPE = {"figure": "image", "image": "image", "chart": "image", "table": "table",
-              "code": "code", "algorithm": "code"}
 
 
 def to_block(d: dict) -> Block:
@@ -78,9 +78,9 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
     items, attached = [], []                 # (position in reading order, block, item)
     for pos, b in enumerate(record["blocks"]):
         entry = (pos, b, _item(b, w, h, page_idx, folder, image))
-        (attached if b["type"] in ATTACHED else items).append(entry)
+        (attached if b["type"] in ATTACHED_TO else items).append(entry)
     for pos, b, item in attached:
-        owner_type, field = ATTACHED[b["type"]]
+        owner_type, field = ATTACHED_TO[b["type"]], str(b["type"])  # e.g. image["image_caption"]
         owners = [it for _, _, it in items if it["type"] == owner_type]
         if owners:
             nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
@@ -96,22 +96,21 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     bbox = [round(x1 * 1000 / w), round(y1 * 1000 / h), round(x2 * 1000 / w), round(y2 * 1000 / h)]
     kind, text = b["type"], b.get("text", "")
     base = {"bbox": bbox, "page_idx": page_idx}
-    owner = OWNER_TYPE.get(kind)
-    if kind in ("equation", "equation_block"):
+    if kind in CONTENT_LIST_EQUATION:
         latex = b.get("latex") or text
         return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}
-    if owner == "image":
+    if kind in CONTENT_LIST_IMAGE:
         return {"type": "image", "img_path": _crop(image, b["bbox"], folder), "image_caption": [],
                 "image_footnote": [], **base}
-    if owner == "table":
+    if kind == T.TABLE:
         return {"type": "table", "img_path": _crop(image, b["bbox"], folder),
                 "table_body": b.get("html") or cells_to_html(b.get("cells") or []), "table_caption": [],
                 "table_footnote": [], **base}
-    if owner == "code":
+    if kind in CONTENT_LIST_CODE:
         return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
-    if kind in TEXT_TYPES:
+    if kind in CONTENT_LIST_TEXT:
         item = {"type": "text", "text": text, **base}
-        if kind in ("title", "doc_title", "paragraph_title"):
+        if kind in HEADINGS:
             item["text_level"] = int(b.get("level", 1))
         return item
     return {"type": kind, "text": text, **base}   # header, footer, page_number, aside_text, ...

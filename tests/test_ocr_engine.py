@@ -5,10 +5,10 @@ import re
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from mineru_cli.core.blocks import Block
+from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import Line, OcrEngine, assemble_blocks, join_text
+from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, assemble_blocks, join_text
 
 LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
 RIGHT = ["Boats leave the", "harbour before dawn", "and return at night."]
@@ -135,6 +135,12 @@ def test_unknown_language_is_a_setup_error():
         OcrEngine(lang="fr")
 
 
+def test_layout_classes_map_onto_minerus_block_types():
+    assert set(LAYOUT_TYPES.values()) <= set(BlockType)
+    assert (LAYOUT_TYPES["figure"], LAYOUT_TYPES["figure_caption"], LAYOUT_TYPES["reference"]) == (
+        "image", "image_caption", "ref_text")
+
+
 # assemble_blocks is pure geometry: exercised without the models.
 
 def _line(x1, y1, x2, y2, text):
@@ -160,7 +166,7 @@ def test_loose_lines_form_paragraphs_and_empty_figures_stay():
     blocks = assemble_blocks(lines, regions, (1000, 1000))
     by_text = {b.text: b for b in blocks}
     assert set(by_text) == {"", "first paragraph line one and line two", "second paragraph"}
-    assert by_text[""].type == "figure" and by_text[""].score == 0.8
+    assert by_text[""].type == "image" and by_text[""].score == 0.8
     assert len(by_text["first paragraph line one and line two"].extra["lines"]) == 2
 
 

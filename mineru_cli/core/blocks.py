@@ -8,6 +8,7 @@ The sets below are the one place that says which types behave how.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .words import Word
@@ -68,6 +69,24 @@ LINE_TEXT = frozenset({
 })
 # Regions whose content is not lines of text (the embedded engine reads no OCR lines into them).
 NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
+
+# What each type becomes in MinerU's content_list.json (writers.py): a picture item (with its
+# crop), a code item, an equation item ($$-wrapped LaTeX), a text item; a title-like text item
+# also gets text_level. A table is a table item; any other type keeps its own name there.
+CONTENT_LIST_IMAGE = frozenset({T.IMAGE, T.CHART})
+CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
+CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
+CONTENT_LIST_TEXT = frozenset({
+    T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE,
+})
+HEADINGS = frozenset({T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE})
+# Captions and footnotes -> the type of block they belong to. content_list.json lists them on
+# the nearest block of that type on the page, in a field named after the caption's type.
+ATTACHED_TO = MappingProxyType({
+    T.IMAGE_CAPTION: T.IMAGE, T.IMAGE_FOOTNOTE: T.IMAGE,
+    T.TABLE_CAPTION: T.TABLE, T.TABLE_FOOTNOTE: T.TABLE,
+    T.CODE_CAPTION: T.CODE,
+})
 
 
 @dataclass

@@ -6,7 +6,8 @@ detector), so nothing is downloaded at run time.
 
 Pipeline per page:
   1. RapidOCR finds text lines (box, text, confidence).
-  2. RapidLayout finds regions (text, title, figure, table, captions, ...).
+  2. RapidLayout finds regions (text, title, figure, table, captions, ...); LAYOUT_TYPES names
+     them in MinerU's block vocabulary (a figure is an `image`, a reference `ref_text`).
   3. Each line goes to the region holding most of it (>= half its area);
      lines outside every region are grouped into paragraphs by proximity.
   4. Blocks get their text from their lines (see `_block_text`), then
@@ -33,7 +34,8 @@ import numpy as np
 from PIL import Image
 
 from mineru_cli.budget import available_cpus
-from mineru_cli.core.blocks import Block
+from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
+from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.hashing import file_sha256
@@ -42,13 +44,15 @@ from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
 
 LANGS = ("en", "ch")  # the PP-OCRv6 recogniser reads both (and Japanese kana); same models
 
-# CDLA layout classes -> block types (the captions keep which thing they caption).
+# The layout model's CDLA classes -> MinerU's block types (captions keep what they caption).
 LAYOUT_TYPES = {
-    "text": "text", "title": "title", "figure": "figure",
-    "figure_caption": "figure_caption", "table": "table",
-    "table_caption": "table_caption", "header": "header", "footer": "footer",
-    "reference": "reference", "equation": "equation",
+    "text": T.TEXT, "title": T.TITLE, "figure": T.IMAGE,
+    "figure_caption": T.IMAGE_CAPTION, "table": T.TABLE,
+    "table_caption": T.TABLE_CAPTION, "header": T.HEADER, "footer": T.FOOTER,
+    "reference": T.REF_TEXT, "equation": T.EQUATION,
 }
+# Blocks that a lone number near the top or bottom edge turns into a page number.
+_PAGE_NUMBER_FROM = frozenset({T.TEXT}) | PAGE_TOP | PAGE_BOTTOM
 LAYOUT_MODEL = "layout_cdla.onnx"
 # Text models shipped inside the rapidocr wheel (its models/ folder), by role.
 OCR_MODELS = {"det": "PP-OCRv6_det_small.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
@@ -82,7 +86,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "2.0"  # bump when the same inputs would give different output
+    version = "3.0"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         if lang not in LANGS:
@@ -251,13 +255,13 @@ def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[in
 
     blocks = []
     for (box, cls, score), group in zip(regions, members):
-        kind = LAYOUT_TYPES.get(cls, "text")
+        kind = LAYOUT_TYPES.get(cls, T.TEXT)
         if group:
             blocks.append(_make_block(kind, group, box))
-        elif kind == "figure":  # pictures keep their place even without text
-            blocks.append(Block("figure", tuple(int(v) for v in box), "", score))
+        elif kind == T.IMAGE:  # pictures keep their place even without text
+            blocks.append(Block(T.IMAGE, tuple(int(v) for v in box), "", score))
         # other empty regions are layout false positives: dropped
-    blocks += [_make_block("text", group) for group in _paragraphs(loose)]
+    blocks += [_make_block(T.TEXT, group) for group in _paragraphs(loose)]
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
@@ -318,7 +322,7 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     bbox = (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
             int(max(b[2] for b in boxes)), int(max(b[3] for b in boxes)))
     extra: dict = {"lines": [ln.as_dict() for ln in ordered]}
-    cells = _table_cells(ordered) if kind == "table" else None
+    cells = _table_cells(ordered) if kind == T.TABLE else None
     if cells:
         extra["cells"] = cells
     score = sum(ln.score for ln in ordered) / len(ordered)
@@ -326,12 +330,12 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
 
 
 def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None) -> str:
-    """Tables: one row per line, cells tab-separated. Equations and figure
-    labels: one row per line. Prose: rows re-flowed into one paragraph."""
+    """Tables: one row per line, cells tab-separated. Equations and image
+    labels (NOT_LINES): one row per line. Prose: rows re-flowed into one paragraph."""
     if cells:
         return "\n".join("\t".join(row) for row in cells)
     row_texts = [join_text([ln.text for ln in row]) for row in rows]
-    if kind in ("table", "equation", "figure"):
+    if kind in NOT_LINES:
         return "\n".join(row_texts)
     return join_text(row_texts)
 
@@ -386,14 +390,14 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     if not lines:
         return
     height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
-    ratio = {"text": GROUPING["title_height"], "header": GROUPING["header_title_height"]}
+    ratio = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
     if block.type in ratio and median_h and len(lines) <= 3 and height >= ratio[block.type] * median_h:
-        block.type = "title"
-    elif block.type == "title" and len(lines) > 1 and height < GROUPING["header_title_height"] * median_h:
-        block.type = "text"  # several lines in body size: a paragraph, not a heading
+        block.type = T.TITLE
+    elif block.type == T.TITLE and len(lines) > 1 and height < GROUPING["header_title_height"] * median_h:
+        block.type = T.TEXT  # several lines in body size: a paragraph, not a heading
     near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
-    if block.type in ("text", "header", "footer") and near_edge and _PAGE_NUMBER.match(block.text):
-        block.type = "page_number"
+    if block.type in _PAGE_NUMBER_FROM and near_edge and _PAGE_NUMBER.match(block.text):
+        block.type = T.PAGE_NUMBER
 
 
 def _model_files() -> dict[str, Path]:
