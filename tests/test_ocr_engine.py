@@ -1,14 +1,17 @@
 """The embedded OCR engine on pages drawn at test time with Pillow's own font."""
 
 import re
+from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
+from mineru_cli.engines import rapid_compat
 from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, assemble_blocks, join_text
+from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
 
 LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
 RIGHT = ["Boats leave the", "harbour before dawn", "and return at night."]
@@ -100,23 +103,31 @@ def test_identity_hashes_the_wheel_models(engine):
     assert engine.identity() == ident
 
 
-def _spinning_entries(engine) -> list[str]:
-    sessions = [engine._ocr.text_det, engine._ocr.text_cls, engine._ocr.text_rec, engine._layout]
-    return [s.session.session.get_session_options().get_session_config_entry(
-        "session.intra_op.allow_spinning") for s in sessions]
+def _text_strip() -> Image.Image:
+    strip = Image.new("RGB", (600, 60), "white")
+    ImageDraw.Draw(strip).text((20, 10), "Total 42", fill="black", font=ImageFont.load_default(size=32))
+    return strip
 
 
-def test_spinning_reaches_every_session_and_does_not_leak(engine):
-    from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
-    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession as OcrSession
+def _library_sessions(engine) -> dict:
+    """The ONNX Runtime sessions rapidocr and rapid-layout run (rapidocr builds its models on
+    first use, so after a parse with text)."""
+    ocr = engine._ocr
+    return {"det": ocr.text_det.session.session, "cls": ocr.text_cls.session.session,
+            "rec": ocr.text_rec.session.session, "layout": engine._layout.session.session}
 
-    before = [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)]
+
+def test_threads_and_spinning_reach_every_session(engine):
     quiet = OcrEngine(threads=1, spinning=False)
-    quiet.warm_up()
-    assert _spinning_entries(quiet) == ["0"] * 4
-    engine.warm_up()
-    assert _spinning_entries(engine) == ["1"] * 4
-    assert [cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)] == before
+    for eng, spin in ((quiet, "0"), (engine, "1")):
+        assert "42" in eng.parse(_text_strip()).markdown
+        sessions = _library_sessions(eng)
+        # the libraries run the sessions the engine made
+        assert all(sessions[role] is eng._sessions[role] for role in sessions) and len(eng._sessions) == 4
+        for session in sessions.values():
+            opts = session.get_session_options()
+            assert [opts.get_session_config_entry(key) for key in SPINNING_KEYS] == [spin, spin]
+            assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (eng.threads, 1)
     assert quiet.options() == engine.options() and quiet.identity() == engine.identity()
 
 
@@ -182,3 +193,63 @@ def test_join_text_spacing_rules():
     assert join_text(["文档解析", "的流程"]) == "文档解析的流程"
     assert join_text(["用 PDF", "files"]) == "用 PDF files"
     assert isinstance(Block("text", (0, 0, 1, 1), "x").as_dict(), dict)
+
+
+# rapid_compat: what the engine relies on in rapidocr and rapid-layout beyond their parameters.
+# These fail when a release of either library changes it (the version guard stops users first).
+
+def test_the_tested_versions_are_installed_and_pinned():
+    rapid_compat.check_versions()
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8")   # no tomllib on 3.10
+    assert all(f'"{name}=={version}"' in pyproject for name, version in TESTED.items())
+
+
+def test_other_versions_are_refused_with_what_to_do(monkeypatch):
+    monkeypatch.setattr(rapid_compat.metadata, "version", lambda name: "99.0")
+    with pytest.raises(SetupError, match=r"rapidocr 99\.0.*pip install 'rapidocr==3\.10\.0'.*rapid_compat\.py"):
+        OcrEngine()
+
+
+def _options(opts) -> dict:
+    return {name: str(getattr(opts, name)) for name in (
+        "log_severity_level", "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse",
+        "graph_optimization_level", "execution_mode", "intra_op_num_threads", "inter_op_num_threads")}
+
+
+def test_our_sessions_have_the_options_the_libraries_would_give_theirs(engine):
+    """Same options as before apart from spinning: the libraries' own session builders."""
+    from omegaconf import OmegaConf
+    from rapid_layout.inference_engine.base import InferSession as LayoutBase
+    from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
+    from rapid_layout.inference_engine.onnxruntime.provider_config import ProviderConfig as LayoutProviders
+    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession as OcrSession
+    from rapidocr.inference_engine.onnxruntime.provider_config import ProviderConfig as OcrProviders
+    from rapidocr.main import DEFAULT_CFG_PATH
+    from rapidocr.utils.parse_parameters import ParseParams
+
+    threads = {"intra_op_num_threads": 2, "inter_op_num_threads": 1}
+    ocr_cfg = OmegaConf.merge(ParseParams.load(DEFAULT_CFG_PATH).EngineConfig.onnxruntime, threads)
+    layout_cfg = OmegaConf.merge(LayoutBase.engine_cfg.onnxruntime, threads)
+    ours = _options(rapid_compat.ort_session(engine._models["cls"], 2, True).get_session_options())
+    assert _options(OcrSession._init_sess_opts(ocr_cfg)) == ours
+    assert _options(LayoutSession._init_sess_opts(layout_cfg)) == ours
+    assert OcrProviders(engine_cfg=ocr_cfg).get_ep_list() == [CPU_PROVIDER]
+    assert LayoutProviders(engine_cfg=layout_cfg).get_ep_list() == [CPU_PROVIDER]
+
+
+def test_the_layout_models_classes_are_all_mapped(engine):
+    engine.warm_up()
+    assert set(engine._layout.session.characters) == set(LAYOUT_TYPES)
+
+
+def test_rapidocr_resize_errors_are_importable():
+    errors = rapid_compat.resize_errors()
+    assert len(errors) == 2 and all(issubclass(e, Exception) and e.__name__ == "ResizeImgError" for e in errors)
+
+
+def test_a_rapid_layout_without_its_session_attribute_fails_loudly(monkeypatch):
+    import rapid_layout
+
+    monkeypatch.setattr(rapid_layout, "RapidLayout", lambda **kwargs: object())
+    with pytest.raises(SetupError, match="RapidLayout.session.session"):
+        rapid_compat.rapid_layout_with_session(None)

@@ -13,6 +13,9 @@ Pipeline per page:
   4. Blocks get their text from their lines (see `_block_text`), then
      reading_order sorts them and markdown renders them.
 
+The engine creates the ONNX Runtime sessions itself, with its threads and thread spinning, and
+hands them to both libraries (rapid_compat says how, and what that relies on).
+
 `text_lines` is step 1 alone (the layout model is then never loaded): the VLM engine's
 hybrid mode and cross-check take lines from it.
 
@@ -38,6 +41,14 @@ from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines.base import EngineResult, parse_each
+from mineru_cli.engines.rapid_compat import (
+    OCR_SECTIONS,
+    check_versions,
+    ort_session,
+    rapid_layout_with_session,
+    rapidocr_with_sessions,
+    resize_errors,
+)
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
@@ -96,11 +107,13 @@ class OcrEngine:
         self.lang = lang
         # ONNX Runtime intra-op thread spinning: off when the CPU plan oversubscribes the cores.
         self.spinning = bool(spinning)
+        check_versions()
         self._models = _model_files()
         missing = [str(p) for p in self._models.values() if not p.is_file()]
         if missing:
             raise SetupError(f"ocr engine: model files missing from the installed wheels: {missing}")
         self._ocr = self._layout = None  # loaded on first parse
+        self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
         return {
@@ -156,7 +169,7 @@ class OcrEngine:
         try:
             out = self._ocr(bgr)
         except Exception as exc:
-            if type(exc).__name__ != "ResizeImgError" or str(exc):
+            if not isinstance(exc, resize_errors()) or str(exc):
                 raise
             # RapidOCR's detector scales a strip's short side to zero (over ~100:1) and says
             # only "ResizeImgError"; padding the strip lost text it could otherwise read
@@ -181,41 +194,31 @@ class OcrEngine:
     def _load_text(self) -> None:
         if self._ocr is not None:
             return
-        from rapidocr import RapidOCR
-
         params = {"Global.log_level": "warning",
-                  **{f"EngineConfig.onnxruntime.{k}": v for k, v in self._sessions().items()},
                   **{f"{section}.model_path": str(self._models[role])
-                     for role, section in (("det", "Det"), ("cls", "Cls"), ("rec", "Rec"))},
+                     for role, section in OCR_SECTIONS.items()},
                   **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()}}
-        with self._loading():
-            ocr = RapidOCR(params=params)
-            # rapidocr 3 creates its sessions on first use: create them now, inside this block.
-            ocr._load_det_model(), ocr._load_cls_model(), ocr._load_rec_model()
-            self._ocr = ocr
+        with _quiet_logging():
+            sessions = {role: self._session(role) for role in OCR_SECTIONS}
+            self._ocr = rapidocr_with_sessions(params, sessions)
         _quieten_loggers()
 
     def _load_layout(self) -> None:
         if self._layout is not None:
             return
-        from rapid_layout import RapidLayout
-
-        with self._loading():
-            self._layout = RapidLayout(
-                model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
-                engine_cfg=dict(self._sessions()), **LAYOUT_SETTINGS)
+        with _quiet_logging():
+            session = self._session("layout")
+            # engine_cfg: the threads of the session rapid-layout loads before it gets ours
+            self._layout = rapid_layout_with_session(
+                session, model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
+                engine_cfg={"intra_op_num_threads": self.threads, "inter_op_num_threads": 1},
+                **LAYOUT_SETTINGS)
         _quieten_loggers()
 
-    def _sessions(self) -> dict:
-        return {"intra_op_num_threads": self.threads, "inter_op_num_threads": 1}
-
-    @contextlib.contextmanager
-    def _loading(self):
-        """Quiet logs and this engine's spinning setting for the sessions created inside."""
-        spin = "1" if self.spinning else "0"
-        with _quiet_logging(), _session_config({"session.intra_op.allow_spinning": spin,
-                                                "session.inter_op.allow_spinning": spin}):
-            yield
+    def _session(self, role: str):
+        """The ONNX Runtime session for a model, with this engine's threads and spinning."""
+        self._sessions[role] = ort_session(self._models[role], self.threads, self.spinning)
+        return self._sessions[role]
 
 
 def _quieten_loggers() -> None:
@@ -421,34 +424,6 @@ def _package_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-@contextlib.contextmanager
-def _session_config(entries: dict[str, str]):
-    """Add ONNX Runtime session config entries to the sessions both libraries create inside
-    this block. Neither exposes such entries in its config, so the SessionOptions their
-    `OrtInferSession._init_sess_opts` builds (from their own thread/arena settings) are
-    wrapped for the duration of the block only, then restored."""
-    from rapid_layout.inference_engine.onnxruntime.main import OrtInferSession as LayoutSession
-    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession as OcrSession
-
-    originals = {cls: cls.__dict__["_init_sess_opts"] for cls in (OcrSession, LayoutSession)}
-
-    def wrapped(build):
-        def init_sess_opts(cfg):
-            opts = build(cfg)
-            for key, value in entries.items():
-                opts.add_session_config_entry(key, value)
-            return opts
-        return staticmethod(init_sess_opts)
-
-    for cls, original in originals.items():
-        cls._init_sess_opts = wrapped(original.__func__)
-    try:
-        yield
-    finally:
-        for cls, original in originals.items():
-            cls._init_sess_opts = original
 
 
 @contextlib.contextmanager
