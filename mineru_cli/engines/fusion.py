@@ -15,19 +15,13 @@ import re
 from dataclasses import replace
 from typing import Sequence
 
-from ..vlm.protocol import SamplingParams
+from ..core.blocks import LINE_TEXT
+from ..vlm.protocol.profiles import SamplingParams
 from .ocr import GROUPING, OCR_MODELS, OCR_SETTINGS, Line, _best_region, _make_block
 
-# Block types whose content is plain prose that OCR lines reflowed into a paragraph reproduce
-# (2509 and Pro types). Left to the VLM: table, equation(_block), code and algorithm (structure,
-# indentation and symbols that line OCR flattens), image/chart/image_block (no text read),
-# list (a container the profiles skip), index (Pro: entry/page-number columns), phonetic (small
-# ruby text the OCR detector splits or misses), unknown.
-TEXT_TYPES = frozenset({
-    "text", "title", "doc_title", "paragraph_title", "header", "footer", "page_number",
-    "page_footnote", "footnote", "aside_text", "ref_text", "list_item", "formula_number",
-    "caption", "table_caption", "image_caption", "code_caption", "table_footnote", "image_footnote",
-})
+# The text-like block types: hybrid gives them the OCR text of their box, and the cross-check
+# compares their VLM answer with it. core.blocks.LINE_TEXT says which types and why.
+TEXT_TYPES = LINE_TEXT
 # A line belongs to the block holding this share of its area (the ocr engine's own rule; the
 # block with the biggest share wins, so a table's lines are never taken by a text block over it).
 LINE_IN_BLOCK = GROUPING["line_in_region"]
@@ -55,7 +49,7 @@ RETRY_NO_REPEAT_NGRAM = 20
 def settings() -> dict:
     """Everything here that changes the output, for the engine's options() (fingerprint)."""
     return {"models": {k: OCR_MODELS[k] for k in ("det", "cls", "rec")}, "ocr": dict(OCR_SETTINGS),
-            "text_types": sorted(TEXT_TYPES), "line_in_block": LINE_IN_BLOCK,
+            "text_types": sorted(str(t) for t in TEXT_TYPES), "line_in_block": LINE_IN_BLOCK,
             "min_score": OCR_MIN_SCORE,
             "runaway": {"length_factor": LENGTH_FACTOR, "length_slack": LENGTH_SLACK,
                         "repeat_min": REPEAT_MIN},

@@ -60,10 +60,14 @@ from ..core.blocks import Block
 from ..core.errors import SetupError
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
-from ..vlm import protocol as P
 from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
 from ..vlm.model_dir import resolve_model
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
+from ..vlm.protocol.chat import SYSTEM_PROMPT
+from ..vlm.protocol.crops import Crop, layout_image, prepare_crops, to_rgb
+from ..vlm.protocol.layout import LayoutBlock, LayoutParse, parse_layout
+from ..vlm.protocol.postprocess import post_process
+from ..vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO, PROFILES, Profile, SamplingParams
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
@@ -75,14 +79,14 @@ OCR_THREADS = 1             # one background OCR thread with one ONNX Runtime th
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
 
-def pick_profile(model_dir: Path, explicit: str | None = None) -> P.Profile:
+def pick_profile(model_dir: Path, explicit: str | None = None) -> Profile:
     """`explicit` ("2509" | "pro"), else "pro" when the folder or config names a Pro model."""
     if explicit:
         try:
-            return P.PROFILES[explicit.lower()]
+            return PROFILES[explicit.lower()]
         except KeyError:
             raise SetupError(f"unknown model profile {explicit!r}; choose one of "
-                             f"{', '.join(P.PROFILES)}") from None
+                             f"{', '.join(PROFILES)}") from None
     names = [model_dir.name]
     try:
         names.append(str(json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -90,11 +94,11 @@ def pick_profile(model_dir: Path, explicit: str | None = None) -> P.Profile:
     except (OSError, ValueError):
         pass
     if any(re.search(r"(^|[-_/])pro([-_/]|$)", n, re.IGNORECASE) for n in names):
-        return P.PROFILE_PRO
-    return P.PROFILE_2509
+        return PROFILE_PRO
+    return PROFILE_2509
 
 
-def _sampling_dict(sp: P.SamplingParams) -> dict:
+def _sampling_dict(sp: SamplingParams) -> dict:
     return {"presence_penalty": sp.presence_penalty, "frequency_penalty": sp.frequency_penalty,
             "no_repeat_ngram_size": sp.no_repeat_ngram_size, "max_new_tokens": sp.max_new_tokens}
 
@@ -198,7 +202,7 @@ class VlmEngine:
     def options(self) -> dict:
         prof = self.profile
         return {"mode": self.mode, "profile": prof.name, "runtime": self.runtime_name,
-                "prompts": dict(prof.prompts), "system_prompt": P.SYSTEM_PROMPT,
+                "prompts": dict(prof.prompts), "system_prompt": SYSTEM_PROMPT,
                 "sampling": {k: _sampling_dict(v) for k, v in prof.sampling.items()},
                 "skip_types": sorted(prof.skip_types), "layout_size": list(prof.layout_size),
                 "max_new_tokens": self.max_new_tokens, "decoding": "greedy",
@@ -233,17 +237,17 @@ class VlmEngine:
 
     # ------------------------------------------------------------------ steps
 
-    def layouts(self, pages: list[Image.Image]) -> list[tuple[str, P.LayoutParse, Any]]:
+    def layouts(self, pages: list[Image.Image]) -> list[tuple[str, LayoutParse, Any]]:
         """Step 1 for all pages as one batch: (answer, parsed layout, Generation) per page."""
-        inputs = [build_input(self.tokenizer, self.processor, P.layout_image(p, self.profile),
+        inputs = [build_input(self.tokenizer, self.processor, layout_image(p, self.profile),
                               self.profile.layout_prompt) for p in pages]
-        return [(text, P.parse_layout(text, self.profile), gen)
+        return [(text, parse_layout(text, self.profile), gen)
                 for text, gen in self._decode(inputs, self.profile.layout_sampling)]
 
-    def layout(self, page: Image.Image) -> tuple[str, P.LayoutParse, Any]:
+    def layout(self, page: Image.Image) -> tuple[str, LayoutParse, Any]:
         return self.layouts([page])[0]
 
-    def read_crops(self, crops: list[P.Crop]) -> list[tuple[str, Any]]:
+    def read_crops(self, crops: list[Crop]) -> list[tuple[str, Any]]:
         """Answers for the crops (of any pages), in crop order, decoded in length-sorted batches."""
         inputs = [build_input(self.tokenizer, self.processor, c.image, c.prompt) for c in crops]
         order = sorted(range(len(crops)), key=lambda i: len(inputs[i]))
@@ -303,7 +307,7 @@ class VlmEngine:
 
             t0 = time.perf_counter()
             jobs = [(st, crop) for st in states
-                    for crop in P.prepare_crops(st.page, st.blocks, self.profile) if crop.index not in st.filled]
+                    for crop in prepare_crops(st.page, st.blocks, self.profile) if crop.index not in st.filled]
             for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
                 st.blocks[crop.index].content = text
                 st.answers[crop.index] = (text, gen)
@@ -364,7 +368,7 @@ class VlmEngine:
                 st.filled.add(i)
                 st.info[i] = {"source": "ocr", "lines": line_dicts, "score": score}
 
-    def _cross_check(self, jobs: list[tuple["_Page", P.Crop]]) -> None:
+    def _cross_check(self, jobs: list[tuple["_Page", Crop]]) -> None:
         """Runaway text answers get a warning and one retry (all retries of the batch decoded
         together); see the module docstring for which answer is kept."""
         suspects = []
@@ -405,8 +409,8 @@ class VlmEngine:
         """Post-processing of one page (raises only for this page)."""
         t0 = time.perf_counter()
         width, height = st.page.size
-        done = P.post_process(st.blocks, self.profile,
-                              on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}"))
+        done = post_process(st.blocks, self.profile,
+                            on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}"))
         out = []
         for b, index in zip(done, _match_blocks(done, st.blocks)):
             block = self._block(b, width, height)
@@ -428,7 +432,7 @@ class VlmEngine:
                             counts=st.counts)
 
     @staticmethod
-    def _block(b: P.LayoutBlock, width: int, height: int) -> Block:
+    def _block(b: LayoutBlock, width: int, height: int) -> Block:
         bbox = _pixel_box(b.bbox, width, height)
         content = b.content or ""
         extra: dict[str, Any] = {"angle": b.angle}
@@ -448,7 +452,7 @@ class _Page:
     """One page's state through parse_batch."""
 
     page: Image.Image
-    blocks: list[P.LayoutBlock] = field(default_factory=list)
+    blocks: list[LayoutBlock] = field(default_factory=list)
     lines: list[list[Line]] | None = None        # OCR lines per block, once OCR is in
     filled: set[int] = field(default_factory=set)   # blocks given OCR text (hybrid)
     answers: dict[int, tuple[str, Any]] = field(default_factory=dict)   # VLM answers by block
@@ -490,7 +494,7 @@ class _OcrJobs:
 
 def _loaded_rgb(image: Image.Image) -> Image.Image:
     """The page in RGB with its pixels read now, in this thread (the OCR thread gets a copy)."""
-    page = P.to_rgb(image)
+    page = to_rgb(image)
     page.load()
     return page
 
@@ -506,12 +510,12 @@ def _pixel_box(bbox, width: int, height: int) -> tuple[int, int, int, int]:
     return round(x1 * width), round(y1 * height), round(x2 * width), round(y2 * height)
 
 
-def _match_blocks(done: list[P.LayoutBlock], blocks: list[P.LayoutBlock]) -> list[int | None]:
+def _match_blocks(done: list[LayoutBlock], blocks: list[LayoutBlock]) -> list[int | None]:
     """Index in `blocks` of each post-processed block: post_process keeps the order, drops some
     blocks and puts merged equations at an equation_block's place with its box, so a forward
     walk matching box, angle and type (equation for an equation_block) finds each one (None: no
     match). The type matters: a dropped block may share its box and angle with the next one."""
-    def same(a: P.LayoutBlock, b: P.LayoutBlock) -> bool:
+    def same(a: LayoutBlock, b: LayoutBlock) -> bool:
         return (a.bbox == b.bbox and a.angle == b.angle
                 and (a.type == b.type or (a.type == "equation_block" and b.type == "equation")))
 

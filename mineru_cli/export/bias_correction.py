@@ -49,7 +49,7 @@ def calibration_pages(samples: int) -> list[tuple[object, str]]:
     from PIL import Image
 
     from ..cache.synthetic import invoice, slide, text_page
-    from ..vlm import protocol as P
+    from ..vlm.protocol.chat import LAYOUT_PROMPT, TABLE_PROMPT, TEXT_PROMPT
 
     words = ("higher", "lower", "better", "worse")   # slide(): "Margins were {word} than planned"
     out = []
@@ -58,7 +58,7 @@ def calibration_pages(samples: int) -> list[tuple[object, str]]:
         page = (text_page(7 + turn), invoice(f"{1284.50 + 731.25 * turn:,.2f}"),
                 slide(words[turn % len(words)]))[kind]
         size = CALIBRATION_SIZES[(kind + turn) % len(CALIBRATION_SIZES)]
-        out.append((page.resize(size, Image.BICUBIC), (P.TEXT_PROMPT, P.TABLE_PROMPT, P.LAYOUT_PROMPT)[kind]))
+        out.append((page.resize(size, Image.BICUBIC), (TEXT_PROMPT, TABLE_PROMPT, LAYOUT_PROMPT)[kind]))
     return out
 
 

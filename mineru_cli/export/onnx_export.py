@@ -258,8 +258,8 @@ def parity_inputs(model_dir: Path):
     image with the layout prompt and a wide one with the text prompt."""
     from PIL import Image
 
-    from ..vlm import protocol as P
     from ..vlm.processor import ImageProcessor, ImageProcessorConfig
+    from ..vlm.protocol.chat import LAYOUT_PROMPT, TEXT_PROMPT
     from ..vlm.tokenizer import ChatTokenizer, build_input
 
     tok = ChatTokenizer.from_dir(model_dir)
@@ -267,7 +267,7 @@ def parity_inputs(model_dir: Path):
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 256, (112, 112, 3), dtype=np.uint8)),
               Image.fromarray(rng.integers(0, 256, (84, 224, 3), dtype=np.uint8))]
-    prompts = [P.LAYOUT_PROMPT, P.TEXT_PROMPT]
+    prompts = [LAYOUT_PROMPT, TEXT_PROMPT]
     return [build_input(tok, proc, im, pr) for im, pr in zip(images, prompts)]
 
 

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from .protocol import SamplingParams
+from .protocol.profiles import SamplingParams
 
 DEFAULT_MAX_NEW_TOKENS = 8192
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 from ..core.errors import SetupError
 from .processor import ImageProcessor, rope_index
-from .protocol import IMAGE_PAD, SYSTEM_PROMPT, chat_prompt, expand_image_pads
+from .protocol.chat import IMAGE_PAD, SYSTEM_PROMPT, chat_prompt, expand_image_pads
 
 IM_END = "<|im_end|>"
 END_OF_TEXT = "<|endoftext|>"

@@ -23,8 +23,11 @@ from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
 
 from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
-from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
+from mineru_cli.vlm.protocol.chat import LAYOUT_PROMPT  # noqa: E402
+from mineru_cli.vlm.protocol.crops import layout_image, prepare_crops  # noqa: E402
+from mineru_cli.vlm.protocol.layout import parse_layout  # noqa: E402
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509  # noqa: E402
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
@@ -49,11 +52,11 @@ def onnx_engine(tiny_onnx):
 
 def _requests(engine, page, tiny_case):
     """The layout request and every crop request of the tiny page, with their sampling."""
-    blocks = P.parse_layout(tiny_case["layout"]).blocks
-    crops = P.prepare_crops(page, blocks)
-    inputs = [build_input(engine.tokenizer, engine.processor, P.layout_image(page), P.LAYOUT_PROMPT)]
+    blocks = parse_layout(tiny_case["layout"]).blocks
+    crops = prepare_crops(page, blocks)
+    inputs = [build_input(engine.tokenizer, engine.processor, layout_image(page), LAYOUT_PROMPT)]
     inputs += [build_input(engine.tokenizer, engine.processor, c.image, c.prompt) for c in crops]
-    return inputs, [P.PROFILE_2509.layout_sampling] + [c.sampling for c in crops]
+    return inputs, [PROFILE_2509.layout_sampling] + [c.sampling for c in crops]
 
 
 def test_onnx_logits_match_torch_over_every_decoding_step(torch_engine, onnx_engine, page, tiny_case):

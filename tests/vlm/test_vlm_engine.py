@@ -19,9 +19,12 @@ from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: F401,E402  (fix
 from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.engines import make_engine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine, pick_profile  # noqa: E402
-from mineru_cli.vlm import protocol as P  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.processor import rope_index  # noqa: E402
+from mineru_cli.vlm.protocol.chat import TABLE_PROMPT  # noqa: E402
+from mineru_cli.vlm.protocol.crops import prepare_crops  # noqa: E402
+from mineru_cli.vlm.protocol.layout import parse_layout  # noqa: E402
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
@@ -48,8 +51,8 @@ def page(tiny_vlm):
 
 
 def _crop_inputs(engine, page, tiny_case):
-    blocks = P.parse_layout(tiny_case["layout"]).blocks
-    crops = P.prepare_crops(page, blocks)
+    blocks = parse_layout(tiny_case["layout"]).blocks
+    crops = prepare_crops(page, blocks)
     return crops, [build_input(engine.tokenizer, engine.processor, c.image, c.prompt) for c in crops]
 
 
@@ -129,17 +132,17 @@ def test_identity_and_options(engine, tiny_vlm):
     assert engine.identity() is ident  # hashed once
     opts = engine.options()
     assert opts["profile"] == "MinerU2.5-2509-1.2B" and opts["runtime"] == "torch"
-    assert opts["prompts"]["table"] == P.TABLE_PROMPT
+    assert opts["prompts"]["table"] == TABLE_PROMPT
     assert opts["sampling"]["table"]["frequency_penalty"] == 0.005
     json.dumps(opts)
 
 
 def test_profile_choice(tiny_vlm, tmp_path):
-    assert pick_profile(tiny_vlm / "model") is P.PROFILE_2509
+    assert pick_profile(tiny_vlm / "model") is PROFILE_2509
     pro = tmp_path / "MinerU2.5-Pro-2605-1.2B"
     pro.mkdir()
-    assert pick_profile(pro) is P.PROFILE_PRO
-    assert pick_profile(pro, "2509") is P.PROFILE_2509
+    assert pick_profile(pro) is PROFILE_PRO
+    assert pick_profile(pro, "2509") is PROFILE_2509
     with pytest.raises(SetupError, match="unknown model profile"):
         pick_profile(pro, "2507")
 

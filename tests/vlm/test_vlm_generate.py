@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mineru_cli.vlm.generate import Generation, NGramBan, _Sequence, generate
-from mineru_cli.vlm.protocol import SamplingParams
+from mineru_cli.vlm.protocol.profiles import SamplingParams
 
 V = 40
 STOP = 0

@@ -6,21 +6,22 @@ from __future__ import annotations
 import pytest
 
 from mineru_cli.engines.vlm import _html_text, _match_blocks
-from mineru_cli.vlm import protocol as P
+from mineru_cli.vlm.protocol.layout import LayoutBlock, parse_layout
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO
 
 GOOD = "<|box_start|>100 100 900 200<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>"
 
 
-@pytest.mark.parametrize("profile", [P.PROFILE_2509, P.PROFILE_PRO])
+@pytest.mark.parametrize("profile", [PROFILE_2509, PROFILE_PRO])
 def test_a_coordinate_of_thousands_of_digits_is_a_bad_box_not_an_error(profile):
     huge = "<|box_start|>1 2 " + "9" * 5000 + " 40<|box_end|><|ref_start|>text<|ref_end|><|rotate_up|>"
-    out = P.parse_layout(GOOD + "\n" + huge, profile)
+    out = parse_layout(GOOD + "\n" + huge, profile)
     assert [b.type for b in out.blocks] == ["text"] and out.bad_boxes == 1
 
 
 def test_the_pro_profile_counts_an_element_cut_short():
-    out = P.parse_layout(GOOD + "\n<|box_start|>100 200 300<|box_end|><|ref_start|>title<|ref_end|>",
-                         P.PROFILE_PRO)
+    out = parse_layout(GOOD + "\n<|box_start|>100 200 300<|box_end|><|ref_start|>title<|ref_end|>",
+                         PROFILE_PRO)
     assert len(out.blocks) == 1 and out.malformed == 1 and out.skipped == 1
 
 
@@ -35,8 +36,8 @@ def test_table_html_to_cell_text():
 
 def test_a_dropped_block_sharing_box_and_angle_does_not_take_the_next_ones_place():
     box = (0.1, 0.1, 0.5, 0.2)
-    blocks = [P.LayoutBlock("equation_block", box, angle=0), P.LayoutBlock("text", box, angle=0),
-              P.LayoutBlock("equation_block", (0.1, 0.3, 0.9, 0.6), angle=0)]
-    done = [P.LayoutBlock("text", box, angle=0),                               # the first block dropped
-            P.LayoutBlock("equation", (0.1, 0.3, 0.9, 0.6), angle=0)]          # merged in its block's place
+    blocks = [LayoutBlock("equation_block", box, angle=0), LayoutBlock("text", box, angle=0),
+              LayoutBlock("equation_block", (0.1, 0.3, 0.9, 0.6), angle=0)]
+    done = [LayoutBlock("text", box, angle=0),                               # the first block dropped
+            LayoutBlock("equation", (0.1, 0.3, 0.9, 0.6), angle=0)]          # merged in its block's place
     assert _match_blocks(done, blocks) == [1, 2]

@@ -20,7 +20,10 @@ from mineru_cli.core.record import fingerprint  # noqa: E402
 from mineru_cli.engines import fusion, make_engine  # noqa: E402
 from mineru_cli.engines.ocr import Line, OcrEngine  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
-from mineru_cli.vlm import protocol as P  # noqa: E402
+from mineru_cli.vlm.protocol.crops import prepare_crops  # noqa: E402
+from mineru_cli.vlm.protocol.layout import parse_layout  # noqa: E402
+from mineru_cli.vlm.protocol.postprocess import post_process  # noqa: E402
+from mineru_cli.vlm.protocol.profiles import SamplingParams  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
@@ -176,7 +179,7 @@ def test_a_failing_page_costs_only_itself(tiny_vlm, shared_runtime, page, monkey
         engine.parse(black)
 
     calls = []
-    real = P.post_process
+    real = post_process
 
     def flaky(blocks, *a, **kw):
         calls.append(1)
@@ -185,7 +188,7 @@ def test_a_failing_page_costs_only_itself(tiny_vlm, shared_runtime, page, monkey
         return real(blocks, *a, **kw)
 
     engine._runtime = Counting(shared_runtime)
-    monkeypatch.setattr(P, "post_process", flaky)
+    monkeypatch.setattr("mineru_cli.engines.vlm.post_process", flaky)   # where the engine calls it
     broken, fine = engine.parse_batch([page, page])
     assert isinstance(broken, RuntimeError) and _as_dicts(fine) == _as_dicts(good)
     assert len(engine.runtime.batches[0]) == 2 and len(calls) == 2   # no page-by-page redo
@@ -195,8 +198,8 @@ def test_runaway_answer_is_retried_once_with_raised_penalties(tiny_vlm, shared_r
     """The paragraph's first decode is forced into a loop until the token cap; the retry (not
     forced) reads it right and is kept."""
     engine = VlmEngine(tiny_vlm / "model", threads=1, max_new_tokens=400)
-    layout_blocks = P.parse_layout(_layout_text(tiny_vlm), engine.profile).blocks
-    crop = P.prepare_crops(page, layout_blocks, engine.profile)[1]
+    layout_blocks = parse_layout(_layout_text(tiny_vlm), engine.profile).blocks
+    crop = prepare_crops(page, layout_blocks, engine.profile)[1]
     target = len(build_input(engine.tokenizer, engine.processor, crop.image, crop.prompt))
     loop_token = engine.tokenizer.encode(" tests")[0]
 
@@ -284,7 +287,7 @@ def test_runaway_rules():
     assert fusion.runaway("Contents . . . . . . . . . . . . 7", False, "Contents 7") is None
     assert fusion.runaway("x" * 5000, False, None) is None               # nothing to compare with
     assert fusion.runaway("short", True, None, 9) == "cut at 9 tokens"   # the cap always counts
-    sp = fusion.retry_params(P.SamplingParams(1.0, 0.05, 100))
+    sp = fusion.retry_params(SamplingParams(1.0, 0.05, 100))
     assert (sp.presence_penalty, sp.frequency_penalty, sp.no_repeat_ngram_size) == (1.5, 0.3, 20)
 
 

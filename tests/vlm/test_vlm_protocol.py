@@ -15,7 +15,29 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from mineru_cli.vlm import protocol as P
+from mineru_cli.vlm.protocol.chat import (
+    FORMULA_PROMPT,
+    LAYOUT_PROMPT,
+    SYSTEM_PROMPT,
+    TABLE_PROMPT,
+    TEXT_PROMPT,
+    chat_prompt,
+    expand_image_pads,
+)
+from mineru_cli.vlm.protocol.crops import fit_crop, prepare_crops
+from mineru_cli.vlm.protocol.latex import (
+    BIG_RULES,
+    fix_big_delimiters,
+    fix_double_subscript,
+    fix_equation,
+    fix_left_right,
+    fix_unbalanced_braces,
+    wrap_display_equation,
+)
+from mineru_cli.vlm.protocol.layout import ANGLES, LayoutBlock, parse_layout
+from mineru_cli.vlm.protocol.otsl import otsl_to_html
+from mineru_cli.vlm.protocol.postprocess import post_process
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO
 
 mvu = pytest.importorskip("mineru_vl_utils")
 from mineru_vl_utils import mineru_client as mc  # noqa: E402
@@ -25,7 +47,7 @@ from mineru_vl_utils.structs import ContentBlock  # noqa: E402
 from mineru_vl_utils.version import __version__ as MVU_VERSION  # noqa: E402
 
 PRO = int(MVU_VERSION.split(".")[0]) >= 2
-PROFILE = P.PROFILE_PRO if PRO else P.PROFILE_2509
+PROFILE = PROFILE_PRO if PRO else PROFILE_2509
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -61,7 +83,7 @@ def _same_blocks(ours, theirs):
 
 
 def test_prompts_and_sampling_match():
-    assert P.SYSTEM_PROMPT == mc.DEFAULT_SYSTEM_PROMPT
+    assert SYSTEM_PROMPT == mc.DEFAULT_SYSTEM_PROMPT
     for key, prompt in mc.DEFAULT_PROMPTS.items():
         if key.startswith("[") and key not in ("[default]", "[layout]"):
             continue
@@ -79,7 +101,7 @@ def test_block_types_and_angles_match():
     from mineru_vl_utils.structs import BLOCK_TYPES
 
     assert PROFILE.block_types == BLOCK_TYPES
-    assert P.ANGLES == mc.ANGLE_MAPPING
+    assert ANGLES == mc.ANGLE_MAPPING
 
 
 def test_big_rules_match_their_source():
@@ -90,15 +112,15 @@ def test_big_rules_match_their_source():
 
     pairs = re.findall(r're\.sub\(r"(.*?)", r"(.*?)", latex\)', inspect.getsource(equation_big))
     patterns = {re.sub(r"\\(.)", r"\1", pat) for pat, _ in pairs}
-    assert len(pairs) == len(P.BIG_RULES) == 313
-    assert {old for old, _ in P.BIG_RULES} == patterns
-    for old, _ in P.BIG_RULES:
-        assert P.fix_big_delimiters(f"a{old}b") == equation_big.try_fix_equation_big(f"a{old}b")
+    assert len(pairs) == len(BIG_RULES) == 313
+    assert {old for old, _ in BIG_RULES} == patterns
+    for old, _ in BIG_RULES:
+        assert fix_big_delimiters(f"a{old}b") == equation_big.try_fix_equation_big(f"a{old}b")
 
 
 # --------------------------------------------------------------------------- layout
 
-TYPES = sorted(PROFILE.block_types) + ["Text", "TABLE", "inline_formula", "figure", "bogus"]
+TYPES = sorted(map(str, PROFILE.block_types)) + ["Text", "TABLE", "inline_formula", "figure", "bogus"]
 ROTATES = ["<|rotate_up|>", "<|rotate_right|>", "<|rotate_down|>", "<|rotate_left|>", ""]
 
 
@@ -146,7 +168,7 @@ HAND_WRITTEN_LAYOUTS = [
 
 
 def _check_layout(output):
-    ours = P.parse_layout(output, PROFILE)
+    ours = parse_layout(output, PROFILE)
     theirs = _quiet(HELPER.parse_layout_output, output)
     _same_blocks(ours.blocks, theirs)
     if PRO:
@@ -165,20 +187,20 @@ def test_layout_generated(output):
 
 
 def test_layout_counts_problems():
-    out = P.parse_layout(HAND_WRITTEN_LAYOUTS[4], P.PROFILE_2509)
+    out = parse_layout(HAND_WRITTEN_LAYOUTS[4], PROFILE_2509)
     assert (len(out.blocks), out.malformed, out.bad_boxes, out.unknown_types) == (1, 2, 2, 0)
     assert out.blocks[0].type == "equation" and out.blocks[0].angle == 180
-    out = P.parse_layout(HAND_WRITTEN_LAYOUTS[3], P.PROFILE_2509)
+    out = parse_layout(HAND_WRITTEN_LAYOUTS[3], PROFILE_2509)
     assert out.blocks[0].bbox == (0.1, 0.2, 0.3, 0.4) and out.blocks[0].angle == 270
     assert out.blocks[1].angle is None
-    out = P.parse_layout("<|box_start|>1 1 9 9<|box_end|><|ref_start|>figure<|ref_end|>", P.PROFILE_2509)
+    out = parse_layout("<|box_start|>1 1 9 9<|box_end|><|ref_start|>figure<|ref_end|>", PROFILE_2509)
     assert out.unknown_types == 1 and out.skipped == 1
 
 
 # --------------------------------------------------------------------------- crops
 
-CROP_TYPES = [t for t in sorted(PROFILE.block_types)
-              if t not in ("image", "chart", "image_block", "image_caption")] if PRO else sorted(PROFILE.block_types)
+CROP_TYPES = [t for t in sorted(map(str, PROFILE.block_types))
+              if not PRO or t not in ("image", "chart", "image_block", "image_caption")]
 
 
 @st.composite
@@ -188,7 +210,7 @@ def page_and_blocks(draw):
     for _ in range(draw(st.integers(0, 6))):
         x1, x2 = sorted(draw(st.lists(st.integers(0, 1000), min_size=2, max_size=2, unique=True)))
         y1, y2 = sorted(draw(st.lists(st.integers(0, 1000), min_size=2, max_size=2, unique=True)))
-        blocks.append(P.LayoutBlock(draw(st.sampled_from(CROP_TYPES)),
+        blocks.append(LayoutBlock(draw(st.sampled_from(CROP_TYPES)),
                                     (x1 / 1000, y1 / 1000, x2 / 1000, y2 / 1000),
                                     angle=draw(st.sampled_from([None, 0, 90, 180, 270]))))
     seed = draw(st.integers(0, 2**16))
@@ -206,7 +228,7 @@ def _page(w, h, seed, mode):
 def test_crops_generated(case):
     w, h, seed, mode, blocks = case
     page = _page(w, h, seed, mode)
-    ours = P.prepare_crops(page, blocks, PROFILE)
+    ours = prepare_crops(page, blocks, PROFILE)
     images, prompts, params, indices = _quiet(HELPER.prepare_for_extract, page, _theirs(blocks))
     assert [c.index for c in ours] == indices
     assert [c.prompt for c in ours] == prompts
@@ -219,19 +241,19 @@ def test_crops_generated(case):
 
 def test_crop_fit_rules():
     thin = Image.new("RGB", (1000, 5), (0, 0, 0))
-    fitted = P.fit_crop(thin)
+    fitted = fit_crop(thin)
     assert fitted.size == (1400, 28)  # padded to 1000x20, then x1.4 to a short side of 28
-    tall = P.fit_crop(Image.new("RGB", (3, 200), (0, 0, 0)))
+    tall = fit_crop(Image.new("RGB", (3, 200), (0, 0, 0)))
     assert min(tall.size) >= 28 and max(tall.size) / min(tall.size) <= 50
     page = Image.new("RGB", (200, 100), (255, 255, 255))
-    blocks = [P.LayoutBlock("image", (0, 0, 0.5, 0.5)), P.LayoutBlock("table", (0, 0, 0.5, 0.5), 90),
-              P.LayoutBlock("equation_block", (0, 0, 1, 1)), P.LayoutBlock("list", (0, 0, 1, 1)),
-              P.LayoutBlock("equation", (0, 0, 1, 1)), P.LayoutBlock("title", (0, 0, 1, 1))]
-    crops = P.prepare_crops(page, blocks, P.PROFILE_2509)
+    blocks = [LayoutBlock("image", (0, 0, 0.5, 0.5)), LayoutBlock("table", (0, 0, 0.5, 0.5), 90),
+              LayoutBlock("equation_block", (0, 0, 1, 1)), LayoutBlock("list", (0, 0, 1, 1)),
+              LayoutBlock("equation", (0, 0, 1, 1)), LayoutBlock("title", (0, 0, 1, 1))]
+    crops = prepare_crops(page, blocks, PROFILE_2509)
     assert [(c.index, c.prompt) for c in crops] == [
-        (1, P.TABLE_PROMPT), (4, P.FORMULA_PROMPT), (5, P.TEXT_PROMPT)]
+        (1, TABLE_PROMPT), (4, FORMULA_PROMPT), (5, TEXT_PROMPT)]
     assert crops[0].image.size == (50, 100)  # rotated with expand
-    assert P.prepare_crops(page, blocks, P.PROFILE_2509, skip_types=["title"])[-1].index == 4
+    assert prepare_crops(page, blocks, PROFILE_2509, skip_types=["title"])[-1].index == 4
 
 
 # --------------------------------------------------------------------------- tables
@@ -273,7 +295,7 @@ HAND_WRITTEN_TABLES = [
 
 @pytest.mark.parametrize("table", HAND_WRITTEN_TABLES)
 def test_otsl_hand_written(table):
-    assert P.otsl_to_html(table) == convert_otsl_to_html(table)
+    assert otsl_to_html(table) == convert_otsl_to_html(table)
 
 
 @SETTINGS
@@ -283,7 +305,7 @@ def test_otsl_generated(table):
         expected = convert_otsl_to_html(table)
     except Exception:  # MinerU then keeps the OTSL text; so do we (post_process)
         return
-    assert P.otsl_to_html(table) == expected
+    assert otsl_to_html(table) == expected
 
 
 # --------------------------------------------------------------------------- equations
@@ -323,23 +345,23 @@ def _their_equation(s):
 
 @pytest.mark.parametrize("s", HAND_WRITTEN_EQUATIONS)
 def test_equation_hand_written(s):
-    assert P.fix_equation(s, PROFILE) == _their_equation(s)
+    assert fix_equation(s, PROFILE) == _their_equation(s)
 
 
 @SETTINGS
 @given(latex())
 def test_equation_generated(s):
-    assert P.fix_equation(s, PROFILE) == _their_equation(s)
+    assert fix_equation(s, PROFILE) == _their_equation(s)
 
 
 def test_equation_steps():
-    assert P.fix_left_right("\\left( x") == "\\left( \\right. x"  # closed right after, like MinerU
-    assert P.fix_left_right("x \\right)") == "x \\left. \\right)"
-    assert P.fix_double_subscript("x_{1}_{2}") == "x"
-    assert P.fix_unbalanced_braces("{a}}\\}{") == "{a}\\}"
-    assert P.fix_big_delimiters("\\big{(}\\Biggm{[}") == "\\big(\\Biggm\\["
-    assert P.wrap_display_equation(" x ") == "\\[\nx\n\\]"
-    assert P.wrap_display_equation("\\[x\\]") == "\\[x\\]"
+    assert fix_left_right("\\left( x") == "\\left( \\right. x"  # closed right after, like MinerU
+    assert fix_left_right("x \\right)") == "x \\left. \\right)"
+    assert fix_double_subscript("x_{1}_{2}") == "x"
+    assert fix_unbalanced_braces("{a}}\\}{") == "{a}\\}"
+    assert fix_big_delimiters("\\big{(}\\Biggm{[}") == "\\big(\\Biggm\\["
+    assert wrap_display_equation(" x ") == "\\[\nx\n\\]"
+    assert wrap_display_equation("\\[x\\]") == "\\[x\\]"
 
 
 # --------------------------------------------------------------------------- whole post-process
@@ -366,7 +388,7 @@ def blocks_with_content(draw):
             content = None
         else:
             content = draw(st.sampled_from(["hello", "", "[Non-Text]", " [Non-Text] "]))
-        blocks.append(P.LayoutBlock(kind, (x1, y1, min(x2, 1.0), min(y2, 1.0)), angle=0, content=content))
+        blocks.append(LayoutBlock(kind, (x1, y1, min(x2, 1.0), min(y2, 1.0)), angle=0, content=content))
     return blocks
 
 
@@ -377,18 +399,18 @@ def test_post_process_generated(blocks):
         [convert_otsl_to_html(b.content) for b in blocks if b.type == "table" and b.content]
     except Exception:
         return
-    ours = P.post_process(blocks, PROFILE)
+    ours = post_process(blocks, PROFILE)
     theirs = _quiet(HELPER.post_process, _theirs(blocks))
     _same_blocks(ours, theirs)
 
 
 def test_equation_block_becomes_array():
-    blocks = [P.LayoutBlock("equation_block", (0.1, 0.1, 0.9, 0.5)),
-              P.LayoutBlock("equation", (0.1, 0.1, 0.9, 0.3), content="a=1 \\tag{1}"),
-              P.LayoutBlock("equation", (0.1, 0.3, 0.9, 0.5), content="b=2 \\tag{2}"),
-              P.LayoutBlock("equation", (0.1, 0.6, 0.9, 0.7), content="c"),
-              P.LayoutBlock("equation_block", (0.1, 0.6, 0.9, 0.7))]
-    out = P.post_process(blocks, P.PROFILE_2509)
+    blocks = [LayoutBlock("equation_block", (0.1, 0.1, 0.9, 0.5)),
+              LayoutBlock("equation", (0.1, 0.1, 0.9, 0.3), content="a=1 \\tag{1}"),
+              LayoutBlock("equation", (0.1, 0.3, 0.9, 0.5), content="b=2 \\tag{2}"),
+              LayoutBlock("equation", (0.1, 0.6, 0.9, 0.7), content="c"),
+              LayoutBlock("equation_block", (0.1, 0.6, 0.9, 0.7))]
+    out = post_process(blocks, PROFILE_2509)
     assert [b.type for b in out] == ["equation", "equation"]
     assert out[0].content == "\\[\n\\begin{array}{l} a=1 (1) \\\\ b=2 (2) \\\\ \\end{array}\n\\]"
     assert out[1].content == "\\[\nc\n\\]"
@@ -396,10 +418,10 @@ def test_equation_block_becomes_array():
 
 
 def test_chat_prompt():
-    text = P.chat_prompt(P.LAYOUT_PROMPT)
+    text = chat_prompt(LAYOUT_PROMPT)
     assert text == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
                     "<|vision_start|><|image_pad|><|vision_end|>\nLayout Detection:<|im_end|>\n"
                     "<|im_start|>assistant\n")
-    assert P.expand_image_pads(text, [3]).count("<|image_pad|>") == 3
+    assert expand_image_pads(text, [3]).count("<|image_pad|>") == 3
     with pytest.raises(ValueError):
-        P.expand_image_pads(text, [1, 2])
+        expand_image_pads(text, [1, 2])

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 from tiny_fixtures import tiny_case, tiny_vlm  # noqa: F401  (fixtures)
 
-from mineru_cli.vlm import protocol as P
 from mineru_cli.vlm.processor import ImageProcessor, rope_index
+from mineru_cli.vlm.protocol.chat import (
+    FORMULA_PROMPT,
+    LAYOUT_PROMPT,
+    SYSTEM_PROMPT,
+    TABLE_PROMPT,
+    TEXT_PROMPT,
+    chat_prompt,
+    expand_image_pads,
+)
 from mineru_cli.vlm.tokenizer import ChatTokenizer, build_input
 
 REAL_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
@@ -31,19 +39,19 @@ def test_special_ids_come_from_the_tokenizer(tiny_vlm, tok):
         tok.token_id("<|nope|>")
 
 
-@pytest.mark.parametrize("prompt", [P.LAYOUT_PROMPT, P.TEXT_PROMPT, P.TABLE_PROMPT, P.FORMULA_PROMPT])
+@pytest.mark.parametrize("prompt", [LAYOUT_PROMPT, TEXT_PROMPT, TABLE_PROMPT, FORMULA_PROMPT])
 def test_chat_ids_match_the_chat_template_and_transformers(tiny_vlm, tok, prompt):
     jinja2 = pytest.importorskip("jinja2")
     from transformers import PreTrainedTokenizerFast
 
     template = json.loads((tiny_vlm / "model" / "chat_template.json").read_text())["chat_template"]
-    messages = [{"role": "system", "content": P.SYSTEM_PROMPT},
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
     rendered = jinja2.Environment().from_string(template).render(messages=messages, add_generation_prompt=True)
-    assert rendered == P.chat_prompt(prompt)
+    assert rendered == chat_prompt(prompt)
 
     hf = PreTrainedTokenizerFast(tokenizer_file=str(tiny_vlm / "model" / "tokenizer.json"))
-    expanded = P.expand_image_pads(rendered, [1369])
+    expanded = expand_image_pads(rendered, [1369])
     ids = tok.chat_ids(prompt, 1369)
     assert ids == hf(expanded, add_special_tokens=False)["input_ids"]
     assert ids.count(tok.image_pad_id) == 1369
@@ -67,7 +75,7 @@ def test_build_input_positions(tiny_vlm, tok):
     from mineru_cli.vlm.processor import ImageProcessorConfig
 
     proc = ImageProcessor(ImageProcessorConfig.from_file(tiny_vlm / "model" / "preprocessor_config.json"))
-    x = build_input(tok, proc, Image.new("RGB", (300, 90), "white"), P.TEXT_PROMPT)
+    x = build_input(tok, proc, Image.new("RGB", (300, 90), "white"), TEXT_PROMPT)
     assert x.image_grid_thw.tolist() == [[1, 6, 22]]
     assert int((x.input_ids == tok.image_pad_id).sum()) == 6 * 22 // 4
     assert x.pixel_values.shape == (6 * 22, 1176)

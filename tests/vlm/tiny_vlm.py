@@ -172,18 +172,21 @@ def make_config(tok):
 
 def _examples(tok, page):
     """(VlmInput, answer ids incl. <|im_end|>, SamplingParams, answer text) for every request."""
-    from mineru_cli.vlm import protocol as P
     from mineru_cli.vlm.processor import ImageProcessor, ImageProcessorConfig
+    from mineru_cli.vlm.protocol.chat import LAYOUT_PROMPT
+    from mineru_cli.vlm.protocol.crops import layout_image, prepare_crops
+    from mineru_cli.vlm.protocol.layout import parse_layout
+    from mineru_cli.vlm.protocol.profiles import PROFILE_2509
     from mineru_cli.vlm.tokenizer import ChatTokenizer, build_input
 
     chat = ChatTokenizer(tok)
     proc = ImageProcessor(ImageProcessorConfig.from_dict(PREPROCESSOR_CONFIG))
     im_end = chat.token_id("<|im_end|>")
     layout = layout_answer()
-    out = [(build_input(chat, proc, P.layout_image(page), P.LAYOUT_PROMPT), layout, P.PROFILE_2509.layout_sampling)]
-    blocks = P.parse_layout(layout).blocks
+    out = [(build_input(chat, proc, layout_image(page), LAYOUT_PROMPT), layout, PROFILE_2509.layout_sampling)]
+    blocks = parse_layout(layout).blocks
     assert [b.type for b in blocks] == [e[0] for e in ELEMENTS]
-    for crop in P.prepare_crops(page, blocks):
+    for crop in prepare_crops(page, blocks):
         answer = ELEMENTS[crop.index][2]
         out.append((build_input(chat, proc, crop.image, crop.prompt), answer, crop.sampling))
     return [(x, chat.encode(a) + [im_end], sp, a) for x, a, sp in out], chat
@@ -254,14 +257,14 @@ def train(model, chat, examples, max_steps: int = 1500, lr: float = 5e-3, log=No
 def build(out_dir: str | Path, seed: int = SEED, log=None) -> dict:
     import torch
 
-    from mineru_cli.vlm import protocol as P
+    from mineru_cli.vlm.protocol.chat import FORMULA_PROMPT, LAYOUT_PROMPT, TABLE_PROMPT, TEXT_PROMPT, chat_prompt
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
     model_dir = out_dir / "model"
     model_dir.mkdir(parents=True, exist_ok=True)
     page = draw_page()
-    corpus = [P.chat_prompt(p) for p in (P.LAYOUT_PROMPT, P.TEXT_PROMPT, P.TABLE_PROMPT, P.FORMULA_PROMPT)]
+    corpus = [chat_prompt(p) for p in (LAYOUT_PROMPT, TEXT_PROMPT, TABLE_PROMPT, FORMULA_PROMPT)]
     corpus += [layout_answer()] + [a for _, _, a in ELEMENTS if a] + ["0123456789 " * 3]
     tok = make_tokenizer(corpus, seed)
 

@@ -1,0 +1,80 @@
+"""The images sent to the model: the step-1 page and the step-2 crops.
+
+Step 2 reads every block that is not skipped: it is cropped from the full-resolution page,
+rotated upright, padded and upscaled where needed, and sent with its type's prompt and sampling.
+Colour conversion and resampling follow MinerU's, so a crop is the image MinerU would send.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from PIL import Image
+
+from .layout import LayoutBlock
+from .profiles import PROFILE_2509, Profile, SamplingParams
+
+
+@dataclass
+class Crop:
+    index: int  # position of the block in the layout list
+    image: Image.Image
+    prompt: str
+    sampling: SamplingParams
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """RGB as MinerU makes it: palette via RGBA, alpha dropped (not composited)."""
+    if image.mode == "P":
+        image = image.convert("RGBA")
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def fit_crop(image: Image.Image, min_edge: int = 28, max_aspect: float = 50.0) -> Image.Image:
+    """Pad with white (centred) to aspect <= max_aspect, then upscale so the short side >= min_edge."""
+    w, h = image.size
+    if max(w, h) / min(w, h) > max_aspect:
+        if w > h:
+            new_w, new_h = w, math.ceil(w / max_aspect)
+        else:
+            new_w, new_h = math.ceil(h / max_aspect), h
+        canvas = Image.new(image.mode, (new_w, new_h), (255, 255, 255))
+        canvas.paste(image, (int((new_w - w) / 2), int((new_h - h) / 2)))
+        image = canvas
+    if min(image.size) < min_edge:
+        scale = min_edge / min(image.size)
+        size = (math.ceil(image.width * scale), math.ceil(image.height * scale))
+        image = image.resize(size, Image.Resampling.BICUBIC)
+    return image
+
+
+def layout_image(page: Image.Image, profile: Profile = PROFILE_2509) -> Image.Image:
+    """The step-1 input: the page stretched to the profile's fixed size (aspect not kept)."""
+    return to_rgb(page).resize(profile.layout_size, Image.Resampling.BICUBIC)
+
+
+def prepare_crops(page: Image.Image, blocks: Sequence[LayoutBlock],
+                  profile: Profile = PROFILE_2509,
+                  skip_types: Iterable[str] = ()) -> list[Crop]:
+    """Step-2 inputs for every block that is read (not skipped), in layout order."""
+    page = to_rgb(page)
+    width, height = page.size
+    skip = set(profile.skip_types) | {t for t in skip_types if t in profile.block_types}
+    crops = []
+    for index, block in enumerate(blocks):
+        if block.type in skip:
+            continue
+        x1, y1, x2, y2 = block.bbox
+        # PIL rounds a float box half-to-even, as Python's round() does
+        box = (round(x1 * width), round(y1 * height), round(x2 * width), round(y2 * height))
+        if box[2] - box[0] < 1 or box[3] - box[1] < 1:
+            continue
+        image = page.crop(box)
+        if block.angle in (90, 180, 270):
+            image = image.rotate(block.angle, expand=True)
+        image = fit_crop(image, profile.min_edge, profile.max_aspect)
+        crops.append(Crop(index, image, profile.prompt_for(block.type),
+                          profile.sampling_for(block.type)))
+    return crops
