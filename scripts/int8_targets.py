@@ -50,7 +50,7 @@ def variants() -> dict[str, dict[str, dict]]:
 def build(work: Path, threads: int) -> None:
     from mineru_cli.export.bench import mineru25_config, random_model, write_model_folder
     from mineru_cli.export.onnx_export import export_model
-    from mineru_cli.vlm.runtime_onnx import is_export_dir
+    from mineru_cli.vlm.export_format import is_export_dir
 
     if not (work / "model" / "config.json").is_file():
         write_model_folder(random_model(mineru25_config()), work / "model")
@@ -62,9 +62,9 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     from static_int8 import plain_graph
 
     from mineru_cli.export import step_path
-    from mineru_cli.export.onnx_export import _write_manifest, quantize_int8
+    from mineru_cli.export.onnx_export import quantize_int8
+    from mineru_cli.vlm.export_format import is_export_dir, read_manifest, write_manifest
     from mineru_cli.vlm.int8_target import cpu_summary
-    from mineru_cli.vlm.runtime_onnx import is_export_dir, read_manifest
 
     fp32, out = work / "onnx-fp32", work / f"onnx-int8-{name}"
     if is_export_dir(out):
@@ -82,7 +82,7 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
             quantization[role] = quantize_int8(src, partial / f"{role}.onnx", **settings[role])
     step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
     manifest.update(quantization=quantization, parity=None)
-    _write_manifest(partial, manifest)
+    write_manifest(partial, manifest)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     return out
@@ -101,8 +101,9 @@ def main() -> None:
     import torch
 
     from mineru_cli.export.bench import PAGE_KEYS, bench_runtimes, mineru25_config, page_seconds
+    from mineru_cli.vlm.export_format import read_manifest
     from mineru_cli.vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
-    from mineru_cli.vlm.runtime_onnx import OnnxRuntime, read_manifest
+    from mineru_cli.vlm.runtime_onnx import OnnxRuntime
 
     torch.set_num_threads(args.threads)
     build(args.work_dir, args.threads)

@@ -111,9 +111,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
 
-    from mineru_cli.export.onnx_export import _write_manifest
+    from mineru_cli.vlm.export_format import read_manifest, write_manifest
     from mineru_cli.vlm.int8_target import cpu_summary
-    from mineru_cli.vlm.runtime_onnx import read_manifest
 
     work = Path(args.work_dir)
     fp32, dynamic, out = work / "onnx-fp32", work / "onnx-int8", work / "onnx-int8-static"
@@ -136,7 +135,7 @@ def main() -> None:
         print(f"{role}: quantize_static {time.monotonic() - t0:.1f} s", flush=True)
     quantization.update(scheme="int8-static", made_on=cpu_summary())
     manifest.update(quantization=quantization, parity=None)
-    _write_manifest(partial, manifest)
+    write_manifest(partial, manifest)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     print(json.dumps(quantization, indent=1))

@@ -74,8 +74,8 @@ def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], 
 
 
 def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
+    from ..vlm.export_format import read_manifest
     from ..vlm.int8_target import exact_kernels_note, graphs_needing_exact_kernels
-    from ..vlm.runtime_onnx import read_manifest
 
     manifest = read_manifest(export_dir)
     if graphs := graphs_needing_exact_kernels(manifest):
@@ -84,8 +84,8 @@ def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
 
 def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     """(folder, runtime) of a usable MinerU2.5 model, or None."""
+    from ..vlm.export_format import find_export, is_export_dir
     from ..vlm.model_dir import find_model
-    from ..vlm.runtime_onnx import find_export, is_export_dir
 
     if runtime != "torch":
         try:   # --model / $MINERU_MODEL_PATH naming an export, or a model folder holding onnx/

@@ -142,7 +142,7 @@ class VlmEngine:
         if mode not in MODES:
             raise SetupError(f"unknown vlm mode {mode!r}; choose one of {', '.join(MODES)}")
         if runtime == "onnx":
-            from ..vlm.runtime_onnx import find_export
+            from ..vlm.export_format import find_export
 
             self.model_dir = find_export(model_dir)
         else:
@@ -181,8 +181,8 @@ class VlmEngine:
                               "config": config, "weights": weights,
                               "tokenizer": _sha256_file(self.model_dir / "tokenizer.json")}
             if self.runtime_name == "onnx":
+                from ..vlm.export_format import manifest_digest, read_manifest
                 from ..vlm.int8_target import graphs_needing_exact_kernels
-                from ..vlm.runtime_onnx import manifest_digest, read_manifest
 
                 manifest = read_manifest(self.model_dir)
                 self._identity["weights"] = dict(manifest["source"]["files"])

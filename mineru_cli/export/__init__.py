@@ -6,9 +6,11 @@ graphs       the torch wrappers that are exported (VisionGraph, DecoderGraph)
 step_path    the decoder's one-token attention path, added to the saved graph (onnx only)
 bias_correction
              opt-in INT8 mean-shift correction from rendered calibration pages (onnx, onnxruntime)
+calibration  those calibration pages (PIL)
 bench        the full-size random-model benchmark (`mineru bench`; torch inside its functions)
-onnx_export and graphs import torch; the runtime that reads an export (vlm.runtime_onnx) does
-not.
+The folder's format (file names, manifest, version) is vlm.export_format, shared with the
+runtime that reads an export (vlm.runtime_onnx). onnx_export and graphs import torch; the
+runtime does not.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def write_model_folder(model, folder: Path) -> Path:
 def _readable(export_dir: Path) -> bool:
     """Whether export_dir holds an export this mineru-cli reads (not missing, not of an older format)."""
     from ..core.errors import SetupError
-    from ..vlm.runtime_onnx import read_manifest
+    from ..vlm.export_format import read_manifest
 
     try:
         read_manifest(export_dir)
@@ -186,7 +186,8 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
     export's peak RSS is measured first in a fresh process (peak_rss)."""
     import torch
 
-    from ..vlm.runtime_onnx import OnnxRuntime, is_export_dir, read_manifest
+    from ..vlm.export_format import is_export_dir, read_manifest
+    from ..vlm.runtime_onnx import OnnxRuntime
     from ..vlm.runtime_torch import TorchRuntime
     from .onnx_export import export_model
 

@@ -27,9 +27,9 @@ import numpy as np
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index
 from ..vlm.runtime_onnx import prompt_embeddings, vision_feed
 from ..vlm.tokenizer import VlmInput
+from .calibration import calibration_pages
 
 SAMPLES = 6   # calibration pages (a full-size model: ~50 s on 2 cores)
-CALIBRATION_SIZES = ((448, 448), (336, 672), (560, 420))   # crop-like: 1,024 / 1,152 / 1,200 patches
 TEXT_TOKENS = 24   # random text after the image where the tokenizer has no chat tokens
 # a mean over fewer rows is too noisy to correct with: the output layer sees one row per prompt
 # (the decoder returns last-token logits only), so it stays uncorrected
@@ -41,25 +41,6 @@ def weight_matmuls(graph) -> list[tuple[str, str, str]]:
     inits = {t.name for t in graph.initializer}
     return [(n.input[0], n.input[1], n.output[0]) for n in graph.node
             if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits]
-
-
-def calibration_pages(samples: int) -> list[tuple[object, str]]:
-    """(image, prompt) pairs: our synthetic prose, invoice and slide pages in turn, each turn
-    with new content and the sizes shifted, at crop-like sizes, with MinerU's prompt for each."""
-    from PIL import Image
-
-    from ..cache.synthetic import invoice, slide, text_page
-    from ..vlm.protocol.chat import LAYOUT_PROMPT, TABLE_PROMPT, TEXT_PROMPT
-
-    words = ("higher", "lower", "better", "worse")   # slide(): "Margins were {word} than planned"
-    out = []
-    for i in range(samples):
-        kind, turn = i % 3, i // 3
-        page = (text_page(7 + turn), invoice(f"{1284.50 + 731.25 * turn:,.2f}"),
-                slide(words[turn % len(words)]))[kind]
-        size = CALIBRATION_SIZES[(kind + turn) % len(CALIBRATION_SIZES)]
-        out.append((page.resize(size, Image.BICUBIC), (TEXT_PROMPT, TABLE_PROMPT, LAYOUT_PROMPT)[kind]))
-    return out
 
 
 def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], samples: int = SAMPLES) -> list[VlmInput]:

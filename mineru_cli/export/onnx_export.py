@@ -2,19 +2,9 @@
 
     export_model(model_dir, out_dir, int8=False, int4=False, verify=True) -> report dict
 
-writes out_dir/ with
-    vision.onnx (+ .data)   pixel_values (N, 1176) f32, vision_position_ids (N, 2) i64
-                            -> image_embeds (N/4, hidden) f32                   [one image]
-    decoder.onnx (+ .data)  inputs_embeds (B, S, hidden) f32, position_ids (3, B, S) i64,
-                            seqlens_k (B,) i32, total_sequence_length () i32,
-                            past_key_i/past_value_i (B, kv, C, d) f32 (a KV buffer)
-                            -> logits (B, vocab) f32 [last position], present_key_i/value_i: the
-                            buffers with the new tokens written in place (see graphs.DecoderGraph;
-                            C must exceed every seqlens_k); one-token calls take step_path
-    embed_tokens.npy        the input embedding table, float32 (vocab, hidden)
-    config.json, tokenizer.json, preprocessor_config.json, ... copied from the model folder
-    manifest.json           sha256 of the source weights and of every file written, opset,
-                            versions, quantization, parity figures
+writes out_dir/ as the export folder that vlm.export_format describes (vision.onnx,
+decoder.onnx, embed_tokens.npy, the model folder's config and tokenizer files, manifest.json with
+the source weights' sha256, every file's sha256, opset, versions, quantization and parity).
 
 The graphs are mineru_cli.export.graphs' wrappers over the HF model's own layers, exported with
 torch.onnx (the dynamo exporter by default; "torchscript" is the legacy one, much faster for
@@ -34,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -49,15 +38,20 @@ import numpy as np
 from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from ..vlm import int8_target
-from ..vlm.runtime_onnx import FORMAT, FORMAT_VERSION, MANIFEST, read_manifest
+from ..vlm.export_format import (
+    COPIED_FILES,
+    FORMAT,
+    FORMAT_VERSION,
+    GRAPHS,
+    MANIFEST,
+    decoder_io,
+    read_manifest,
+    write_manifest,
+)
 from . import bias_correction as bias_correction_mod
 from . import step_path
 
 DEFAULT_OPSET = 18
-COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
-                "merges.txt", "special_tokens_map.json", "added_tokens.json")
-GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -179,12 +173,6 @@ def export_vision(model, path: Path, exporter: str = "dynamo", opset: int = DEFA
     args = (torch.randn(n, dim), torch.randint(0, 4, (n, 2)))
     axes = {"pixel_values": {0: "patches"}, "vision_position_ids": {0: "patches"}, "image_embeds": {0: "tokens"}}
     _export(graph, args, path, ["pixel_values", "vision_position_ids"], ["image_embeds"], axes, exporter, opset)
-
-
-def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
-    past = [f"past_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
-    present = [f"present_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
-    return ["inputs_embeds", "position_ids", "seqlens_k", "total_sequence_length", *past], ["logits", *present]
 
 
 def export_decoder(model, path: Path, exporter: str = "dynamo", opset: int = DEFAULT_OPSET) -> None:
@@ -351,19 +339,6 @@ def _model_table(model) -> dict:
             "vision_depth": int(vision.depth), "vision_embed_dim": int(vision.embed_dim)}
 
 
-def _file_table(folder: Path) -> dict:
-    return {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-
-
-def _write_manifest(folder: Path, manifest: dict) -> None:
-    for path in folder.rglob("*"):  # the quantizer writes its external data 0600 (a temp file)
-        if path.is_file():
-            path.chmod(0o644)
-    manifest["files"] = _file_table(folder)
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-
-
 def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False, int4: bool = False,
                  verify: bool = True, *, exporter: str = "dynamo", opset: int = DEFAULT_OPSET,
                  threads: int | None = None, quantize_lm_head: bool = True, parity_steps: int = 16,
@@ -488,7 +463,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
             "exporter": exporter, "opset": opset, "versions": _versions(),
             "quantization": quantization, "parity": None,
         }
-        _write_manifest(work, manifest)
+        write_manifest(work, manifest)
 
         if verify:
             t0 = time.monotonic()
@@ -496,7 +471,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
             manifest["parity"] = verify_parity(model, model_dir, work, steps=parity_steps,
                                                threads=threads or torch.get_num_threads())
             timings["verify"] = time.monotonic() - t0
-            _write_manifest(work, manifest)
+            write_manifest(work, manifest)
 
         del model
         if out_dir.exists():

@@ -1,14 +1,10 @@
 """The ONNX runtime: MinerU2.5 through onnxruntime only (numpy, no torch, no transformers).
 
 It implements generate.Runtime over an export folder written by mineru_cli.export
-(`mineru export`):
-
-    manifest.json        what the folder holds: graphs, every file's sha256, shapes, versions
-    vision.onnx          one image's patches + (row, col) ids -> merged image embeddings
-    decoder.onnx         inputs_embeds + M-RoPE ids + row lengths + KV buffer -> last logits,
-                         the buffer with the new tokens' k/v written in place
-    embed_tokens.npy     the input embedding table (memory-mapped: only looked-up rows are read)
-    config.json, tokenizer.json, preprocessor_config.json, ...   copied from the model folder
+(`mineru export`; the folder's files and manifest: export_format): vision.onnx turns one image's
+patches into merged image embeddings, decoder.onnx takes input embeddings, M-RoPE ids, row
+lengths and the KV buffer and returns the last logits, and embed_tokens.npy is memory-mapped
+(only looked-up rows are read).
 
 Inputs are the same VlmInput the torch runtime takes. The KV cache is a preallocated buffer per
 layer (B, kv, C, d) that the decoder reads and writes in place (bound as both its past input and
@@ -20,32 +16,24 @@ alone. Prompts are prefilled row by row (the kernel takes a multi-token call aft
 at batch 1), in chunks of PREFILL_CHUNK_TOKENS; decoding steps all live rows together. retain()
 gathers the live rows once when sequences finish.
 
-The folder is checked against manifest.json (sha256 of every file) when the runtime loads; a
-mismatch is a SetupError, never a silently different model. INT8 weights that would saturate
-on this CPU (an export made for VNNI/AMX, run without them: int8_target) run on onnxruntime's
-exact u8 x u8 kernels.
+The folder is verified against its manifest when the runtime loads (export_format.verify_export).
+INT8 weights that would saturate on this CPU (an export made for VNNI/AMX, run without them:
+int8_target) run on onnxruntime's exact u8 x u8 kernels.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..core.errors import SetupError
-from ..hashing import file_sha256 as sha256_file
+from .export_format import MANIFEST, decoder_io, read_manifest, verify_export
 from .int8_target import EXACT_KERNELS_OPTION, graphs_needing_exact_kernels
 from .processor import vision_position_ids
 from .tokenizer import VlmInput
 
-MANIFEST = "manifest.json"
-FORMAT = "mineru-cli-onnx"
-# 4: decoding steps take the step path (3: GroupQueryAttention for every call; 2: new k/v returned)
-FORMAT_VERSION = 4
 # Tokens of KV capacity added at a time. A decoding step reads every column of the buffer (the
 # ones past a row's length are masked), so spare capacity costs every step; a growth copies the
 # buffers once. Measured at batch 8, 64 steps from ~540 tokens (INT8): 52.8 ms per step with 128,
@@ -56,136 +44,6 @@ KV_GROWTH = 32
 # buffer grow with the chunk, and a 1,400-token layout prompt in one call was a worker's
 # memory peak.
 PREFILL_CHUNK_TOKENS = 1024
-ENV_VAR = "MINERU_MODEL_PATH"
-
-
-# --------------------------------------------------------------------------- export folder
-
-
-def manifest_digest(manifest: dict) -> str:
-    """A short id of an export: the sha256 of its file table (names and hashes)."""
-    files = manifest.get("files") or {}
-    text = "\n".join(f"{name} {files[name]['sha256']}" for name in sorted(files))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def read_manifest(export_dir: str | Path) -> dict:
-    path = Path(export_dir) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SetupError(f"{export_dir} is not an ONNX export (no {MANIFEST}); "
-                         f"make one with: mineru export MODEL_DIR OUT_DIR") from None
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise SetupError(f"{path} is not a {FORMAT} manifest")
-    if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
-        raise SetupError(f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
-                         f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
-                         f"(mineru export)")
-    for key in ("files", "graphs", "model"):
-        if not isinstance(manifest.get(key), dict):
-            raise SetupError(f"{path} has no {key!r} table")
-    return manifest
-
-
-def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
-    """The manifest, after checking every file it lists (size, then sha256).
-
-    Raises SetupError naming each missing or changed file.
-    """
-    export_dir = Path(export_dir)
-    manifest = manifest if manifest is not None else read_manifest(export_dir)
-    problems = []
-    stamps = _VerifiedStamps()
-    for name, meta in sorted(manifest["files"].items()):
-        path = export_dir / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != int(meta.get("bytes", -1)):
-            problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
-        elif not stamps.seen(path, meta.get("sha256")):
-            if sha256_file(path) != meta.get("sha256"):
-                problems.append(f"{name} does not match its sha256 in {MANIFEST}")
-            else:
-                stamps.add(path, meta.get("sha256"))
-    for role, name in manifest["graphs"].items():
-        if name not in manifest["files"]:
-            problems.append(f"the {role} file {name} is not in the manifest's file table")
-    if problems:
-        raise SetupError(f"the ONNX export {export_dir} is damaged or was changed: " + "; ".join(problems)
-                         + "; export it again with: mineru export")
-    stamps.save()
-    return manifest
-
-
-class _VerifiedStamps:
-    """Files whose sha256 was checked, by (path, sha256) -> their stat stamp at that time.
-
-    Hashing a 5 GB fp32 export takes ~5 s, and every pipeline worker loads the export. A file
-    whose size, mtime, ctime and inode are unchanged since it was hashed is not hashed again:
-    writing to a file (or replacing it) changes its ctime, which no user call can set back.
-    Kept as JSON in the user cache folder; any problem with it just means hashing again.
-    """
-
-    def __init__(self):
-        from ..cache import default_cache_dir
-
-        self.path = default_cache_dir() / "verified-exports.json"
-        try:
-            self.table = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(self.table, dict):
-                self.table = {}
-        except (OSError, ValueError):
-            self.table = {}
-        self.changed = False
-
-    @staticmethod
-    def _key(path: Path, sha256) -> str:
-        return f"{path.resolve()} {sha256}"
-
-    @staticmethod
-    def _stamp(path: Path) -> list[int]:
-        st = path.stat()
-        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-
-    def seen(self, path: Path, sha256) -> bool:
-        return self.table.get(self._key(path, sha256)) == self._stamp(path)
-
-    def add(self, path: Path, sha256) -> None:
-        self.table[self._key(path, sha256)] = self._stamp(path)
-        self.changed = True
-
-    def save(self) -> None:
-        if not self.changed:
-            return
-        try:   # written whole and renamed: concurrent workers never read half a file
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(self.table), encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
-
-
-def is_export_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
-
-
-def find_export(explicit: str | os.PathLike | None = None) -> Path:
-    """The export folder: `explicit` (--model), else $MINERU_MODEL_PATH; either may also be a
-    model folder with the export in its `onnx/` subfolder."""
-    source, value = ("--model", explicit) if explicit else (f"${ENV_VAR}", os.environ.get(ENV_VAR))
-    if not value:
-        raise SetupError("the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
-                         "make one with: mineru export MODEL_DIR OUT_DIR")
-    path = Path(value).expanduser()
-    for candidate in (path, path / "onnx"):
-        if is_export_dir(candidate):
-            return candidate.resolve()
-    raise SetupError(f"{source} {path} is not an ONNX export (no {MANIFEST}); "
-                     f"make one with: mineru export MODEL_DIR OUT_DIR")
 
 
 # --------------------------------------------------------------------------- runtime
@@ -277,12 +135,11 @@ class OnnxRuntime:
         if self._embed.shape != (self.vocab_size, self.hidden_size):
             raise SetupError(f"embed_tokens has shape {self._embed.shape}, expected "
                              f"{(self.vocab_size, self.hidden_size)}")
-        self._past_names = [f"past_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
-        self._present_names = [f"present_{kv}_{i}" for i in range(self.num_layers) for kv in ("key", "value")]
+        wanted_inputs, wanted_outputs = decoder_io(self.num_layers)
+        self._past_names, self._present_names = wanted_inputs[4:], wanted_outputs[1:]
         inputs = {i.name for i in self._decoder.get_inputs()}
         outputs = {o.name for o in self._decoder.get_outputs()}
-        missing = ({"inputs_embeds", "position_ids", "seqlens_k", "total_sequence_length", *self._past_names}
-                   - inputs) | ({"logits", *self._present_names} - outputs)
+        missing = (set(wanted_inputs) - inputs) | (set(wanted_outputs) - outputs)
         if missing:
             raise SetupError(f"decoder.onnx lacks the inputs/outputs {sorted(missing)}")
         self._kv: list[np.ndarray] = []   # per layer key, value, key, ...: (B, kv, capacity, d)

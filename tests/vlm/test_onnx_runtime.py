@@ -23,12 +23,13 @@ from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: E402,F401
 
 from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
+from mineru_cli.vlm.export_format import find_export, verify_export  # noqa: E402
 from mineru_cli.vlm.generate import generate  # noqa: E402
 from mineru_cli.vlm.protocol.chat import LAYOUT_PROMPT  # noqa: E402
 from mineru_cli.vlm.protocol.crops import layout_image, prepare_crops  # noqa: E402
 from mineru_cli.vlm.protocol.layout import parse_layout  # noqa: E402
 from mineru_cli.vlm.protocol.profiles import PROFILE_2509  # noqa: E402
-from mineru_cli.vlm.runtime_onnx import OnnxRuntime, find_export, verify_export  # noqa: E402
+from mineru_cli.vlm.runtime_onnx import OnnxRuntime  # noqa: E402
 from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
 
 
 def test_a_verified_file_is_not_hashed_again_until_it_changes(tiny_onnx, tmp_path, monkeypatch):
-    import mineru_cli.vlm.runtime_onnx as rt
+    import mineru_cli.vlm.export_format as rt
 
     monkeypatch.setenv("MINERU_CACHE_DIR", str(tmp_path / "cache"))
     copy = tmp_path / "copy"

@@ -1,0 +1,212 @@
+"""The ONNX export folder: its files, its manifest (written, read, verified) and format version.
+
+One definition for both sides: the exporter (mineru_cli.export, `mineru export`) writes such a
+folder and the ONNX runtime (runtime_onnx) reads it.
+
+    manifest.json           what the folder holds: format and version, the source weights'
+                            sha256, the model table, graphs, every file's sha256 and size, I/O
+                            names, opset, versions, quantization, parity figures
+    vision.onnx (+ .data)   pixel_values (N, 1176) f32, vision_position_ids (N, 2) i64
+                            -> image_embeds (N/4, hidden) f32                   [one image]
+    decoder.onnx (+ .data)  inputs_embeds (B, S, hidden) f32, position_ids (3, B, S) i64,
+                            seqlens_k (B,) i32, total_sequence_length () i32,
+                            past_key_i/past_value_i (B, kv, C, d) f32 (a KV buffer)
+                            -> logits (B, vocab) f32 [last position], present_key_i/value_i: the
+                            buffers with the new tokens written in place (see
+                            export.graphs.DecoderGraph; C must exceed every seqlens_k);
+                            one-token calls take export.step_path
+    embed_tokens.npy        the input embedding table, float32 (vocab, hidden)
+    config.json, tokenizer.json, preprocessor_config.json, ...   copied from the model folder
+
+The runtime checks the folder against manifest.json (size and sha256 of every file) when it
+loads: a mismatch is a SetupError, never a silently different model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ..core.errors import SetupError
+from ..hashing import file_sha256 as sha256_file
+from .model_dir import ENV_VAR
+
+MANIFEST = "manifest.json"
+FORMAT = "mineru-cli-onnx"
+# Raised whenever what the graphs take or return changes; the runtime reads only this version, so
+# an older folder is refused with a request to export again rather than misread. Version 4: the
+# decoder takes one-token calls through the step path.
+FORMAT_VERSION = 4
+GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
+COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
+                "merges.txt", "special_tokens_map.json", "added_tokens.json")
+# Where the verified-file stamps are kept: the user cache folder, which the result cache uses too
+# ($MINERU_CACHE_DIR, else the platform's cache folder for mineru-cli).
+CACHE_DIR_ENV = "MINERU_CACHE_DIR"
+STAMPS_FILE = "verified-exports.json"
+
+
+def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
+    """The decoder graph's input and output names, in order."""
+    past = [f"past_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
+    present = [f"present_{kv}_{i}" for i in range(num_layers) for kv in ("key", "value")]
+    return ["inputs_embeds", "position_ids", "seqlens_k", "total_sequence_length", *past], ["logits", *present]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def file_table(folder: Path) -> dict:
+    """{relative path: {"sha256", "bytes"}} of every file in folder but the manifest."""
+    return {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """Write `manifest` into folder with its file table filled in from what folder holds now."""
+    for path in folder.rglob("*"):  # the quantizer writes its external data 0600 (a temp file)
+        if path.is_file():
+            path.chmod(0o644)
+    manifest["files"] = file_table(folder)
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def manifest_digest(manifest: dict) -> str:
+    """A short id of an export: the sha256 of its file table (names and hashes)."""
+    files = manifest.get("files") or {}
+    text = "\n".join(f"{name} {files[name]['sha256']}" for name in sorted(files))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_manifest(export_dir: str | Path) -> dict:
+    path = Path(export_dir) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SetupError(f"{export_dir} is not an ONNX export (no {MANIFEST}); "
+                         f"make one with: mineru export MODEL_DIR OUT_DIR") from None
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise SetupError(f"{path} is not a {FORMAT} manifest")
+    if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
+        raise SetupError(f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
+                         f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
+                         f"(mineru export)")
+    for key in ("files", "graphs", "model"):
+        if not isinstance(manifest.get(key), dict):
+            raise SetupError(f"{path} has no {key!r} table")
+    return manifest
+
+
+def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
+    """The manifest, after checking every file it lists (size, then sha256).
+
+    Raises SetupError naming each missing or changed file.
+    """
+    export_dir = Path(export_dir)
+    manifest = manifest if manifest is not None else read_manifest(export_dir)
+    problems = []
+    stamps = _VerifiedStamps()
+    for name, meta in sorted(manifest["files"].items()):
+        path = export_dir / name
+        if not path.is_file():
+            problems.append(f"{name} is missing")
+        elif path.stat().st_size != int(meta.get("bytes", -1)):
+            problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
+        elif not stamps.seen(path, meta.get("sha256")):
+            if sha256_file(path) != meta.get("sha256"):
+                problems.append(f"{name} does not match its sha256 in {MANIFEST}")
+            else:
+                stamps.add(path, meta.get("sha256"))
+    for role, name in manifest["graphs"].items():
+        if name not in manifest["files"]:
+            problems.append(f"the {role} file {name} is not in the manifest's file table")
+    if problems:
+        raise SetupError(f"the ONNX export {export_dir} is damaged or was changed: " + "; ".join(problems)
+                         + "; export it again with: mineru export")
+    stamps.save()
+    return manifest
+
+
+def _user_cache_dir() -> Path:
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+    return Path(user_cache_dir("mineru-cli"))
+
+
+class _VerifiedStamps:
+    """Files whose sha256 was checked, by (path, sha256) -> their stat stamp at that time.
+
+    Hashing a 5 GB fp32 export takes ~5 s, and every pipeline worker loads the export. A file
+    whose size, mtime, ctime and inode are unchanged since it was hashed is not hashed again:
+    writing to a file (or replacing it) changes its ctime, which no user call can set back.
+    Kept as JSON in the user cache folder; any problem with it just means hashing again.
+    """
+
+    def __init__(self):
+        self.path = _user_cache_dir() / STAMPS_FILE
+        try:
+            self.table = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(self.table, dict):
+                self.table = {}
+        except (OSError, ValueError):
+            self.table = {}
+        self.changed = False
+
+    @staticmethod
+    def _key(path: Path, sha256) -> str:
+        return f"{path.resolve()} {sha256}"
+
+    @staticmethod
+    def _stamp(path: Path) -> list[int]:
+        st = path.stat()
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+    def seen(self, path: Path, sha256) -> bool:
+        return self.table.get(self._key(path, sha256)) == self._stamp(path)
+
+    def add(self, path: Path, sha256) -> None:
+        self.table[self._key(path, sha256)] = self._stamp(path)
+        self.changed = True
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        try:   # written whole and renamed: concurrent workers never read half a file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.table), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- finding
+
+
+def is_export_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def find_export(explicit: str | os.PathLike | None = None) -> Path:
+    """The export folder: `explicit` (--model), else $MINERU_MODEL_PATH; either may also be a
+    model folder with the export in its `onnx/` subfolder."""
+    source, value = ("--model", explicit) if explicit else (f"${ENV_VAR}", os.environ.get(ENV_VAR))
+    if not value:
+        raise SetupError("the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
+                         "make one with: mineru export MODEL_DIR OUT_DIR")
+    path = Path(value).expanduser()
+    for candidate in (path, path / "onnx"):
+        if is_export_dir(candidate):
+            return candidate.resolve()
+    raise SetupError(f"{source} {path} is not an ONNX export (no {MANIFEST}); "
+                     f"make one with: mineru export MODEL_DIR OUT_DIR")
