@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from conftest import mineru, read_journal
+from helpers import mineru, read_journal
 from PIL import Image
 
 from mineru_cli.cache.synthetic import invoice

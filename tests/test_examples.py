@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import EXAMPLES, mineru, read_journal
+from helpers import EXAMPLES, mineru, read_journal
 from textmetrics import cer, record_text, squash
 
 # Measured on this machine (2 cores) with the embedded engine (PP-OCRv6-small, cls_thresh 0.99),

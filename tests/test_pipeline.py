@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mineru, read_journal
+from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
 WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet"]

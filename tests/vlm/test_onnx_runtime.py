@@ -252,7 +252,7 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     import json
     import shutil
 
-    from conftest import mineru
+    from helpers import mineru
 
     model = tmp_path / "model"
     shutil.copytree(tiny_vlm / "model", model)

@@ -13,7 +13,7 @@ from PIL import Image
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from conftest import mineru  # noqa: E402  (tests/conftest.py: runs the real CLI)
+from helpers import mineru  # noqa: E402  (tests/helpers.py: runs the real CLI)
 from tiny_fixtures import Recorder, tiny_case, tiny_vlm  # noqa: F401,E402  (fixtures)
 
 from mineru_cli.core.errors import SetupError  # noqa: E402
