@@ -1,3 +1,15 @@
-"""mineru-cli: batch document parsing on plain CPUs."""
+"""mineru-cli: batch document parsing on plain CPUs. `mineru_cli.parse()` is the Python API."""
 
-__version__ = "0.1.0"
+from .version import __version__
+
+__all__ = ["Parser", "PageRecord", "RunConfig", "parse", "__version__"]
+
+
+def __getattr__(name: str):
+    # Loaded on first use: worker processes import this package before they set their thread
+    # environment, and the API pulls in numpy and the PDF renderer.
+    if name in ("parse", "Parser", "PageRecord", "RunConfig"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'mineru_cli' has no attribute {name!r}")

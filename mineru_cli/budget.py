@@ -12,17 +12,7 @@ ONNX Runtime intra-op threads per worker. The rule (see `plan_cpus`, printed by
 Why processes first: the embedded engine's models are small convolutional nets run image by
 image; one ONNX Runtime session scales poorly past one thread on them (much of a page is
 Python pre/post-processing, single-threaded), while separate processes scale with the cores.
-Measured on the 2-core development box (shared with other jobs; `mineru parse DIR --no-cache
---cpus 2 --workers K`), pages/min, two runs each (see MEASURED_FIGURES):
-
-  input                         1 x 2 (1 worker)   2 x 1 (2 workers)   1 x 1 (--cpus 1)
-  examples/ (7 pages), idle     28.4, 26.4         28.9, 26.4          15.6, 15.5
-  examples/ (7), busy box       8.6, 6.6           10.6, 8.7           -
-  examples/ x3 (21 pages)       29.6, 29.7         31.9, 35.4          -
-
-2 x 1 also used ~8% less CPU time (user 58-62 s vs 66 s for the 21 pages): ONNX Runtime's
-second thread buys little on these models. On 7 pages the tail (one big page left for one
-worker) hides the difference; on a long batch it does not.
+The measured figures (2 x 1 against 1 x 2 on two cores) are in docs/benchmarks.md.
 
 Page batches (`--page-batch`, pages a worker holds and hands to its engine together): 1 for
 the ocr engine (it parses page by page: a batch would only delay answers), 4 for the vlm
@@ -38,23 +28,15 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import RunConfig
 
 GiB = 1 << 30
 # Memory one worker may need while parsing a large page with the embedded engine (its RSS is
 # about 0.3-0.5 GiB; headroom for a 3500x3500 page). Caps the worker count on small machines.
 WORKER_MEM = 1 * GiB
-
-DEFAULT_PAGE_BATCH = {"ocr": 1, "vlm": 4}   # --page-batch by engine (see the module docstring)
-DEFAULT_BATCH_WAIT_MS = 100                 # --batch-wait-ms: a batch closes when no page came this long
-DEFAULT_CROP_BATCH = 8                      # --crop-batch: vlm crops decoded together
-DEFAULT_PAGE_TIMEOUT = 600.0                # --page-timeout: seconds a page may take
-DEFAULT_MAX_WORKER_RSS = "3GB"              # --max-worker-rss (units.parse_size): recycle a worker above it
-
-
-def default_page_batch(engine: str) -> int:
-    return DEFAULT_PAGE_BATCH.get(engine, 1)
-
-
 
 def available_cpus() -> int:
     """Cores we may use: the affinity mask, further limited by a cgroup v2 CPU quota.
@@ -148,18 +130,21 @@ def plan_cpus(cpus: int | None = None, workers: int | None = None, pages: int | 
     return CpuPlan(cores=cores, budget=budget, workers=n, threads=threads, spinning=spinning, why=why)
 
 
-def explain(plan: CpuPlan, page_timeout: float, max_rss: int, engine: str = "ocr",
-            page_batch: int | None = None, batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS,
-            crop_batch: int = DEFAULT_CROP_BATCH, mode: str | None = None) -> str:
-    """`engine`: "ocr", "vlm" or "auto" (then the batch default is shown for both)."""
-    if page_batch is not None:
-        batch = f"{page_batch}  (--page-batch)"
-    elif engine == "auto":
+def explain(plan: CpuPlan, config: RunConfig) -> str:
+    """The CPU plan and the batch settings `config` runs with, for --explain-plan (before the
+    engine is resolved: an auto engine shows the batch default of both)."""
+    from .config import EngineChoice, default_page_batch
+
+    engine, page_timeout, max_rss = config.engine, config.page_timeout, config.max_worker_rss
+    batch_wait_ms, crop_batch, mode = config.batch_wait_ms, config.crop_batch, config.mode
+    if config.page_batch is not None:
+        batch = f"{config.page_batch}  (--page-batch)"
+    elif engine is EngineChoice.AUTO:
         batch = (f"{default_page_batch('ocr')} for the ocr engine, {default_page_batch('vlm')} "
                  "for vlm  (--page-batch; engine auto)")
     else:
         batch = f"{default_page_batch(engine)}  (default for the {engine} engine)"
-    mode_line = mode or ("vlm" if engine == "vlm" else "ocr" if engine == "ocr"
+    mode_line = mode or ("vlm" if engine is EngineChoice.VLM else "ocr" if engine is EngineChoice.OCR
                          else "vlm when the engine resolves to vlm, else ocr")
     lines = [
         "CPU plan (mineru parse)",
@@ -184,10 +169,6 @@ def explain(plan: CpuPlan, page_timeout: float, max_rss: int, engine: str = "ocr
         "workers x threads > cores. --workers K overrides the worker count. A batch of n pages",
         "gets n x the page timeout from the start of its engine stage; if its worker dies or hangs,",
         "each of its pages is retried alone, so one bad page costs only itself.",
-        "Measured on 2 shared cores, pages/min: " + MEASURED_FIGURES,
+        "Measured pages/min per plan: docs/benchmarks.md (Embedded engine).",
     ]
     return "\n".join(lines)
-
-
-MEASURED_FIGURES = ("examples/ (7 pages, ocr engine, PP-OCRv6, 2026-11-30, two alternating runs): "
-                    "2x1 18.1-19.8, 1x2 15.0-16.9, 1x1 8.8-9.8")

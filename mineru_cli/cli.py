@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from . import __version__
-from .budget import DEFAULT_BATCH_WAIT_MS, DEFAULT_CROP_BATCH, DEFAULT_MAX_WORKER_RSS, DEFAULT_PAGE_TIMEOUT
+from .config import (
+    DEFAULT_CACHE_TTL,
+    DEFAULT_MAX_WORKER_RSS,
+    CacheNear,
+    EngineChoice,
+    GifFrames,
+    LoadOptions,
+    Mode,
+    OutputFormat,
+    RunConfig,
+    Runtime,
+)
 from .core.errors import SetupError
+from .version import __version__
 
 app = typer.Typer(
     name="mineru",
@@ -22,7 +34,6 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
-MODES = ("vlm", "hybrid", "ocr")   # --mode
 
 
 def _version(value: bool):
@@ -39,62 +50,74 @@ def main_callback(
     error (nothing was parsed); 130 interrupted (re-run to resume)."""
 
 
+def _default(name: str):
+    """A parse option's default, from RunConfig (the one place defaults live)."""
+    f = RunConfig.__dataclass_fields__[name]
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 @app.command()
 def parse(
     paths: List[Path] = typer.Argument(..., help="Files or folders (walked recursively, sorted).", show_default=False),
-    out: Path = typer.Option(Path("results.jsonl"), "--out", "-o",
+    out: Path = typer.Option(_default("out"), "--out", "-o",
                              help="JSONL journal: one record per page; re-runs resume from it."),
-    engine: str = typer.Option("auto", "--engine", "-e",
-                               help="auto | ocr | vlm. auto: vlm when a MinerU2.5 model is found, else ocr."),
-    model: Optional[str] = typer.Option(None, "--model", "-m",
+    engine: EngineChoice = typer.Option(_default("engine"), "--engine", "-e",
+                                        help="auto: vlm when a MinerU2.5 model is found, else ocr."),
+    model: Optional[str] = typer.Option(_default("model"), "--model", "-m",
                                         help="vlm: MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
                                              "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
-    model_profile: Optional[str] = typer.Option(None, "--model-profile",
+    model_profile: Optional[str] = typer.Option(_default("model_profile"), "--model-profile",
                                                 help="vlm: 2509 | pro (default: from the model folder)."),
-    runtime: str = typer.Option("auto", "--runtime",
-                                help="vlm runtime: auto (onnx when an export is found, else torch) | onnx | torch."),
-    lang: str = typer.Option("en", "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."),
-    cpus: Optional[int] = typer.Option(None, "--cpus", min=1,
+    runtime: Runtime = typer.Option(_default("runtime"), "--runtime",
+                                    help="vlm runtime: auto is onnx when an export is found, else torch."),
+    lang: str = typer.Option(_default("lang"), "--lang",
+                             help="OCR language hint (en, ch): recorded, picks the OCR models."),
+    cpus: Optional[int] = typer.Option(_default("cpus"), "--cpus", min=1,
                                        help="CPU budget (default: the affinity/cgroup limit)."),
     include: List[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
     exclude: List[str] = typer.Option([], "--exclude", help="Skip files matching this glob (repeatable)."),
-    pages: Optional[str] = typer.Option(None, "--pages", help="Pages to parse, 1-based: '1-3,7'."),
-    dpi: int = typer.Option(200, "--dpi", min=36, max=600, help="PDF render DPI (long side capped at 3500 px)."),
-    gif_frames: str = typer.Option("first", "--gif-frames", help="first | all: which GIF frames are pages."),
-    force: bool = typer.Option(False, "--force", help="Re-parse pages that are already done."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-parse pages whose record failed."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the result cache."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir",
+    pages: Optional[str] = typer.Option(_default("pages"), "--pages", help="Pages to parse, 1-based: '1-3,7'."),
+    dpi: int = typer.Option(LoadOptions.dpi, "--dpi", min=36, max=600,
+                            help="PDF render DPI (long side capped at 3500 px)."),
+    gif_frames: GifFrames = typer.Option(LoadOptions.gif_frames, "--gif-frames", help="Which GIF frames are pages."),
+    force: bool = typer.Option(_default("force"), "--force", help="Re-parse pages that are already done."),
+    retry_failed: bool = typer.Option(_default("retry_failed"), "--retry-failed",
+                                      help="Re-parse pages whose record failed."),
+    no_cache: bool = typer.Option(not _default("cache"), "--no-cache", help="Do not read or write the result cache."),
+    cache_dir: Optional[Path] = typer.Option(_default("cache_dir"), "--cache-dir",
                                              help="Result cache folder (default: $MINERU_CACHE_DIR or the user "
                                                   "cache dir)."),
-    cache_near: str = typer.Option("verify", "--cache-near", help="off | verify: reuse verified near-duplicates."),
-    cache_url: Optional[str] = typer.Option(None, "--cache-url", help="Shared tier: redis://host:port/db."),
-    cache_ttl: str = typer.Option("2h", "--cache-ttl",
+    cache_near: CacheNear = typer.Option(_default("cache_near"), "--cache-near",
+                                         help="verify: reuse verified near-duplicates."),
+    cache_url: Optional[str] = typer.Option(_default("cache_url"), "--cache-url",
+                                            help="Shared tier: redis://host:port/db."),
+    cache_ttl: str = typer.Option(DEFAULT_CACHE_TTL, "--cache-ttl",
                                   help="How long a result lives in the shared tier (90s, 2h, 7d)."),
-    formats: List[str] = typer.Option([], "--format", "-f",
-                                      help="Also write per-document files: markdown (<stem>.md) or content-list "
-                                           "(MinerU's <stem>_content_list.json + <stem>.md + images/). Repeatable."),
-    out_dir: Path = typer.Option(Path("mineru_output"), "--out-dir",
+    formats: List[OutputFormat] = typer.Option([], "--format", "-f",
+                                               help="Also write per-document files: markdown (<stem>.md) or "
+                                                    "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
+                                                    "images/). Repeatable."),
+    out_dir: Path = typer.Option(_default("out_dir"), "--out-dir",
                                  help="Folder for --format files, one sub-folder per document."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1,
+    workers: Optional[int] = typer.Option(_default("workers"), "--workers", min=1,
                                           help="Worker processes (default: from the CPU plan; see --explain-plan)."),
-    page_timeout: float = typer.Option(DEFAULT_PAGE_TIMEOUT, "--page-timeout", min=0.1,
+    page_timeout: float = typer.Option(_default("page_timeout"), "--page-timeout", min=0.1,
                                        help="Seconds a page may take (a batch of n pages: n x this in the engine "
                                             "stage); then its worker is killed and restarted and the page gets a "
                                             "'timeout' record."),
     max_worker_rss: str = typer.Option(DEFAULT_MAX_WORKER_RSS, "--max-worker-rss",
                                        help="Restart a worker whose memory (RSS) is above this after a page "
                                             "(e.g. 3GB, 800MB, 2GiB; 0: never)."),
-    mode: Optional[str] = typer.Option(None, "--mode",
-                                       help="vlm | hybrid | ocr (default: vlm when the engine resolves to vlm; "
-                                            "ocr: the embedded OCR engine). Part of the resume fingerprint."),
-    page_batch: Optional[int] = typer.Option(None, "--page-batch", min=1, max=64,
+    mode: Optional[Mode] = typer.Option(_default("mode"), "--mode",
+                                        help="Default: vlm when the engine resolves to vlm; ocr: the embedded "
+                                             "OCR engine. Part of the resume fingerprint."),
+    page_batch: Optional[int] = typer.Option(_default("page_batch"), "--page-batch", min=1, max=64,
                                              help="Pages a worker holds and hands to its engine together "
                                                   "(default: 1 for ocr, 4 for vlm). Never changes a record."),
-    batch_wait_ms: int = typer.Option(DEFAULT_BATCH_WAIT_MS, "--batch-wait-ms", min=0, max=60000,
+    batch_wait_ms: int = typer.Option(_default("batch_wait_ms"), "--batch-wait-ms", min=0, max=60000,
                                       help="A page batch closes when full or when no further page arrived "
                                            "within this many milliseconds."),
-    crop_batch: int = typer.Option(DEFAULT_CROP_BATCH, "--crop-batch", min=1, max=256,
+    crop_batch: int = typer.Option(_default("crop_batch"), "--crop-batch", min=1, max=256,
                                    help="vlm: block crops decoded together. Never changes a record."),
     explain_plan: bool = typer.Option(False, "--explain-plan",
                                       help="Print how --cpus is split into workers x threads (and the batch "
@@ -108,53 +131,26 @@ def parse(
     or crashes its worker costs only that page (a batch that loses its worker is retried page
     by page). Ctrl-C or SIGTERM: pages in flight finish (up to 30 s), the journal is
     compacted, exit 130; a second Ctrl-C stops at once (the journal stays valid)."""
-    from .inputs import LoadOptions
     from .report import make_reporter
-    from .runner import ParseOptions, run_parse
+    from .runner import run_parse
 
     reporter = make_reporter(quiet, log_json)
     try:
-        from .units import parse_duration, parse_size
-        from .writers import FORMATS
-
-        try:
-            max_rss = parse_size(max_worker_rss)
-        except ValueError as exc:
-            raise SetupError(f"--max-worker-rss: {exc}") from None
-        try:
-            ttl = int(parse_duration(cache_ttl))
-        except ValueError as exc:
-            raise SetupError(f"--cache-ttl: {exc}") from None
-        if unknown := set(formats) - set(FORMATS):
-            raise SetupError(f"--format {', '.join(sorted(unknown))}: choose from {', '.join(FORMATS)}")
-        if mode is not None and mode not in MODES:
-            raise SetupError(f"--mode {mode!r}: choose from {', '.join(MODES)}")
+        config = RunConfig.from_options(tuple(paths), out=out, engine=engine, lang=lang, cpus=cpus, workers=workers,
+                           page_timeout=page_timeout, max_worker_rss=max_worker_rss, include=tuple(include),
+                           exclude=tuple(exclude), pages=pages, load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value),
+                           force=force, retry_failed=retry_failed, cache=not no_cache, cache_dir=cache_dir,
+                           cache_near=cache_near, cache_url=cache_url, cache_ttl=cache_ttl, model=model,
+                           model_profile=model_profile, runtime=runtime, formats=frozenset(formats),
+                           out_dir=out_dir, mode=mode, page_batch=page_batch, batch_wait_ms=batch_wait_ms,
+                           crop_batch=crop_batch)
         if explain_plan:
             from .budget import explain, plan_cpus
 
-            kind = engine if engine in ("ocr", "vlm") else "auto"
-            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine == "vlm" else "ocr"),
-                               page_timeout, max_rss, engine=kind, page_batch=page_batch,
-                               batch_wait_ms=batch_wait_ms, crop_batch=crop_batch, mode=mode))
+            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine is EngineChoice.VLM else "ocr"),
+                               config))
             raise typer.Exit(EXIT_OK)
-        if gif_frames not in ("first", "all"):
-            raise SetupError("--gif-frames must be 'first' or 'all'")
-        if cache_near not in ("off", "verify"):
-            raise SetupError("--cache-near must be 'off' or 'verify'")
-        if no_cache:
-            cache_path = None
-        else:
-            from .cache import default_cache_dir
-            cache_path = cache_dir or default_cache_dir()
-        opts = ParseOptions(inputs=list(paths), out=out, engine=engine, lang=lang, cpus=cpus,
-                            workers=workers, page_timeout=page_timeout, max_worker_rss=max_rss,
-                            include=list(include), exclude=list(exclude), pages=pages,
-                            load=LoadOptions(dpi=dpi, gif_frames=gif_frames), force=force,
-                            retry_failed=retry_failed, cache_dir=cache_path, cache_near=cache_near,
-                            cache_url=cache_url, cache_ttl=ttl, model=model, model_profile=model_profile,
-                            runtime=runtime, formats=set(formats), out_dir=out_dir, mode=mode,
-                            page_batch=page_batch, batch_wait_ms=batch_wait_ms, crop_batch=crop_batch)
-        summary = run_parse(opts, reporter)
+        summary = run_parse(config, reporter)
     except SetupError as exc:
         from rich.markup import escape
 

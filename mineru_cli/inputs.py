@@ -24,12 +24,13 @@ import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pypdfium2 as pdfium
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from .config import LoadOptions  # noqa: F401  (part of the inputs API: how files become pages)
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 
@@ -37,15 +38,6 @@ DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", "
 
 WHITE = (255, 255, 255)
 _HEAD_BYTES = 1024  # pdfium accepts a "%PDF-" header anywhere in the first 1 KiB
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    dpi: int = 200  # PDF render DPI
-    pdf_max_side: int = 3500  # long side of a rendered PDF page is capped (as MinerU does)
-    max_page_pixels: int = 3500 * 3500  # larger pages are downscaled to this area
-    bomb_pixels: int = 178_956_970  # decoded images above this are refused
-    gif_frames: str = "first"  # "first" | "all"
 
 
 @dataclass(frozen=True)
@@ -69,7 +61,7 @@ class Page:
 # --------------------------------------------------------------------------- discover
 
 
-def discover(paths: list[Path], include: list[str] = (), exclude: list[str] = ()) -> list[SourceFile]:
+def discover(paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[SourceFile]:
     """Expand files and folders into SourceFiles, in a stable order, each `rel` once."""
     args = _unique_args(paths)
     root = _input_root(args)
@@ -321,10 +313,12 @@ class OpenDocuments:
     parsed once, not once per page); opening another closes it."""
 
     def __init__(self, load: LoadOptions):
-        self.load, self.key, self.doc = load, None, None
+        self.load = load
+        self.key: Path | None = None
+        self.doc: Document | None = None
 
     def get(self, src: SourceFile) -> Document:
-        if self.key != src.path:
+        if self.key != src.path or self.doc is None:
             self.close()
             self.doc = open_document(src, self.load)
             self.key = src.path

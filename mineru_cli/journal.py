@@ -23,7 +23,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from .core.errors import SetupError
 
@@ -50,10 +50,10 @@ class Journal:
         self.index: dict[str, Entry] = {}   # page id -> latest record, in file order
         self.repaired_bytes = 0             # size of a torn tail cut off at open
         self.bad_lines = 0                  # complete lines that were not records (dropped at compaction)
-        self._fh = None                     # binary, appending
+        self._fh: IO[bytes] | None = None   # appending
         self._size = 0
         self._synced = 0.0                  # monotonic time of the last fsync
-        self._lock = None
+        self._lock: IO[str] | None = None
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
@@ -80,15 +80,15 @@ class Journal:
         except (FileExistsError, NotADirectoryError):
             raise SetupError(f"--out {self.given}: cannot create its folder {self.given.parent}: "
                              "part of that path is an existing file") from None
-        self._lock = open(self.path.with_name("." + self.path.name + ".lock"), "w")
+        self._lock = lock = open(self.path.with_name("." + self.path.name + ".lock"), "w")
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
         if self.path.exists():
             self._index_and_repair()
-        self._fh = open(self.path, "ab")
-        self._size = self._fh.tell()
+        self._fh = fh = open(self.path, "ab")
+        self._size = fh.tell()
 
     def _index_and_repair(self) -> None:
         good = 0                            # end of the last complete line
@@ -122,30 +122,32 @@ class Journal:
         return SetupError(f"--out {self.given} exists and is not a mineru journal (its first line is not a "
                           "page record); it was left untouched: choose another --out or remove it")
 
-    def _remember(self, rec: dict, offset: int, length: int) -> None:
+    def _remember(self, rec: dict[str, Any], offset: int, length: int) -> None:
         self.index.pop(rec["id"], None)     # re-insert: index order follows the latest write
         self.index[rec["id"]] = Entry(offset, length, rec["status"], rec.get("source_sha256"),
                                       rec.get("fingerprint"))
 
     # -- reading -------------------------------------------------------------------------
-    def get(self, pid: str) -> dict | None:
+    def get(self, pid: str) -> dict[str, Any] | None:
         """The latest record of a page, read back from the file."""
         entry = self.index.get(pid)
         if entry is None:
             return None
-        self._fh.flush()
+        self._out.flush()
         with open(self.path, "rb") as fh:
             fh.seek(entry.offset)
-            return json.loads(fh.read(entry.length))
+            record: dict[str, Any] = json.loads(fh.read(entry.length))
+            return record
 
-    def records(self, ids: Iterable[str]) -> Iterator[dict]:
+    def records(self, ids: Iterable[str]) -> Iterator[dict[str, Any]]:
         for pid in ids:
             rec = self.get(pid)
             if rec is not None:
                 yield rec
 
     # -- resume --------------------------------------------------------------------------
-    def finished(self, pid: str, source_sha256: str | None, fingerprint: str, retry_failed: bool) -> dict | None:
+    def finished(self, pid: str, source_sha256: str | None, fingerprint: str,
+                 retry_failed: bool) -> dict[str, Any] | None:
         """The earlier record that makes redoing this page unnecessary, if any.
 
         Same page id, same file content, same fingerprint, and either ok or (failed and the
@@ -158,15 +160,15 @@ class Journal:
         return None
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, record: dict) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         """Write one record. It is flushed to the OS at once, so a killed process loses nothing
         written; fsync (against a power cut) runs at most every FSYNC_EVERY seconds and at
         compaction/close, because an fsync per record would cost more than a cache hit."""
         line = _line(record)
-        self._fh.write(line)
-        self._fh.flush()
+        self._out.write(line)
+        self._out.flush()
         if time.monotonic() - self._synced >= FSYNC_EVERY:
-            os.fsync(self._fh.fileno())
+            os.fsync(self._out.fileno())
             self._synced = time.monotonic()
         self._remember(record, self._size, len(line))
         self._size += len(line)
@@ -179,7 +181,7 @@ class Journal:
         ids = [i for i in dict.fromkeys(order) if i in self.index and i not in drop]
         seen = set(ids)
         ids += [i for i in self.index if i not in seen and i not in drop]
-        self._fh.flush()
+        self._out.flush()
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
         offset = 0
@@ -192,7 +194,7 @@ class Journal:
                 offset += e.length
             dst.flush()
             os.fsync(dst.fileno())
-        self._fh.close()
+        self._out.close()
         os.replace(tmp, self.path)          # atomic: a kill here leaves the old, valid journal
         self.index, self.bad_lines = new_index, 0
         self._fh = open(self.path, "ab")
@@ -209,14 +211,47 @@ class Journal:
             self._lock.close()
             self._lock = None
 
-    def __enter__(self):
+    @property
+    def _out(self) -> IO[bytes]:
+        if self._fh is None:
+            raise RuntimeError("the journal is not open")
+        return self._fh
+
+    def __enter__(self) -> Journal:
         return self.open()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _line(record: dict) -> bytes:
+class NoJournal:
+    """The journal of a run without an output file (the Python API with out=None): nothing is
+    written, nothing is resumed."""
+    index: dict[str, Entry] = {}
+    repaired_bytes = 0
+    bad_lines = 0
+
+    def finished(self, pid: str, source_sha256: str | None, fingerprint: str,
+                 retry_failed: bool) -> dict[str, Any] | None:
+        return None
+
+    def append(self, record: dict[str, Any]) -> None:
+        pass
+
+    def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
+        pass
+
+    def records(self, ids: Iterable[str]) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def __enter__(self) -> NoJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _line(record: dict[str, Any]) -> bytes:
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     try:
         return (text + "\n").encode("utf-8")
@@ -232,7 +267,7 @@ def _torn_record(fragment: bytes) -> bool:
     return fragment.startswith(RECORD_START) or RECORD_START.startswith(fragment)
 
 
-def _parse(line: bytes) -> dict | None:
+def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
     except (ValueError, UnicodeDecodeError):
@@ -240,9 +275,9 @@ def _parse(line: bytes) -> dict | None:
     return rec if isinstance(rec, dict) and isinstance(rec.get("id"), str) and "status" in rec else None
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[dict[str, Any]]:
     """All complete records of a journal file (for tests and `mineru` sub-commands)."""
-    out = []
+    out: list[dict[str, Any]] = []
     with open(path, "rb") as fh:
         for line in fh:
             if line.endswith(b"\n") and (rec := _parse(line)) is not None:

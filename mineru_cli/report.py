@@ -80,6 +80,7 @@ class Summary:
     stages: dict | None = None  # StageTimes.as_dict: busy seconds and share per stage
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (page id, message)
+    counts: dict[str, int] = field(default_factory=dict)   # the engine's counts, summed (retries, ...)
 
     @property
     def pages_per_min(self) -> float:
@@ -96,7 +97,7 @@ class Summary:
                 "unfinished": self.unfinished, "restarts": self.restarts, "recycled": self.recycled,
                 "retried": self.retried, "plan": self.plan, "seconds": round(self.seconds, 3),
                 "pages_per_min": round(self.pages_per_min, 2), "pages_per_s": round(self.pages_per_s, 3),
-                "stages": self.stages}
+                "stages": self.stages, "counts": dict(sorted(self.counts.items()))}
 
 
 class Reporter:

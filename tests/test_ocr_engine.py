@@ -253,3 +253,16 @@ def test_a_rapid_layout_without_its_session_attribute_fails_loudly(monkeypatch):
     monkeypatch.setattr(rapid_layout, "RapidLayout", lambda **kwargs: object())
     with pytest.raises(SetupError, match="RapidLayout.session.session"):
         rapid_compat.rapid_layout_with_session(None)
+
+
+def test_the_fingerprint_comes_from_the_spec_as_the_engine_describes_itself():
+    """describe(spec) never builds an engine; it must say exactly what a built one says."""
+    from mineru_cli.config import EngineChoice, EngineSpec, Mode
+    from mineru_cli.engines import build_engine, describe
+
+    for lang in ("en", "ch"):
+        spec = EngineSpec(EngineChoice.OCR, Mode.OCR, lang)
+        engine = build_engine(spec, threads=1)
+        info = describe(spec)
+        assert (info["name"], info["version"]) == (engine.name, engine.version)
+        assert info["model"] == engine.identity() and info["options"] == engine.options()

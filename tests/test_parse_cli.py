@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mineru, read_journal
+from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
 
@@ -83,7 +83,8 @@ def test_exit_codes(tmp_path):
     bad_pages = mineru("parse", "p.png", "--pages", "3-1", "--no-cache", cwd=tmp_path)
     assert bad_pages.returncode == 2 and "--pages" in bad_pages.stderr
     bad_engine = mineru("parse", "p.png", "--engine", "gpt", "--no-cache", cwd=tmp_path)
-    assert bad_engine.returncode == 2 and "unknown engine" in bad_engine.stderr
+    assert bad_engine.returncode == 2 and "Invalid value for '--engine'" in bad_engine.stderr
+    assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr   # the choices come from the configuration
 
 
 def events(stderr: str) -> list[dict]:
@@ -340,26 +341,35 @@ def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):
 
 
 def test_every_parse_option_default_is_the_run_configuration_default():
-    """`mineru parse`'s defaults and ParseOptions' (what the Python API and the tests build) are
-    one set: an option whose default differs would run a CLI batch differently from the same
-    batch started from Python (--max-worker-rss was 3GB in one and 3 GiB in the other)."""
+    """`mineru parse`'s defaults and RunConfig's (what the Python API builds) are one set: an
+    option whose default differs would run a CLI batch differently from the same batch
+    started from Python (--max-worker-rss was once 3GB in one and 3 GiB in the other)."""
     import dataclasses
 
     import typer
 
     from mineru_cli.cli import app
-    from mineru_cli.runner import ParseOptions
-    from mineru_cli.units import parse_duration, parse_size
+    from mineru_cli.config import LoadOptions, RunConfig
 
     command = next(c for c in typer.main.get_command(app).commands.values() if c.name == "parse")
     cli = {p.name: p.default for p in command.params}
-    config = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-              for f in dataclasses.fields(ParseOptions) if f.name not in ("inputs", "out")}
-    converted = {"max_worker_rss": parse_size, "cache_ttl": lambda v: int(parse_duration(v)),
-                 "formats": set, "include": list, "exclude": list}
-    compared = set(cli) & set(config)
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    built = RunConfig(inputs=("x",), **{k: v for k, v in cli.items() if k in fields})
+    default = RunConfig(inputs=("x",))
+    for f in dataclasses.fields(RunConfig):
+        if f.name in cli:
+            assert getattr(built, f.name) == getattr(default, f.name), (f.name, cli[f.name])
+    compared = set(cli) & fields
     assert {"page_timeout", "max_worker_rss", "batch_wait_ms", "crop_batch", "cache_ttl", "engine", "mode",
-            "runtime", "out_dir", "page_batch", "workers", "cpus"} <= compared, compared
-    for name in sorted(compared):
-        value = converted.get(name, lambda v: v)(cli[name])
-        assert value == config[name], (name, cli[name], config[name])
+            "runtime", "out_dir", "page_batch", "workers", "cpus", "cache_near", "formats"} <= compared, compared
+    assert cli["no_cache"] is (not default.cache)
+    assert (cli["dpi"], cli["gif_frames"]) == (LoadOptions().dpi, LoadOptions().gif_frames)
+
+
+def test_parse_help_lists_the_choices_of_every_enumerated_option():
+    from mineru_cli.config import CacheNear, EngineChoice, GifFrames, Mode, OutputFormat, Runtime
+
+    r = mineru("parse", "--help", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    for kind in (EngineChoice, Mode, Runtime, CacheNear, GifFrames, OutputFormat):
+        assert "|".join(kind.values()) in r.stdout.replace(" ", ""), (kind.__name__, r.stdout)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import mineru, read_journal
+from helpers import mineru, read_journal
 from PIL import Image
 from test_pipeline import events, text_page, write_pages
 
@@ -223,22 +223,23 @@ def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
 
 
 def test_collect_batch_takes_up_to_n_within_the_window():
+    from mineru_cli.pipeline.messages import Finish, PageTask
     from mineru_cli.pipeline.worker import collect_batch
 
     main, child = mp.Pipe(duplex=True)
     for i in range(5):
-        main.send((i, "src", i, False))
+        main.send(PageTask(i, "src", i))
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t[0] for t in tasks] == [0, 1, 2] and not last          # full
+    assert [t.task_id for t in tasks] == [0, 1, 2] and not last          # full
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t[0] for t in tasks] == [3, 4] and not last             # the window passed
-    main.send((5, "src", 5, True))
-    main.send((6, "src", 6, False))
+    assert [t.task_id for t in tasks] == [3, 4] and not last             # the window passed
+    main.send(PageTask(5, "src", 5, solo=True))
+    main.send(PageTask(6, "src", 6))
     tasks, _ = collect_batch(child, 3, 0.05)
-    assert [t[0] for t in tasks] == [5]                             # solo: alone
-    main.send(None)
+    assert [t.task_id for t in tasks] == [5]                             # solo: alone
+    main.send(Finish())
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t[0] for t in tasks] == [6] and last                    # exit after this batch
+    assert [t.task_id for t in tasks] == [6] and last                    # exit after this batch
 
 
 def test_stage_times_sum_pages_and_share_the_workers_time():

@@ -11,66 +11,108 @@ Every engine offers parse_batch (see base.Engine).
 from __future__ import annotations
 
 import importlib.util
-from typing import Callable
+from typing import Any, Callable
 
+from ..config import DEFAULT_CROP_BATCH, EngineChoice, EngineSpec, Mode, Runtime, parse_choice
 from ..core.blocks import Block
 from ..core.errors import SetupError
+from ..version import __version__
 from .base import Engine, EngineResult
-
-ENGINES = ("auto", "ocr", "vlm")
-RUNTIMES = ("auto", "torch", "onnx")
-MODES = ("vlm", "hybrid", "ocr")
 
 
 def _torch_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
 
-def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
-                model: str | None = None, model_profile: str | None = None,
-                runtime: str = "auto", spinning: bool = True, mode: str = "vlm",
-                batch_size: int | None = None, warn: Callable[[str], None] | None = None) -> Engine:
-    """The engine `name` ("auto" | "ocr" | "vlm"). For vlm, runtime "auto" takes an ONNX export
-    when one is found (--model / $MINERU_MODEL_PATH pointing at it, or an `onnx/` folder inside
-    the model folder) and the PyTorch reference otherwise. mode: "vlm" | "hybrid" for the vlm
-    engine (ignored by ocr); "ocr" gives the embedded engine whatever `name` says.
-    batch_size: crops per VLM decoding batch (None: the engine's default). warn (default: say)
-    hears about an export that runs slower here than it would on the CPU it was made for."""
-    if name not in ENGINES:
-        raise SetupError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
-    if runtime not in RUNTIMES:
-        raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
-    if mode not in MODES:
-        raise SetupError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if batch_size is not None and int(batch_size) < 1:
-        raise SetupError(f"batch size must be at least 1, not {batch_size}")
-    if mode == "ocr" and name != "ocr":
+def resolve_engine(engine: EngineChoice | str = EngineChoice.AUTO, *, mode: Mode | str | None = None,
+                   runtime: Runtime | str = Runtime.AUTO, model: str | None = None,
+                   model_profile: str | None = None, lang: str = "en", crop_batch: int | None = None,
+                   say: Callable[[str], None] = print, warn: Callable[[str], None] | None = None) -> EngineSpec:
+    """The engine a run uses, with `auto` resolved (once, in the main process). For vlm, runtime
+    auto takes an ONNX export when one is found (--model / $MINERU_MODEL_PATH pointing at it, or
+    an `onnx/` folder inside the model folder) and the PyTorch reference otherwise. Mode ocr gives
+    the embedded engine whatever `engine` says; the ocr engine runs only mode ocr. warn (default:
+    say) hears about an export that runs slower here than on the CPU it was made for."""
+    name = parse_choice(EngineChoice, engine, "--engine")
+    runtime = parse_choice(Runtime, runtime, "--runtime")
+    mode = None if mode is None else parse_choice(Mode, mode, "--mode")
+    crop_batch = DEFAULT_CROP_BATCH if crop_batch is None else int(crop_batch)
+    if crop_batch < 1:
+        raise SetupError(f"--crop-batch must be at least 1, not {crop_batch}")
+    if name is EngineChoice.OCR and mode not in (None, Mode.OCR):
+        raise SetupError(f"--mode {mode} needs the vlm engine (a MinerU2.5 model); "
+                         "the ocr engine runs only --mode ocr")
+    if mode is Mode.OCR and name is not EngineChoice.OCR:
         say("engine: ocr (--mode ocr: the embedded RapidOCR + layout engine)")
-    if name in ("vlm", "auto") and mode != "ocr":
-        found = _locate_vlm(model, runtime)
-        if found is None and name == "vlm":   # the engine raises the clear "where to get it" error
-            found = (model, "onnx" if runtime == "onnx" else "torch")
+    if name is not EngineChoice.OCR and mode is not Mode.OCR:
+        found: tuple[str | None, str] | None = _locate_vlm(model, runtime)
+        if found is None and name is EngineChoice.VLM:   # the engine raises the clear "where to get it" error
+            found = (model, "onnx" if runtime is Runtime.ONNX else "torch")
         if found is not None:
-            from .vlm import VlmEngine
+            from . import vlm
 
             where, chosen = found
-            extra = {} if batch_size is None else {"batch_size": int(batch_size)}
-            engine = VlmEngine(where, threads=threads, runtime=chosen, profile=model_profile,
-                               mode=mode, **extra)
-            if name == "auto":
-                say(f"engine: vlm ({engine.profile.name} from {engine.model_dir}, {chosen} runtime, "
-                    f"mode {mode})")
-            if chosen == "onnx":
-                _note_exact_kernels(engine.model_dir, warn or say)
-            return engine
+            model_dir = vlm.locate(where, chosen)        # or the clear "where to get it" error
+            profile = vlm.pick_profile(model_dir, model_profile)
+            spec = EngineSpec(EngineChoice.VLM, mode or Mode.VLM, lang, str(model_dir), model_profile,
+                              Runtime(chosen), crop_batch)
+            if name is EngineChoice.AUTO:
+                say(f"engine: vlm ({profile.name} from {model_dir}, {chosen} runtime, mode {spec.mode})")
+            if spec.runtime is Runtime.ONNX:
+                _note_exact_kernels(model_dir, warn or say)
+            return spec
         from ..vlm.model_dir import find_model
 
         reason = ("no MinerU2.5 model found" if find_model(model) is None
                   else "the model has no ONNX export and torch/transformers are not installed")
+        if mode is not None:
+            raise SetupError(f"--mode {mode} needs the vlm engine: {reason}")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
-    from .ocr import OcrEngine  # deferred: loads ONNX sessions
+    from .ocr import check_setup
 
-    return OcrEngine(threads=threads, lang=lang, spinning=spinning)
+    check_setup(lang)
+    return EngineSpec(EngineChoice.OCR, Mode.OCR, lang, crop_batch=crop_batch)
+
+
+def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
+    """The engine a spec names (models load on warm_up or the first page, not here)."""
+    if spec.engine is EngineChoice.VLM:
+        from .vlm import VlmEngine
+
+        return VlmEngine(spec.model, threads=threads, runtime=str(spec.runtime), profile=spec.model_profile,
+                         mode=str(spec.mode), batch_size=spec.crop_batch)
+    from .ocr import OcrEngine  # deferred: imports the OCR libraries
+
+    return OcrEngine(threads=threads, lang=spec.lang, spinning=spinning)
+
+
+def describe(spec: EngineSpec) -> dict[str, Any]:
+    """The record's `engine` field: name, version, package, model identity and the options that
+    change the output (what the fingerprint hashes), from the spec alone: no engine is built."""
+    if spec.engine is EngineChoice.VLM:
+        from . import vlm
+
+        model_dir = vlm.locate(spec.model, str(spec.runtime))
+        profile = vlm.pick_profile(model_dir, spec.model_profile)
+        name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
+        model = vlm.identity(model_dir, str(spec.runtime), profile)
+        options = vlm.options(profile, str(spec.mode), str(spec.runtime))
+    else:
+        from . import ocr
+
+        name, version = ocr.OcrEngine.name, ocr.OcrEngine.version
+        model, options = ocr.identity(), ocr.options(spec.lang)
+    return {"name": name, "version": version, "package": __version__, "model": model, "options": options}
+
+
+def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
+                model: str | None = None, model_profile: str | None = None, runtime: str = "auto",
+                spinning: bool = True, mode: str | None = None, batch_size: int | None = None,
+                warn: Callable[[str], None] | None = None) -> Any:
+    """resolve_engine then build_engine: the engine `name` ready to parse (scripts, tests)."""
+    spec = resolve_engine(name, mode=mode, runtime=runtime, model=model, model_profile=model_profile,
+                          lang=lang, crop_batch=batch_size, say=say, warn=warn)
+    return build_engine(spec, threads=threads, spinning=spinning)
 
 
 def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
@@ -102,4 +144,4 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     return str(model_dir), "torch"
 
 
-__all__ = ["Block", "Engine", "EngineResult", "make_engine", "ENGINES", "MODES"]
+__all__ = ["Block", "Engine", "EngineResult", "build_engine", "describe", "make_engine", "resolve_engine"]

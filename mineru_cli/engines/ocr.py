@@ -100,36 +100,21 @@ class OcrEngine:
     version = "3.0"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
-        if lang not in LANGS:
-            raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
+        check_setup(lang)
         # The libraries ignore thread counts above the CPU count and then use all cores.
         self.threads = max(1, min(int(threads), available_cpus()))
         self.lang = lang
         # ONNX Runtime intra-op thread spinning: off when the CPU plan oversubscribes the cores.
         self.spinning = bool(spinning)
-        check_versions()
         self._models = _model_files()
-        missing = [str(p) for p in self._models.values() if not p.is_file()]
-        if missing:
-            raise SetupError(f"ocr engine: model files missing from the installed wheels: {missing}")
         self._ocr = self._layout = None  # loaded on first parse
         self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
-        return {
-            "engine": self.name,
-            "version": self.version,
-            "models": [{"role": role, "file": path.name, "sha256": _sha256(str(path))}
-                       for role, path in self._models.items()],
-            "packages": {pkg: _package_version(pkg)
-                         for pkg in ("rapidocr", "rapid-layout", "onnxruntime")},
-        }
+        return identity()
 
     def options(self) -> dict:
-        return {"lang": self.lang, "layout_model": LAYOUT_MODEL, "ocr_models": dict(OCR_MODELS),
-                "ocr": dict(OCR_SETTINGS),
-                "layout": dict(LAYOUT_SETTINGS), "grouping": dict(GROUPING),
-                "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
+        return options(self.lang)
 
     def parse(self, image: Image.Image) -> EngineResult:
         self.warm_up()
@@ -401,6 +386,35 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
     if block.type in _PAGE_NUMBER_FROM and near_edge and _PAGE_NUMBER.match(block.text):
         block.type = T.PAGE_NUMBER
+
+
+def check_setup(lang: str) -> None:
+    """The engine can run here with this lang: tested library versions, models in the wheels."""
+    if lang not in LANGS:
+        raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
+    check_versions()
+    missing = [str(p) for p in _model_files().values() if not p.is_file()]
+    if missing:
+        raise SetupError(f"ocr engine: model files missing from the installed wheels: {missing}")
+
+
+def identity() -> dict:
+    """The models (file names and sha256) and library versions: the record's engine.model."""
+    return {
+        "engine": OcrEngine.name,
+        "version": OcrEngine.version,
+        "models": [{"role": role, "file": path.name, "sha256": _sha256(str(path))}
+                   for role, path in _model_files().items()],
+        "packages": {pkg: _package_version(pkg) for pkg in ("rapidocr", "rapid-layout", "onnxruntime")},
+    }
+
+
+def options(lang: str) -> dict:
+    """Every setting that changes the output (the record's engine.options)."""
+    return {"lang": lang, "layout_model": LAYOUT_MODEL, "ocr_models": dict(OCR_MODELS),
+            "ocr": dict(OCR_SETTINGS),
+            "layout": dict(LAYOUT_SETTINGS), "grouping": dict(GROUPING),
+            "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
 
 
 def _model_files() -> dict[str, Path]:

@@ -72,6 +72,7 @@ from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
 from .ocr import Line, OcrEngine
+from .ocr import identity as ocr_identity
 
 RUNTIMES = ("torch", "onnx")
 MODES = ("vlm", "hybrid")   # --mode ocr is the OcrEngine itself (engines.make_engine)
@@ -130,6 +131,63 @@ def _unwrap_equation(latex: str) -> str:
     return s.strip()
 
 
+def locate(model_dir: str | Path | None, runtime: str) -> Path:
+    """The model folder (torch) or ONNX export (onnx) the engine runs, or a SetupError that
+    says where to put one."""
+    if runtime == "onnx":
+        from ..vlm.export_format import find_export
+
+        return find_export(model_dir)
+    return resolve_model(model_dir)
+
+
+def _read_config(model_dir: Path) -> dict:
+    try:
+        config: dict = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"cannot read {model_dir / 'config.json'}: {exc}") from exc
+    return config
+
+
+def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | None = None) -> dict:
+    """The model's identity for the record (what the fingerprint hashes): profile, config,
+    weight hashes (an export's: its manifest's), tokenizer, and the OCR models in use."""
+    config = _read_config(model_dir) if config is None else config
+    weights = {p.name: file_sha256(p) for p in sorted(model_dir.glob("*.safetensors"))}
+    shown = {k: config[k] for k in CONFIG_KEYS if k in config}
+    for part in ("text_config", "vision_config"):
+        sub = config.get(part) or {}
+        shown[part] = {k: v for k, v in sub.items() if isinstance(v, (int, float, str, list)) and not k.startswith("_")}
+    out: dict = {"profile": profile.name, "config": shown, "weights": weights,
+                 "tokenizer": _sha256_file(model_dir / "tokenizer.json")}
+    if runtime == "onnx":
+        from ..vlm.export_format import manifest_digest, read_manifest
+        from ..vlm.int8_target import graphs_needing_exact_kernels
+
+        manifest = read_manifest(model_dir)
+        out["weights"] = dict(manifest["source"]["files"])
+        out["export"] = {"sha256": manifest_digest(manifest),
+                         "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
+                         "opset": manifest.get("opset")}
+        # graphs run on the exact INT8 kernels give other results than the fast ones (and
+        # the pages an earlier version parsed with saturating sums are not reused)
+        if exact := graphs_needing_exact_kernels(manifest):
+            out["export"]["exact_int8_kernels"] = exact
+    ocr = ocr_identity()  # the OCR's lines change the output in both modes
+    out["ocr"] = {"models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
+                  "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"}}
+    return out
+
+
+def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
+    """Every setting that changes the output (the record's engine.options)."""
+    return {"mode": mode, "profile": profile.name, "runtime": runtime,
+            "prompts": dict(profile.prompts), "system_prompt": SYSTEM_PROMPT,
+            "sampling": {k: _sampling_dict(v) for k, v in profile.sampling.items()},
+            "skip_types": sorted(profile.skip_types), "layout_size": list(profile.layout_size),
+            "max_new_tokens": max_new_tokens, "decoding": "greedy", "ocr": fusion.settings()}
+
+
 class VlmEngine:
     name = "vlm"
     version = "0.2"  # bump when the same inputs would give different output (0.2: the cross-check)
@@ -141,12 +199,7 @@ class VlmEngine:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
         if mode not in MODES:
             raise SetupError(f"unknown vlm mode {mode!r}; choose one of {', '.join(MODES)}")
-        if runtime == "onnx":
-            from ..vlm.export_format import find_export
-
-            self.model_dir = find_export(model_dir)
-        else:
-            self.model_dir = resolve_model(model_dir)
+        self.model_dir = locate(model_dir, runtime)
         self.threads = max(1, int(threads))
         self.runtime_name = runtime
         self.profile = pick_profile(self.model_dir, profile)
@@ -156,10 +209,7 @@ class VlmEngine:
         self.overlap = bool(overlap)
         self.tokenizer = ChatTokenizer.from_dir(self.model_dir)
         self.processor = ImageProcessor(ImageProcessorConfig.from_file(self.model_dir / "preprocessor_config.json"))
-        try:
-            self._config = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SetupError(f"cannot read {self.model_dir / 'config.json'}: {exc}") from exc
+        self._config = _read_config(self.model_dir)
         # The embedded OCR (text lines only; its models ship in the rapidocr wheel). Spinning
         # off: its one thread runs beside the VLM's threads and must not burn a core waiting.
         self.ocr = OcrEngine(threads=OCR_THREADS, spinning=False)
@@ -171,42 +221,11 @@ class VlmEngine:
 
     def identity(self) -> dict:
         if self._identity is None:
-            weights = {p.name: file_sha256(p) for p in sorted(self.model_dir.glob("*.safetensors"))}
-            config = {k: self._config[k] for k in CONFIG_KEYS if k in self._config}
-            for part in ("text_config", "vision_config"):
-                sub = self._config.get(part) or {}
-                config[part] = {k: v for k, v in sub.items()
-                                if isinstance(v, (int, float, str, list)) and not k.startswith("_")}
-            self._identity = {"profile": self.profile.name,
-                              "config": config, "weights": weights,
-                              "tokenizer": _sha256_file(self.model_dir / "tokenizer.json")}
-            if self.runtime_name == "onnx":
-                from ..vlm.export_format import manifest_digest, read_manifest
-                from ..vlm.int8_target import graphs_needing_exact_kernels
-
-                manifest = read_manifest(self.model_dir)
-                self._identity["weights"] = dict(manifest["source"]["files"])
-                self._identity["export"] = {"sha256": manifest_digest(manifest),
-                                            "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
-                                            "opset": manifest.get("opset")}
-                # graphs run on the exact INT8 kernels give other results than the fast ones (and
-                # the pages an earlier version parsed with saturating sums are not reused)
-                if exact := graphs_needing_exact_kernels(manifest):
-                    self._identity["export"]["exact_int8_kernels"] = exact
-            ocr = self.ocr.identity()  # the OCR's lines change the output in both modes
-            self._identity["ocr"] = {
-                "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
-                "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"}}
+            self._identity = identity(self.model_dir, self.runtime_name, self.profile, self._config)
         return self._identity
 
     def options(self) -> dict:
-        prof = self.profile
-        return {"mode": self.mode, "profile": prof.name, "runtime": self.runtime_name,
-                "prompts": dict(prof.prompts), "system_prompt": SYSTEM_PROMPT,
-                "sampling": {k: _sampling_dict(v) for k, v in prof.sampling.items()},
-                "skip_types": sorted(prof.skip_types), "layout_size": list(prof.layout_size),
-                "max_new_tokens": self.max_new_tokens, "decoding": "greedy",
-                "ocr": fusion.settings()}
+        return options(self.profile, self.mode, self.runtime_name, self.max_new_tokens)
 
     # ------------------------------------------------------------------ runtime
 

@@ -5,9 +5,12 @@ Worker processes (spawned: ONNX Runtime and fork do not mix) each hold one engin
 `--page-batch` pages at a time, over one pipe each: render -> cache lookup per page, one
 `engine.parse_batch` call for the cache misses, then cache store per page. The main process
 keeps the deadlines, kills and replaces hung or dead workers, and retries the pages of a lost
-batch one by one so only the culprit gets the failure record. See pool.py and worker.py.
+batch one by one so only the culprit gets the failure record. See executor.py (the interface
+the runner relies on), messages.py, pool.py and worker.py.
 """
 
-from .pool import PageFault, PoolStats, WorkerPool
+from .executor import Executor, Finished, PageWork
+from .messages import PageOutcome, WorkerSpec
+from .pool import PoolStats, WorkerPool
 
-__all__ = ["PageFault", "PoolStats", "WorkerPool"]
+__all__ = ["Executor", "Finished", "PageOutcome", "PageWork", "PoolStats", "WorkerPool", "WorkerSpec"]

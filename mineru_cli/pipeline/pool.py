@@ -35,9 +35,12 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from ..core.errors import SetupError
+from ..core.words import ErrorKind, Stage, Status
+from .executor import Finished, PageWork
+from .messages import Done, Fatal, Finish, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 from .worker import rss_bytes, worker_main
 
 START_TIMEOUT = 300.0      # seconds a fresh worker may take to import and load its models
@@ -55,14 +58,6 @@ def describe_exit(code: int | None) -> str:
         hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
-
-
-@dataclass
-class PageFault:
-    """A page the pool could not get an answer for (its worker timed out or died)."""
-    status: str        # "timeout" | "failed"
-    error: dict        # {kind, stage, message}
-    seconds: float
 
 
 @dataclass
@@ -88,11 +83,11 @@ class PoolStats:
 @dataclass
 class _Task:
     id: int
-    item: Any
+    item: PageWork
     solo: bool
     sent: float
     started: float | None = None    # when the worker began rendering it
-    stage: str = "queue"
+    stage: Stage | None = None      # the stage it is in (None: sent, not started)
 
 
 class _Worker:
@@ -103,7 +98,7 @@ class _Worker:
         self.spawned = time.monotonic()
         self.tasks: dict[int, _Task] = {}   # in flight, in the order sent
         self.deadline: float | None = None  # kill after this (monotonic), while a page is started
-        self.last_stage = ""
+        self.last_stage: Stage | None = None
         self.rss = 0
         self.pages = 0
 
@@ -116,20 +111,16 @@ class _Worker:
 
 
 class WorkerPool:
-    """Parse items (anything with `.src` and `.index`) on worker processes.
+    """The process executor (see executor.Executor): parses PageWork items on worker processes
+    and yields a Finished for each page as it finishes, in completion order."""
 
-    `run(items, on_result)` calls `on_result(item, result_or_fault, info)` in the main
-    process as pages finish (in completion order); `info` = {"worker", "rss", "batch"}
-    (batch: pages that shared the page's engine call; 0: none, e.g. a cache hit)."""
-
-    def __init__(self, workers: int, spec: dict, page_timeout: float, max_rss: int,
-                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None,
-                 page_batch: int = 1):
+    def __init__(self, workers: int, spec: WorkerSpec, page_timeout: float, max_rss: int,
+                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None):
         self.n = max(1, workers)
         self.spec = spec
         self.page_timeout = page_timeout
         self.max_rss = max_rss
-        self.page_batch = max(1, page_batch)
+        self.page_batch = max(1, spec.page_batch)
         self.warn, self.info = warn, info
         self.ctx = mp.get_context("spawn")
         self.workers: list[_Worker | None] = [None] * self.n
@@ -138,8 +129,10 @@ class WorkerPool:
         self._start_failures = 0
         self._warned: set[str] = set()
         self._queue: deque = deque()        # (item, solo)
+        self._finished: list[Finished] = []
         self._stopping = False
         self._rss_at = 0.0
+        self.left: list[PageWork] = []      # after run(): the items not finished
 
     # -- processes -----------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
@@ -148,8 +141,8 @@ class WorkerPool:
                                 name=f"mineru-worker-{slot}")
         # The child inherits this environment at exec: thread counts are in place before the
         # interpreter imports numpy / onnxruntime (even via the __main__ re-import of spawn).
-        saved = {k: os.environ.get(k) for k in self.spec["env"]}
-        os.environ.update(self.spec["env"])
+        saved = {k: os.environ.get(k) for k in self.spec.env}
+        os.environ.update(self.spec.env)
         try:
             proc.start()
         finally:
@@ -177,7 +170,7 @@ class WorkerPool:
 
     def _retire(self, w: _Worker) -> None:
         try:
-            w.conn.send(None)
+            w.conn.send(Finish())
         except OSError:
             pass
         self._reap(w, kill=False)
@@ -206,10 +199,11 @@ class WorkerPool:
         self.close(kill=exc[0] is not None)
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self, items: Iterable, on_result: Callable, should_stop: Callable[[], bool] = lambda: False,
-            grace: float = 10.0, on_tick: Callable[[PoolStats], None] | None = None) -> list:
-        """Parse all items; returns those not finished (after a stop request: in flight
-        past the grace period, and never handed out)."""
+    def run(self, items: Iterable[PageWork], should_stop: Callable[[], bool] = lambda: False,
+            grace: float = 10.0, on_tick: Callable[[PoolStats], None] | None = None) -> Iterator[Finished]:
+        """Parse all items, yielding each page's Finished as it comes. After a stop request,
+        pages in flight get `grace` seconds; `self.left` then holds the items not finished
+        (in flight past the grace period, and never handed out)."""
         queue = self._queue = deque((item, False) for item in items)
         for slot in range(min(self.n, len(queue))):
             self._spawn(slot)
@@ -229,13 +223,19 @@ class WorkerPool:
                     self._reap(w, kill=True)
                 break
             self._wait()
-            self._collect(queue, on_result)
-            self._check_deadlines(queue, on_result)
+            self._collect(queue)
+            self._check_deadlines(queue)
             self._update_stats(queue)
+            yield from self._drain()
             if on_tick is not None:
                 on_tick(self.stats)
         self._update_stats(queue, rss=False)
-        return [item for item, _ in queue]
+        yield from self._drain()
+        self.left = [item for item, _ in queue]
+
+    def _drain(self) -> Iterator[Finished]:
+        done, self._finished = self._finished, []
+        yield from done
 
     def _dispatch(self, queue: deque) -> None:
         """Fill free slots. A solo page goes only to a worker holding nothing, and alone."""
@@ -250,7 +250,7 @@ class WorkerPool:
                 queue.popleft()
                 self._task_ids += 1
                 try:
-                    w.conn.send((self._task_ids, item.src, item.index, solo))
+                    w.conn.send(PageTask(self._task_ids, item.src, item.index, solo))
                 except OSError:            # died while idle: its sentinel will tell; retry the item
                     queue.appendleft((item, solo))
                     break
@@ -269,14 +269,14 @@ class WorkerPool:
         else:
             time.sleep(timeout)
 
-    def _collect(self, queue: deque, on_result: Callable) -> None:
+    def _collect(self, queue: deque) -> None:
         for w in list(self.workers):
             if w is None:
                 continue
             dead = False
             try:
                 while w.conn.poll():
-                    self._handle(w, w.conn.recv(), on_result)
+                    self._handle(w, w.conn.recv())
                     if self.workers[w.slot] is not w:   # retired / replaced while handling
                         break
             except (EOFError, OSError):
@@ -284,48 +284,47 @@ class WorkerPool:
             if self.workers[w.slot] is not w:
                 continue
             if dead or not w.proc.is_alive():
-                self._died(w, queue, on_result)
+                self._died(w, queue)
 
-    def _handle(self, w: _Worker, msg: tuple, on_result: Callable) -> None:
-        kind = msg[0]
-        if kind == "ready":
+    def _finish(self, w: _Worker, task: _Task, outcome: PageOutcome, rss: int, batch: int) -> None:
+        self.stats.done += 1
+        self._finished.append(Finished(task.item, outcome, w.slot, rss, batch))
+
+    def _handle(self, w: _Worker, msg: FromWorker) -> None:
+        if isinstance(msg, Ready):
             w.ready = True
             self._start_failures = 0
-        elif kind == "stage":
-            task = w.tasks.get(msg[1])
+        elif isinstance(msg, StageEntered):
+            task = w.tasks.get(msg.task_id)
             if task is None:
                 return
             now = time.monotonic()
             if task.started is None:
                 task.started = now
-            task.stage = stage = msg[2]
-            if stage == "render":                                   # this page's own clock
+            task.stage = msg.stage
+            if msg.stage is Stage.RENDER:                                       # this page's own clock
                 w.deadline = now + self.page_timeout
-            elif stage == "engine" and w.last_stage != "engine":    # the batch's clock
-                n = msg[3] if len(msg) > 3 else 1
-                w.deadline = now + n * self.page_timeout
-            w.last_stage = stage
-        elif kind == "warn":
-            if msg[1] not in self._warned:
-                self._warned.add(msg[1])
-                self.warn(msg[1])
-        elif kind == "fatal":
+            elif msg.stage is Stage.ENGINE and w.last_stage is not Stage.ENGINE:   # the batch's clock
+                w.deadline = now + msg.batch * self.page_timeout
+            w.last_stage = msg.stage
+        elif isinstance(msg, Notice):
+            if msg.message not in self._warned:
+                self._warned.add(msg.message)
+                self.warn(msg.message)
+        elif isinstance(msg, Fatal):
             self._reap(w, kill=True)
-            raise SetupError(msg[1])
-        elif kind == "done":
-            task_id, result, rss = msg[1:4]
-            batch = msg[4] if len(msg) > 4 else 1
-            task = w.tasks.pop(task_id, None)
+            raise SetupError(msg.message)
+        elif isinstance(msg, Done):
+            task = w.tasks.pop(msg.task_id, None)
             if task is None:
                 return
-            w.rss = rss
+            w.rss = msg.rss
             w.pages += 1
             if not w.started():
-                w.deadline, w.last_stage = None, ""
-            self.stats.done += 1
-            on_result(task.item, result, {"worker": w.slot, "rss": rss, "batch": batch})
-            if self.max_rss and rss > self.max_rss and not w.retiring:
-                self.info(f"worker {w.slot}: RSS {rss / (1 << 20):.0f} MB above --max-worker-rss "
+                w.deadline, w.last_stage = None, None
+            self._finish(w, task, msg.outcome, msg.rss, msg.batch)
+            if self.max_rss and msg.rss > self.max_rss and not w.retiring:
+                self.info(f"worker {w.slot}: RSS {msg.rss / (1 << 20):.0f} MB above --max-worker-rss "
                           f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled")
                 self.stats.recycled += 1
                 w.retiring = True
@@ -334,16 +333,14 @@ class WorkerPool:
                 if self._want_worker():
                     self._spawn(w.slot)
 
-    def _lost(self, w: _Worker, queue: deque, on_result: Callable, fault: Callable[[_Task], PageFault]) -> None:
+    def _lost(self, w: _Worker, queue: deque, fault: Callable[[_Task], PageOutcome]) -> None:
         """The pages of a worker that died or was killed: blame a lone suspect, retry the
         suspects of a batch alone, re-queue the pages it had not started."""
         suspects = w.started()
         later = [(t.item, t.solo) for t in w.tasks.values() if t.started is None]
         retry: list = []
         if len(suspects) == 1:
-            task = suspects[0]
-            self.stats.done += 1
-            on_result(task.item, fault(task), {"worker": w.slot, "rss": w.rss, "batch": 1})
+            self._finish(w, suspects[0], fault(suspects[0]), w.rss, 1)
         elif suspects:
             retry = [(t.item, True) for t in suspects]
             self.stats.retried += len(retry)
@@ -352,15 +349,14 @@ class WorkerPool:
         queue.extendleft(reversed(retry + later))
         w.tasks.clear()
 
-    def _died(self, w: _Worker, queue: deque, on_result: Callable) -> None:
+    def _died(self, w: _Worker, queue: deque) -> None:
         code = self._reap(w, kill=True)
         if w.tasks:
             self.stats.restarts += 1
             now = time.monotonic()
-            self._lost(w, queue, on_result, lambda t: PageFault(
-                "failed", {"kind": "crash", "stage": t.stage,
-                           "message": f"worker process died ({describe_exit(code)}) "
-                                      f"during the {t.stage} stage; worker restarted"},
+            self._lost(w, queue, lambda t: PageOutcome.failed(
+                ErrorKind.CRASH, t.stage or Stage.RENDER,
+                f"worker process died ({describe_exit(code)}) during the {t.stage} stage; worker restarted",
                 now - (t.started or t.sent)))
         elif not w.ready:
             self._start_failures += 1
@@ -369,7 +365,7 @@ class WorkerPool:
         if self._want_worker():
             self._spawn(w.slot)
 
-    def _check_deadlines(self, queue: deque, on_result: Callable) -> None:
+    def _check_deadlines(self, queue: deque) -> None:
         now = time.monotonic()
         for w in list(self.workers):
             if w is None:
@@ -378,7 +374,7 @@ class WorkerPool:
                 # A result may have arrived just in time: take it rather than kill.
                 try:
                     while w.conn.poll():
-                        self._handle(w, w.conn.recv(), on_result)
+                        self._handle(w, w.conn.recv())
                         if self.workers[w.slot] is not w:
                             break
                 except (EOFError, OSError):
@@ -387,13 +383,11 @@ class WorkerPool:
                     continue
                 self._reap(w, kill=True)
                 self.stats.restarts += 1
-                self._lost(w, queue, on_result, lambda t: PageFault(
-                    "timeout", {"kind": "timeout", "stage": t.stage,
-                                "message": f"no result after {now - (t.started or t.sent):.0f} s "
-                                           f"(--page-timeout {self.page_timeout:g} s per page) in the "
-                                           f"{t.stage} stage; "
-                                           "worker killed and restarted"},
-                    now - (t.started or t.sent)))
+                self._lost(w, queue, lambda t: PageOutcome.failed(
+                    ErrorKind.TIMEOUT, t.stage or Stage.RENDER,
+                    f"no result after {now - (t.started or t.sent):.0f} s (--page-timeout "
+                    f"{self.page_timeout:g} s per page) in the {t.stage} stage; worker killed and restarted",
+                    now - (t.started or t.sent), status=Status.TIMEOUT))
                 if self._want_worker():
                     self._spawn(w.slot)
             elif not w.ready and now - w.spawned > START_TIMEOUT:

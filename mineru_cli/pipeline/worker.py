@@ -1,7 +1,8 @@
 """The worker process: one engine, pages in small batches, told what to do over a pipe.
 
-Imports only the standard library at module level: the spawned child imports this module
-before `worker_main` sets the thread environment, and numpy/onnxruntime read it at import.
+Imports only the standard library and our dependency-free core at module level: the spawned
+child imports this module before `worker_main` sets the thread environment, and
+numpy/onnxruntime read it at import.
 
 Batches. The main process sends a worker up to `page_batch` pages (never more in flight: that
 is the back-pressure). The worker blocks for one page, then keeps taking pages until it has
@@ -12,18 +13,9 @@ to `engine.parse_batch(images)` together (the VLM decodes their layout steps and
 together); each page's result is then stored in the cache and answered. So at most
 `page_batch` rendered pages are held per worker.
 
-Messages, worker -> main (all small; pixels never cross the process boundary):
-  ("ready", pid)                          engine loaded, waiting for pages
-  ("fatal", message)                      cannot start (bad set-up): the run stops with exit 2
-  ("stage", task_id, stage)               the page enters render | cache | store
-  ("stage", task_id, "engine", n)         the page enters the engine stage in a batch of n pages
-                                          (sent for each of the n, just before the engine call)
-  ("warn", message)                       a warning for the user (e.g. the cache degraded)
-  ("done", task_id, result, rss, n)       the page's record fields, RSS after it, and n: the pages
-                                          that shared its engine call (0: not parsed by the engine)
-main -> worker: (task_id, SourceFile, page_index, solo) or None (finish the batch, then exit).
-"solo" = send it alone: the main process retries each page of a batch whose worker died or hung
-that way, so one poison page costs only itself (see pool.py).
+Messages: pipeline/messages.py. A "solo" page is sent alone: the main process retries each
+page of a batch whose worker died or hung that way, so one poison page costs only itself
+(see pool.py).
 
 Test hook (off unless the variable is set; used by tests/test_pipeline*.py):
   MINERU_TEST_FAULTS="hang=<glob>;abort=<glob>;kill=<glob>;raise=<glob>;leak=<glob>"
@@ -41,6 +33,13 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.blocks import Block
+from ..core.errors import PageError, SetupError
+from ..core.record import CacheInfo, ImageInfo, page_id
+from ..core.words import CacheStatus, ErrorKind, Stage, Status
+from .messages import Done, Fatal, Finish, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
 
@@ -104,59 +103,44 @@ def _die_with_parent() -> None:
         pass
 
 
-def engine_kwargs(mode: str | None, crop_batch: int | None) -> dict:
-    """make_engine's `mode` (None: its default) and `batch_size` (crops decoded together)."""
-    out: dict = {} if mode is None else {"mode": mode}
-    if crop_batch is not None:
-        out["batch_size"] = crop_batch
-    return out
-
-
-def worker_main(conn, spec: dict) -> None:
-    """Entry point of a worker process. `spec`: engine, mode, lang, model, model_profile,
-    runtime, threads, spinning, env, fp, load (LoadOptions), cache (ResultCache kwargs or None),
-    page_batch, batch_wait_ms, crop_batch."""
-    os.environ.update(spec["env"])          # before numpy / onnxruntime are imported
+def worker_main(conn, spec: WorkerSpec) -> None:
+    """Entry point of a worker process."""
+    os.environ.update(spec.env)             # before numpy / onnxruntime are imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the main process's business
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     faults = parse_faults(os.environ.get(FAULTS_ENV))
-
-    def send(*msg) -> None:
-        conn.send(msg)
+    send = conn.send
 
     try:
-        from ..core.errors import SetupError
-        from ..engines import make_engine
+        from ..engines import build_engine
 
-        engine = make_engine(spec["engine"], threads=spec["threads"], lang=spec["lang"], say=lambda m: None,
-                             model=spec["model"], model_profile=spec["model_profile"], runtime=spec["runtime"],
-                             spinning=spec["spinning"],
-                             **engine_kwargs(spec.get("mode"), spec.get("crop_batch")))
+        engine = build_engine(spec.engine, threads=spec.threads, spinning=spec.spinning)
         engine.warm_up()                     # load the models now, not on page one
         cache = None
-        if spec["cache"] is not None:
+        if spec.cache is not None:
             from ..cache import ResultCache
 
-            cache = ResultCache(**spec["cache"], warn=lambda m: send("warn", m))
+            cache = ResultCache(path=spec.cache.path, near=spec.cache.near.value, redis_url=spec.cache.redis_url,
+                                ttl_s=spec.cache.ttl_s, warn=lambda m: send(Notice(m)))
     except SetupError as exc:
-        send("fatal", str(exc))
+        send(Fatal(str(exc)))
         return
     except Exception as exc:  # noqa: BLE001
-        send("fatal", f"worker could not start the engine: {type(exc).__name__}: {exc}")
+        send(Fatal(f"worker could not start the engine: {type(exc).__name__}: {exc}"))
         return
 
     from ..inputs import OpenDocuments
 
-    docs = OpenDocuments(spec["load"])
-    size = max(1, int(spec.get("page_batch", 1)))
-    window = max(0.0, float(spec.get("batch_wait_ms", 100))) / 1000.0
-    send("ready", os.getpid())
+    docs = OpenDocuments(spec.load)
+    size = max(1, spec.page_batch)
+    window = max(0.0, spec.batch_wait_ms / 1000.0)
+    send(Ready(os.getpid()))
     try:
         while True:
             tasks, last = collect_batch(conn, size, window)
             if tasks:
-                run_batch(engine, cache, docs, spec["fp"], tasks, faults, send)
+                run_batch(engine, cache, docs, spec.fingerprint, tasks, faults, send)
             if last:
                 break
     except (BrokenPipeError, EOFError, OSError):
@@ -167,22 +151,22 @@ def worker_main(conn, spec: dict) -> None:
             cache.close()
 
 
-def collect_batch(conn, size: int, window: float) -> tuple[list[tuple], bool]:
+def collect_batch(conn, size: int, window: float) -> tuple[list[PageTask], bool]:
     """Block for one task, then take more until `size` of them or none arrived within `window`
     seconds. A solo task comes alone. Returns (tasks, exit_after_them)."""
     try:
         msg = conn.recv()
     except (EOFError, OSError):
         return [], True
-    if msg is None:
+    if isinstance(msg, Finish):
         return [], True
     tasks = [msg]
-    if msg[3]:                                   # solo
+    if msg.solo:
         return tasks, False
     try:
         while len(tasks) < size and conn.poll(window):
             msg = conn.recv()
-            if msg is None:
+            if isinstance(msg, Finish):
                 return tasks, True
             tasks.append(msg)
     except (EOFError, OSError):
@@ -195,29 +179,30 @@ class _Waiting:
     """A rendered page of the current batch, a cache miss waiting for the engine."""
     task_id: int
     pid: str
-    page: object                 # inputs.Page
-    image: dict
-    cache: dict
+    page: Any                    # inputs.Page
+    image: ImageInfo
+    cache: CacheInfo
     t0: float
-    timings: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
-def run_batch(engine, cache, docs, fp: str, tasks: list[tuple], faults, send) -> None:
+def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send) -> None:
     """Render + cache lookup per page (hits answered at once), one engine call for the
-    misses, then store and answer each. Every problem becomes that page's failed record."""
+    misses, then store and answer each. Every problem becomes that page's failed outcome."""
     waiting: list[_Waiting] = []
-    for task_id, src, index, _solo in tasks:
-        out = prepare_page(cache, docs, fp, src, index, lambda s, t=task_id: send("stage", t, s))
-        if isinstance(out, dict):
-            send("done", task_id, out, rss_bytes(), 0)
+    for task in tasks:
+        out = prepare_page(cache, docs, fp, task.source, task.index,
+                           lambda s, t=task.task_id: send(StageEntered(t, s)))
+        if isinstance(out, PageOutcome):
+            send(Done(task.task_id, out, rss_bytes(), 0))
         else:
-            out.task_id = task_id
+            out.task_id = task.task_id
             waiting.append(out)
     if not waiting:
         return
     n = len(waiting)
     for w in waiting:
-        send("stage", w.task_id, "engine", n)
+        send(StageEntered(w.task_id, Stage.ENGINE, n))
     results: list = [None] * n
     if faults:
         for i, w in enumerate(waiting):
@@ -231,8 +216,8 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[tuple], faults, send) ->
         results[i] = res
     share = (time.perf_counter() - t1) / max(1, len(todo))   # each page's share of the call
     for w, res in zip(waiting, results):
-        send("done", w.task_id, finish_page(cache, fp, w, res, share,
-                                            lambda s, t=w.task_id: send("stage", t, s)), rss_bytes(), n)
+        outcome = finish_page(cache, fp, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
+        send(Done(w.task_id, outcome, rss_bytes(), n))
 
 
 def engine_batch(engine, images: list) -> list:
@@ -255,63 +240,57 @@ def engine_batch(engine, images: list) -> list:
     return parse_each(engine.parse, images)
 
 
-def _failed(exc: Exception, where: str, t0: float) -> dict:
-    # The engine or a native library choked on this page: record it and go on with the batch.
-    stage_ = "engine" if where in ("engine", "store", "cache") else "render"
-    return {"status": "failed",
-            "error": {"kind": "engine_error" if stage_ == "engine" else "corrupt",
-                      "stage": stage_, "message": f"{type(exc).__name__}: {exc}"},
-            "timings": {"total": time.perf_counter() - t0}}
+# The kind of error an unexpected exception in each stage is recorded as.
+_KIND = {Stage.OPEN: ErrorKind.CORRUPT, Stage.RENDER: ErrorKind.CORRUPT, Stage.CACHE: ErrorKind.CACHE_ERROR,
+         Stage.ENGINE: ErrorKind.ENGINE_ERROR, Stage.STORE: ErrorKind.CACHE_ERROR}
 
 
-def prepare_page(cache, docs, fp: str, src, index: int, stage):
-    """Render and look up one page: a finished result dict (cache hit, or failed), or a
-    _Waiting page for the engine. Nothing here raises."""
-    from ..core.errors import PageError
-    from ..core.record import page_id
+def _failed(exc: BaseException, stage: Stage, t0: float) -> PageOutcome:
+    # The engine, the cache or a native library choked on this page: record it, go on with the batch.
+    err = PageError.from_exception(exc, _KIND[stage], stage)
+    return PageOutcome.failed(err.kind, err.stage, err.message, time.perf_counter() - t0)
 
+
+def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | _Waiting:
+    """Render and look up one page: a finished outcome (cache hit, or failed), or a _Waiting
+    page for the engine. Nothing here raises."""
     pid = page_id(src.rel, index)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    where = "open"
+    where = Stage.OPEN
     try:
-        stage("render")
+        stage(Stage.RENDER)
         try:
             doc = docs.get(src)
         except OSError as exc:
-            raise PageError("unreadable", "open", str(exc)) from None
-        where = "render"
+            raise PageError(ErrorKind.UNREADABLE, Stage.OPEN, str(exc)) from None
+        where = Stage.RENDER
         page = doc.page(index)
         timings["load"] = time.perf_counter() - t0
-        image = {"width": page.image.width, "height": page.image.height, "sha256": page.sha256,
-                 "original_width": page.original_size[0], "original_height": page.original_size[1],
-                 "scale": page.scale}
-        cache_info = {"status": "off"} if cache is None else {"status": "miss"}
+        image = ImageInfo(page.image.width, page.image.height, page.sha256, page.original_size[0],
+                          page.original_size[1], page.scale)
+        cache_info = CacheInfo(CacheStatus.OFF if cache is None else CacheStatus.MISS)
         if cache is not None:
-            where = "cache"
-            stage("cache")
+            where = Stage.CACHE
+            stage(Stage.CACHE)
             t1 = time.perf_counter()
             hit = cache.lookup(page.image, page.sha256, fp)
             timings["cache"] = time.perf_counter() - t1
             if hit is not None:
-                cache_info = {"status": hit.kind}
-                if hit.kind == "near-hit":
-                    cache_info["from"] = hit.source
+                cache_info = CacheInfo(CacheStatus(hit.kind), hit.source if hit.kind == "near-hit" else None)
                 timings["total"] = time.perf_counter() - t0
-                return _ok(page, image, cache_info, hit.payload, timings)
+                return _ok(page, image, cache_info, hit.payload, timings, {})
         return _Waiting(0, pid, page, image, cache_info, t0, timings)
-    except PageError as exc:
-        return {"status": "failed", "error": exc.as_dict(), "timings": {"total": time.perf_counter() - t0}}
     except Exception as exc:  # noqa: BLE001 - the page boundary: any failure costs this page only
         return _failed(exc, where, t0)
 
 
-def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> dict:
-    """The engine's answer for one page (EngineResult or Exception) -> its record fields,
-    stored in the cache. `engine_s`: the page's share of its batch's engine call."""
+def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> PageOutcome:
+    """The engine's answer for one page (EngineResult or Exception) -> its outcome, stored in
+    the cache. `engine_s`: the page's share of its batch's engine call."""
     if isinstance(result, BaseException):
-        return _failed(result, "engine", w.t0)
-    where = "engine"
+        return _failed(result, Stage.ENGINE, w.t0)
+    where = Stage.ENGINE
     try:
         timings = w.timings
         timings["engine"] = engine_s
@@ -319,18 +298,19 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
         payload = {"blocks": [b.as_dict() for b in result.blocks], "markdown": result.markdown,
                    "warnings": result.warnings}
         if cache is not None:
-            where = "store"
-            stage("store")
+            where = Stage.STORE
+            stage(Stage.STORE)
             t1 = time.perf_counter()
             cache.store(w.page.image, w.page.sha256, fp, w.pid, payload)
             timings["store"] = time.perf_counter() - t1
         timings["total"] = time.perf_counter() - w.t0
-        return _ok(w.page, w.image, w.cache, payload, timings)
+        return _ok(w.page, w.image, w.cache, payload, timings, dict(result.counts))
     except Exception as exc:  # noqa: BLE001
         return _failed(exc, where, w.t0)
 
 
-def _ok(page, image: dict, cache_info: dict, payload: dict, timings: dict) -> dict:
-    return {"status": "ok", "image": image, "cache": cache_info, "blocks": payload["blocks"],
-            "markdown": payload["markdown"], "warnings": page.warnings + payload.get("warnings", []),
-            "timings": timings}
+def _ok(page, image: ImageInfo, cache_info: CacheInfo, payload: dict, timings: dict[str, float],
+        counts: dict[str, int]) -> PageOutcome:
+    return PageOutcome(Status.OK, image=image, cache=cache_info,
+                       blocks=[Block.from_dict(b) for b in payload["blocks"]], markdown=payload["markdown"],
+                       warnings=page.warnings + payload.get("warnings", []), timings=timings, counts=counts)

@@ -1,0 +1,199 @@
+"""One configuration for a run: every parse option, its one default, its check.
+
+`RunConfig` is what `mineru parse` and `mineru_cli.parse()` run from: frozen and picklable,
+built from the CLI's options or the API's keywords, validated once here. The CLI's defaults
+and `--help` choices come from this module (a test compares them). `EngineSpec` is the
+resolved engine (no `auto` left) that the main process fingerprints and every worker builds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .core.errors import SetupError
+from .core.words import Word
+from .units import parse_duration, parse_size
+
+
+class EngineChoice(Word):
+    AUTO = "auto"   # vlm when a MinerU2.5 model (and a runtime for it) is found, else ocr
+    OCR = "ocr"     # the embedded RapidOCR + layout engine
+    VLM = "vlm"     # MinerU2.5
+
+
+class Mode(Word):
+    VLM = "vlm"         # MinerU's two-step protocol; OCR lines only as a cross-check
+    HYBRID = "hybrid"   # VLM layout, tables and equations; OCR text for confident text blocks
+    OCR = "ocr"         # the embedded engine, whatever the engine option says
+
+
+class Runtime(Word):
+    AUTO = "auto"     # onnx when an export is found, else torch
+    ONNX = "onnx"
+    TORCH = "torch"
+
+
+class GifFrames(Word):
+    FIRST = "first"
+    ALL = "all"
+
+
+class CacheNear(Word):
+    OFF = "off"
+    VERIFY = "verify"   # reuse a near-duplicate page's result after verifying it
+
+
+class OutputFormat(Word):
+    MARKDOWN = "markdown"          # <stem>.md per document
+    CONTENT_LIST = "content-list"  # MinerU's <stem>_content_list.json + <stem>.md + images/
+
+
+DEFAULT_PAGE_BATCH = {EngineChoice.OCR: 1, EngineChoice.VLM: 4}   # pages a worker parses together
+DEFAULT_BATCH_WAIT_MS = 100      # a page batch closes when no page came this long
+DEFAULT_CROP_BATCH = 8           # vlm: crops decoded together
+DEFAULT_PAGE_TIMEOUT = 600.0     # seconds a page may take
+DEFAULT_MAX_WORKER_RSS = "3GB"   # recycle a worker whose RSS is above this after a page
+DEFAULT_CACHE_TTL = "2h"         # how long a result lives in the shared (Redis) tier
+DEFAULT_DPI = 200
+
+
+def default_page_batch(engine: str) -> int:
+    """Pages a worker holds for this (resolved) engine: 1 for ocr (it parses page by page),
+    4 for vlm (its layout steps and crops decode together across the batch's pages)."""
+    return DEFAULT_PAGE_BATCH.get(EngineChoice(engine), 1)
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a file becomes page images; part of the fingerprint."""
+    dpi: int = DEFAULT_DPI            # PDF render DPI
+    pdf_max_side: int = 3500          # long side of a rendered PDF page is capped (as MinerU does)
+    max_page_pixels: int = 3500 * 3500   # larger pages are downscaled to this area
+    bomb_pixels: int = 178_956_970    # decoded images above this are refused
+    gif_frames: str = GifFrames.FIRST.value
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """Where and how the workers' result cache lives."""
+    path: Path
+    near: CacheNear = CacheNear.VERIFY
+    redis_url: str | None = None
+    ttl_s: int = int(parse_duration(DEFAULT_CACHE_TTL))
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """A resolved engine: what the fingerprint is computed from and what workers build."""
+    engine: EngineChoice                # OCR or VLM, never AUTO
+    mode: Mode
+    lang: str = "en"
+    model: str | None = None            # vlm: the model folder or ONNX export in use
+    model_profile: str | None = None    # vlm: "2509" | "pro" (None: from the model folder)
+    runtime: Runtime | None = None      # vlm: ONNX or TORCH
+    crop_batch: int = DEFAULT_CROP_BATCH
+
+
+def parse_choice(kind: type[Word], value: Any, option: str) -> Any:
+    """`value` as a member of `kind`, or a SetupError naming the option and its choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise SetupError(f"{option} {value!r}: choose from {', '.join(kind.values())}") from None
+
+
+def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:
+    if value is not None and (value < low or (high is not None and value > high)):
+        span = f"at least {low:g}" if high is None else f"between {low:g} and {high:g}"
+        raise SetupError(f"{option} must be {span}, not {value}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every option of a parse run. Build it with keywords (strings are accepted for the
+    choices and for sizes/durations); it checks itself and raises SetupError."""
+    inputs: tuple[Path, ...]
+    out: Path | None = Path("results.jsonl")   # None (API): no journal, no resume
+    engine: EngineChoice = EngineChoice.AUTO
+    mode: Mode | None = None                   # None: vlm for the vlm engine, else ocr
+    model: str | None = None                   # vlm: model folder or ONNX export (else env / HF cache)
+    model_profile: str | None = None           # vlm: "2509" | "pro" (default: from the model folder)
+    runtime: Runtime = Runtime.AUTO
+    lang: str = "en"
+    cpus: int | None = None                    # None: the affinity / cgroup limit
+    workers: int | None = None                 # None: from the CPU plan
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    pages: str | None = None                   # 1-based ranges, "1-3,7"
+    load: LoadOptions = field(default_factory=LoadOptions)
+    force: bool = False
+    retry_failed: bool = False
+    cache: bool = True
+    cache_dir: Path | None = None              # None: $MINERU_CACHE_DIR or the user cache dir
+    cache_near: CacheNear = CacheNear.VERIFY
+    cache_url: str | None = None
+    cache_ttl: int = int(parse_duration(DEFAULT_CACHE_TTL))   # seconds
+    formats: frozenset[OutputFormat] = frozenset()
+    out_dir: Path = Path("mineru_output")
+    page_timeout: float = DEFAULT_PAGE_TIMEOUT
+    max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)   # bytes; 0: never recycle
+    page_batch: int | None = None              # None: default_page_batch(engine)
+    batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
+    crop_batch: int = DEFAULT_CROP_BATCH
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        paths = (self.inputs,) if isinstance(self.inputs, (str, Path)) else self.inputs
+        put("inputs", tuple(Path(p) for p in paths))
+        put("out", None if self.out is None else Path(self.out))
+        put("out_dir", Path(self.out_dir))
+        put("engine", parse_choice(EngineChoice, self.engine, "--engine"))
+        put("runtime", parse_choice(Runtime, self.runtime, "--runtime"))
+        put("cache_near", parse_choice(CacheNear, self.cache_near, "--cache-near"))
+        if self.mode is not None:
+            put("mode", parse_choice(Mode, self.mode, "--mode"))
+        put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in self.formats))
+        put("include", tuple(self.include))
+        put("exclude", tuple(self.exclude))
+        if self.cache_dir is not None:
+            put("cache_dir", Path(self.cache_dir))
+        try:
+            put("max_worker_rss", parse_size(self.max_worker_rss))
+        except ValueError as exc:
+            raise SetupError(f"--max-worker-rss: {exc}") from None
+        try:
+            put("cache_ttl", int(parse_duration(self.cache_ttl)))
+        except ValueError as exc:
+            raise SetupError(f"--cache-ttl: {exc}") from None
+        parse_choice(GifFrames, self.load.gif_frames, "--gif-frames")
+        _at_least(self.load.dpi, 36, "--dpi", 600)
+        _at_least(self.cpus, 1, "--cpus")
+        _at_least(self.workers, 1, "--workers")
+        _at_least(self.page_timeout, 0.1, "--page-timeout")
+        _at_least(self.page_batch, 1, "--page-batch", 64)
+        _at_least(self.batch_wait_ms, 0, "--batch-wait-ms", 60000)
+        _at_least(self.crop_batch, 1, "--crop-batch", 256)
+        if self.formats and self.out is None:
+            raise SetupError("--format needs a journal (out): the per-document files are built from it")
+
+    @classmethod
+    def from_options(cls, inputs: Any, **options: Any) -> RunConfig:
+        """The API's keywords: the fields above, plus `dpi` and `gif_frames` for `load`."""
+        load = {k: options.pop(k) for k in ("dpi", "gif_frames") if k in options}
+        if load:
+            options["load"] = dataclasses.replace(options.get("load") or LoadOptions(), **load)
+        unknown = set(options) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise SetupError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        return cls(inputs=inputs, **options)
+
+    def cache_spec(self, default_dir: Path) -> CacheSpec | None:
+        """The workers' cache (None: no cache); `default_dir` when no cache_dir was given."""
+        if not self.cache:
+            return None
+        return CacheSpec(self.cache_dir or default_dir, self.cache_near, self.cache_url, self.cache_ttl)
