@@ -1,12 +1,14 @@
 # Two commands set up everything on a fresh machine with Python 3.11:
 #   make demo   parse examples/ on the embedded engine -> results.jsonl, print the summary
 #   make test   install the package with its test extras and run the test suite
-#   make lint   ruff over the code, the tests and the scripts
+#   make lint       ruff over the code, the tests and the scripts; the import-layer contract
+#   make typecheck  mypy (strict on the core, the configuration, the model protocol, the journal)
+#   make test-fast  the unit tests (no end-to-end runs of the CLI or the VLM), a few minutes
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test lint install dev redis-server clean bench
+.PHONY: demo test test-fast lint typecheck install dev redis-server clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,9 +34,19 @@ redis-server:
 test: dev redis-server
 	$(BIN)/python -m pytest -q
 
-# Lint (rules and why in pyproject.toml's [tool.ruff]); CI runs it before the tests.
+# The unit tests: everything not marked `e2e` (end-to-end runs of the CLI, the pipeline or
+# the VLM on real pages; see tests/conftest.py).
+test-fast: dev
+	$(BIN)/python -m pytest -q -m "not e2e"
+
+# Lint (rules and why in pyproject.toml's [tool.ruff]) and the one-way import flow
+# ([tool.importlinter]); CI runs both, and the type check, before the tests.
 lint: dev
 	$(BIN)/ruff check mineru_cli tests scripts examples
+	$(BIN)/lint-imports
+
+typecheck: dev
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache results.jsonl

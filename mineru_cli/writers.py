@@ -53,8 +53,8 @@ def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_
     load_page(source, page_index) -> PIL image, for the crops of content-list; None: no crops."""
     written = []
     key = lambda r: r["source"]  # noqa: E731
-    for source, pages in groupby(sorted(records, key=lambda r: (r["source"], r["page_index"])), key):
-        pages = [p for p in pages if p["status"] == "ok"]
+    for source, group in groupby(sorted(records, key=lambda r: (r["source"], r["page_index"])), key):
+        pages = [p for p in group if p["status"] == "ok"]
         if not pages:
             continue
         folder = document_dir(out_dir, source)
@@ -75,7 +75,8 @@ def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_
 def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
     """One page's content_list items, in reading order, captions attached to their owners."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
-    items, attached = [], []                 # (position in reading order, block, item)
+    items: list[tuple[int, dict, dict]] = []      # (position in reading order, block, item)
+    attached: list[tuple[int, dict, dict]] = []
     for pos, b in enumerate(record["blocks"]):
         entry = (pos, b, _item(b, w, h, page_idx, folder, image))
         (attached if b["type"] in ATTACHED_TO else items).append(entry)

@@ -50,7 +50,7 @@ class ResultCache:
         self._store: SqliteStore | None = None
         self._redis: RedisTier | None = None
         # hashes of the last few looked-up pages, so store() after a miss does not redo them
-        self._memo: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()
+        self._memo: OrderedDict[str, tuple[np.ndarray | None, int]] = OrderedDict()
         if path is None:
             return  # disabled: every lookup misses, store is a no-op
         try:
@@ -106,18 +106,19 @@ class ResultCache:
 
     def _near(self, image: Image.Image, pixel_sha256: str, fingerprint: str) -> CacheHit | None:
         thumb, ph = self._hashes(image, pixel_sha256)
-        if thumb is None:
+        store = self._store
+        if thumb is None or store is None:
             return None
-        cands = [c[1] for c in self._store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
+        cands = [c[1] for c in store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
                  if sim.aspect_close(c[2], c[3], image.width, image.height)][:sim.MAX_PHASH_CANDIDATES]
         mine = sim.coarse_sig(thumb)
-        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in self._store.coarse_of(cands).items()
+        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in store.coarse_of(cands).items()
                        if sig)   # rows stored without a thumbnail have no signature either
         query_thumbs: dict[tuple[int, int], np.ndarray] = {}
         for dist, id_ in close[:sim.MAX_CANDIDATES]:
             if dist > sim.COARSE_MAX:
                 break
-            got = self._store.get_by_id(id_)
+            got = store.get_by_id(id_)
             if got is None:
                 continue
             entry, tw, th, blob = got

@@ -17,7 +17,7 @@ WORDS = ("the of and to in is for on that with as by this are from at be or an i
          "document parser engine block text image value total report analysis").split()
 
 
-def _font(size: int) -> ImageFont.FreeTypeFont:
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default(size=size)
 
 
