@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..core.blocks import LINE_TEXT
+from ..core.geometry import best_holder
 from ..vlm.protocol.profiles import SamplingParams
-from .ocr import GROUPING, OCR_MODELS, OCR_SETTINGS, Line, _best_region, _make_block
+from .ocr import GROUPING, OCR_MODELS, OCR_SETTINGS, Line, _make_block
 
 # The text-like block types: hybrid gives them the OCR text of their box, and the cross-check
 # compares their VLM answer with it. core.blocks.LINE_TEXT says which types and why.
@@ -62,7 +63,7 @@ def assign_lines(lines: Sequence[Line], boxes: Sequence[Sequence[float]]) -> lis
     (>= LINE_IN_BLOCK) of its area, ties to the smaller box; lines outside every box dropped."""
     out: list[list[Line]] = [[] for _ in boxes]
     for line in lines:
-        best = _best_region(line.box, boxes)
+        best = best_holder(line.box, boxes, LINE_IN_BLOCK)
         if best is not None:
             out[best].append(line)
     return out

@@ -40,6 +40,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
+from mineru_cli.core.geometry import best_holder, clip
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -124,7 +125,7 @@ class OcrEngine:
         t = time.perf_counter()
         layout = self._layout(bgr)
         timings["layout"] = time.perf_counter() - t
-        regions = [(_clip(box, image.size), cls, float(score))
+        regions = [(clip(box, image.size), cls, float(score))
                    for box, cls, score in zip(layout.boxes or [], layout.class_names or [],
                                               layout.scores or [])]
 
@@ -238,7 +239,7 @@ def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[in
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
     for line in lines:
-        best = _best_region(line.box, [r[0] for r in regions])
+        best = best_holder(line.box, [r[0] for r in regions], GROUPING["line_in_region"])
         (members[best] if best is not None else loose).append(line)
 
     blocks = []
@@ -255,19 +256,6 @@ def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[in
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
     return blocks
-
-
-def _best_region(box, region_boxes) -> int | None:
-    """Region holding the biggest share of `box`; ties go to the smaller region."""
-    area = _area(box)
-    best, best_key = None, None
-    for i, region in enumerate(region_boxes):
-        share = _area(_intersection(box, region)) / area if area else 0.0
-        if share >= GROUPING["line_in_region"]:
-            key = (share, -_area(region))
-            if best_key is None or key > best_key:
-                best, best_key = i, key
-    return best
 
 
 def _paragraphs(lines: list[Line]) -> list[list[Line]]:
@@ -455,17 +443,3 @@ def _quiet_logging():
 def _quad_to_box(quad) -> tuple[int, int, int, int]:
     xs, ys = [p[0] for p in quad], [p[1] for p in quad]
     return int(min(xs)), int(min(ys)), int(round(max(xs))), int(round(max(ys)))
-
-
-def _clip(box, size) -> tuple[float, float, float, float]:
-    w, h = size
-    x1, y1, x2, y2 = (float(v) for v in box)
-    return max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2)
-
-
-def _area(box) -> float:
-    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
-
-
-def _intersection(a, b):
-    return max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])

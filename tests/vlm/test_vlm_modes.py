@@ -136,7 +136,7 @@ def test_mode_is_an_option_and_changes_the_fingerprint(tiny_vlm):
     said = []
     ocr = make_engine("vlm", threads=1, model=model, mode="ocr", say=said.append)
     assert isinstance(ocr, OcrEngine) and said and said[0].startswith("engine: ocr")
-    with pytest.raises(SetupError, match="unknown mode"):
+    with pytest.raises(SetupError, match="--mode .fast.: choose from vlm, hybrid, ocr"):
         make_engine("vlm", threads=1, model=model, mode="fast")
     with pytest.raises(SetupError, match="unknown vlm mode"):
         VlmEngine(model, mode="ocr")

@@ -11,11 +11,12 @@ token right after <|ref_end|>, and its duplicate and nested boxes are dropped he
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable
 
+from ...core.geometry import covered
+from ...core.geometry import iou as box_iou
 from .profiles import PROFILE_2509, Profile
 
 ANGLES = {"<|rotate_up|>": 0, "<|rotate_right|>": 90, "<|rotate_down|>": 180, "<|rotate_left|>": 270}
@@ -136,32 +137,13 @@ def _parse_layout_pro(output: str, profile: Profile) -> LayoutParse:
     return result
 
 
-def _area(b: Sequence[float]) -> float:
-    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
-
-
-def _intersection(a: Sequence[float], b: Sequence[float]) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return w * h if w > 0 and h > 0 else 0.0
-
-
-def covered(inner: Sequence[float], outer: Sequence[float]) -> float:
-    """The share of `inner`'s area that lies inside `outer`."""
-    area = _area(inner)
-    return _intersection(inner, outer) / area if area else 0.0
-
-
 def _drop_duplicates(blocks: list[LayoutBlock], iou: float) -> list[LayoutBlock]:
     kept: list[LayoutBlock] = []
     for block in blocks:
-        area = _area(block.bbox)
         for other in kept:
             if other.type != block.type or other.angle != block.angle:
                 continue
-            inter = _intersection(block.bbox, other.bbox)
-            union = math.fsum((area, _area(other.bbox), -inter))
-            if union > 0 and inter / union > iou:
+            if box_iou(block.bbox, other.bbox) > iou:
                 break
         else:
             kept.append(block)

@@ -9,8 +9,9 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from ...core.blocks import PARATEXT
+from ...core.geometry import covered
 from .latex import combine_equations, fix_equation, wrap_display_equation
-from .layout import LayoutBlock, covered
+from .layout import LayoutBlock
 from .otsl import otsl_to_html
 from .profiles import PROFILE_2509, Profile
 
