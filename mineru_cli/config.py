@@ -9,6 +9,7 @@ resolved engine (no `auto` left) that the main process fingerprints and every wo
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,20 @@ DEFAULT_PAGE_TIMEOUT = 600.0     # seconds a page may take
 DEFAULT_MAX_WORKER_RSS = "3GB"   # recycle a worker whose RSS is above this after a page
 DEFAULT_CACHE_TTL = "2h"         # how long a result lives in the shared (Redis) tier
 DEFAULT_DPI = 200
+
+
+CACHE_DIR_ENV = "MINERU_CACHE_DIR"
+
+
+def user_cache_dir() -> Path:
+    """mineru-cli's cache folder: $MINERU_CACHE_DIR, else the platform's user cache folder.
+    The result cache lives there by default, and so do the verified-export stamps."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir as platform_cache_dir
+
+    return Path(platform_cache_dir("mineru-cli"))
 
 
 def default_page_batch(engine: str) -> int:

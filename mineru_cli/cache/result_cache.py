@@ -10,7 +10,6 @@ make a run faster, never wrong and never failed.
 from __future__ import annotations
 
 import json
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Callable, Literal
 import numpy as np
 from PIL import Image
 
+from ..config import user_cache_dir
 from . import similarity as sim
 from .redis_tier import RedisTier
 from .store import SqliteStore
@@ -32,11 +32,8 @@ class CacheHit:
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("MINERU_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-    return Path(user_cache_dir("mineru-cli"))
+    """Where the result cache lives when --cache-dir is not given."""
+    return user_cache_dir()
 
 
 class ResultCache:

@@ -29,6 +29,7 @@ import json
 import os
 from pathlib import Path
 
+from ..config import user_cache_dir
 from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
 from .model_dir import ENV_VAR
@@ -43,9 +44,7 @@ GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "e
 COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                 "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
                 "merges.txt", "special_tokens_map.json", "added_tokens.json")
-# Where the verified-file stamps are kept: the user cache folder, which the result cache uses too
-# ($MINERU_CACHE_DIR, else the platform's cache folder for mineru-cli).
-CACHE_DIR_ENV = "MINERU_CACHE_DIR"
+# Where the verified-file stamps are kept: in config.user_cache_dir(), beside the result cache.
 STAMPS_FILE = "verified-exports.json"
 
 
@@ -135,14 +134,6 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
     return manifest
 
 
-def _user_cache_dir() -> Path:
-    env = os.environ.get(CACHE_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-    return Path(user_cache_dir("mineru-cli"))
-
-
 class _VerifiedStamps:
     """Files whose sha256 was checked, by (path, sha256) -> their stat stamp at that time.
 
@@ -153,7 +144,7 @@ class _VerifiedStamps:
     """
 
     def __init__(self):
-        self.path = _user_cache_dir() / STAMPS_FILE
+        self.path = user_cache_dir() / STAMPS_FILE
         try:
             self.table = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(self.table, dict):
