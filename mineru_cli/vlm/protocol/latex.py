@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .profiles import PROFILE_2509, Profile
 
@@ -59,14 +59,20 @@ def _pairs(left: str, right: str) -> bool:
     return left == "\\left." or right == "\\right." or _PAIRS[left] == right
 
 
-def _cell_keys(nodes: list[str]) -> list:
+# the (array number, cell number) a node belongs to; None: in no array
+_CellKey = tuple[int, int] | None
+
+
+def _cell_keys(nodes: list[str]) -> list[_CellKey]:
     """For each node, the (array, cell) it belongs to, innermost array first.
 
     Reproduces MinerU's numbering: the counter restarts from the number of the array just
     closed, so two arrays can share a number and their cells are then balanced together.
     With no array at all only the first node gets a key (MinerU's behaviour).
     """
-    arrays, stack, counter = [], [], 0
+    arrays: list[tuple[int, int, int]] = []  # (number, start, end), in order of closing
+    stack: list[tuple[int, int]] = []  # (number, start) of the arrays open
+    counter = 0
     for i, node in enumerate(nodes):
         if _BEGIN in node:
             counter += 1
@@ -83,10 +89,10 @@ def _cell_keys(nodes: list[str]) -> list:
     nested = [[b[0] for b in arrays if a[1] < b[1] and a[2] > b[2]] for a in arrays]
     order = sorted(range(len(arrays)), key=lambda k: len(nested[k]), reverse=True)
     by_number = {arrays[k][0]: arrays[k] for k in order}
-    keys: list = [None] * len(nodes)
+    keys: list[_CellKey] = [None] * len(nodes)
     for k in order:
         number, start, end = arrays[k]
-        hidden = set()
+        hidden: set[int] = set()
         for inner in nested[k]:
             _, s, e = by_number[inner]
             hidden.update(range(s, e + 1))
@@ -131,7 +137,7 @@ def fix_left_right(latex: str) -> str:
         return latex
     nodes = [n.strip() for n in _ARRAY_SPLIT.split(latex.strip()) if n]
     keys = _cell_keys(nodes)
-    groups: dict = {}
+    groups: dict[_CellKey, list[int]] = {}
     for i, key in enumerate(keys):
         node = nodes[i]
         if node in ("&", "\\\\") or _BEGIN in node or _END in node:
@@ -169,9 +175,10 @@ def _big_rules() -> list[tuple[str, str]]:
     """`\\big{)}` -> `\\big)` and friends, in MinerU's order, with its quirks:
     \\biggm/\\biggl (and capitals) turn {[} / {]} into `\\[` / `\\]`, and \\Biggm{\\rangle}
     and \\Biggm{\\}} are left alone."""
-    rules = []
+    rules: list[tuple[str, str]] = []
 
-    def add(cmds, delims, out=lambda cmd, d: d):
+    def add(cmds: list[str], delims: list[str],
+            out: Callable[[str, str], str] = lambda cmd, d: d) -> None:
         for cmd in cmds:
             for spaced in ("", " "):
                 for d in delims:

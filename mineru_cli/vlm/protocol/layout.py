@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...core.geometry import covered
 from ...core.geometry import iou as box_iou
@@ -32,7 +32,7 @@ class LayoutBlock:
     content: str | None = None
     merge_prev: bool = False  # Pro: text continues the previous block
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, "bbox": list(self.bbox), "angle": self.angle,
                 "content": self.content}
 
@@ -76,7 +76,7 @@ def _angle_in(tail: str) -> int | None:
     return None
 
 
-def _box(m: re.Match) -> tuple[float, float, float, float] | None:
+def _box(m: re.Match[str]) -> tuple[float, float, float, float] | None:
     """The normalised box of a layout match (groups 1-4), None if it is not a box; a number of
     thousands of digits (past Python's int conversion limit) is not one either."""
     try:
@@ -88,7 +88,7 @@ def _box(m: re.Match) -> tuple[float, float, float, float] | None:
 def parse_layout(output: str, profile: Profile = PROFILE_2509) -> LayoutParse:
     """Blocks from the layout answer, in the model's (reading) order. Never raises."""
     if profile.layout_dedup_iou is not None:
-        return _parse_layout_pro(output, profile)
+        return _parse_layout_pro(output, profile, profile.layout_dedup_iou)
     result = LayoutParse(blocks=[])
     for line in output.split("\n"):
         m = _LINE_2509.match(line)
@@ -108,7 +108,8 @@ def parse_layout(output: str, profile: Profile = PROFILE_2509) -> LayoutParse:
     return result
 
 
-def _parse_layout_pro(output: str, profile: Profile) -> LayoutParse:
+def _parse_layout_pro(output: str, profile: Profile, dedup_iou: float) -> LayoutParse:
+    """The Pro grammar; dedup_iou is the profile's layout_dedup_iou (set for Pro)."""
     result = LayoutParse(blocks=[])
     for line in output.split("\n"):
         if line.strip() and "<|box_start|>" not in line:
@@ -132,7 +133,7 @@ def _parse_layout_pro(output: str, profile: Profile) -> LayoutParse:
         angle = ANGLES[rotate] if rotate else None
         merge_prev = block_type == "text" and "txt_contd_tgt" in tail
         result.blocks.append(LayoutBlock(block_type, box, angle=angle, merge_prev=merge_prev))
-    blocks = _drop_duplicates(result.blocks, profile.layout_dedup_iou)
+    blocks = _drop_duplicates(result.blocks, dedup_iou)
     result.blocks = _drop_inside(blocks, profile.drop_inside_tables, {"table"})
     return result
 

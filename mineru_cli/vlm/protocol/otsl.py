@@ -9,6 +9,9 @@ import re
 OTSL_TOKENS = ("<fcel>", "<ecel>", "<lcel>", "<ucel>", "<xcel>", "<nl>")
 _OTSL_SPLIT = re.compile("(" + "|".join(OTSL_TOKENS) + ")")
 
+# a cell of the grid: (row, column, rowspan, colspan, text), the row and column of its top left
+_Cell = tuple[int, int, int, int, str]
+
 
 def otsl_to_html(otsl: str) -> str:
     """An OTSL table as an HTML <table> with rowspan/colspan, as MinerU writes it.
@@ -26,8 +29,8 @@ def otsl_to_html(otsl: str) -> str:
     if not rows:
         return ""
     ncols = max(len(r) for r in rows)
-    for r in rows:
-        r.extend(["<ecel>"] * (ncols - len(r)))
+    for padded in rows:
+        padded.extend(["<ecel>"] * (ncols - len(padded)))
 
     # attach each piece of text to the token right before it, walking the original parts in
     # step with the padded grid; once they disagree, no more text is attached
@@ -44,7 +47,7 @@ def otsl_to_html(otsl: str) -> str:
             p += 1
 
     nrows = len(rows)
-    grid: list[list[tuple | None]] = [[None] * ncols for _ in range(nrows)]
+    grid: list[list[_Cell | None]] = [[None] * ncols for _ in range(nrows)]
     for r, row in enumerate(rows):
         for c, token in enumerate(row):
             if token not in ("<fcel>", "<ecel>"):
@@ -57,7 +60,7 @@ def otsl_to_html(otsl: str) -> str:
             while r + rowspan < nrows and rows[r + rowspan][c] in ("<ucel>", "<xcel>"):
                 rowspan += 1
             text = texts.get((r, c), "").strip() if token == "<fcel>" else ""
-            cell = (r, c, rowspan, colspan, text)
+            cell: _Cell = (r, c, rowspan, colspan, text)
             for i in range(r, r + rowspan):
                 for j in range(c, c + colspan):
                     grid[i][j] = cell  # later cells overwrite earlier ones, as in MinerU
