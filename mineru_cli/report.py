@@ -37,7 +37,7 @@ class StageTimes:
 
     STAGES = (("load", "render"), ("cache", "cache"), ("engine", "engine"), ("store", "store"))
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.pages = 0
 

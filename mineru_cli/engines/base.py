@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Protocol, TypeVar
 
 from PIL import Image
 
@@ -47,11 +47,15 @@ class Engine(Protocol):
         """
 
 
-def parse_each(parse: Callable[[Image.Image], EngineResult],
-               images: list[Image.Image]) -> list[EngineResult | Exception]:
+_Page = TypeVar("_Page")
+_Result = TypeVar("_Result")
+
+
+def parse_each(parse: Callable[[_Page], _Result], images: list[_Page]) -> list[_Result | Exception]:
     """parse_batch for an engine without batching (and the VLM engine's per-page fallback):
-    each page parsed alone, its exception kept in its place."""
-    out: list[EngineResult | Exception] = []
+    each page parsed alone, its exception kept in its place. Also used for any per-page step
+    (reading pixels, an OCR pass): `parse` maps a page to its result, whatever their types."""
+    out: list[_Result | Exception] = []
     for image in images:
         try:
             out.append(parse(image))

@@ -73,7 +73,8 @@ def read_lines(lines: Sequence[Line]) -> tuple[str, list[dict], float]:
     """(text, line dicts in reading order, mean score) of one block's lines: rows top to
     bottom, pieces left to right, reflowed into one paragraph as the ocr engine does."""
     block = _make_block("text", list(lines))
-    return block.text, block.extra["lines"], float(block.score)
+    assert block.score is not None   # _make_block scores every block: its lines' mean
+    return block.text, block.extra["lines"], block.score
 
 
 def trusted(lines: Sequence[Line]) -> bool:

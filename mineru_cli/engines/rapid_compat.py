@@ -38,7 +38,7 @@ OCR_SECTIONS = {"det": "Det", "cls": "Cls", "rec": "Rec"}   # role -> rapidocr c
 
 def check_versions() -> None:
     """Raise SetupError unless the installed rapidocr and rapid-layout are the TESTED ones."""
-    found = {}
+    found: dict[str, str | None] = {}   # None: not installed
     for name in TESTED:
         try:
             found[name] = metadata.version(name)

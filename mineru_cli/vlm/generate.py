@@ -85,9 +85,9 @@ class _Sequence:
     max_new_tokens: int
     tokens: list[int] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)
-    ban: NGramBan | None = None
+    ban: NGramBan = field(init=False)  # from params.no_repeat_ngram_size
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.ban = NGramBan(self.params.no_repeat_ngram_size)
 
     def adjust(self, logits: np.ndarray) -> np.ndarray:

@@ -153,7 +153,9 @@ def graphs_needing_exact_kernels(manifest: dict, flags: set[str] | None = None) 
 
 def exact_kernels_note(manifest: dict, where: str, graphs: list[str]) -> str:
     """What a user is told when an export runs on the slower exact kernels."""
-    quantization = manifest.get("quantization") if isinstance(manifest.get("quantization"), dict) else {}
+    quantization = manifest.get("quantization")
+    if not isinstance(quantization, dict):
+        quantization = {}
     target = quantization.get("target")
     made_on = quantization.get("made_on")
     made_on = made_on.get("model") if isinstance(made_on, dict) else None

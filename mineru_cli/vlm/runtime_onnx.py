@@ -143,8 +143,10 @@ class OnnxRuntime:
         if missing:
             raise SetupError(f"decoder.onnx lacks the inputs/outputs {sorted(missing)}")
         self._kv: list[np.ndarray] = []   # per layer key, value, key, ...: (B, kv, capacity, d)
-        self._lengths: np.ndarray | None = None    # (B,) tokens held per row
-        self._next_pos: np.ndarray | None = None   # (B,) the M-RoPE position of each row's next token
+        # per row (B,), no rows before the first prefill: the tokens held, and the M-RoPE
+        # position of the row's next token
+        self._lengths: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._next_pos: np.ndarray = np.zeros(0, dtype=np.int64)
         self._step_binding = None   # see _kv_binding
 
     # ------------------------------------------------------------------ pieces

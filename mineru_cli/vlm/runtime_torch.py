@@ -15,7 +15,7 @@ Import this module only when the torch runtime is wanted: it imports torch.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -23,6 +23,9 @@ import torch
 from ..core.errors import SetupError
 from .processor import vision_cu_seqlens, vision_position_ids
 from .tokenizer import VlmInput, left_pad
+
+if TYPE_CHECKING:
+    from transformers import DynamicCache
 
 
 class TorchRuntime:
@@ -62,9 +65,17 @@ class TorchRuntime:
         self._visual = self.model.model.visual
         self._embed = self.model.get_input_embeddings()
         self.image_token_id = int(config.image_token_id)
-        self._cache = None
-        self._mask = None
+        # the batch prefill started (None before the first prefill): its KV cache, attention
+        # mask (B, tokens) and the M-RoPE position of each row's next token (B,)
+        self._cache: DynamicCache | None = None
+        self._mask: torch.Tensor | None = None
         self._next_pos: torch.Tensor | None = None
+
+    def _decoding(self) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+        """The cache, mask and next positions of the batch being decoded."""
+        if self._cache is None or self._mask is None or self._next_pos is None:
+            raise RuntimeError("step or retain before prefill")
+        return self._cache, self._mask, self._next_pos
 
     # ------------------------------------------------------------------ vision
 
@@ -99,16 +110,18 @@ class TorchRuntime:
 
     @torch.inference_mode()
     def step(self, token_ids: np.ndarray) -> np.ndarray:
+        cache, mask, next_pos = self._decoding()
         ids = torch.from_numpy(np.asarray(token_ids, dtype=np.int64)).view(-1, 1)
-        self._mask = torch.cat([self._mask, torch.ones((ids.shape[0], 1), dtype=torch.long)], dim=1)
-        positions = self._next_pos.view(1, -1, 1).expand(3, -1, 1)
+        self._mask = torch.cat([mask, torch.ones((ids.shape[0], 1), dtype=torch.long)], dim=1)
+        positions = next_pos.view(1, -1, 1).expand(3, -1, 1)
         out = self.model(input_ids=ids, attention_mask=self._mask, position_ids=positions,
-                         cache=self._cache, use_cache=True)
-        self._next_pos = self._next_pos + 1
+                         cache=cache, use_cache=True)
+        self._next_pos = next_pos + 1
         return out.logits[:, -1, :].float().numpy()
 
     def retain(self, rows: Sequence[int]) -> None:
+        cache, mask, next_pos = self._decoding()
         index = torch.as_tensor(list(rows), dtype=torch.long)
-        self._cache.batch_select_indices(index)
-        self._mask = self._mask[index]
-        self._next_pos = self._next_pos[index]
+        cache.batch_select_indices(index)
+        self._mask = mask[index]
+        self._next_pos = next_pos[index]
