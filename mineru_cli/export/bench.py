@@ -23,13 +23,22 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypedDict
 
 import numpy as np
 
 from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
+
+
+class _TokenIds(TypedDict):
+    """Qwen2VLConfig's special token ids (its keyword arguments of those names)."""
+    image_token_id: int
+    video_token_id: int
+    vision_start_token_id: int
+    vision_end_token_id: int
+
 
 # MinerU2.5-2509-1.2B's config.json shape (vocab, layers, heads, mrope ...); ids as in the model
 MINERU25_TEXT = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
@@ -39,8 +48,8 @@ MINERU25_TEXT = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864,
                                       "mrope_section": [8, 12, 12]})  # sums to head_dim / 2 = 32
 MINERU25_VISION = dict(depth=32, embed_dim=1280, hidden_size=896, num_heads=16, mlp_ratio=4,
                        patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
-MINERU25_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
-                    vision_end_token_id=151653)
+MINERU25_IDS = _TokenIds(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
+                         vision_end_token_id=151653)
 
 DECODE_CONTEXT = 520   # tokens in each decode row's prompt: a 2000-patch crop's prompt
 
@@ -222,7 +231,7 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
                                                 bench_kw.get("decode_context", DECODE_CONTEXT))["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
-    runtimes = {"torch_fp32": TorchRuntime(folder, threads)}
+    runtimes: dict[str, TorchRuntime | OnnxRuntime] = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     report["page_s"] = {name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}

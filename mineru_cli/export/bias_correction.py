@@ -114,7 +114,8 @@ class MeanInputs:
             self.session = ort.InferenceSession(tmp, opts, providers=["CPUExecutionProvider"])
         finally:
             os.unlink(tmp)
-        self.sums = {n: 0.0 for n in self.names}
+        # each input's running sum of rows (float64) and count of rows
+        self.sums: dict[str, np.ndarray] = {n: np.zeros((), np.float64) for n in self.names}
         self.rows = {n: 0 for n in self.names}
 
     def run(self, wanted: list[str], feed: dict) -> list[np.ndarray]:
@@ -181,7 +182,8 @@ def correct(fp32_path: Path, quant_path: Path, means: dict[str, np.ndarray]) -> 
     inits = {t.name: t for t in model.graph.initializer}
     if any(name.endswith(("_corrected_bias", "_bias_correction")) for name in inits):
         raise ValueError(f"{quant_path.name} is already bias-corrected")
-    shifts, uncorrected = {}, 0
+    shifts: dict[str, np.ndarray] = {}   # product output -> its shift
+    uncorrected = 0
     for a, w, out in weight_matmuls(fp32.graph):
         if w + "_quantized" not in inits:
             continue   # left in float
@@ -189,8 +191,8 @@ def correct(fp32_path: Path, quant_path: Path, means: dict[str, np.ndarray]) -> 
             uncorrected += 1
             continue
         weight = numpy_helper.to_array(fp32_inits[w], base_dir=str(fp32_path.parent))
-        shifts[out] = _shift(weight, *(numpy_helper.to_array(inits[w + s]) for s in
-                                       ("_quantized", "_scale", "_zero_point")), means[a], w)
+        q, scale, zero = (numpy_helper.to_array(inits[w + s]) for s in ("_quantized", "_scale", "_zero_point"))
+        shifts[out] = _shift(weight, q, scale, zero, means[a], w)
     stats = _apply(model.graph, shifts)
     data = quant_path.name + ".data"
     (quant_path.parent / data).unlink(missing_ok=True)   # all loaded above; onnx.save would append

@@ -30,7 +30,7 @@ def calibration_pages(samples: int) -> list[tuple[Image.Image, str]]:
         page = (text_page(7 + turn), invoice(f"{1284.50 + 731.25 * turn:,.2f}"),
                 slide(words[turn % len(words)]))[kind]
         size = CALIBRATION_SIZES[(kind + turn) % len(CALIBRATION_SIZES)]
-        out.append((page.resize(size, Image.BICUBIC), (TEXT_PROMPT, TABLE_PROMPT, LAYOUT_PROMPT)[kind]))
+        out.append((page.resize(size, Image.Resampling.BICUBIC), (TEXT_PROMPT, TABLE_PROMPT, LAYOUT_PROMPT)[kind]))
     return out
 
 

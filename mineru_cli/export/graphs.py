@@ -39,8 +39,18 @@ Imports torch: used by the exporter and the tests only, never by the ONNX runtim
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable, cast
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import (
+        Qwen2VisionTransformerPretrainedModel,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLRMSNorm,
+        Qwen2VLVisionBlock,
+    )
 
 # ---------------------------------------------------------------- fused ops
 # Torch custom ops, so that both exporters emit one onnxruntime contrib node for each: eager they
@@ -51,8 +61,8 @@ from torch import nn
 def vision_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
     """q, k, v (1, N, E) -> (1, N, E): full multi-head attention, scale head_dim ** -0.5."""
     n, e = q.shape[1], q.shape[2]
-    heads = [t.reshape(n, num_heads, e // num_heads).transpose(0, 1) for t in (q, k, v)]
-    out = torch.nn.functional.scaled_dot_product_attention(*heads)        # (heads, N, d)
+    qh, kh, vh = (t.reshape(n, num_heads, e // num_heads).transpose(0, 1) for t in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh)   # (heads, N, d)
     return out.transpose(0, 1).reshape(1, n, e)
 
 
@@ -212,13 +222,15 @@ def register_torchscript_symbolics(opset: int) -> None:
     register_custom_op_symbolic("mineru::rotary", rope, opset)
 
 
-def _norm(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def _norm(module: Qwen2VLRMSNorm, x: torch.Tensor) -> torch.Tensor:
     """A Qwen2RMSNorm module's computation, as the fused op."""
     return rms_norm(x, module.weight, float(module.variance_epsilon))
 
 
 class VisionGraph(nn.Module):
-    def __init__(self, visual: nn.Module):
+    inv_freq: torch.Tensor   # a buffer (register_buffer)
+
+    def __init__(self, visual: Qwen2VisionTransformerPretrainedModel):
         super().__init__()
         cfg = visual.config
         self.blocks = visual.blocks
@@ -239,7 +251,8 @@ class VisionGraph(nn.Module):
         cos, sin = freqs.cos(), freqs.sin()                                   # a table row per patch
         n = x.shape[1]
         rows = torch.arange(n, device=x.device)[None]                         # (1, N)
-        for blk in self.blocks:
+        # nn.ModuleList is not generic (its items are typed Module): these are the tower's blocks
+        for blk in cast("Iterable[Qwen2VLVisionBlock]", self.blocks):
             h = blk.norm1(x)
             q, k, v = (t.reshape(1, n, self.embed_dim) for t in blk.attn.qkv(h).reshape(n, 3, -1).unbind(1))
             q = rotary(q, rows, cos, sin, self.num_heads)
@@ -253,7 +266,9 @@ class VisionGraph(nn.Module):
 
 
 class DecoderGraph(nn.Module):
-    def __init__(self, model: nn.Module):
+    inv_freq: torch.Tensor   # a buffer (register_buffer)
+
+    def __init__(self, model: Qwen2VLForConditionalGeneration):
         super().__init__()
         lm = model.model.language_model
         cfg = lm.config

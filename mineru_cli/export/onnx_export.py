@@ -31,7 +31,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -63,7 +63,7 @@ def _say(log: Callable[[str], None] | None, msg: str) -> None:
 
 
 def _versions() -> dict:
-    out = {"python": sys.version.split()[0]}
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}   # None: absent or broken
     for name in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "numpy"):
         try:
             out[name] = __import__(name).__version__
@@ -141,21 +141,25 @@ def _export(module, args: tuple, path: Path, input_names: list[str], output_name
 
     from .graphs import register_torchscript_symbolics, translation_table
 
-    kw = dict(input_names=input_names, output_names=output_names, opset_version=opset, external_data=True)
     with _quiet(), torch.inference_mode():
         if exporter == "dynamo":
             from torch.export import Dim
 
             # every named axis dynamic; the exporter derives total = past + seq by itself
             shapes = [{a: Dim.DYNAMIC for a in axes.get(n, {})} for n in input_names]
+            dynamic_shapes: tuple[dict[int, Any] | tuple[dict[int, Any], ...], ...] = tuple(shapes)
             if star_args:
-                shapes = [*shapes[:-star_args], tuple(shapes[-star_args:])]
-            torch.onnx.export(module, args, str(path), dynamo=True, dynamic_shapes=tuple(shapes),
-                              custom_translation_table=translation_table(), verbose=False, **kw)
+                dynamic_shapes = (*shapes[:-star_args], tuple(shapes[-star_args:]))
+            torch.onnx.export(module, args, str(path), dynamo=True, dynamic_shapes=dynamic_shapes,
+                              custom_translation_table=translation_table(), verbose=False,
+                              input_names=input_names, output_names=output_names, opset_version=opset,
+                              external_data=True)
         elif exporter == "torchscript":
             register_torchscript_symbolics(opset)
             torch.onnx.export(module, args, str(path), dynamo=False, dynamic_axes=axes,
-                              custom_opsets={"com.microsoft": 1}, **kw)
+                              custom_opsets={"com.microsoft": 1},
+                              input_names=input_names, output_names=output_names, opset_version=opset,
+                              external_data=True)
         else:
             raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
     _name_dims(path, axes)
@@ -408,7 +412,7 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
         np.save(work / GRAPHS["embed_tokens"],
                 model.get_input_embeddings().weight.detach().float().numpy())
 
-        quantization = None
+        quantization: dict[str, Any] | None = None   # the manifest's table; None: fp32
         if quantized:
             t0 = time.monotonic()
             exclude = []
