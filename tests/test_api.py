@@ -10,6 +10,8 @@ from helpers import EXAMPLES, read_journal
 import mineru_cli
 from mineru_cli.core import PageRecord, SetupError, Status
 
+pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+
 
 @pytest.fixture()
 def docs(tmp_path):

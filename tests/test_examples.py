@@ -8,6 +8,8 @@ import pytest
 from helpers import EXAMPLES, mineru, read_journal
 from textmetrics import cer, record_text, squash
 
+pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+
 # Measured on this machine (2 cores) with the embedded engine (PP-OCRv6-small, cls_thresh 0.99),
 # CER per page without whitespace: prose 0.000, two_column 0.000, table 0.000, slide 0.025,
 # chinese 0.000, report p1 0.000, p2 0.000; mean 0.004. The slide's cost is its bullets, which

@@ -14,6 +14,8 @@ import pytest
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
+pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+
 
 def text_page(path: Path, text: str, size=(640, 200)) -> Path:
     """A small real page with one line of text the OCR engine can read."""

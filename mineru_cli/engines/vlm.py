@@ -3,15 +3,15 @@ embedded OCR beside it.
 
 parse_batch(pages) (parse(page) is parse_batch([page])[0]):
   1. layout: every page stretched to 1036x1036 with the layout prompt, all pages decoded as one
-     batch; each answer is parsed (protocol.parse_layout) into blocks in reading order.
+     batch; each answer is parsed (protocol.layout.parse_layout) into blocks in reading order.
   2. content: every block not skipped by the profile (nor filled by OCR, hybrid mode) is cropped
-     from its full page (protocol.prepare_crops) and read with its type's prompt and sampling;
+     from its full page (protocol.crops.prepare_crops) and read with its type's prompt and sampling;
      the crops of ALL pages are decoded together in batches of `batch_size`, sorted by prompt
      length. Greedy decoding with per-sequence stopping computes each row as it would alone
      (the torch runtime left-pads and masks, the ONNX one gives each row its length), so
      results do not depend on batching or on which pages share a batch (INT8 steps aside: their
      activation scales are per call).
-  3. post-processing per page (protocol.post_process): OTSL tables -> HTML, equation repairs,
+  3. post-processing per page (protocol.postprocess.post_process): OTSL tables -> HTML, equation repairs,
      merged equation blocks, display equations wrapped in \\[ \\].
 Meanwhile the embedded OCR (RapidOCR det + cls + rec, one thread) reads the text lines of the same
 pages in a background thread (onnxruntime releases the GIL, so it overlaps the layout step;
@@ -190,7 +190,7 @@ def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEF
 
 class VlmEngine:
     name = "vlm"
-    version = "0.2"  # bump when the same inputs would give different output (0.2: the cross-check)
+    version = "0.2"  # bump when the same inputs would give different output
 
     def __init__(self, model_dir: str | Path | None, threads: int = 1, runtime: str = "torch",
                  profile: str | None = None, batch_size: int = 8,

@@ -61,6 +61,7 @@ def test_a_value_outside_the_vocabulary_is_refused(record_validator):
         PageRecord.from_dict(line)
 
 
+@pytest.mark.e2e
 def test_records_the_cli_writes_read_back_as_the_same_lines(tmp_path, record_validator):
     r = mineru("parse", str(EXAMPLES / "prose.png"), str(EXAMPLES / "report.pdf"), "--out", "o.jsonl",
                "--no-cache", "--engine", "ocr", cwd=tmp_path)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+
+import pytest
 from helpers import EXAMPLES
 
 from mineru_cli.cache import ResultCache
@@ -47,3 +50,64 @@ def test_a_file_that_cannot_be_decoded_is_corrupt_at_open(tmp_path):
         docs.close()
     assert out.status is Status.FAILED and out.error.kind is ErrorKind.CORRUPT, out.error
     assert out.error.stage in (Stage.OPEN, Stage.RENDER)
+
+
+# -- the worker's batching pieces, in-process ------------------------------------------------
+
+class _Result:
+    def __init__(self, tag):
+        self.tag = tag
+
+
+class _PageOnly:
+    """An engine without parse_batch: the worker loops over parse."""
+
+    def parse(self, image):
+        if image == "bad":
+            raise ValueError("bad page")
+        return _Result(image)
+
+
+class _Batching(_PageOnly):
+    def __init__(self, misbehave=None):
+        self.calls, self.misbehave = [], misbehave
+
+    def parse_batch(self, images):
+        self.calls.append(list(images))
+        if self.misbehave == "raise":
+            raise RuntimeError("whole batch")
+        if self.misbehave == "short":
+            return [_Result(images[0])]
+        return [ValueError("bad page") if i == "bad" else _Result(i) for i in images]
+
+
+@pytest.mark.parametrize("engine", [_PageOnly(), _Batching(), _Batching("raise"), _Batching("short")],
+                         ids=["no-parse_batch", "parse_batch", "batch-raises", "batch-short"])
+def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
+    from mineru_cli.pipeline.worker import engine_batch
+
+    out = engine_batch(engine, ["a", "bad", "c"])
+    assert [o.tag for o in (out[0], out[2])] == ["a", "c"]
+    assert isinstance(out[1], ValueError)
+    if isinstance(engine, _Batching):
+        assert engine.calls[0] == ["a", "bad", "c"]            # asked once, all together
+
+
+def test_collect_batch_takes_up_to_n_within_the_window():
+    from mineru_cli.pipeline.messages import Finish, PageTask
+    from mineru_cli.pipeline.worker import collect_batch
+
+    main, child = mp.Pipe(duplex=True)
+    for i in range(5):
+        main.send(PageTask(i, "src", i))
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t.task_id for t in tasks] == [0, 1, 2] and not last          # full
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t.task_id for t in tasks] == [3, 4] and not last             # the window passed
+    main.send(PageTask(5, "src", 5, solo=True))
+    main.send(PageTask(6, "src", 6))
+    tasks, _ = collect_batch(child, 3, 0.05)
+    assert [t.task_id for t in tasks] == [5]                             # solo: alone
+    main.send(Finish())
+    tasks, last = collect_batch(child, 3, 0.05)
+    assert [t.task_id for t in tasks] == [6] and last                    # exit after this batch

@@ -200,7 +200,7 @@ def test_join_text_spacing_rules():
 
 def test_the_tested_versions_are_installed_and_pinned():
     rapid_compat.check_versions()
-    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8")   # no tomllib on 3.10
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8")   # no tomllib on 3.10
     assert all(f'"{name}=={version}"' in pyproject for name, version in TESTED.items())
 
 

@@ -19,6 +19,8 @@ import pytest
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
+pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+
 WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet"]
 
 

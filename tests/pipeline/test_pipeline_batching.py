@@ -1,12 +1,11 @@
 """Page batches in the worker pool: --page-batch N gives the same records as one page at a time,
 at most N pages are held per worker, and a page that hangs or kills its worker inside a batch
-costs only itself (the batch is retried page by page). Plus the worker's batching pieces
-(collecting a batch from the pipe, the engine call and its fallbacks) on their own.
+costs only itself (the batch is retried page by page). The worker's batching pieces on their
+own are in test_worker.py.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -16,8 +15,10 @@ from helpers import mineru, read_journal
 from PIL import Image
 from test_pipeline import events, text_page, write_pages
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vlm"))
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401  (a fixture: the tiny MinerU2.5-shaped model)
+
+pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 
 def stable(path: Path) -> dict[str, dict]:
@@ -179,75 +180,3 @@ def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(t
     assert {k: v for k, v in got.items() if k != "b.png#0"} == {k: v for k, v in one.items() if k != "b.png#0"}
     summary = [e for e in events(r.stderr) if e["event"] == "summary"][0]
     assert summary["retried"] == 3 and summary["restarts"] == 2
-
-
-# -- the worker's batching pieces, in-process ------------------------------------------------
-
-class _Result:
-    def __init__(self, tag):
-        self.tag = tag
-
-
-class _PageOnly:
-    """An engine without parse_batch: the worker loops over parse."""
-
-    def parse(self, image):
-        if image == "bad":
-            raise ValueError("bad page")
-        return _Result(image)
-
-
-class _Batching(_PageOnly):
-    def __init__(self, misbehave=None):
-        self.calls, self.misbehave = [], misbehave
-
-    def parse_batch(self, images):
-        self.calls.append(list(images))
-        if self.misbehave == "raise":
-            raise RuntimeError("whole batch")
-        if self.misbehave == "short":
-            return [_Result(images[0])]
-        return [ValueError("bad page") if i == "bad" else _Result(i) for i in images]
-
-
-@pytest.mark.parametrize("engine", [_PageOnly(), _Batching(), _Batching("raise"), _Batching("short")],
-                         ids=["no-parse_batch", "parse_batch", "batch-raises", "batch-short"])
-def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
-    from mineru_cli.pipeline.worker import engine_batch
-
-    out = engine_batch(engine, ["a", "bad", "c"])
-    assert [o.tag for o in (out[0], out[2])] == ["a", "c"]
-    assert isinstance(out[1], ValueError)
-    if isinstance(engine, _Batching):
-        assert engine.calls[0] == ["a", "bad", "c"]            # asked once, all together
-
-
-def test_collect_batch_takes_up_to_n_within_the_window():
-    from mineru_cli.pipeline.messages import Finish, PageTask
-    from mineru_cli.pipeline.worker import collect_batch
-
-    main, child = mp.Pipe(duplex=True)
-    for i in range(5):
-        main.send(PageTask(i, "src", i))
-    tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [0, 1, 2] and not last          # full
-    tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [3, 4] and not last             # the window passed
-    main.send(PageTask(5, "src", 5, solo=True))
-    main.send(PageTask(6, "src", 6))
-    tasks, _ = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [5]                             # solo: alone
-    main.send(Finish())
-    tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [6] and last                    # exit after this batch
-
-
-def test_stage_times_sum_pages_and_share_the_workers_time():
-    from mineru_cli.report import StageTimes
-
-    st = StageTimes()
-    st.add({"load": 1.0, "engine": 3.0, "engine.layout": 1.0, "engine.ocr": 2.0, "total": 4.0})
-    st.add({"load": 1.0, "cache": 0.5, "total": 1.5})
-    got = st.as_dict(wall=5.0, workers=2)
-    assert list(got) == ["render", "cache", "engine", "engine.layout", "engine.ocr"]
-    assert got["render"] == {"seconds": 2.0, "share": 0.2} and got["engine"]["share"] == 0.3
