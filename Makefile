@@ -1,7 +1,7 @@
 # Two commands set up everything on a fresh machine with Python 3.11:
 #   make demo   parse examples/ on the embedded engine -> results.jsonl, print the summary
 #   make test   install the package with its test extras and run the test suite
-#   make lint       ruff over the code, the tests and the scripts; the import-layer contract
+#   make lint       ruff (lint and format check) over the code, tests and scripts; the import contract
 #   make typecheck  mypy (strict on the core, the configuration, the model protocol, the journal)
 #   make test-fast  the unit tests (no end-to-end runs of the CLI or the VLM), a few minutes
 PY      ?= python3
@@ -43,6 +43,7 @@ test-fast: dev
 # ([tool.importlinter]); CI runs both, and the type check, before the tests.
 lint: dev
 	$(BIN)/ruff check mineru_cli tests scripts examples
+	$(BIN)/ruff format --check mineru_cli tests scripts examples
 	$(BIN)/lint-imports
 
 typecheck: dev

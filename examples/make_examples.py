@@ -49,12 +49,10 @@ A4_200 = (1654, 2339)
 # fonts
 # --------------------------------------------------------------------------
 
+
 def _need(path: Path, package: str) -> Path:
     if not path.is_file():
-        sys.exit(
-            f"make_examples.py: font file {path} not found.\n"
-            f"Install it with: apt-get install -y {package}"
-        )
+        sys.exit(f"make_examples.py: font file {path} not found.\nInstall it with: apt-get install -y {package}")
     return path
 
 
@@ -81,6 +79,7 @@ def cjk(size: int) -> ImageFont.FreeTypeFont:
 # --------------------------------------------------------------------------
 # layout helpers
 # --------------------------------------------------------------------------
+
 
 def wrap_words(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
     lines: list[str] = []
@@ -124,8 +123,9 @@ class Page:
         self.draw = ImageDraw.Draw(self.im)
         self.blocks: list[list[str]] = []
 
-    def text_block(self, x: int, y: int, lines: list[str], font, leading: float = 1.45,
-                   fill=BLACK, record: bool = True) -> int:
+    def text_block(
+        self, x: int, y: int, lines: list[str], font, leading: float = 1.45, fill=BLACK, record: bool = True
+    ) -> int:
         """Draw lines top-down from (x, y); return the y below the block."""
         step = int(round(font.size * leading))
         for i, line in enumerate(lines):
@@ -134,8 +134,9 @@ class Page:
             self.blocks.append(list(lines))
         return y + len(lines) * step
 
-    def centered(self, y: int, line: str, font, fill=BLACK, record: bool = True,
-                 x0: int = 0, x1: int | None = None) -> int:
+    def centered(
+        self, y: int, line: str, font, fill=BLACK, record: bool = True, x0: int = 0, x1: int | None = None
+    ) -> int:
         x1 = self.im.width if x1 is None else x1
         w = font.getlength(line)
         self.draw.text((int(x0 + (x1 - x0 - w) / 2), y), line, font=font, fill=fill)
@@ -223,46 +224,58 @@ CN_PARAS = [
     "它必须自己找出哪里是标题，哪里是正文，哪里是表格。",
     "通常的做法是先进行版面分析，把页面划分成不同的区域，然后再对每个区域进行文字识别。"
     "识别完成以后，程序会按照人的阅读顺序把这些区域重新排列，并输出为纯文本或者结构化的数据。",
-    "图片越清晰，字体越大，识别的结果就越准确。因此在准备示例文件的时候，"
-    "我们尽量使用清楚的字体和足够的对比度。",
+    "图片越清晰，字体越大，识别的结果就越准确。因此在准备示例文件的时候，我们尽量使用清楚的字体和足够的对比度。",
 ]
 
 REPORT_P1_TITLE = "Annual Report of the Reading Club"
 REPORT_P1 = [
-    ("Introduction", [
-        "This short report describes the activities of our reading club during the "
-        "past year. The club met twice a month in the public library and welcomed "
-        "eleven new members, which brings the total number of members to forty.",
-        "Most meetings followed the same pattern. One member introduced a book, the "
-        "group discussed it for about an hour, and the evening ended with tea and "
-        "suggestions for the next title.",
-    ]),
-    ("Books of the Year", [
-        "The club read twenty two books in total. Novels were the most popular "
-        "choice, followed by travel writing and popular science. Members rated each "
-        "book on a scale from one to five after the discussion.",
-    ]),
+    (
+        "Introduction",
+        [
+            "This short report describes the activities of our reading club during the "
+            "past year. The club met twice a month in the public library and welcomed "
+            "eleven new members, which brings the total number of members to forty.",
+            "Most meetings followed the same pattern. One member introduced a book, the "
+            "group discussed it for about an hour, and the evening ended with tea and "
+            "suggestions for the next title.",
+        ],
+    ),
+    (
+        "Books of the Year",
+        [
+            "The club read twenty two books in total. Novels were the most popular "
+            "choice, followed by travel writing and popular science. Members rated each "
+            "book on a scale from one to five after the discussion."
+        ],
+    ),
 ]
 REPORT_P2 = [
-    ("Finances", [
-        "The club is funded by a small yearly fee and by a grant from the town "
-        "council. Most of the money was spent on new copies of books for members who "
-        "could not borrow them from the library in time.",
-        "At the end of the year the club had a modest surplus, which will be used to "
-        "invite a local author to one of the meetings next spring.",
-    ]),
-    ("Plans for Next Year", [
-        "Next year we would like to start a second group that meets on weekend "
-        "mornings, so that members who work in the evening can also take part. We "
-        "also plan to read more books by authors from neighbouring countries.",
-        "Everyone is welcome to join. Please ask at the library desk for details.",
-    ]),
+    (
+        "Finances",
+        [
+            "The club is funded by a small yearly fee and by a grant from the town "
+            "council. Most of the money was spent on new copies of books for members who "
+            "could not borrow them from the library in time.",
+            "At the end of the year the club had a modest surplus, which will be used to "
+            "invite a local author to one of the meetings next spring.",
+        ],
+    ),
+    (
+        "Plans for Next Year",
+        [
+            "Next year we would like to start a second group that meets on weekend "
+            "mornings, so that members who work in the evening can also take part. We "
+            "also plan to read more books by authors from neighbouring countries.",
+            "Everyone is welcome to join. Please ask at the library desk for details.",
+        ],
+    ),
 ]
 
 
 # --------------------------------------------------------------------------
 # pages
 # --------------------------------------------------------------------------
+
 
 def make_prose() -> None:
     W, H = A4_150
@@ -273,8 +286,7 @@ def make_prose() -> None:
     y = 150
     y = p.centered(y, PROSE_TITLE, title_f) + 40
     for para in PROSE_PARAS:
-        y = p.text_block(margin, y, wrap_words(para, body_f, W - 2 * margin), body_f,
-                         leading=1.65)
+        y = p.text_block(margin, y, wrap_words(para, body_f, W - 2 * margin), body_f, leading=1.65)
         y += 34
     p.centered(H - 120, "- 1 -", latin("DejaVuSerif.ttf", 22))
     save_png(p, "prose")
@@ -377,7 +389,7 @@ def make_chinese() -> None:
         # first-line indent of two characters, as usual in Chinese typesetting
         indent = int(body_f.getlength("中中"))
         first = wrap_chars(para, body_f, W - 2 * margin - indent)[0]
-        rest = wrap_chars(para[len(first):], body_f, W - 2 * margin)
+        rest = wrap_chars(para[len(first) :], body_f, W - 2 * margin)
         step = int(round(body_f.size * 1.6))
         p.draw.text((margin + indent, y), first, font=body_f, fill=BLACK)
         for i, line in enumerate(rest, start=1):
@@ -411,9 +423,16 @@ def make_report() -> None:
     p1 = _report_page(REPORT_P1_TITLE, REPORT_P1, 1)
     p2 = _report_page(None, REPORT_P2, 2)
     ims = [p.im.convert("L") for p in (p1, p2)]
-    ims[0].save(HERE / "report.pdf", save_all=True, append_images=ims[1:],
-                resolution=200.0, quality=85, title="Annual Report of the Reading Club",
-                creationDate=None, modDate=None)
+    ims[0].save(
+        HERE / "report.pdf",
+        save_all=True,
+        append_images=ims[1:],
+        resolution=200.0,
+        quality=85,
+        title="Annual Report of the Reading Club",
+        creationDate=None,
+        modDate=None,
+    )
     for i, p in enumerate((p1, p2), start=1):
         (GT_DIR / f"report.p{i}.txt").write_text(p.ground_truth(), encoding="utf-8")
 

@@ -26,8 +26,9 @@ from .runner import Parser
 PathArg = Union[str, "PathLike[str]"]
 
 
-def parse(paths: PathArg | Iterable[PathArg], out: PathArg | None = None, *, reporter: Reporter | None = None,
-          **options: Any) -> Iterator[PageRecord]:
+def parse(
+    paths: PathArg | Iterable[PathArg], out: PathArg | None = None, *, reporter: Reporter | None = None, **options: Any
+) -> Iterator[PageRecord]:
     """Parse every page under `paths`, yielding one PageRecord per page (resumed pages first,
     then the others as they finish). `reporter`: where messages go (default: silent, only
     warnings on stderr)."""

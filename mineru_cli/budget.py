@@ -38,6 +38,7 @@ GiB = 1 << 30
 # about 0.3-0.5 GiB; headroom for a 3500x3500 page). Caps the worker count on small machines.
 WORKER_MEM = 1 * GiB
 
+
 def available_cpus() -> int:
     """Cores we may use: the affinity mask, further limited by a cgroup v2 CPU quota.
 
@@ -78,12 +79,12 @@ def available_memory() -> int | None:
 
 @dataclass(frozen=True)
 class CpuPlan:
-    cores: int            # cores we may use (affinity / cgroup)
-    budget: int           # --cpus, or cores
-    workers: int          # engine processes
-    threads: int          # intra-op threads per worker
-    spinning: bool        # ONNX Runtime thread-pool spinning
-    why: str              # one line: how the worker count was chosen
+    cores: int  # cores we may use (affinity / cgroup)
+    budget: int  # --cpus, or cores
+    workers: int  # engine processes
+    threads: int  # intra-op threads per worker
+    spinning: bool  # ONNX Runtime thread-pool spinning
+    why: str  # one line: how the worker count was chosen
 
     @property
     def oversubscribed(self) -> bool:
@@ -98,12 +99,24 @@ class CpuPlan:
         return env
 
     def as_dict(self) -> dict:
-        return {"cores": self.cores, "cpus": self.budget, "workers": self.workers,
-                "threads": self.threads, "spinning": self.spinning, "why": self.why}
+        return {
+            "cores": self.cores,
+            "cpus": self.budget,
+            "workers": self.workers,
+            "threads": self.threads,
+            "spinning": self.spinning,
+            "why": self.why,
+        }
 
 
-def plan_cpus(cpus: int | None = None, workers: int | None = None, pages: int | None = None,
-              cores: int | None = None, memory: int | None = -1, engine: str = "ocr") -> CpuPlan:
+def plan_cpus(
+    cpus: int | None = None,
+    workers: int | None = None,
+    pages: int | None = None,
+    cores: int | None = None,
+    memory: int | None = -1,
+    engine: str = "ocr",
+) -> CpuPlan:
     """Split the CPU budget into workers x threads (the rule is in the module docstring).
 
     `pages`: pages to do, if known (no point starting more workers than pages).
@@ -121,8 +134,10 @@ def plan_cpus(cpus: int | None = None, workers: int | None = None, pages: int | 
     else:
         n, why = budget, "one worker per CPU of the budget"
         if memory is not None and memory // WORKER_MEM < n:
-            n, why = max(1, int(memory // WORKER_MEM)), (
-                f"memory: {memory / GiB:.1f} GiB available, {WORKER_MEM / GiB:.0f} GiB per worker")
+            n, why = (
+                max(1, int(memory // WORKER_MEM)),
+                (f"memory: {memory / GiB:.1f} GiB available, {WORKER_MEM / GiB:.0f} GiB per worker"),
+            )
     if pages is not None and 0 < pages < n:
         n, why = pages, f"only {pages} page(s) to do"
     threads = max(1, budget // n)
@@ -140,12 +155,19 @@ def explain(plan: CpuPlan, config: RunConfig) -> str:
     if config.page_batch is not None:
         batch = f"{config.page_batch}  (--page-batch)"
     elif engine is EngineChoice.AUTO:
-        batch = (f"{default_page_batch('ocr')} for the ocr engine, {default_page_batch('vlm')} "
-                 "for vlm  (--page-batch; engine auto)")
+        batch = (
+            f"{default_page_batch('ocr')} for the ocr engine, {default_page_batch('vlm')} "
+            "for vlm  (--page-batch; engine auto)"
+        )
     else:
         batch = f"{default_page_batch(engine)}  (default for the {engine} engine)"
-    mode_line = mode or ("vlm" if engine is EngineChoice.VLM else "ocr" if engine is EngineChoice.OCR
-                         else "vlm when the engine resolves to vlm, else ocr")
+    mode_line = mode or (
+        "vlm"
+        if engine is EngineChoice.VLM
+        else "ocr"
+        if engine is EngineChoice.OCR
+        else "vlm when the engine resolves to vlm, else ocr"
+    )
     lines = [
         "CPU plan (mineru parse)",
         f"  cores we may use   {plan.cores}  (affinity mask, cgroup quota)",

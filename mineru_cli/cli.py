@@ -27,7 +27,7 @@ from .version import __version__
 app = typer.Typer(
     name="mineru",
     help="Batch document parsing on plain CPUs: folders of page images and PDFs in, "
-         "one JSON line per page out (blocks with type, box and text, plus Markdown).",
+    "one JSON line per page out (blocks with type, box and text, plus Markdown).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -59,69 +59,120 @@ def _default(name: str):
 @app.command()
 def parse(
     paths: List[Path] = typer.Argument(..., help="Files or folders (walked recursively, sorted).", show_default=False),
-    out: Path = typer.Option(_default("out"), "--out", "-o",
-                             help="JSONL journal: one record per page; re-runs resume from it."),
-    engine: EngineChoice = typer.Option(_default("engine"), "--engine", "-e",
-                                        help="auto: vlm when a MinerU2.5 model is found, else ocr."),
-    model: Optional[str] = typer.Option(_default("model"), "--model", "-m",
-                                        help="vlm: MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
-                                             "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
-    model_profile: Optional[str] = typer.Option(_default("model_profile"), "--model-profile",
-                                                help="vlm: 2509 | pro (default: from the model folder)."),
-    runtime: Runtime = typer.Option(_default("runtime"), "--runtime",
-                                    help="vlm runtime: auto is onnx when an export is found, else torch."),
-    lang: str = typer.Option(_default("lang"), "--lang",
-                             help="OCR language hint (en, ch): recorded, picks the OCR models."),
-    cpus: Optional[int] = typer.Option(_default("cpus"), "--cpus", min=1,
-                                       help="CPU budget (default: the affinity/cgroup limit)."),
+    out: Path = typer.Option(
+        _default("out"), "--out", "-o", help="JSONL journal: one record per page; re-runs resume from it."
+    ),
+    engine: EngineChoice = typer.Option(
+        _default("engine"), "--engine", "-e", help="auto: vlm when a MinerU2.5 model is found, else ocr."
+    ),
+    model: Optional[str] = typer.Option(
+        _default("model"),
+        "--model",
+        "-m",
+        help="vlm: MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
+        "models/MinerU2.5-2509-1.2B, then the Hugging Face cache).",
+    ),
+    model_profile: Optional[str] = typer.Option(
+        _default("model_profile"), "--model-profile", help="vlm: 2509 | pro (default: from the model folder)."
+    ),
+    runtime: Runtime = typer.Option(
+        _default("runtime"), "--runtime", help="vlm runtime: auto is onnx when an export is found, else torch."
+    ),
+    lang: str = typer.Option(
+        _default("lang"), "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."
+    ),
+    cpus: Optional[int] = typer.Option(
+        _default("cpus"), "--cpus", min=1, help="CPU budget (default: the affinity/cgroup limit)."
+    ),
     include: List[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
     exclude: List[str] = typer.Option([], "--exclude", help="Skip files matching this glob (repeatable)."),
     pages: Optional[str] = typer.Option(_default("pages"), "--pages", help="Pages to parse, 1-based: '1-3,7'."),
-    dpi: int = typer.Option(LoadOptions.dpi, "--dpi", min=36, max=600,
-                            help="PDF render DPI (long side capped at 3500 px)."),
+    dpi: int = typer.Option(
+        LoadOptions.dpi, "--dpi", min=36, max=600, help="PDF render DPI (long side capped at 3500 px)."
+    ),
     gif_frames: GifFrames = typer.Option(LoadOptions.gif_frames, "--gif-frames", help="Which GIF frames are pages."),
     force: bool = typer.Option(_default("force"), "--force", help="Re-parse pages that are already done."),
-    retry_failed: bool = typer.Option(_default("retry_failed"), "--retry-failed",
-                                      help="Re-parse pages whose record failed."),
+    retry_failed: bool = typer.Option(
+        _default("retry_failed"), "--retry-failed", help="Re-parse pages whose record failed."
+    ),
     no_cache: bool = typer.Option(not _default("cache"), "--no-cache", help="Do not read or write the result cache."),
-    cache_dir: Optional[Path] = typer.Option(_default("cache_dir"), "--cache-dir",
-                                             help="Result cache folder (default: $MINERU_CACHE_DIR or the user "
-                                                  "cache dir)."),
-    cache_near: CacheNear = typer.Option(_default("cache_near"), "--cache-near",
-                                         help="verify: reuse verified near-duplicates."),
-    cache_url: Optional[str] = typer.Option(_default("cache_url"), "--cache-url",
-                                            help="Shared tier: redis://host:port/db."),
-    cache_ttl: str = typer.Option(DEFAULT_CACHE_TTL, "--cache-ttl",
-                                  help="How long a result lives in the shared tier (90s, 2h, 7d)."),
-    formats: List[OutputFormat] = typer.Option([], "--format", "-f",
-                                               help="Also write per-document files: markdown (<stem>.md) or "
-                                                    "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
-                                                    "images/). Repeatable."),
-    out_dir: Path = typer.Option(_default("out_dir"), "--out-dir",
-                                 help="Folder for --format files, one sub-folder per document."),
-    workers: Optional[int] = typer.Option(_default("workers"), "--workers", min=1,
-                                          help="Worker processes (default: from the CPU plan; see --explain-plan)."),
-    page_timeout: float = typer.Option(_default("page_timeout"), "--page-timeout", min=0.1,
-                                       help="Seconds a page may take (a batch of n pages: n x this in the engine "
-                                            "stage); then its worker is killed and restarted and the page gets a "
-                                            "'timeout' record."),
-    max_worker_rss: str = typer.Option(DEFAULT_MAX_WORKER_RSS, "--max-worker-rss",
-                                       help="Restart a worker whose memory (RSS) is above this after a page "
-                                            "(e.g. 3GB, 800MB, 2GiB; 0: never)."),
-    mode: Optional[Mode] = typer.Option(_default("mode"), "--mode",
-                                        help="Default: vlm when the engine resolves to vlm; ocr: the embedded "
-                                             "OCR engine. Part of the resume fingerprint."),
-    page_batch: Optional[int] = typer.Option(_default("page_batch"), "--page-batch", min=1, max=64,
-                                             help="Pages a worker holds and hands to its engine together "
-                                                  "(default: 1 for ocr, 4 for vlm). Never changes a record."),
-    batch_wait_ms: int = typer.Option(_default("batch_wait_ms"), "--batch-wait-ms", min=0, max=60000,
-                                      help="A page batch closes when full or when no further page arrived "
-                                           "within this many milliseconds."),
-    crop_batch: int = typer.Option(_default("crop_batch"), "--crop-batch", min=1, max=256,
-                                   help="vlm: block crops decoded together. Never changes a record."),
-    explain_plan: bool = typer.Option(False, "--explain-plan",
-                                      help="Print how --cpus is split into workers x threads (and the batch "
-                                           "sizes and mode), and exit."),
+    cache_dir: Optional[Path] = typer.Option(
+        _default("cache_dir"),
+        "--cache-dir",
+        help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir).",
+    ),
+    cache_near: CacheNear = typer.Option(
+        _default("cache_near"), "--cache-near", help="verify: reuse verified near-duplicates."
+    ),
+    cache_url: Optional[str] = typer.Option(
+        _default("cache_url"), "--cache-url", help="Shared tier: redis://host:port/db."
+    ),
+    cache_ttl: str = typer.Option(
+        DEFAULT_CACHE_TTL, "--cache-ttl", help="How long a result lives in the shared tier (90s, 2h, 7d)."
+    ),
+    formats: List[OutputFormat] = typer.Option(
+        [],
+        "--format",
+        "-f",
+        help="Also write per-document files: markdown (<stem>.md) or "
+        "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
+        "images/). Repeatable.",
+    ),
+    out_dir: Path = typer.Option(
+        _default("out_dir"), "--out-dir", help="Folder for --format files, one sub-folder per document."
+    ),
+    workers: Optional[int] = typer.Option(
+        _default("workers"),
+        "--workers",
+        min=1,
+        help="Worker processes (default: from the CPU plan; see --explain-plan).",
+    ),
+    page_timeout: float = typer.Option(
+        _default("page_timeout"),
+        "--page-timeout",
+        min=0.1,
+        help="Seconds a page may take (a batch of n pages: n x this in the engine "
+        "stage); then its worker is killed and restarted and the page gets a "
+        "'timeout' record.",
+    ),
+    max_worker_rss: str = typer.Option(
+        DEFAULT_MAX_WORKER_RSS,
+        "--max-worker-rss",
+        help="Restart a worker whose memory (RSS) is above this after a page (e.g. 3GB, 800MB, 2GiB; 0: never).",
+    ),
+    mode: Optional[Mode] = typer.Option(
+        _default("mode"),
+        "--mode",
+        help="Default: vlm when the engine resolves to vlm; ocr: the embedded "
+        "OCR engine. Part of the resume fingerprint.",
+    ),
+    page_batch: Optional[int] = typer.Option(
+        _default("page_batch"),
+        "--page-batch",
+        min=1,
+        max=64,
+        help="Pages a worker holds and hands to its engine together "
+        "(default: 1 for ocr, 4 for vlm). Never changes a record.",
+    ),
+    batch_wait_ms: int = typer.Option(
+        _default("batch_wait_ms"),
+        "--batch-wait-ms",
+        min=0,
+        max=60000,
+        help="A page batch closes when full or when no further page arrived within this many milliseconds.",
+    ),
+    crop_batch: int = typer.Option(
+        _default("crop_batch"),
+        "--crop-batch",
+        min=1,
+        max=256,
+        help="vlm: block crops decoded together. Never changes a record.",
+    ),
+    explain_plan: bool = typer.Option(
+        False,
+        "--explain-plan",
+        help="Print how --cpus is split into workers x threads (and the batch sizes and mode), and exit.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
     log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
 ):
@@ -136,19 +187,40 @@ def parse(
 
     reporter = make_reporter(quiet, log_json)
     try:
-        config = RunConfig.from_options(tuple(paths), out=out, engine=engine, lang=lang, cpus=cpus, workers=workers,
-                           page_timeout=page_timeout, max_worker_rss=max_worker_rss, include=tuple(include),
-                           exclude=tuple(exclude), pages=pages, load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value),
-                           force=force, retry_failed=retry_failed, cache=not no_cache, cache_dir=cache_dir,
-                           cache_near=cache_near, cache_url=cache_url, cache_ttl=cache_ttl, model=model,
-                           model_profile=model_profile, runtime=runtime, formats=frozenset(formats),
-                           out_dir=out_dir, mode=mode, page_batch=page_batch, batch_wait_ms=batch_wait_ms,
-                           crop_batch=crop_batch)
+        config = RunConfig.from_options(
+            tuple(paths),
+            out=out,
+            engine=engine,
+            lang=lang,
+            cpus=cpus,
+            workers=workers,
+            page_timeout=page_timeout,
+            max_worker_rss=max_worker_rss,
+            include=tuple(include),
+            exclude=tuple(exclude),
+            pages=pages,
+            load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value),
+            force=force,
+            retry_failed=retry_failed,
+            cache=not no_cache,
+            cache_dir=cache_dir,
+            cache_near=cache_near,
+            cache_url=cache_url,
+            cache_ttl=cache_ttl,
+            model=model,
+            model_profile=model_profile,
+            runtime=runtime,
+            formats=frozenset(formats),
+            out_dir=out_dir,
+            mode=mode,
+            page_batch=page_batch,
+            batch_wait_ms=batch_wait_ms,
+            crop_batch=crop_batch,
+        )
         if explain_plan:
             from .budget import explain, plan_cpus
 
-            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine is EngineChoice.VLM else "ocr"),
-                               config))
+            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine is EngineChoice.VLM else "ocr"), config))
             raise typer.Exit(EXIT_OK)
         summary = run_parse(config, reporter)
     except SetupError as exc:
@@ -165,9 +237,11 @@ def parse(
 
 @app.command()
 def bench(
-    work_dir: Path = typer.Option(Path("models/bench"), "--work-dir",
-                                  help="Where the random full-size model and its exports are built "
-                                       "(reused by later runs; ~12 GB)."),
+    work_dir: Path = typer.Option(
+        Path("models/bench"),
+        "--work-dir",
+        help="Where the random full-size model and its exports are built (reused by later runs; ~12 GB).",
+    ),
     int8: bool = typer.Option(True, "--int8/--no-int8", help="Also measure the INT8 export."),
     int4: bool = typer.Option(False, "--int4", help="Also measure an INT4 (MatMulNBits) export."),
     rss: bool = typer.Option(True, "--rss/--no-rss", help="Measure each export's peak RSS in a fresh process."),
@@ -194,46 +268,73 @@ def bench(
     try:
         from .export.bench import bench_full_size, report_table
     except ImportError as exc:
-        typer.echo(f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
-                   f"pip install 'mineru-cli[export]' ({exc})", err=True)
+        typer.echo(
+            f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
+            f"pip install 'mineru-cli[export]' ({exc})",
+            err=True,
+        )
         raise typer.Exit(EXIT_SETUP) from None
-    report = bench_full_size(work_dir, threads=threads or available_cpus(), int8=int8, int4=int4, rss=rss,
-                             repeats=repeat, log=lambda m: typer.echo(m, err=True))
+    report = bench_full_size(
+        work_dir,
+        threads=threads or available_cpus(),
+        int8=int8,
+        int4=int4,
+        rss=rss,
+        repeats=repeat,
+        log=lambda m: typer.echo(m, err=True),
+    )
     cols, rows = report_table(report)
     cpu = report["cpu"]
-    table = Table(title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads",
-                  caption=f"{cpu['model']} ({cpu['machine']}; {' '.join(cpu['isa']) or 'no listed ISA flags'}); "
-                          f"INT8 target {cpu['int8_target']}")
+    table = Table(
+        title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads",
+        caption=f"{cpu['model']} ({cpu['machine']}; {' '.join(cpu['isa']) or 'no listed ISA flags'}); "
+        f"INT8 target {cpu['int8_target']}",
+    )
     for i, col in enumerate(cols):
         table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
-    Console(width=max(160, Console().width)).print(table)   # never squeezed in a log file
+    Console(width=max(160, Console().width)).print(table)  # never squeezed in a log file
     if json_out:
         json_out.write_text(json.dumps(report, indent=2, default=str))
 
 
 @app.command("export")
 def export_cmd(
-    model: Optional[Path] = typer.Option(None, "--model", "-m",
-                                         help="MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
-                                              "models/MinerU2.5-2509-1.2B, then the Hugging Face cache)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Export folder (default: MODEL/onnx, "
-                                                                  "which `mineru parse` then finds by itself)."),
+    model: Optional[Path] = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
+        "models/MinerU2.5-2509-1.2B, then the Hugging Face cache).",
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Export folder (default: MODEL/onnx, which `mineru parse` then finds by itself)."
+    ),
     int8: bool = typer.Option(False, "--int8", help="INT8 weights (per-channel, ONNX Runtime's dynamic quantizer)."),
     int4: bool = typer.Option(False, "--int4", help="INT4 weights (MatMulNBits, block 32)."),
-    float_lm_head: bool = typer.Option(False, "--float-lm-head",
-                                       help="Keep the output layer in float32 with --int8/--int4 (closer "
-                                            "logits; decoding steps 20-35% slower, 0.4 GB more)."),
-    bias_correction: bool = typer.Option(False, "--bias-correction",
-                                         help="With --int8/--int4: correct the INT8 products' mean output shift, "
-                                              "measured on rendered calibration pages (no speed cost; closer logits on "
-                                              "the full-size random model, not on the trained tiny one)."),
-    target: Optional[str] = typer.Option(None, "--target", show_default=False,
-                                         help="With --int8/--int4: the CPU family the INT8 weights are for: "
-                                              "auto (this CPU, the default), avx2 (right on every CPU), "
-                                              "avx-vnni, avx512-vnni, amx (full 8-bit weights; CPUs "
-                                              "without VNNI or AMX run them on slower exact kernels)."),
+    float_lm_head: bool = typer.Option(
+        False,
+        "--float-lm-head",
+        help="Keep the output layer in float32 with --int8/--int4 (closer "
+        "logits; decoding steps 20-35% slower, 0.4 GB more).",
+    ),
+    bias_correction: bool = typer.Option(
+        False,
+        "--bias-correction",
+        help="With --int8/--int4: correct the INT8 products' mean output shift, "
+        "measured on rendered calibration pages (no speed cost; closer logits on "
+        "the full-size random model, not on the trained tiny one).",
+    ),
+    target: Optional[str] = typer.Option(
+        None,
+        "--target",
+        show_default=False,
+        help="With --int8/--int4: the CPU family the INT8 weights are for: "
+        "auto (this CPU, the default), avx2 (right on every CPU), "
+        "avx-vnni, avx512-vnni, amx (full 8-bit weights; CPUs "
+        "without VNNI or AMX run them on slower exact kernels).",
+    ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),
     force: bool = typer.Option(False, "--force", help="Replace an existing export in OUT."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
@@ -258,17 +359,31 @@ def export_cmd(
         try:
             from .export import export_model
         except ImportError as exc:
-            raise SetupError(f"mineru export needs torch, transformers, onnx and onnxscript: "
-                             f"pip install 'mineru-cli[export]' ({exc})") from None
-        report = export_model(model_dir, out or model_dir / "onnx", int8=int8, int4=int4, verify=verify,
-                              force=force, threads=threads or available_cpus(), log=typer.echo,
-                              quantize_lm_head=not float_lm_head, bias_correction=bias_correction,
-                              target=target)
+            raise SetupError(
+                f"mineru export needs torch, transformers, onnx and onnxscript: "
+                f"pip install 'mineru-cli[export]' ({exc})"
+            ) from None
+        report = export_model(
+            model_dir,
+            out or model_dir / "onnx",
+            int8=int8,
+            int4=int4,
+            verify=verify,
+            force=force,
+            threads=threads or available_cpus(),
+            log=typer.echo,
+            quantize_lm_head=not float_lm_head,
+            bias_correction=bias_correction,
+            target=target,
+        )
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
-    typer.echo(json.dumps({k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")},
-                          indent=2, default=str))
+    typer.echo(
+        json.dumps(
+            {k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")}, indent=2, default=str
+        )
+    )
 
 
 @app.command()

@@ -20,19 +20,19 @@ from .units import parse_duration, parse_size
 
 
 class EngineChoice(Word):
-    AUTO = "auto"   # vlm when a MinerU2.5 model (and a runtime for it) is found, else ocr
-    OCR = "ocr"     # the embedded RapidOCR + layout engine
-    VLM = "vlm"     # MinerU2.5
+    AUTO = "auto"  # vlm when a MinerU2.5 model (and a runtime for it) is found, else ocr
+    OCR = "ocr"  # the embedded RapidOCR + layout engine
+    VLM = "vlm"  # MinerU2.5
 
 
 class Mode(Word):
-    VLM = "vlm"         # MinerU's two-step protocol; OCR lines only as a cross-check
-    HYBRID = "hybrid"   # VLM layout, tables and equations; OCR text for confident text blocks
-    OCR = "ocr"         # the embedded engine, whatever the engine option says
+    VLM = "vlm"  # MinerU's two-step protocol; OCR lines only as a cross-check
+    HYBRID = "hybrid"  # VLM layout, tables and equations; OCR text for confident text blocks
+    OCR = "ocr"  # the embedded engine, whatever the engine option says
 
 
 class Runtime(Word):
-    AUTO = "auto"     # onnx when an export is found, else torch
+    AUTO = "auto"  # onnx when an export is found, else torch
     ONNX = "onnx"
     TORCH = "torch"
 
@@ -44,20 +44,20 @@ class GifFrames(Word):
 
 class CacheNear(Word):
     OFF = "off"
-    VERIFY = "verify"   # reuse a near-duplicate page's result after verifying it
+    VERIFY = "verify"  # reuse a near-duplicate page's result after verifying it
 
 
 class OutputFormat(Word):
-    MARKDOWN = "markdown"          # <stem>.md per document
+    MARKDOWN = "markdown"  # <stem>.md per document
     CONTENT_LIST = "content-list"  # MinerU's <stem>_content_list.json + <stem>.md + images/
 
 
-DEFAULT_PAGE_BATCH = {EngineChoice.OCR: 1, EngineChoice.VLM: 4}   # pages a worker parses together
-DEFAULT_BATCH_WAIT_MS = 100      # a page batch closes when no page came this long
-DEFAULT_CROP_BATCH = 8           # vlm: crops decoded together
-DEFAULT_PAGE_TIMEOUT = 600.0     # seconds a page may take
-DEFAULT_MAX_WORKER_RSS = "3GB"   # recycle a worker whose RSS is above this after a page
-DEFAULT_CACHE_TTL = "2h"         # how long a result lives in the shared (Redis) tier
+DEFAULT_PAGE_BATCH = {EngineChoice.OCR: 1, EngineChoice.VLM: 4}  # pages a worker parses together
+DEFAULT_BATCH_WAIT_MS = 100  # a page batch closes when no page came this long
+DEFAULT_CROP_BATCH = 8  # vlm: crops decoded together
+DEFAULT_PAGE_TIMEOUT = 600.0  # seconds a page may take
+DEFAULT_MAX_WORKER_RSS = "3GB"  # recycle a worker whose RSS is above this after a page
+DEFAULT_CACHE_TTL = "2h"  # how long a result lives in the shared (Redis) tier
 DEFAULT_DPI = 200
 
 
@@ -84,16 +84,18 @@ def default_page_batch(engine: str) -> int:
 @dataclass(frozen=True)
 class LoadOptions:
     """How a file becomes page images; part of the fingerprint."""
-    dpi: int = DEFAULT_DPI            # PDF render DPI
-    pdf_max_side: int = 3500          # long side of a rendered PDF page is capped (as MinerU does)
-    max_page_pixels: int = 3500 * 3500   # larger pages are downscaled to this area
-    bomb_pixels: int = 178_956_970    # decoded images above this are refused
+
+    dpi: int = DEFAULT_DPI  # PDF render DPI
+    pdf_max_side: int = 3500  # long side of a rendered PDF page is capped (as MinerU does)
+    max_page_pixels: int = 3500 * 3500  # larger pages are downscaled to this area
+    bomb_pixels: int = 178_956_970  # decoded images above this are refused
     gif_frames: str = GifFrames.FIRST.value
 
 
 @dataclass(frozen=True)
 class CacheSpec:
     """Where and how the workers' result cache lives."""
+
     path: Path
     near: CacheNear = CacheNear.VERIFY
     redis_url: str | None = None
@@ -103,12 +105,13 @@ class CacheSpec:
 @dataclass(frozen=True)
 class EngineSpec:
     """A resolved engine: what the fingerprint is computed from and what workers build."""
-    engine: EngineChoice                # OCR or VLM, never AUTO
+
+    engine: EngineChoice  # OCR or VLM, never AUTO
     mode: Mode
     lang: str = "en"
-    model: str | None = None            # vlm: the model folder or ONNX export in use
-    model_profile: str | None = None    # vlm: "2509" | "pro" (None: from the model folder)
-    runtime: Runtime | None = None      # vlm: ONNX or TORCH
+    model: str | None = None  # vlm: the model folder or ONNX export in use
+    model_profile: str | None = None  # vlm: "2509" | "pro" (None: from the model folder)
+    runtime: Runtime | None = None  # vlm: ONNX or TORCH
     crop_batch: int = DEFAULT_CROP_BATCH
 
 
@@ -130,32 +133,33 @@ def _at_least(value: Any, low: float, option: str, high: float | None = None) ->
 class RunConfig:
     """Every option of a parse run. Build it with keywords (strings are accepted for the
     choices and for sizes/durations); it checks itself and raises SetupError."""
+
     inputs: tuple[Path, ...]
-    out: Path | None = Path("results.jsonl")   # None (API): no journal, no resume
+    out: Path | None = Path("results.jsonl")  # None (API): no journal, no resume
     engine: EngineChoice = EngineChoice.AUTO
-    mode: Mode | None = None                   # None: vlm for the vlm engine, else ocr
-    model: str | None = None                   # vlm: model folder or ONNX export (else env / HF cache)
-    model_profile: str | None = None           # vlm: "2509" | "pro" (default: from the model folder)
+    mode: Mode | None = None  # None: vlm for the vlm engine, else ocr
+    model: str | None = None  # vlm: model folder or ONNX export (else env / HF cache)
+    model_profile: str | None = None  # vlm: "2509" | "pro" (default: from the model folder)
     runtime: Runtime = Runtime.AUTO
     lang: str = "en"
-    cpus: int | None = None                    # None: the affinity / cgroup limit
-    workers: int | None = None                 # None: from the CPU plan
+    cpus: int | None = None  # None: the affinity / cgroup limit
+    workers: int | None = None  # None: from the CPU plan
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    pages: str | None = None                   # 1-based ranges, "1-3,7"
+    pages: str | None = None  # 1-based ranges, "1-3,7"
     load: LoadOptions = field(default_factory=LoadOptions)
     force: bool = False
     retry_failed: bool = False
     cache: bool = True
-    cache_dir: Path | None = None              # None: $MINERU_CACHE_DIR or the user cache dir
+    cache_dir: Path | None = None  # None: $MINERU_CACHE_DIR or the user cache dir
     cache_near: CacheNear = CacheNear.VERIFY
     cache_url: str | None = None
-    cache_ttl: int = int(parse_duration(DEFAULT_CACHE_TTL))   # seconds
+    cache_ttl: int = int(parse_duration(DEFAULT_CACHE_TTL))  # seconds
     formats: frozenset[OutputFormat] = frozenset()
     out_dir: Path = Path("mineru_output")
     page_timeout: float = DEFAULT_PAGE_TIMEOUT
-    max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)   # bytes; 0: never recycle
-    page_batch: int | None = None              # None: default_page_batch(engine)
+    max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)  # bytes; 0: never recycle
+    page_batch: int | None = None  # None: default_page_batch(engine)
     batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
     crop_batch: int = DEFAULT_CROP_BATCH
 

@@ -213,8 +213,9 @@ def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iter
         yield _failed(path, rel, "not_a_file", "is a directory (named like a document; not walked)")
     elif key in ancestors:
         target = os.readlink(path) if path.is_symlink() else path
-        yield _failed(path, rel, "symlink_loop", f"symlink loop: {target} is an ancestor folder; not walked",
-                      status="skipped")
+        yield _failed(
+            path, rel, "symlink_loop", f"symlink loop: {target} is an ancestor folder; not walked", status="skipped"
+        )
     else:
         yield from _walk(path, rel, ancestors | {key})
 
@@ -429,8 +430,11 @@ class PdfDocument(Document):
         finally:
             if page is not None:
                 page.close()
-        warns = [f"PDF page rendered at {image.width}x{image.height} (long side capped at "
-                 f"{self.opts.pdf_max_side})"] if cap < 1.0 else []
+        warns = (
+            [f"PDF page rendered at {image.width}x{image.height} (long side capped at {self.opts.pdf_max_side})"]
+            if cap < 1.0
+            else []
+        )
         return _finish_page(image, original, cap, warns, self.opts)
 
     def _render(self, page, width: float, height: float) -> tuple[Image.Image, tuple[int, int], float]:
@@ -493,9 +497,12 @@ def _pillow_bomb_limit(limit: int | None):
 def _check_bomb(size: tuple[int, int], limit: int) -> None:
     pixels = size[0] * size[1]
     if pixels > limit:
-        raise PageError("too_large", "normalise",
-                        f"image is {size[0]}x{size[1]} = {pixels:,} pixels, over the limit of "
-                        f"{limit:,} pixels (possible decompression bomb); refused")
+        raise PageError(
+            "too_large",
+            "normalise",
+            f"image is {size[0]}x{size[1]} = {pixels:,} pixels, over the limit of "
+            f"{limit:,} pixels (possible decompression bomb); refused",
+        )
 
 
 def _upright(im: Image.Image) -> tuple[Image.Image, list[str]]:
@@ -509,16 +516,19 @@ def _upright(im: Image.Image) -> tuple[Image.Image, list[str]]:
 # --------------------------------------------------------------------------- normalisation
 
 
-def _finish_page(image: Image.Image, original: tuple[int, int], scale: float,
-                 warns: list[str], opts: LoadOptions) -> Page:
+def _finish_page(
+    image: Image.Image, original: tuple[int, int], scale: float, warns: list[str], opts: LoadOptions
+) -> Page:
     try:
         rgb = to_rgb8(image)
     except Exception as exc:
         raise PageError("unsupported", "normalise", f"cannot convert {image.mode} image to RGB: {exc}") from None
     rgb, factor = _fit_area(rgb, opts.max_page_pixels)
     if factor < 1.0:
-        warns.append(f"downscaled from {image.width}x{image.height} to {rgb.width}x{rgb.height} "
-                     f"(max_page_pixels={opts.max_page_pixels:,})")
+        warns.append(
+            f"downscaled from {image.width}x{image.height} to {rgb.width}x{rgb.height} "
+            f"(max_page_pixels={opts.max_page_pixels:,})"
+        )
     return Page(rgb, pixels_sha256(rgb), original, scale * factor, warns)
 
 

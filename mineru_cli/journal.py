@@ -27,7 +27,7 @@ from typing import IO, Any, Iterable, Iterator
 
 from .core.errors import SetupError
 
-FSYNC_EVERY = 1.0   # seconds between fsyncs of the journal while pages are being appended
+FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
 # How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
 RECORD_START = b'{"schema_version":'
 _JSON_OBJECT_START = re.compile(rb"\s*\{")
@@ -36,6 +36,7 @@ _JSON_OBJECT_START = re.compile(rb"\s*\{")
 @dataclass(frozen=True)
 class Entry:
     """Where the latest record of a page is in the file, and what resume needs of it."""
+
     offset: int
     length: int
     status: str
@@ -45,14 +46,14 @@ class Entry:
 
 class Journal:
     def __init__(self, path: Path):
-        self.given = Path(path)             # as the user wrote it (for messages)
-        self.path = Path(path)              # resolved at open()
-        self.index: dict[str, Entry] = {}   # page id -> latest record, in file order
-        self.repaired_bytes = 0             # size of a torn tail cut off at open
-        self.bad_lines = 0                  # complete lines that were not records (dropped at compaction)
-        self._fh: IO[bytes] | None = None   # appending
+        self.given = Path(path)  # as the user wrote it (for messages)
+        self.path = Path(path)  # resolved at open()
+        self.index: dict[str, Entry] = {}  # page id -> latest record, in file order
+        self.repaired_bytes = 0  # size of a torn tail cut off at open
+        self.bad_lines = 0  # complete lines that were not records (dropped at compaction)
+        self._fh: IO[bytes] | None = None  # appending
         self._size = 0
-        self._synced = 0.0                  # monotonic time of the last fsync
+        self._synced = 0.0  # monotonic time of the last fsync
         self._lock: IO[str] | None = None
 
     # -- opening -------------------------------------------------------------------------
@@ -78,8 +79,10 @@ class Journal:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise SetupError(f"--out {self.given}: cannot create its folder {self.given.parent}: "
-                             "part of that path is an existing file") from None
+            raise SetupError(
+                f"--out {self.given}: cannot create its folder {self.given.parent}: "
+                "part of that path is an existing file"
+            ) from None
         self._lock = lock = open(self.path.with_name("." + self.path.name + ".lock"), "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -91,9 +94,9 @@ class Journal:
         self._size = fh.tell()
 
     def _index_and_repair(self) -> None:
-        good = 0                            # end of the last complete line
+        good = 0  # end of the last complete line
         with open(self.path, "rb") as fh:
-            if not _JSON_OBJECT_START.match(fh.read(64) or b"{"):   # cheap refusal of binaries
+            if not _JSON_OBJECT_START.match(fh.read(64) or b"{"):  # cheap refusal of binaries
                 raise self._not_a_journal()
             fh.seek(0)
             offset = 0
@@ -101,11 +104,11 @@ class Journal:
                 complete = line.endswith(b"\n")
                 rec = _parse(line) if complete else None
                 if offset == 0 and rec is None and (complete or not _torn_record(line)):
-                    raise self._not_a_journal()     # someone else's file: never cut or rewrite it
+                    raise self._not_a_journal()  # someone else's file: never cut or rewrite it
                 if rec is not None:
                     self._remember(rec, offset, len(line))
                 elif complete:
-                    self.bad_lines += 1     # not a record: kept until compaction drops it
+                    self.bad_lines += 1  # not a record: kept until compaction drops it
                 if complete:
                     good = offset + len(line)
                 offset += len(line)
@@ -119,13 +122,14 @@ class Journal:
                 os.fsync(fh.fileno())
 
     def _not_a_journal(self) -> SetupError:
-        return SetupError(f"--out {self.given} exists and is not a mineru journal (its first line is not a "
-                          "page record); it was left untouched: choose another --out or remove it")
+        return SetupError(
+            f"--out {self.given} exists and is not a mineru journal (its first line is not a "
+            "page record); it was left untouched: choose another --out or remove it"
+        )
 
     def _remember(self, rec: dict[str, Any], offset: int, length: int) -> None:
-        self.index.pop(rec["id"], None)     # re-insert: index order follows the latest write
-        self.index[rec["id"]] = Entry(offset, length, rec["status"], rec.get("source_sha256"),
-                                      rec.get("fingerprint"))
+        self.index.pop(rec["id"], None)  # re-insert: index order follows the latest write
+        self.index[rec["id"]] = Entry(offset, length, rec["status"], rec.get("source_sha256"), rec.get("fingerprint"))
 
     # -- reading -------------------------------------------------------------------------
     def get(self, pid: str) -> dict[str, Any] | None:
@@ -146,8 +150,9 @@ class Journal:
                 yield rec
 
     # -- resume --------------------------------------------------------------------------
-    def finished(self, pid: str, source_sha256: str | None, fingerprint: str,
-                 retry_failed: bool) -> dict[str, Any] | None:
+    def finished(
+        self, pid: str, source_sha256: str | None, fingerprint: str, retry_failed: bool
+    ) -> dict[str, Any] | None:
         """The earlier record that makes redoing this page unnecessary, if any.
 
         Same page id, same file content, same fingerprint, and either ok or (failed and the
@@ -195,7 +200,7 @@ class Journal:
             dst.flush()
             os.fsync(dst.fileno())
         self._out.close()
-        os.replace(tmp, self.path)          # atomic: a kill here leaves the old, valid journal
+        os.replace(tmp, self.path)  # atomic: a kill here leaves the old, valid journal
         self.index, self.bad_lines = new_index, 0
         self._fh = open(self.path, "ab")
         self._size = offset
@@ -227,12 +232,14 @@ class Journal:
 class NoJournal:
     """The journal of a run without an output file (the Python API with out=None): nothing is
     written, nothing is resumed."""
+
     index: dict[str, Entry] = {}
     repaired_bytes = 0
     bad_lines = 0
 
-    def finished(self, pid: str, source_sha256: str | None, fingerprint: str,
-                 retry_failed: bool) -> dict[str, Any] | None:
+    def finished(
+        self, pid: str, source_sha256: str | None, fingerprint: str, retry_failed: bool
+    ) -> dict[str, Any] | None:
         return None
 
     def append(self, record: dict[str, Any]) -> None:

@@ -123,9 +123,7 @@ def _merge_column_bands(boxes: Sequence[Box], bands: list[list[int]]) -> list[li
         if merged:
             prev = merged[-1]
             union = prev + band
-            if _is_multi_column(boxes, union) and (
-                _is_multi_column(boxes, prev) or _is_multi_column(boxes, band)
-            ):
+            if _is_multi_column(boxes, union) and (_is_multi_column(boxes, prev) or _is_multi_column(boxes, band)):
                 merged[-1] = union
                 continue
         merged.append(list(band))

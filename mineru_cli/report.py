@@ -65,22 +65,22 @@ class StageTimes:
 
 @dataclass
 class Summary:
-    pages: int = 0          # input pages in this run
-    ok: int = 0             # parsed now
-    failed: int = 0         # failed now, or failed before and not retried
-    skipped: int = 0        # records with status skipped (e.g. symlink loop)
-    resumed: int = 0        # already done in the journal: not redone
-    cached: int = 0         # served by the result cache
+    pages: int = 0  # input pages in this run
+    ok: int = 0  # parsed now
+    failed: int = 0  # failed now, or failed before and not retried
+    skipped: int = 0  # records with status skipped (e.g. symlink loop)
+    resumed: int = 0  # already done in the journal: not redone
+    cached: int = 0  # served by the result cache
     interrupted: bool = False
-    unfinished: int = 0     # after an interrupt: pages not parsed (in flight or never started)
-    restarts: int = 0       # workers replaced after a crash or timeout
-    recycled: int = 0       # workers replaced for memory (--max-worker-rss)
-    retried: int = 0        # pages retried alone after their batch's worker died or hung
+    unfinished: int = 0  # after an interrupt: pages not parsed (in flight or never started)
+    restarts: int = 0  # workers replaced after a crash or timeout
+    recycled: int = 0  # workers replaced for memory (--max-worker-rss)
+    retried: int = 0  # pages retried alone after their batch's worker died or hung
     plan: dict | None = None  # the CPU plan used (workers x threads, page batch, mode)
     stages: dict | None = None  # StageTimes.as_dict: busy seconds and share per stage
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (page id, message)
-    counts: dict[str, int] = field(default_factory=dict)   # the engine's counts, summed (retries, ...)
+    counts: dict[str, int] = field(default_factory=dict)  # the engine's counts, summed (retries, ...)
 
     @property
     def pages_per_min(self) -> float:
@@ -92,18 +92,31 @@ class Summary:
         return self.pages_per_min / 60.0
 
     def as_dict(self) -> dict:
-        return {"pages": self.pages, "ok": self.ok, "failed": self.failed, "skipped": self.skipped,
-                "resumed": self.resumed, "cached": self.cached, "interrupted": self.interrupted,
-                "unfinished": self.unfinished, "restarts": self.restarts, "recycled": self.recycled,
-                "retried": self.retried, "plan": self.plan, "seconds": round(self.seconds, 3),
-                "pages_per_min": round(self.pages_per_min, 2), "pages_per_s": round(self.pages_per_s, 3),
-                "stages": self.stages, "counts": dict(sorted(self.counts.items()))}
+        return {
+            "pages": self.pages,
+            "ok": self.ok,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "resumed": self.resumed,
+            "cached": self.cached,
+            "interrupted": self.interrupted,
+            "unfinished": self.unfinished,
+            "restarts": self.restarts,
+            "recycled": self.recycled,
+            "retried": self.retried,
+            "plan": self.plan,
+            "seconds": round(self.seconds, 3),
+            "pages_per_min": round(self.pages_per_min, 2),
+            "pages_per_s": round(self.pages_per_s, 3),
+            "stages": self.stages,
+            "counts": dict(sorted(self.counts.items())),
+        }
 
 
 class Reporter:
     """Plain reporter: messages on stderr, no progress bar (non-TTY, or --quiet)."""
 
-    heartbeat_every: float | None = None   # seconds between heartbeat() calls; None: none
+    heartbeat_every: float | None = None  # seconds between heartbeat() calls; None: none
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
@@ -111,7 +124,7 @@ class Reporter:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(escape(message))   # paths may hold [brackets], which Rich reads as markup
+            self.console.print(escape(message))  # paths may hold [brackets], which Rich reads as markup
 
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(message)}")
@@ -133,15 +146,23 @@ class Reporter:
                 self.console.print(f"{summary.failed} of {summary.pages} pages failed; see {escape(out)}")
             return
         table = Table(title=f"mineru parse -> {escape(out)}", show_header=False)
-        for key, value in [("pages", summary.pages), ("ok (parsed now)", summary.ok),
-                           ("resumed (already done)", summary.resumed), ("from cache", summary.cached),
-                           ("failed", summary.failed), ("skipped", summary.skipped),
-                           ("time", f"{summary.seconds:.1f} s"),
-                           ("pages/min", f"{summary.pages_per_min:.1f} ({summary.pages_per_s:.2f} pages/s)")]:
+        for key, value in [
+            ("pages", summary.pages),
+            ("ok (parsed now)", summary.ok),
+            ("resumed (already done)", summary.resumed),
+            ("from cache", summary.cached),
+            ("failed", summary.failed),
+            ("skipped", summary.skipped),
+            ("time", f"{summary.seconds:.1f} s"),
+            ("pages/min", f"{summary.pages_per_min:.1f} ({summary.pages_per_s:.2f} pages/s)"),
+        ]:
             table.add_row(key, str(value))
         if summary.plan:
-            table.add_row("workers x threads", f"{summary.plan['workers']} x {summary.plan['threads']}"
-                          + (f", page batch {summary.plan['page_batch']}" if "page_batch" in summary.plan else ""))
+            table.add_row(
+                "workers x threads",
+                f"{summary.plan['workers']} x {summary.plan['threads']}"
+                + (f", page batch {summary.plan['page_batch']}" if "page_batch" in summary.plan else ""),
+            )
         if summary.stages:
             main = {k: v for k, v in summary.stages.items() if not k.startswith("engine.")}
             steps = {k[7:]: v for k, v in summary.stages.items() if k.startswith("engine.")}
@@ -149,9 +170,12 @@ class Reporter:
             if steps:
                 table.add_row("engine steps", " · ".join(f"{k} {v['share']:.0%}" for k, v in steps.items()))
         if summary.restarts or summary.recycled or summary.retried:
-            table.add_row("worker restarts", f"{summary.restarts} (crash/timeout), "
-                                             f"{summary.recycled} (memory)"
-                          + (f"; {summary.retried} page(s) retried alone" if summary.retried else ""))
+            table.add_row(
+                "worker restarts",
+                f"{summary.restarts} (crash/timeout), "
+                f"{summary.recycled} (memory)"
+                + (f"; {summary.retried} page(s) retried alone" if summary.retried else ""),
+            )
         self.console.print(table)
         for pid, msg in summary.failures[:20]:
             self.console.print(f"[red]failed[/] {escape(pid)}: {escape(msg)}")
@@ -181,10 +205,18 @@ class ProgressReporter(Reporter):
 
     def __init__(self):
         super().__init__(quiet=False)
-        self.progress = _PipelineProgress(TextColumn("[bold]parsing"), BarColumn(), MofNCompleteColumn(),
-                                 TaskProgressColumn(), TextColumn("{task.fields[rate]}"),
-                                 TextColumn("[red]{task.fields[failed]}"), TimeElapsedColumn(),
-                                 TimeRemainingColumn(), console=self.console, transient=False)
+        self.progress = _PipelineProgress(
+            TextColumn("[bold]parsing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("[red]{task.fields[failed]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.task = None
         self.failed = 0
         self.worked = 0
@@ -203,10 +235,12 @@ class ProgressReporter(Reporter):
         extra = f" · starting {stats['starting']}" if stats["starting"] else ""
         restarts = stats["restarts"] + stats["recycled"]
         inflight = sum(stats.get("inflight") or ())
-        self.progress.status = (f"workers {stats['busy']}/{stats['workers']} busy{extra} · "
-                                f"in flight {inflight} · queue {stats['queued']} · "
-                                f"{stats['pages_per_s']:.2f} pages/s · "
-                                f"RSS {rss} MB" + (f" · restarts {restarts}" if restarts else ""))
+        self.progress.status = (
+            f"workers {stats['busy']}/{stats['workers']} busy{extra} · "
+            f"in flight {inflight} · queue {stats['queued']} · "
+            f"{stats['pages_per_s']:.2f} pages/s · "
+            f"RSS {rss} MB" + (f" · restarts {restarts}" if restarts else "")
+        )
         self.progress.refresh()
 
     def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
@@ -250,11 +284,24 @@ class JsonReporter(Reporter):
         self._emit("start", pages=total)
 
     def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
-        extra = {} if worker is None else {"worker": worker["worker"],
-                                           "rss_mb": round(worker["rss"] / (1 << 20), 1),
-                                           "batch": worker.get("batch", 1)}
-        self._emit("page", id=record["id"], status=record["status"], resumed=resumed,
-                   error=record.get("error"), seconds=record.get("timings", {}).get("total"), **extra)
+        extra = (
+            {}
+            if worker is None
+            else {
+                "worker": worker["worker"],
+                "rss_mb": round(worker["rss"] / (1 << 20), 1),
+                "batch": worker.get("batch", 1),
+            }
+        )
+        self._emit(
+            "page",
+            id=record["id"],
+            status=record["status"],
+            resumed=resumed,
+            error=record.get("error"),
+            seconds=record.get("timings", {}).get("total"),
+            **extra,
+        )
 
     def heartbeat(self, stats: dict) -> None:
         self._emit("heartbeat", **stats)

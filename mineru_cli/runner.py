@@ -33,18 +33,19 @@ from .report import Reporter, StageTimes, Summary
 if TYPE_CHECKING:
     from .pipeline.executor import Executor
 
-STOP_GRACE = 30.0   # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
+STOP_GRACE = 30.0  # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
 
 
 @dataclass
 class _Planned:
     """A source file after the planning pass: hashed and counted, or failed."""
+
     src: SourceFile
     sha256: str | None = None
     page_count: int | None = None
     indices: list[int] = field(default_factory=list)
     error: PageError | None = None
-    stat: tuple[int, int] | None = None   # (size, mtime_ns) when it was hashed
+    stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
 
     def changed_since_planned(self) -> bool:
         """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
@@ -58,6 +59,7 @@ class _Planned:
 @dataclass
 class _Item:
     """One page for the worker pool (only src and index cross the process boundary)."""
+
     planned: _Planned
     index: int
 
@@ -73,9 +75,9 @@ class _Interrupts:
 
     def __init__(self, reporter: Reporter, install: bool = True):
         self.reporter = reporter
-        self.install = install      # the CLI takes the signals; a library caller keeps its own
+        self.install = install  # the CLI takes the signals; a library caller keeps its own
         self.count = 0
-        self.pool: Executor | None = None   # the executor running now (killed on a second signal)
+        self.pool: Executor | None = None  # the executor running now (killed on a second signal)
         self._previous: dict = {}
 
     @property
@@ -96,8 +98,10 @@ class _Interrupts:
         self.count += 1
         name = signal.Signals(signum).name
         if self.count == 1:
-            self.reporter.warn(f"{name}: stopping; pages in flight may finish (up to {STOP_GRACE:g} s). "
-                               "Press Ctrl-C again to stop at once.")
+            self.reporter.warn(
+                f"{name}: stopping; pages in flight may finish (up to {STOP_GRACE:g} s). "
+                "Press Ctrl-C again to stop at once."
+            )
             return
         if self.pool is not None:
             self.pool.kill_all()
@@ -114,7 +118,7 @@ class Parser:
     def __init__(self, config: RunConfig, reporter: Reporter | None = None, signals: bool = False):
         self.config = config
         self.reporter = reporter or Reporter(quiet=True)
-        self.signals = signals          # take SIGINT/SIGTERM for a graceful stop (the CLI)
+        self.signals = signals  # take SIGINT/SIGTERM for a graceful stop (the CLI)
         self.summary = Summary()
         self.stages = StageTimes()
 
@@ -127,9 +131,17 @@ class Parser:
             if not p.exists() and not p.is_symlink():
                 raise SetupError(f"input not found: {p}")
         select = _page_filter(cfg.pages)
-        self.spec = resolve_engine(cfg.engine, mode=cfg.mode, runtime=cfg.runtime, model=cfg.model,
-                                   model_profile=cfg.model_profile, lang=cfg.lang, crop_batch=cfg.crop_batch,
-                                   say=reporter.info, warn=reporter.warn)
+        self.spec = resolve_engine(
+            cfg.engine,
+            mode=cfg.mode,
+            runtime=cfg.runtime,
+            model=cfg.model,
+            model_profile=cfg.model_profile,
+            lang=cfg.lang,
+            crop_batch=cfg.crop_batch,
+            say=reporter.info,
+            warn=reporter.warn,
+        )
         self.engine_info = describe(self.spec)
         self.fp = make_fingerprint(self.engine_info, _load_dict(cfg.load))
         if cfg.formats:
@@ -139,8 +151,9 @@ class Parser:
         self.journal = journal
         with journal, _Interrupts(reporter, install=self.signals) as stop:
             if journal.repaired_bytes:
-                reporter.warn(f"{cfg.out}: cut off a torn last line ({journal.repaired_bytes} bytes) "
-                              "left by an interrupted run")
+                reporter.warn(
+                    f"{cfg.out}: cut off a torn last line ({journal.repaired_bytes} bytes) left by an interrupted run"
+                )
             if journal.bad_lines:
                 reporter.warn(f"{cfg.out}: {journal.bad_lines} lines that are not records will be dropped")
             order: list[str] = []
@@ -151,7 +164,7 @@ class Parser:
                     if stop.requested:
                         break
                     if os.path.abspath(src.path).startswith(out_dir):
-                        continue   # our own per-document output (crops are images): never an input
+                        continue  # our own per-document output (crops are images): never an input
                     plan.append(_plan(src, select, cfg.load))
                 unselected = [p.src.rel for p in plan if p.error is None and p.page_count and not p.indices]
                 if unselected:
@@ -181,8 +194,15 @@ class Parser:
 
     # -- records -------------------------------------------------------------------------
     def _record(self, planned: _Planned, index: int, **fields) -> PageRecord:
-        return PageRecord(source=planned.src.rel, page_index=index, page_count=planned.page_count,
-                          engine=self.engine_info, fingerprint=self.fp, source_sha256=planned.sha256, **fields)
+        return PageRecord(
+            source=planned.src.rel,
+            page_index=index,
+            page_count=planned.page_count,
+            engine=self.engine_info,
+            fingerprint=self.fp,
+            source_sha256=planned.sha256,
+            **fields,
+        )
 
     def _emit(self, rec: PageRecord, worker: dict | None = None) -> PageRecord:
         line = rec.as_dict()
@@ -208,8 +228,7 @@ class Parser:
     def _done_before(self, planned: _Planned, index: int) -> PageRecord | None:
         if self.config.force:
             return None
-        rec = self.journal.finished(page_id(planned.src.rel, index), planned.sha256, self.fp,
-                                    self.config.retry_failed)
+        rec = self.journal.finished(page_id(planned.src.rel, index), planned.sha256, self.fp, self.config.retry_failed)
         if rec is None:
             return None
         self._count(rec, resumed=True)
@@ -235,8 +254,18 @@ class Parser:
 
     def _on_result(self, item: _Item, outcome, worker: dict) -> PageRecord:
         o = outcome
-        rec = self._record(item.planned, item.index, status=o.status, error=o.error, image=o.image, cache=o.cache,
-                           blocks=o.blocks, markdown=o.markdown, warnings=o.warnings, timings=o.timings)
+        rec = self._record(
+            item.planned,
+            item.index,
+            status=o.status,
+            error=o.error,
+            image=o.image,
+            cache=o.cache,
+            blocks=o.blocks,
+            markdown=o.markdown,
+            warnings=o.warnings,
+            timings=o.timings,
+        )
         if o.status is Status.OK:
             self.stages.add(o.timings)
             for k, v in o.counts.items():
@@ -252,13 +281,29 @@ class Parser:
 
         cfg = self.config
         batch = cfg.page_batch or default_page_batch(self.spec.engine)
-        self.reporter.info(f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
-                           f"(--cpus {cpu.budget}; {cpu.why}); page batch {batch}, "
-                           f"mode {self.spec.mode}; {len(todo)} page(s) to do")
-        spec = WorkerSpec(self.spec, cpu.threads, cpu.spinning, cpu.thread_env(), self.fp, cfg.load,
-                          cfg.cache_spec(_default_cache_dir()), batch, cfg.batch_wait_ms)
-        self.summary.plan = {**cpu.as_dict(), "page_batch": batch, "crop_batch": cfg.crop_batch,
-                             "batch_wait_ms": cfg.batch_wait_ms, "mode": self.spec.mode.value}
+        self.reporter.info(
+            f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
+            f"(--cpus {cpu.budget}; {cpu.why}); page batch {batch}, "
+            f"mode {self.spec.mode}; {len(todo)} page(s) to do"
+        )
+        spec = WorkerSpec(
+            self.spec,
+            cpu.threads,
+            cpu.spinning,
+            cpu.thread_env(),
+            self.fp,
+            cfg.load,
+            cfg.cache_spec(_default_cache_dir()),
+            batch,
+            cfg.batch_wait_ms,
+        )
+        self.summary.plan = {
+            **cpu.as_dict(),
+            "page_batch": batch,
+            "crop_batch": cfg.crop_batch,
+            "batch_wait_ms": cfg.batch_wait_ms,
+            "mode": self.spec.mode.value,
+        }
         t0 = time.monotonic()
         beat = {"next": t0}
         every = self.reporter.heartbeat_every
@@ -268,18 +313,24 @@ class Parser:
             if every is None or now < beat["next"]:
                 return
             beat["next"] = now + every
-            self.reporter.heartbeat({**stats.as_dict(),
-                                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3),
-                                     "stages": self.stages.shares(now - t0, cpu.workers)})
+            self.reporter.heartbeat(
+                {
+                    **stats.as_dict(),
+                    "pages_per_s": round(stats.done / max(1e-9, now - t0), 3),
+                    "stages": self.stages.shares(now - t0, cpu.workers),
+                }
+            )
 
-        pool: Executor = WorkerPool(cpu.workers, spec, cfg.page_timeout, cfg.max_worker_rss,
-                                    warn=self.reporter.warn, info=self.reporter.info)
+        pool: Executor = WorkerPool(
+            cpu.workers, spec, cfg.page_timeout, cfg.max_worker_rss, warn=self.reporter.warn, info=self.reporter.info
+        )
         stop.pool = pool
         self.left = todo
         try:
             with pool:
-                for done in pool.run(todo, should_stop=lambda: stop.requested,
-                                     grace=min(STOP_GRACE, cfg.page_timeout), on_tick=tick):
+                for done in pool.run(
+                    todo, should_stop=lambda: stop.requested, grace=min(STOP_GRACE, cfg.page_timeout), on_tick=tick
+                ):
                     yield self._on_result(cast(_Item, done.item), done.outcome, done.worker_info())
                 self.left = cast("list[_Item]", pool.left)
         finally:
@@ -334,7 +385,7 @@ def _document_pages(index, plan: list[_Planned]) -> list[str]:
     return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
 
 
-_FIXED_PAGE_COUNT = (".tif", ".tiff")   # images whose frame count no option changes (GIFs': --gif-frames)
+_FIXED_PAGE_COUNT = (".tif", ".tiff")  # images whose frame count no option changes (GIFs': --gif-frames)
 
 
 def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
@@ -342,8 +393,11 @@ def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
     their old records would otherwise stay in the output for ever. GIFs are left alone (their
     frame count follows --gif-frames), and so is a file that fails to open now (its first page's
     record is the failure; it may be unreadable only for a moment)."""
-    pages = {p.src.rel: p.page_count for p in plan if p.error is None
-             and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))}
+    pages = {
+        p.src.rel: p.page_count
+        for p in plan
+        if p.error is None and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))
+    }
     gone = []
     for pid in index:
         source, number = split_page_id(pid)
@@ -360,8 +414,12 @@ def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict],
     sources = {p.src.rel: p.src for p in plan}
     docs = OpenDocuments(opts.load)
     try:
-        written = write_documents(records, opts.out_dir, {str(f) for f in opts.formats},
-                                  lambda source, index: docs.get(sources[source]).page(index).image)
+        written = write_documents(
+            records,
+            opts.out_dir,
+            {str(f) for f in opts.formats},
+            lambda source, index: docs.get(sources[source]).page(index).image,
+        )
     finally:
         docs.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
@@ -380,7 +438,7 @@ def _plan(src: SourceFile, select, load: LoadOptions) -> _Planned:
     try:
         st = os.stat(src.path)
         sha = file_sha256(src.path)
-        with open_document(src, load) as doc:   # counts pages (GIF frames per --gif-frames); renders nothing
+        with open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames); renders nothing
             count = doc.page_count
     except PageError as exc:
         return _Planned(src, error=exc)

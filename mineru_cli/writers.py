@@ -67,15 +67,16 @@ def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_
             for page in pages:
                 image = load_page(source, page["page_index"]) if load_page else None
                 items += content_list_items(page, folder, image)
-            written.append(_atomic_write(folder / f"{stem}_content_list.json",
-                                         json.dumps(items, ensure_ascii=False, indent=2)))
+            written.append(
+                _atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
+            )
     return written
 
 
 def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
     """One page's content_list items, in reading order, captions attached to their owners."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
-    items: list[tuple[int, dict, dict]] = []      # (position in reading order, block, item)
+    items: list[tuple[int, dict, dict]] = []  # (position in reading order, block, item)
     attached: list[tuple[int, dict, dict]] = []
     for pos, b in enumerate(record["blocks"]):
         entry = (pos, b, _item(b, w, h, page_idx, folder, image))
@@ -86,9 +87,10 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
         if owners:
             nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
             nearest[field].append(b.get("text", ""))
-        else:                                # an orphan caption stays a text item in its place
-            items.append((pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"],
-                                   "page_idx": page_idx}))
+        else:  # an orphan caption stays a text item in its place
+            items.append(
+                (pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"], "page_idx": page_idx})
+            )
     return [it for _, _, it in sorted(items, key=lambda e: e[0])]
 
 
@@ -101,12 +103,22 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
         latex = b.get("latex") or text
         return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}
     if kind in CONTENT_LIST_IMAGE:
-        return {"type": "image", "img_path": _crop(image, b["bbox"], folder), "image_caption": [],
-                "image_footnote": [], **base}
+        return {
+            "type": "image",
+            "img_path": _crop(image, b["bbox"], folder),
+            "image_caption": [],
+            "image_footnote": [],
+            **base,
+        }
     if kind == T.TABLE:
-        return {"type": "table", "img_path": _crop(image, b["bbox"], folder),
-                "table_body": b.get("html") or cells_to_html(b.get("cells") or []), "table_caption": [],
-                "table_footnote": [], **base}
+        return {
+            "type": "table",
+            "img_path": _crop(image, b["bbox"], folder),
+            "table_body": b.get("html") or cells_to_html(b.get("cells") or []),
+            "table_caption": [],
+            "table_footnote": [],
+            **base,
+        }
     if kind in CONTENT_LIST_CODE:
         return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
     if kind in CONTENT_LIST_TEXT:
@@ -114,7 +126,7 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
         if kind in HEADINGS:
             item["text_level"] = int(b.get("level", 1))
         return item
-    return {"type": kind, "text": text, **base}   # header, footer, page_number, aside_text, ...
+    return {"type": kind, "text": text, **base}  # header, footer, page_number, aside_text, ...
 
 
 def cells_to_html(rows: list[list[str]]) -> str:

@@ -35,18 +35,38 @@ def main(n: int, work: Path) -> None:
         for path in sorted(pages.iterdir()):
             with open_document(SourceFile(path, path.name, "image"), LoadOptions()) as doc:
                 page = doc.page(0)
-            payload = {"blocks": [{"type": "text", "bbox": [0, 0, 10, 10], "text": path.stem, "score": 1.0}],
-                       "markdown": path.stem + "\n", "warnings": []}
+            payload = {
+                "blocks": [{"type": "text", "bbox": [0, 0, 10, 10], "text": path.stem, "score": 1.0}],
+                "markdown": path.stem + "\n",
+                "warnings": [],
+            }
             cache.store(page.image, page.sha256, fp, page_id(path.name, 0), payload)
     for label, out in (("cache hits (new output file)", "a.jsonl"), ("resume (same output file)", "a.jsonl")):
         t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "mineru_cli", "parse", str(pages), "--out", str(work / out),
-                            "--engine", "ocr", "--cache-dir", str(cache_dir), "--log-json"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mineru_cli",
+                "parse",
+                str(pages),
+                "--out",
+                str(work / out),
+                "--engine",
+                "ocr",
+                "--cache-dir",
+                str(cache_dir),
+                "--log-json",
+            ],
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - t
         summary = [json.loads(x) for x in r.stderr.splitlines() if '"summary"' in x][-1]
-        print(f"{label}: {n} pages in {seconds:.1f} s wall = {n / seconds:.0f} pages/s "
-              f"(cached {summary['cached']}, resumed {summary['resumed']}, exit {r.returncode})")
+        print(
+            f"{label}: {n} pages in {seconds:.1f} s wall = {n / seconds:.0f} pages/s "
+            f"(cached {summary['cached']}, resumed {summary['resumed']}, exit {r.returncode})"
+        )
 
 
 if __name__ == "__main__":

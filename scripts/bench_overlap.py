@@ -72,10 +72,12 @@ def main() -> None:
         rows["overlapped"].append(time.perf_counter() - t0)
         print({k: round(v[-1], 2) for k, v in rows.items()}, flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"medians of {args.repeat}: layout step {med['layout']:.1f} s, OCR {med['ocr']:.1f} s, "
-          f"sequential {med['sequential']:.1f} s, overlapped {med['overlapped']:.1f} s, "
-          f"gain {med['sequential'] / med['overlapped']:.2f}x "
-          f"(OCR hidden: {(med['sequential'] - med['overlapped']) / med['ocr']:.0%})")
+    print(
+        f"medians of {args.repeat}: layout step {med['layout']:.1f} s, OCR {med['ocr']:.1f} s, "
+        f"sequential {med['sequential']:.1f} s, overlapped {med['overlapped']:.1f} s, "
+        f"gain {med['sequential'] / med['overlapped']:.2f}x "
+        f"(OCR hidden: {(med['sequential'] - med['overlapped']) / med['ocr']:.0%})"
+    )
 
 
 if __name__ == "__main__":

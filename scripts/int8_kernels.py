@@ -39,8 +39,13 @@ SHAPES = {  # (M, K, N)
     "lm_head b8": (8, 896, 151936),
 }
 # name: (weight type, reduce_range, exact kernels); None: fp32
-VARIANTS = {"fp32": None, "QInt8": (QuantType.QInt8, False, False), "QInt8 7-bit": (QuantType.QInt8, True, False),
-            "QUInt8": (QuantType.QUInt8, False, False), "QInt8 exact": (QuantType.QInt8, False, True)}
+VARIANTS = {
+    "fp32": None,
+    "QInt8": (QuantType.QInt8, False, False),
+    "QInt8 7-bit": (QuantType.QInt8, True, False),
+    "QUInt8": (QuantType.QUInt8, False, False),
+    "QInt8 exact": (QuantType.QInt8, False, True),
+}
 
 
 def session(path: Path, threads: int, exact: bool):
@@ -66,10 +71,13 @@ def main() -> None:
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
         x = rng.standard_normal((m, k)).astype(np.float32)
         x[:, rng.choice(k, 8, replace=False)] *= 30
-        graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
-                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])],
-                                  [numpy_helper.from_array(w, "w")])
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])],
+            [numpy_helper.from_array(w, "w")],
+        )
         src = tmp / "fp32.onnx"
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(src))
         sessions = {}
@@ -77,10 +85,17 @@ def main() -> None:
             if q is None:
                 sessions[variant] = session(src, args.threads, False)
                 continue
-            dst = tmp / f"{m}x{k}x{n}-{q[0].name}-{q[1]}.onnx"   # "QInt8 exact" reuses QInt8's
+            dst = tmp / f"{m}x{k}x{n}-{q[0].name}-{q[1]}.onnx"  # "QInt8 exact" reuses QInt8's
             if not dst.is_file():
-                quantize_dynamic(str(src), str(dst), weight_type=q[0], reduce_range=q[1], per_channel=True,
-                                 op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+                quantize_dynamic(
+                    str(src),
+                    str(dst),
+                    weight_type=q[0],
+                    reduce_range=q[1],
+                    per_channel=True,
+                    op_types_to_quantize=["MatMul"],
+                    extra_options={"MatMulConstBOnly": True},
+                )
             sessions[variant] = session(dst, args.threads, q[2])
         ref = x.astype(np.float64) @ w.astype(np.float64)
         errors = {v: float(np.abs(s.run(None, {"x": x})[0] - ref).max()) for v, s in sessions.items()}
@@ -92,10 +107,16 @@ def main() -> None:
                 for _ in range(inner):
                     s.run(None, {"x": x})
                 times[v].append(1000 * (time.perf_counter() - t0) / inner)
-        report["shapes"][name] = {"mkn": [m, k, n], **{v: {"ms": statistics.median(times[v]), "max_abs_err": errors[v]}
-                                                       for v in sessions}}
-        print(name, (m, k, n), {v: f"{statistics.median(times[v]):.2f} ms, err {errors[v]:.2f}" for v in sessions},
-              flush=True)
+        report["shapes"][name] = {
+            "mkn": [m, k, n],
+            **{v: {"ms": statistics.median(times[v]), "max_abs_err": errors[v]} for v in sessions},
+        }
+        print(
+            name,
+            (m, k, n),
+            {v: f"{statistics.median(times[v]):.2f} ms, err {errors[v]:.2f}" for v in sessions},
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

@@ -42,9 +42,13 @@ def variants() -> dict[str, dict[str, dict]]:
 
     vnni = int8_settings("avx512-vnni")
     s7 = {"weight_type": "QInt8", "reduce_range": True}
-    return {"avx2": int8_settings("avx2"), "s7": {"vision": s7, "decoder": s7},
-            "s7_vision_u8_decoder": {"vision": s7, "decoder": U8},
-            "vnni": vnni, "previous": {"vision": U8, "decoder": vnni["decoder"]}}
+    return {
+        "avx2": int8_settings("avx2"),
+        "s7": {"vision": s7, "decoder": s7},
+        "s7_vision_u8_decoder": {"vision": s7, "decoder": U8},
+        "vnni": vnni,
+        "previous": {"vision": U8, "decoder": vnni["decoder"]},
+    }
 
 
 def build(work: Path, threads: int) -> None:
@@ -115,13 +119,26 @@ def main() -> None:
     if "vnni" in exports and graphs_needing_exact_kernels(read_manifest(exports["vnni"])):
         # what `mineru parse` runs on this CPU for an export made for VNNI/AMX
         runtimes["vnni_exact"] = OnnxRuntime(exports["vnni"], threads=args.threads)
-    report = {"cpu": cpu_summary(), "threads": args.threads, "variants": chosen,
-              **bench_runtimes(runtimes, mineru25_config(), repeats=args.repeats,
-                               crop_sizes={} if args.no_crops else None, log=lambda m: print(m, flush=True))}
+    report = {
+        "cpu": cpu_summary(),
+        "threads": args.threads,
+        "variants": chosen,
+        **bench_runtimes(
+            runtimes,
+            mineru25_config(),
+            repeats=args.repeats,
+            crop_sizes={} if args.no_crops else None,
+            log=lambda m: print(m, flush=True),
+        ),
+    }
     report["page_s"] = {n: page_seconds(m) for n, m in report["median"].items() if PAGE_KEYS <= set(m)}
     (args.work_dir / "int8_targets.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report[k] for k in ("cpu", "median", next(k for k in report if k.startswith("speedup")),
-                                               "page_s")}, indent=1))
+    print(
+        json.dumps(
+            {k: report[k] for k in ("cpu", "median", next(k for k in report if k.startswith("speedup")), "page_s")},
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

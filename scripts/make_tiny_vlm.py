@@ -38,8 +38,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=tiny_vlm.SEED)
     args = ap.parse_args()
     t0 = time.monotonic()
-    case = tiny_vlm.build(args.out_dir, seed=args.seed,
-                          log=lambda msg: print(f"[{time.monotonic() - t0:6.1f}s] {msg}", flush=True))
+    case = tiny_vlm.build(
+        args.out_dir, seed=args.seed, log=lambda msg: print(f"[{time.monotonic() - t0:6.1f}s] {msg}", flush=True)
+    )
     print(f"converged after {case['steps']} steps in {case['seconds']} s: {args.out_dir}")
     return 0
 

@@ -31,13 +31,20 @@ def page_input(config, image: Image.Image, text_tokens: int, seed: int):
     from mineru_cli.vlm.processor import ImageProcessor, ImageProcessorConfig, rope_index
     from mineru_cli.vlm.tokenizer import VlmInput
 
-    proc = ImageProcessor(ImageProcessorConfig(min_pixels=3136, max_pixels=1605632, patch_size=14,
-                                               temporal_patch_size=2, merge_size=2))
+    proc = ImageProcessor(
+        ImageProcessorConfig(min_pixels=3136, max_pixels=1605632, patch_size=14, temporal_patch_size=2, merge_size=2)
+    )
     pixels, grid = proc(image)
     n_img = int(np.prod(grid[0])) // 4
     rng = np.random.default_rng(seed)
-    ids = np.concatenate([[config.vision_start_token_id], np.full(n_img, config.image_token_id),
-                          [config.vision_end_token_id], rng.integers(0, 151643, text_tokens)]).astype(np.int64)
+    ids = np.concatenate(
+        [
+            [config.vision_start_token_id],
+            np.full(n_img, config.image_token_id),
+            [config.vision_end_token_id],
+            rng.integers(0, 151643, text_tokens),
+        ]
+    ).astype(np.int64)
     positions, delta = rope_index(ids, grid, int(config.image_token_id), 2)
     return VlmInput(ids, pixels, grid, positions, delta)
 
@@ -48,8 +55,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--exports", nargs="*", help="folder names under WORK_DIR (default: every onnx-*)")
-    ap.add_argument("--fast", action="store_true",
-                    help="INT8 weights that saturate on this CPU run on the fast kernels all the same")
+    ap.add_argument(
+        "--fast",
+        action="store_true",
+        help="INT8 weights that saturate on this CPU run on the fast kernels all the same",
+    )
     args = ap.parse_args()
 
     import torch
@@ -72,7 +82,7 @@ def main() -> None:
         ref, tokens = teacher_forced(ref_rt, inputs, args.steps)
         del ref_rt
     out = work / "parity.json"
-    report = json.loads(out.read_text()) if out.is_file() else {}   # other exports' figures stay
+    report = json.loads(out.read_text()) if out.is_file() else {}  # other exports' figures stay
     for export in [work / n for n in args.exports] if args.exports else sorted(work.glob("onnx-*")):
         # as `mineru parse` runs it (weights that would saturate here on the exact kernels), or
         # with --fast on the fast kernels whatever the CPU: how wrong that would be is a figure
@@ -83,8 +93,11 @@ def main() -> None:
         ref_tokens, own_tokens = np.stack(tokens), np.stack(own)
         figures["free_running_token_agreement"] = float((ref_tokens == own_tokens).mean())
         report[export.name] = figures
-        print(export.name, json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in figures.items()}),
-              flush=True)
+        print(
+            export.name,
+            json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in figures.items()}),
+            flush=True,
+        )
         del rt
     out.write_text(json.dumps(report, indent=2))
 

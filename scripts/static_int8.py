@@ -40,7 +40,7 @@ def calibration_pages(samples: int) -> list[Image.Image]:
     for src in discover([ROOT / "examples"]):
         with open_document(src, LoadOptions()) as doc:
             pages += [doc.page(i).image for i in range(doc.page_count)]
-    sizes = [(448, 448), (336, 672), (560, 420)]   # crop-like: 1,024 / 1,152 / 1,200 patches
+    sizes = [(448, 448), (336, 672), (560, 420)]  # crop-like: 1,024 / 1,152 / 1,200 patches
     return [pages[i % len(pages)].resize(sizes[i % len(sizes)], Image.BICUBIC) for i in range(samples)]
 
 
@@ -67,8 +67,15 @@ def feeds(fp32_dir: Path, pages: list[Image.Image], threads: int) -> tuple[list[
     for i, page in enumerate(pages):
         x = page_input(cfg, page, 24, seed=100 + i)
         vision.append(vision_feed(x, rt.merge_size))
-        decoder.append(prompt_feed(rt.prompt_embeds(x, rt.image_embeds([x])[0]), x.position_ids,
-                                   rt.num_layers, rt.num_kv_heads, rt.head_dim))
+        decoder.append(
+            prompt_feed(
+                rt.prompt_embeds(x, rt.image_embeds([x])[0]),
+                x.position_ids,
+                rt.num_layers,
+                rt.num_kv_heads,
+                rt.head_dim,
+            )
+        )
     return vision, decoder
 
 
@@ -93,15 +100,31 @@ def quantize(src: Path, dst: Path, data: list[dict], weight_type: str, reduce_ra
     whose 16-bit sums saturate on full 8-bit signed weights without VNNI (int8_target)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    quantize_static(str(src), str(dst), Reader(data), quant_format=QuantFormat.QDQ,
-                    op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=reduce_range,
-                    activation_type=QuantType.QUInt8, weight_type=getattr(QuantType, weight_type),
-                    calibrate_method=CalibrationMethod.MinMax, use_external_data_format=True,
-                    extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
-                    calibration_providers=["CPUExecutionProvider"])
-    return {"method": "onnxruntime.quantize_static", "format": "QDQ", "op_types": ["MatMul"],
-            "weight_type": weight_type, "reduce_range": reduce_range, "activation_type": "QUInt8", "per_channel": True,
-            "calibration": f"MinMax over {len(data)} rendered pages"}
+    quantize_static(
+        str(src),
+        str(dst),
+        Reader(data),
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=["MatMul"],
+        per_channel=True,
+        reduce_range=reduce_range,
+        activation_type=QuantType.QUInt8,
+        weight_type=getattr(QuantType, weight_type),
+        calibrate_method=CalibrationMethod.MinMax,
+        use_external_data_format=True,
+        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
+        calibration_providers=["CPUExecutionProvider"],
+    )
+    return {
+        "method": "onnxruntime.quantize_static",
+        "format": "QDQ",
+        "op_types": ["MatMul"],
+        "weight_type": weight_type,
+        "reduce_range": reduce_range,
+        "activation_type": "QUInt8",
+        "per_channel": True,
+        "calibration": f"MinMax over {len(data)} rendered pages",
+    }
 
 
 def main() -> None:
@@ -128,9 +151,10 @@ def main() -> None:
         t0 = time.monotonic()
         with plain_graph(fp32, role) as src:
             dynamic_role = manifest["quantization"][role]
-            quantization[role] = quantize(src, partial / f"{role}.onnx", data, dynamic_role["weight_type"],
-                                          bool(dynamic_role.get("reduce_range")))
-        if role == "decoder":   # as `mineru export` does: the step path goes in after quantization
+            quantization[role] = quantize(
+                src, partial / f"{role}.onnx", data, dynamic_role["weight_type"], bool(dynamic_role.get("reduce_range"))
+            )
+        if role == "decoder":  # as `mineru export` does: the step path goes in after quantization
             step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
         print(f"{role}: quantize_static {time.monotonic() - t0:.1f} s", flush=True)
     quantization.update(scheme="int8-static", made_on=cpu_summary())

@@ -17,8 +17,7 @@ def record_validator():
 
 # Fixtures that train or export the tiny MinerU2.5-architecture model (minutes on a fresh
 # machine): a test that uses one runs the VLM path end to end.
-_MODEL_FIXTURES = {"tiny_vlm", "tiny_case", "tiny_onnx", "tiny_onnx_int8", "tiny_onnx_report",
-                   "tiny_onnx_int8_report"}
+_MODEL_FIXTURES = {"tiny_vlm", "tiny_case", "tiny_onnx", "tiny_onnx_int8", "tiny_onnx_report", "tiny_onnx_int8_report"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -25,9 +25,17 @@ def read_journal(path: Path, validator=None) -> list[dict]:
     return records
 
 
-def mineru(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300,
-           **kw) -> subprocess.CompletedProcess:
+def mineru(
+    *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300, **kw
+) -> subprocess.CompletedProcess:
     """Run the real `mineru` entry point in a subprocess (as a user or cron would)."""
     full_env = {**os.environ, "MINERU_CACHE_DIR": str(Path(cwd or ".") / ".cache-test"), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mineru_cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "mineru_cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )

@@ -10,7 +10,7 @@ from helpers import EXAMPLES, read_journal
 import mineru_cli
 from mineru_cli.core import PageRecord, SetupError, Status
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 
 @pytest.fixture()
@@ -43,18 +43,18 @@ def test_parse_with_out_journals_each_record_and_resumes(docs, tmp_path, record_
     assert {line["id"]: line for line in lines} == {r.id: r.as_dict() for r in first}
     again = list(mineru_cli.parse([docs / "prose.png", docs / "broken.pdf"], out=out, engine="ocr", cache=False))
     assert [r.as_dict() for r in sorted(again, key=lambda r: r.id)] == sorted(lines, key=lambda x: x["id"])
-    assert read_journal(out) == lines                       # resumed: nothing redone, nothing added
+    assert read_journal(out) == lines  # resumed: nothing redone, nothing added
 
 
 def test_breaking_out_keeps_what_was_journaled(docs, tmp_path):
     out = tmp_path / "r.jsonl"
     records = mineru_cli.parse(docs, out=out, engine="ocr", cache=False, workers=1)
     first = next(records)
-    records.close()                                           # what a `break` out of the loop does
+    records.close()  # what a `break` out of the loop does
     lines = read_journal(out)
     assert [line["id"] for line in lines] == [first.id]
     rest = list(mineru_cli.parse(docs, out=out, engine="ocr", cache=False))
-    assert len(rest) == 4 and len(read_journal(out)) == 4     # the rest parsed, none twice
+    assert len(rest) == 4 and len(read_journal(out)) == 4  # the rest parsed, none twice
 
 
 def test_bad_options_raise_setup_errors_before_any_work(docs, tmp_path):

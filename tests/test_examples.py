@@ -8,7 +8,7 @@ import pytest
 from helpers import EXAMPLES, mineru, read_journal
 from textmetrics import cer, record_text, squash
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 # Measured on this machine (2 cores) with the embedded engine (PP-OCRv6-small, cls_thresh 0.99),
 # CER per page without whitespace: prose 0.000, two_column 0.000, table 0.000, slide 0.025,
@@ -18,8 +18,12 @@ pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (
 MAX_CER = 0.05
 MAX_MEAN_CER = 0.01
 TRUTH = {
-    "prose.png#0": "prose", "two_column.png#0": "two_column", "table.png#0": "table",
-    "slide.png#0": "slide", "chinese.png#0": "chinese", "report.pdf#0": "report.p1",
+    "prose.png#0": "prose",
+    "two_column.png#0": "two_column",
+    "table.png#0": "table",
+    "slide.png#0": "slide",
+    "chinese.png#0": "chinese",
+    "report.pdf#0": "report.p1",
     "report.pdf#1": "report.p2",
 }
 
@@ -28,15 +32,26 @@ TRUTH = {
 def run(tmp_path_factory, record_validator):
     tmp = tmp_path_factory.mktemp("examples")
     out = tmp / "results.jsonl"
-    r = mineru("parse", str(EXAMPLES), "--out", str(out), "--no-cache", "--format", "content-list",
-               "--out-dir", str(tmp / "docs"), cwd=tmp, timeout=600)
+    r = mineru(
+        "parse",
+        str(EXAMPLES),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--format",
+        "content-list",
+        "--out-dir",
+        str(tmp / "docs"),
+        cwd=tmp,
+        timeout=600,
+    )
     return r, {rec["id"]: rec for rec in read_journal(out, record_validator)}, tmp / "docs"
 
 
 def test_every_example_page_is_ok(run):
     r, recs, _ = run
     assert r.returncode == 0, r.stderr
-    assert "engine: ocr" in r.stderr                      # auto says which engine it chose
+    assert "engine: ocr" in r.stderr  # auto says which engine it chose
     assert sorted(recs) == sorted(TRUTH)
     assert all(rec["status"] == "ok" and rec["blocks"] and rec["markdown"] for rec in recs.values())
     assert recs["report.pdf#1"]["page_count"] == 2
@@ -52,8 +67,10 @@ def test_character_error_rate(run, pid):
 
 
 def test_mean_character_error_rate(run):
-    rates = [cer(record_text(run[1][pid]), (EXAMPLES / "ground_truth" / f"{name}.txt").read_text("utf-8"))
-             for pid, name in TRUTH.items()]
+    rates = [
+        cer(record_text(run[1][pid]), (EXAMPLES / "ground_truth" / f"{name}.txt").read_text("utf-8"))
+        for pid, name in TRUTH.items()
+    ]
     assert sum(rates) / len(rates) <= MAX_MEAN_CER
 
 

@@ -74,8 +74,7 @@ def minimal_pdf(objects: list[bytes], trailer_extra: bytes = b"") -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1, trailer_extra, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer_extra, xref)
     return bytes(out)
 
 
@@ -87,8 +86,12 @@ def png_chunk(kind: bytes, data: bytes) -> bytes:
 def png_header_only(width: int, height: int) -> bytes:
     """A valid PNG header claiming a size, followed by a few bytes of pixel data."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
-            + png_chunk(b"IDAT", zlib.compress(b"\0" * 64)) + png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", ihdr)
+        + png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + png_chunk(b"IEND", b"")
+    )
 
 
 def close_to(actual, expected, tol=8) -> bool:
@@ -345,14 +348,17 @@ def test_la_and_palette_transparency_flattened(tmp_path):
     assert page.image.getpixel((0, 0)) == WHITE and page.image.getpixel((1, 0)) == BLUE
 
 
-@pytest.mark.parametrize("mode,color,name,expected", [
-    ("P", None, "p.png", (0, 0, 255)),
-    ("CMYK", (255, 0, 0, 0), "c.tif", (0, 255, 255)),
-    ("CMYK", (0, 0, 0, 0), "w.jpg", WHITE),
-    ("L", 100, "l.png", (100, 100, 100)),
-    ("1", 1, "one.png", WHITE),
-    ("1", 0, "zero.bmp", (0, 0, 0)),
-])
+@pytest.mark.parametrize(
+    "mode,color,name,expected",
+    [
+        ("P", None, "p.png", (0, 0, 255)),
+        ("CMYK", (255, 0, 0, 0), "c.tif", (0, 255, 255)),
+        ("CMYK", (0, 0, 0, 0), "w.jpg", WHITE),
+        ("L", 100, "l.png", (100, 100, 100)),
+        ("1", 1, "one.png", WHITE),
+        ("1", 0, "zero.bmp", (0, 0, 0)),
+    ],
+)
 def test_modes_become_8bit_rgb(tmp_path, mode, color, name, expected):
     if mode == "P":
         im = Image.new("P", (8, 8), 1)

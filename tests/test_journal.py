@@ -58,33 +58,36 @@ def test_torn_first_write_is_cut(tmp_path):
     assert out.read_bytes() == b""
 
 
-@pytest.mark.parametrize("content", [
-    b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n",     # binary
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",                              # binary, no newline
-    b'{"name": "config"}\n' + (json.dumps(rec("a#0")) + "\n").encode(),    # first line not a record
-    b'{"name": "config"}',                                                 # one JSON object, no newline
-    b"notes\nmore notes",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n",  # binary
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",  # binary, no newline
+        b'{"name": "config"}\n' + (json.dumps(rec("a#0")) + "\n").encode(),  # first line not a record
+        b'{"name": "config"}',  # one JSON object, no newline
+        b"notes\nmore notes",
+    ],
+)
 def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path, content):
     out = tmp_path / "keep.bin"
     out.write_bytes(content)
     with pytest.raises(SetupError, match="not a mineru journal"):
         Journal(out).open()
     assert out.read_bytes() == content
-    with Journal(out.with_name("other.jsonl")):      # the refusal released the lock it took
+    with Journal(out.with_name("other.jsonl")):  # the refusal released the lock it took
         pass
 
 
 def test_file_names_that_are_not_utf8_round_trip(tmp_path):
     out = tmp_path / "r.jsonl"
-    pid = os.fsdecode(b"b_\xff.png") + "#0"              # lone surrogate, as os.listdir gives it
+    pid = os.fsdecode(b"b_\xff.png") + "#0"  # lone surrogate, as os.listdir gives it
     with Journal(out) as j:
         j.append(rec("a#0", source="a"))
         j.append(rec(pid, source=pid[:-2], markdown="caf\u00e9"))
         j.append(rec("c#0"))
         j.compact(["a#0", pid, "c#0"])
-    out.read_bytes().decode("utf-8")                     # still a valid UTF-8 file
-    with Journal(out) as j:                              # resume finds the page again
+    out.read_bytes().decode("utf-8")  # still a valid UTF-8 file
+    with Journal(out) as j:  # resume finds the page again
         assert list(j.index) == ["a#0", pid, "c#0"]
         assert j.finished(pid, "a" * 64, "f1", retry_failed=False)["markdown"] == "caf\u00e9"
         assert os.fsencode(j.get(pid)["source"]) == b"b_\xff.png"
@@ -120,22 +123,22 @@ def test_finished_needs_same_content_and_fingerprint(tmp_path):
         j.append(rec("ok#0"))
         j.append(rec("bad#0", status="failed"))
         assert j.finished("ok#0", "a" * 64, "f1", retry_failed=False)
-        assert not j.finished("ok#0", "b" * 64, "f1", retry_failed=False)   # file changed
-        assert not j.finished("ok#0", "a" * 64, "f2", retry_failed=False)   # options changed
+        assert not j.finished("ok#0", "b" * 64, "f1", retry_failed=False)  # file changed
+        assert not j.finished("ok#0", "a" * 64, "f2", retry_failed=False)  # options changed
         assert not j.finished("new#0", "a" * 64, "f1", retry_failed=False)
-        assert j.finished("bad#0", "a" * 64, "f1", retry_failed=False)      # failed kept...
-        assert not j.finished("bad#0", "a" * 64, "f1", retry_failed=True)   # ...unless retried
+        assert j.finished("bad#0", "a" * 64, "f1", retry_failed=False)  # failed kept...
+        assert not j.finished("bad#0", "a" * 64, "f1", retry_failed=True)  # ...unless retried
 
 
 def test_compact_keeps_one_record_per_page_in_input_order(tmp_path):
     out = tmp_path / "r.jsonl"
     with Journal(out) as j:
-        j.append(rec("other#0"))                 # from another input set: kept
+        j.append(rec("other#0"))  # from another input set: kept
         j.append(rec("b#0", status="failed"))
         j.append(rec("a#0"))
-        j.append(rec("b#0"))                     # retried: replaces the failed one
+        j.append(rec("b#0"))  # retried: replaces the failed one
         j.compact(["a#0", "b#0"])
-        j.append(rec("c#0"))                     # the journal stays usable after compaction
+        j.append(rec("c#0"))  # the journal stays usable after compaction
         assert j.get("b#0")["status"] == "ok" and j.get("c#0")["id"] == "c#0"
         assert [r["id"] for r in j.records(["c#0", "zz#0", "a#0"])] == ["c#0", "a#0"]
     recs = read_records(out)

@@ -31,6 +31,12 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     words = tmp_path / "mineru_cli" / "core" / "words.py"
     words.write_text(words.read_text() + "\nfrom .. import runner  # noqa\n")
-    r = subprocess.run([_lint_imports(), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [_lint_imports(), "--no-cache"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode != 0 and "core imports nothing else of mineru_cli BROKEN" in r.stdout, r.stdout + r.stderr

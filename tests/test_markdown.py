@@ -15,8 +15,7 @@ def test_page_with_title_paragraphs_and_furniture():
         Block("page_number", BOX, "3"),
         Block("footer", BOX, "Company confidential"),
     ]
-    assert blocks_to_markdown(blocks) == (
-        "# Why Parsing Is Hard\n\nFirst paragraph.\n\nFigure 1. A boat.\n")
+    assert blocks_to_markdown(blocks) == ("# Why Parsing Is Hard\n\nFirst paragraph.\n\nFigure 1. A boat.\n")
 
 
 def test_empty_page_gives_empty_markdown():

@@ -14,7 +14,7 @@ import pytest
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 
 def text_page(path: Path, text: str, size=(640, 200)) -> Path:
@@ -58,9 +58,14 @@ def test_bad_inputs_each_get_a_record_and_the_batch_goes_on(tmp_path, bad_tree, 
     r = mineru("parse", str(bad_tree), "--out", str(out), "--no-cache", "--engine", "ocr", cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     recs = by_id(read_journal(out, record_validator))
-    expected_fail = {"b_empty.png#0": "empty", "c_truncated.png#0": "corrupt",
-                     "d_notanimage.jpg#0": "corrupt", "e_dir.png#0": "not_a_file",
-                     "f_dangling.png#0": "not_found", "g_corrupt.pdf#0": "corrupt"}
+    expected_fail = {
+        "b_empty.png#0": "empty",
+        "c_truncated.png#0": "corrupt",
+        "d_notanimage.jpg#0": "corrupt",
+        "e_dir.png#0": "not_a_file",
+        "f_dangling.png#0": "not_found",
+        "g_corrupt.pdf#0": "corrupt",
+    }
     for pid, kind in expected_fail.items():
         assert recs[pid]["status"] == "failed", recs[pid]
         assert recs[pid]["error"]["kind"] == kind, recs[pid]["error"]
@@ -73,7 +78,7 @@ def test_bad_inputs_each_get_a_record_and_the_batch_goes_on(tmp_path, bad_tree, 
     assert "Good page one" in recs["a_good.png#0"]["markdown"]
     assert "Frame 3" in recs["h_frames.tif#2"]["markdown"]
     assert recs["h_frames.tif#1"]["page_count"] == 3
-    assert len(recs) == len(read_journal(out))            # one record per page, no duplicates
+    assert len(recs) == len(read_journal(out))  # one record per page, no duplicates
 
 
 def test_exit_codes(tmp_path):
@@ -86,7 +91,7 @@ def test_exit_codes(tmp_path):
     assert bad_pages.returncode == 2 and "--pages" in bad_pages.stderr
     bad_engine = mineru("parse", "p.png", "--engine", "gpt", "--no-cache", cwd=tmp_path)
     assert bad_engine.returncode == 2 and "Invalid value for '--engine'" in bad_engine.stderr
-    assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr   # the choices come from the configuration
+    assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr  # the choices come from the configuration
 
 
 def events(stderr: str) -> list[dict]:
@@ -106,9 +111,9 @@ def test_resume_skips_done_pages_and_reprocesses_changes(tmp_path, record_valida
     again = mineru(*args, cwd=tmp_path)
     pages = [e for e in events(again.stderr) if e["event"] == "page"]
     assert [e["resumed"] for e in pages] == [True, True, True]
-    assert by_id(read_journal(tmp_path / "o.jsonl")) == before   # untouched, not rewritten
+    assert by_id(read_journal(tmp_path / "o.jsonl")) == before  # untouched, not rewritten
 
-    text_page(d / "p1.png", "Page number 1 changed")                # changed content
+    text_page(d / "p1.png", "Page number 1 changed")  # changed content
     third = mineru(*args, cwd=tmp_path)
     redone = [e["id"] for e in events(third.stderr) if e["event"] == "page" and not e["resumed"]]
     assert redone == ["p1.png#0"]
@@ -119,7 +124,7 @@ def test_resume_skips_done_pages_and_reprocesses_changes(tmp_path, record_valida
     assert all(not e["resumed"] for e in events(forced.stderr) if e["event"] == "page")
     assert len(read_journal(tmp_path / "o.jsonl")) == 3
 
-    other_opts = mineru(*args, "--lang", "ch", cwd=tmp_path)         # options change the fingerprint
+    other_opts = mineru(*args, "--lang", "ch", cwd=tmp_path)  # options change the fingerprint
     assert all(not e["resumed"] for e in events(other_opts.stderr) if e["event"] == "page")
 
 
@@ -129,9 +134,9 @@ def test_failed_pages_are_retried_only_when_asked(tmp_path):
     args = ["parse", "bad.png", "good.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
     assert mineru(*args, cwd=tmp_path).returncode == 1
     second = mineru(*args, cwd=tmp_path)
-    assert second.returncode == 1                                   # the failure still stands
+    assert second.returncode == 1  # the failure still stands
     assert all(e["resumed"] for e in events(second.stderr) if e["event"] == "page")
-    text_page(tmp_path / "bad.png", "Repaired page")               # the user fixes the file
+    text_page(tmp_path / "bad.png", "Repaired page")  # the user fixes the file
     fixed = mineru(*args, cwd=tmp_path)
     assert fixed.returncode == 0
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
@@ -152,10 +157,20 @@ def test_sigkill_mid_run_then_resume_does_every_page_once(tmp_path, record_valid
     for i in range(n):
         text_page(d / f"p{i:02d}.png", f"Line of text {i}", size=(900, 600))
     out = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "mineru_cli", "parse", "in", "--out", str(out), "--no-cache",
-           "--engine", "ocr", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ})
+    cmd = [
+        sys.executable,
+        "-m",
+        "mineru_cli",
+        "parse",
+        "in",
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if out.exists() and out.read_bytes().count(b"\n") >= 3:
@@ -169,10 +184,10 @@ def test_sigkill_mid_run_then_resume_does_every_page_once(tmp_path, record_valid
     r = mineru("parse", "in", "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     pages = [e for e in events(r.stderr) if e["event"] == "page"]
-    assert {e["id"] for e in pages if e["resumed"]} == set(done_before)      # not redone
+    assert {e["id"] for e in pages if e["resumed"]} == set(done_before)  # not redone
     recs = read_journal(out, record_validator)
     assert sorted(x["id"] for x in recs) == sorted(f"p{i:02d}.png#0" for i in range(n))
-    for rec in recs:                                                     # earlier records kept as written
+    for rec in recs:  # earlier records kept as written
         if rec["id"] in done_before:
             assert rec == done_before[rec["id"]]
 
@@ -181,13 +196,13 @@ def test_a_file_name_that_is_not_utf8_gets_a_record_and_resumes(tmp_path, record
     d = tmp_path / "in"
     d.mkdir()
     text_page(d / "a.png", "First page")
-    bad = os.fsdecode(b"b_\xff.png")                     # as os.listdir gives it: a lone surrogate
+    bad = os.fsdecode(b"b_\xff.png")  # as os.listdir gives it: a lone surrogate
     text_page(d / bad, "Second page")
     text_page(d / "c.png", "Third page")
     args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
     first = mineru(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    (tmp_path / "o.jsonl").read_bytes().decode("utf-8")   # the journal stays valid UTF-8
+    (tmp_path / "o.jsonl").read_bytes().decode("utf-8")  # the journal stays valid UTF-8
     recs = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
     assert list(recs) == ["a.png#0", bad + "#0", "c.png#0"]
     assert recs[bad + "#0"]["status"] == "ok" and "Second" in recs[bad + "#0"]["markdown"]
@@ -209,10 +224,13 @@ def test_an_out_file_that_is_not_a_journal_is_refused_untouched(tmp_path):
 def test_bad_out_locations_are_setup_errors(tmp_path):
     text_page(tmp_path / "p.png", "Hello world")
     (tmp_path / "outdir").mkdir()
-    (tmp_path / "out[bold]").mkdir()                   # brackets: printed as they are, not as markup
+    (tmp_path / "out[bold]").mkdir()  # brackets: printed as they are, not as markup
     (tmp_path / "r1.jsonl").write_text("")
-    for out, message in [("outdir", "is a folder"), ("out[bold]", "out[bold] is a folder"),
-                         ("r1.jsonl/x.jsonl", "existing file")]:
+    for out, message in [
+        ("outdir", "is a folder"),
+        ("out[bold]", "out[bold] is a folder"),
+        ("r1.jsonl/x.jsonl", "existing file"),
+    ]:
         r = mineru("parse", "p.png", "--out", out, "--no-cache", "--engine", "ocr", cwd=tmp_path)
         assert r.returncode == 2, r.stderr
         assert message in r.stderr and "Traceback" not in r.stderr
@@ -224,11 +242,10 @@ def test_an_out_symlink_writes_through_and_stays_a_link(tmp_path):
     (tmp_path / "link.jsonl").symlink_to("real.jsonl")
     r = mineru("parse", "p.png", "--out", "link.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "link.jsonl").is_symlink()                      # compaction kept the link
+    assert (tmp_path / "link.jsonl").is_symlink()  # compaction kept the link
     assert [x["id"] for x in read_journal(tmp_path / "real.jsonl")] == ["p.png#0"]
-    assert not (tmp_path / ".link.jsonl.lock").exists()                # the lock is the target's
-    again = mineru("parse", "p.png", "--out", "real.jsonl", "--no-cache", "--engine", "ocr", "--log-json",
-                   cwd=tmp_path)
+    assert not (tmp_path / ".link.jsonl.lock").exists()  # the lock is the target's
+    again = mineru("parse", "p.png", "--out", "real.jsonl", "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path)
     assert [e["resumed"] for e in events(again.stderr) if e["event"] == "page"] == [True]
 
 
@@ -248,7 +265,7 @@ def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path):
     pdf(1)
     assert mineru(*args, cwd=tmp_path).returncode == 0
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
-    assert sorted(recs) == ["doc.pdf#0", "other.png#0"]                  # other inputs are kept
+    assert sorted(recs) == ["doc.pdf#0", "other.png#0"]  # other inputs are kept
     assert recs["doc.pdf#0"]["page_count"] == 1
 
 
@@ -267,16 +284,32 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
     text_page(tmp_path / "a.png", "Alpha page")
     text_page(tmp_path / "b.png", "Bravo page")
     text_page(tmp_path / "c.png", "Charlie page")
-    args = ["parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--cpus", "1",
-            "--page-timeout", "6", "--log-json"]
-    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test"),
-           "MINERU_TEST_FAULTS": "hang=b.png*;raise=c.png*"}
-    run = subprocess.Popen([sys.executable, "-m", "mineru_cli", *args], cwd=tmp_path, env=env,
-                           stderr=subprocess.PIPE, text=True)
-    for line in run.stderr:   # planning is over once the first page is reported
+    args = [
+        "parse",
+        ".",
+        "--out",
+        "o.jsonl",
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "1",
+        "--page-timeout",
+        "6",
+        "--log-json",
+    ]
+    env = {
+        **os.environ,
+        "MINERU_CACHE_DIR": str(tmp_path / ".cache-test"),
+        "MINERU_TEST_FAULTS": "hang=b.png*;raise=c.png*",
+    }
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mineru_cli", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    for line in run.stderr:  # planning is over once the first page is reported
         if line.startswith("{") and json.loads(line)["event"] == "page":
             break
-    os.utime(tmp_path / "b.png", ns=(time.time_ns(), time.time_ns() + 10**9))   # the file changes
+    os.utime(tmp_path / "b.png", ns=(time.time_ns(), time.time_ns() + 10**9))  # the file changes
     run.stderr.read()
     assert run.wait(timeout=120) == 1
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
@@ -284,9 +317,12 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
     assert recs["c.png#0"]["status"] == "failed" and recs["c.png#0"]["source_sha256"] is not None
     assert recs["a.png#0"]["source_sha256"] is not None
     again = mineru(*args, cwd=tmp_path)
-    assert again.returncode == 1   # c's failure, on an unchanged file, is kept
-    assert {e["id"]: e["resumed"] for e in events(again.stderr) if e["event"] == "page"} == \
-        {"a.png#0": True, "b.png#0": False, "c.png#0": True}
+    assert again.returncode == 1  # c's failure, on an unchanged file, is kept
+    assert {e["id"]: e["resumed"] for e in events(again.stderr) if e["event"] == "page"} == {
+        "a.png#0": True,
+        "b.png#0": False,
+        "c.png#0": True,
+    }
 
 
 def test_only_pdf_and_tiff_pages_past_the_end_are_dropped():
@@ -294,9 +330,11 @@ def test_only_pdf_and_tiff_pages_past_the_end_are_dropped():
     from mineru_cli.inputs import SourceFile
     from mineru_cli.runner import _Planned, _vanished_pages
 
-    plan = [_Planned(SourceFile(Path("doc.pdf"), "doc.pdf", "pdf"), page_count=1),
-            _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1),
-            _Planned(SourceFile(Path("scan.TIF"), "scan.TIF", "image"), page_count=2)]
+    plan = [
+        _Planned(SourceFile(Path("doc.pdf"), "doc.pdf", "pdf"), page_count=1),
+        _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1),
+        _Planned(SourceFile(Path("scan.TIF"), "scan.TIF", "image"), page_count=2),
+    ]
     index = dict.fromkeys(["doc.pdf#0", "doc.pdf#1", "anim.gif#0", "anim.gif#2", "other.pdf#3", "scan.TIF#2"])
     assert _vanished_pages(index, plan) == ["doc.pdf#1", "scan.TIF#2"]
 
@@ -335,8 +373,20 @@ def test_per_document_output_is_never_an_input_and_keeps_every_page(tmp_path):
 def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):
     text_page(tmp_path / "p.png", "Alpha")
     (tmp_path / "afile").write_text("mine")
-    r = mineru("parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "-f", "markdown",
-               "--out-dir", "afile", cwd=tmp_path)
+    r = mineru(
+        "parse",
+        "p.png",
+        "--out",
+        "o.jsonl",
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "-f",
+        "markdown",
+        "--out-dir",
+        "afile",
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and "--out-dir afile is a file, not a folder" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "o.jsonl").exists()
     assert (tmp_path / "afile").read_text() == "mine"
@@ -362,8 +412,22 @@ def test_every_parse_option_default_is_the_run_configuration_default():
         if f.name in cli:
             assert getattr(built, f.name) == getattr(default, f.name), (f.name, cli[f.name])
     compared = set(cli) & fields
-    assert {"page_timeout", "max_worker_rss", "batch_wait_ms", "crop_batch", "cache_ttl", "engine", "mode",
-            "runtime", "out_dir", "page_batch", "workers", "cpus", "cache_near", "formats"} <= compared, compared
+    assert {
+        "page_timeout",
+        "max_worker_rss",
+        "batch_wait_ms",
+        "crop_batch",
+        "cache_ttl",
+        "engine",
+        "mode",
+        "runtime",
+        "out_dir",
+        "page_batch",
+        "workers",
+        "cpus",
+        "cache_near",
+        "formats",
+    } <= compared, compared
     assert cli["no_cache"] is (not default.cache)
     assert (cli["dpi"], cli["gif_frames"]) == (LoadOptions().dpi, LoadOptions().gif_frames)
 

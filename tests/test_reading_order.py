@@ -22,7 +22,7 @@ def test_short_left_column_tail_stays_in_its_column():
 
 
 def test_single_column_lines_stay_top_to_bottom():
-    date = (800, 50, 1100, 80)       # right-aligned line above...
+    date = (800, 50, 1100, 80)  # right-aligned line above...
     greeting = (100, 120, 400, 150)  # ...a left-aligned one: not two columns
     body = (100, 170, 1100, 400)
     boxes = [body, greeting, date]
@@ -32,8 +32,7 @@ def test_single_column_lines_stay_top_to_bottom():
 def test_headers_first_and_footers_last():
     boxes = [(500, 1600, 540, 1630), L1, (100, 10, 600, 40), R1, (100, 1650, 1100, 1700)]
     types = ["page_number", "text", "header", "text", "footer"]
-    assert [types[i] for i in reading_order(boxes, types)] == [
-        "header", "text", "text", "page_number", "footer"]
+    assert [types[i] for i in reading_order(boxes, types)] == ["header", "text", "text", "page_number", "footer"]
 
 
 def test_overlapping_boxes_fall_back_to_top_left_order():

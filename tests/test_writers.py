@@ -8,16 +8,26 @@ from mineru_cli.writers import content_list_items, document_dir, write_documents
 
 
 def page(source, index, blocks, status="ok"):
-    return {"source": source, "page_index": index, "status": status, "blocks": blocks,
-            "image": {"width": 2000, "height": 1000}}
+    return {
+        "source": source,
+        "page_index": index,
+        "status": status,
+        "blocks": blocks,
+        "image": {"width": 2000, "height": 1000},
+    }
 
 
 BLOCKS = [
     {"type": "header", "bbox": [0, 0, 2000, 50], "text": "Running head", "score": None},
     {"type": "title", "bbox": [100, 60, 1900, 120], "text": "Results", "score": None},
     {"type": "table_caption", "bbox": [100, 130, 900, 160], "text": "Table 1. Scores", "score": None},
-    {"type": "table", "bbox": [100, 170, 900, 400], "text": "a\tb", "score": None,
-     "html": "<table><tr><td>a</td><td>b</td></tr></table>"},
+    {
+        "type": "table",
+        "bbox": [100, 170, 900, 400],
+        "text": "a\tb",
+        "score": None,
+        "html": "<table><tr><td>a</td><td>b</td></tr></table>",
+    },
     {"type": "equation", "bbox": [100, 420, 900, 480], "text": "\\[x^2\\]", "score": None, "latex": "x^2"},
     {"type": "image", "bbox": [1000, 170, 1900, 600], "text": "", "score": None},
     {"type": "image_caption", "bbox": [1000, 610, 1900, 650], "text": "Figure 1. A cat", "score": None},
@@ -43,26 +53,33 @@ def test_content_list_items_follow_minerus_format(tmp_path):
 
 
 def test_ocr_table_cells_become_table_body(tmp_path):
-    blocks = [{"type": "table", "bbox": [0, 0, 10, 10], "text": "", "score": 0.9,
-               "cells": [["Name", "Qty"], ["a<b", "2"]]}]
+    blocks = [
+        {"type": "table", "bbox": [0, 0, 10, 10], "text": "", "score": 0.9, "cells": [["Name", "Qty"], ["a<b", "2"]]}
+    ]
     (item,) = content_list_items(page("t.png", 0, blocks), tmp_path, None)
     assert item["table_body"] == "<table><tr><td>Name</td><td>Qty</td></tr><tr><td>a&lt;b</td><td>2</td></tr></table>"
 
 
 def test_orphan_caption_stays_text_in_place(tmp_path):
-    blocks = [{"type": "text", "bbox": [0, 0, 10, 10], "text": "x", "score": None},
-              {"type": "image_caption", "bbox": [0, 20, 10, 30], "text": "Lonely caption", "score": None}]
+    blocks = [
+        {"type": "text", "bbox": [0, 0, 10, 10], "text": "x", "score": None},
+        {"type": "image_caption", "bbox": [0, 20, 10, 30], "text": "Lonely caption", "score": None},
+    ]
     items = content_list_items(page("a.png", 0, blocks), tmp_path, None)
     assert [it["text"] for it in items] == ["x", "Lonely caption"]
 
 
 def test_write_documents_one_folder_per_document(tmp_path):
-    recs = [page("x/report.pdf", 1, BLOCKS[7:8]), page("x/report.pdf", 0, BLOCKS[1:2]),
-            page("y/report.pdf", 0, BLOCKS[7:8]), page("bad.png", 0, [], status="failed")]
+    recs = [
+        page("x/report.pdf", 1, BLOCKS[7:8]),
+        page("x/report.pdf", 0, BLOCKS[1:2]),
+        page("y/report.pdf", 0, BLOCKS[7:8]),
+        page("bad.png", 0, [], status="failed"),
+    ]
     written = write_documents(recs, tmp_path, {"content-list"})
     a, b = document_dir(tmp_path, "x/report.pdf"), document_dir(tmp_path, "y/report.pdf")
     assert a != b and not document_dir(tmp_path, "bad.png").exists()
-    assert (a / "report.md").read_text() == "# Results\n\nBody text.\n"   # pages in order
+    assert (a / "report.md").read_text() == "# Results\n\nBody text.\n"  # pages in order
     items = json.loads((a / "report_content_list.json").read_text())
     assert [it["page_idx"] for it in items] == [0, 1]
     assert len(written) == 4

@@ -23,8 +23,13 @@ FP = "bench-engine;v=1"
 
 
 def payload(i: int) -> dict:
-    return {"blocks": [{"type": "text", "bbox": [60, 120 + 28 * k, 900, 140 + 28 * k], "text": f"line {k} " * 8,
-                        "score": 0.99} for k in range(30)], "markdown": f"# page {i}\n" + "text " * 400}
+    return {
+        "blocks": [
+            {"type": "text", "bbox": [60, 120 + 28 * k, 900, 140 + 28 * k], "text": f"line {k} " * 8, "score": 0.99}
+            for k in range(30)
+        ],
+        "markdown": f"# page {i}\n" + "text " * 400,
+    }
 
 
 def run(pages: int, cache_dir: Path) -> None:
@@ -43,10 +48,12 @@ def run(pages: int, cache_dir: Path) -> None:
             t2 = time.perf_counter()
             lookup_ms.append((t1 - t0) * 1e3)
             miss_ms.append((t2 - t0) * 1e3)
-    print(f"miss (first run): lookup {statistics.median(lookup_ms):.1f} ms median, "
-          f"lookup+store {statistics.median(miss_ms):.1f} ms median / {statistics.mean(miss_ms):.1f} ms mean per page")
+    print(
+        f"miss (first run): lookup {statistics.median(lookup_ms):.1f} ms median, "
+        f"lookup+store {statistics.median(miss_ms):.1f} ms median / {statistics.mean(miss_ms):.1f} ms mean per page"
+    )
 
-    with ResultCache(cache_dir) as c:                      # a re-run: a fresh process would open it like this
+    with ResultCache(cache_dir) as c:  # a re-run: a fresh process would open it like this
         t0 = time.perf_counter()
         for im, sha in zip(imgs, shas):
             assert c.lookup(im, sha, FP).kind == "hit"
@@ -89,7 +96,7 @@ def margins() -> None:
     def ph(a, b):
         return int(sim.hamming(np.array([sim.phash64(sim.make_thumb(a))]), sim.phash64(sim.make_thumb(b)))[0])
 
-    def over(x):   # the deciding measure against its threshold: > 1 rejects
+    def over(x):  # the deciding measure against its threshold: > 1 rejects
         return max(x.max_diff / sim.PIXEL_DIFF, x.chroma_diff / sim.CHROMA_DIFF)
 
     neg, neg_ph = [], []
@@ -99,9 +106,16 @@ def margins() -> None:
             x = v(a, fn(b))
             neg.append((over(x), x.max_diff, x.chroma_diff, f"{what} [{name}]"))
     pos, pos_ph = [], []
-    for page in (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14),
-                 text_page(11, 1654, 2339, 28), amount_page("3141.50", 11, 1654, 2339, 17),
-                 colour_slide("4.2"), colour_slide("100,000", (255, 88, 0), (128, 128, 128))):
+    for page in (
+        invoice("1,234.50"),
+        slide("higher"),
+        text_page(1),
+        text_page(9, size=14),
+        text_page(11, 1654, 2339, 28),
+        amount_page("3141.50", 11, 1654, 2339, 17),
+        colour_slide("4.2"),
+        colour_slide("100,000", (255, 88, 0), (128, 128, 128)),
+    ):
         for name, fn in REENCODINGS.items():
             cp = fn(page)
             x = v(page, cp)
@@ -109,11 +123,15 @@ def margins() -> None:
             pos_ph.append(ph(page, cp))
     lo, hi = min(neg), max(pos)
     print(f"thresholds: luma {sim.PIXEL_DIFF}, chroma {sim.CHROMA_DIFF}")
-    print(f"look-alikes:  {lo[0]:.2f}x the threshold at least (luma {lo[1]}, chroma {lo[2]}: {lo[3]}); "
-          f"luma alone >= {min(n[1] for n in neg)}; pHash distance {min(neg_ph)}-{max(neg_ph)}")
-    print(f"re-encodings: {hi[0]:.2f}x the threshold at most (luma {hi[1]}, chroma {hi[2]}: {hi[3]}); "
-          f"luma <= {max(p[1] for p in pos)}, chroma <= {max(p[2] for p in pos)}; "
-          f"pHash distance {min(pos_ph)}-{max(pos_ph)}")
+    print(
+        f"look-alikes:  {lo[0]:.2f}x the threshold at least (luma {lo[1]}, chroma {lo[2]}: {lo[3]}); "
+        f"luma alone >= {min(n[1] for n in neg)}; pHash distance {min(neg_ph)}-{max(neg_ph)}"
+    )
+    print(
+        f"re-encodings: {hi[0]:.2f}x the threshold at most (luma {hi[1]}, chroma {hi[2]}: {hi[3]}); "
+        f"luma <= {max(p[1] for p in pos)}, chroma <= {max(p[2] for p in pos)}; "
+        f"pHash distance {min(pos_ph)}-{max(pos_ph)}"
+    )
     print(f"margins: {lo[0]:.2f}x below look-alikes, {1 / hi[0]:.2f}x above re-encodings")
 
 

@@ -17,8 +17,9 @@ from .store import SqliteStore, digest
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
-CacheDir = typer.Option(None, "--cache-dir", envvar="MINERU_CACHE_DIR",
-                        help="Cache directory (default: the user cache dir).")
+CacheDir = typer.Option(
+    None, "--cache-dir", envvar="MINERU_CACHE_DIR", help="Cache directory (default: the user cache dir)."
+)
 
 
 def _open(cache_dir: Optional[Path]) -> SqliteStore:
@@ -34,16 +35,19 @@ def _human(n: float) -> str:
 
 
 @cache_app.command()
-def stats(cache_dir: Optional[Path] = CacheDir,
-          json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def stats(
+    cache_dir: Optional[Path] = CacheDir, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
     """Entries, size on disk and integrity of the cache."""
     s = _open(cache_dir).stats()
     if json_out:
         typer.echo(json.dumps(s))
         return
-    typer.echo(f"path:         {s['path']}\nentries:      {s['entries']} ({s['fingerprints']} fingerprints)\n"
-               f"data:         {_human(s['data_bytes'])}\nfile:         {_human(s['file_bytes'])}\n"
-               f"integrity:    {s['integrity']}")
+    typer.echo(
+        f"path:         {s['path']}\nentries:      {s['entries']} ({s['fingerprints']} fingerprints)\n"
+        f"data:         {_human(s['data_bytes'])}\nfile:         {_human(s['file_bytes'])}\n"
+        f"integrity:    {s['integrity']}"
+    )
 
 
 @cache_app.command()
@@ -53,9 +57,11 @@ def clear(cache_dir: Optional[Path] = CacheDir) -> None:
 
 
 @cache_app.command()
-def prune(cache_dir: Optional[Path] = CacheDir,
-          older_than: Optional[str] = typer.Option(None, help="Drop entries unused for this long, e.g. 30d."),
-          max_size: Optional[str] = typer.Option(None, help="Then drop least recently used down to e.g. 2GB.")) -> None:
+def prune(
+    cache_dir: Optional[Path] = CacheDir,
+    older_than: Optional[str] = typer.Option(None, help="Drop entries unused for this long, e.g. 30d."),
+    max_size: Optional[str] = typer.Option(None, help="Then drop least recently used down to e.g. 2GB."),
+) -> None:
     """Drop old entries and/or shrink the cache to a size."""
     try:
         age = parse_duration(older_than) if older_than else None
@@ -66,8 +72,9 @@ def prune(cache_dir: Optional[Path] = CacheDir,
 
 
 @cache_app.command("export")
-def export_(file: Path = typer.Argument(..., help="JSONL file to write."),
-            cache_dir: Optional[Path] = CacheDir) -> None:
+def export_(
+    file: Path = typer.Argument(..., help="JSONL file to write."), cache_dir: Optional[Path] = CacheDir
+) -> None:
     """Write every entry as one JSON line (thumbnail base64-encoded)."""
     n = 0
     with open(file, "w", encoding="utf-8") as f:
@@ -80,8 +87,10 @@ def export_(file: Path = typer.Argument(..., help="JSONL file to write."),
 
 
 @cache_app.command("import")
-def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
-            cache_dir: Optional[Path] = CacheDir) -> None:
+def import_(
+    file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
+    cache_dir: Optional[Path] = CacheDir,
+) -> None:
     """Add the entries of an export; damaged lines (their payload no longer matches its
     checksum, or unreadable) are skipped and counted. An entry whose thumbnail does not decode
     (damaged, or from an older mineru-cli) is kept for exact hits only."""
@@ -104,10 +113,25 @@ def import_(file: Path = typer.Argument(..., help="JSONL file from `mineru cache
                     tw = th = ph = 0
                     thumb = coarse = b""
                     exact_only += 1
-                store.put(r["fingerprint"], r["pixel_sha256"], r["page_id"], int(r["width"]), int(r["height"]),
-                          ph, r["payload"], tw, th, coarse, thumb, created=float(r["created"]))
+                store.put(
+                    r["fingerprint"],
+                    r["pixel_sha256"],
+                    r["page_id"],
+                    int(r["width"]),
+                    int(r["height"]),
+                    ph,
+                    r["payload"],
+                    tw,
+                    th,
+                    coarse,
+                    thumb,
+                    created=float(r["created"]),
+                )
                 n += 1
-            except (ValueError, KeyError, TypeError, AttributeError, zlib.error):   # AttributeError:
-                bad += 1                                                               # a payload not text
-    typer.echo(f"imported {n} entries" + (f" ({exact_only} for exact hits only)" if exact_only else "")
-               + (f", skipped {bad} damaged lines" if bad else ""))
+            except (ValueError, KeyError, TypeError, AttributeError, zlib.error):  # AttributeError:
+                bad += 1  # a payload not text
+    typer.echo(
+        f"imported {n} entries"
+        + (f" ({exact_only} for exact hits only)" if exact_only else "")
+        + (f", skipped {bad} damaged lines" if bad else "")
+    )

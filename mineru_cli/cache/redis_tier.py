@@ -60,12 +60,20 @@ class RedisTier:
         except (ValueError, KeyError, TypeError):
             return None  # someone else's or damaged value: a miss, never a wrong result
 
-    def put(self, fingerprint: str, pixel_sha256: str, page_id: str, payload_json: str,
-            width: int, height: int) -> None:
+    def put(
+        self, fingerprint: str, pixel_sha256: str, page_id: str, payload_json: str, width: int, height: int
+    ) -> None:
         if self._client is None:
             return
-        value = json.dumps({"page_id": page_id, "payload": payload_json, "digest": digest(payload_json),
-                            "width": width, "height": height})
+        value = json.dumps(
+            {
+                "page_id": page_id,
+                "payload": payload_json,
+                "digest": digest(payload_json),
+                "width": width,
+                "height": height,
+            }
+        )
         try:
             self._client.set(self.key(fingerprint, pixel_sha256), value, ex=self.ttl_s)
         except self._errors as e:

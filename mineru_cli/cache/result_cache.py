@@ -28,7 +28,7 @@ from .store import SqliteStore
 class CacheHit:
     kind: Literal["hit", "near-hit"]
     payload: dict
-    source: str          # page id the result was computed for
+    source: str  # page id the result was computed for
 
 
 def default_cache_dir() -> Path:
@@ -37,8 +37,14 @@ def default_cache_dir() -> Path:
 
 
 class ResultCache:
-    def __init__(self, path: Path | None, near: str = "verify", redis_url: str | None = None,
-                 ttl_s: int = 7200, warn: Callable[[str], None] = print):
+    def __init__(
+        self,
+        path: Path | None,
+        near: str = "verify",
+        redis_url: str | None = None,
+        ttl_s: int = 7200,
+        warn: Callable[[str], None] = print,
+    ):
         if near not in ("off", "verify"):
             raise ValueError(f"near must be 'off' or 'verify', not {near!r}")
         self.near = near
@@ -106,13 +112,17 @@ class ResultCache:
         store = self._store
         if thumb is None or store is None:
             return None
-        cands = [c[1] for c in store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
-                 if sim.aspect_close(c[2], c[3], image.width, image.height)][:sim.MAX_PHASH_CANDIDATES]
+        cands = [
+            c[1]
+            for c in store.candidates(fingerprint, ph, sim.PHASH_RADIUS)
+            if sim.aspect_close(c[2], c[3], image.width, image.height)
+        ][: sim.MAX_PHASH_CANDIDATES]
         mine = sim.coarse_sig(thumb)
-        close = sorted((sim.coarse_dist(mine, sig), id_) for id_, sig in store.coarse_of(cands).items()
-                       if sig)   # rows stored without a thumbnail have no signature either
+        close = sorted(
+            (sim.coarse_dist(mine, sig), id_) for id_, sig in store.coarse_of(cands).items() if sig
+        )  # rows stored without a thumbnail have no signature either
         query_thumbs: dict[tuple[int, int], np.ndarray] = {}
-        for dist, id_ in close[:sim.MAX_CANDIDATES]:
+        for dist, id_ in close[: sim.MAX_CANDIDATES]:
             if dist > sim.COARSE_MAX:
                 break
             got = store.get_by_id(id_)
@@ -129,8 +139,9 @@ class ResultCache:
                 continue
             payload = json.loads(entry.payload)
             if (entry.width, entry.height) != (image.width, image.height):
-                payload = sim.rescale_payload(payload, image.width / entry.width, image.height / entry.height,
-                                              image.width, image.height)
+                payload = sim.rescale_payload(
+                    payload, image.width / entry.width, image.height / entry.height, image.width, image.height
+                )
             return CacheHit("near-hit", payload, entry.page_id)
         return None
 
@@ -140,15 +151,18 @@ class ResultCache:
         try:
             thumb, ph = self._hashes(image, pixel_sha256)
             # no thumbnail (sim.near_eligible): a row for exact hits only, pHash 0, no signature
-            tw, th, coarse, packed = ((0, 0, b"", b"") if thumb is None else
-                                      (thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb), sim.pack_thumb(thumb)))
-            self._store.put(fingerprint, pixel_sha256, page_id, image.width, image.height, ph,
-                            payload_json, tw, th, coarse, packed)
+            tw, th, coarse, packed = (
+                (0, 0, b"", b"")
+                if thumb is None
+                else (thumb.shape[1], thumb.shape[0], sim.coarse_sig(thumb), sim.pack_thumb(thumb))
+            )
+            self._store.put(
+                fingerprint, pixel_sha256, page_id, image.width, image.height, ph, payload_json, tw, th, coarse, packed
+            )
         except Exception as ex:
             self._local_failed(ex)
 
-    def store(self, image: Image.Image, pixel_sha256: str, fingerprint: str, page_id: str,
-              payload: dict) -> None:
+    def store(self, image: Image.Image, pixel_sha256: str, fingerprint: str, page_id: str, payload: dict) -> None:
         if self._store is None and self._redis is None:
             return
         payload_json = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

@@ -69,21 +69,21 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 # --- tuning (see the docstring) -------------------------------------------
-PHASH_RADIUS = 12        # Hamming bits; only nominates candidates
-ASPECT_TOL = 0.02        # relative aspect-ratio difference allowed
-THUMB_SHORT = 1024       # short side of the verification thumbnail, px ...
-THUMB_SCALE_MAX = 0.8    # ... but always at least this much smaller than the page
-THUMB_LONG_MAX = 2048    # longer thumbnails: no near-duplicate search (exact hits only)
-BLUR_SIGMA = 0.7         # Gaussian blur of the luma before differencing, thumbnail px
-PIXEL_DIFF = 42          # max luma |difference| allowed anywhere, levels
-GLOBAL_MEAN_MAX = 4.0    # mean luma |difference| allowed, levels
+PHASH_RADIUS = 12  # Hamming bits; only nominates candidates
+ASPECT_TOL = 0.02  # relative aspect-ratio difference allowed
+THUMB_SHORT = 1024  # short side of the verification thumbnail, px ...
+THUMB_SCALE_MAX = 0.8  # ... but always at least this much smaller than the page
+THUMB_LONG_MAX = 2048  # longer thumbnails: no near-duplicate search (exact hits only)
+BLUR_SIGMA = 0.7  # Gaussian blur of the luma before differencing, thumbnail px
+PIXEL_DIFF = 42  # max luma |difference| allowed anywhere, levels
+GLOBAL_MEAN_MAX = 4.0  # mean luma |difference| allowed, levels
 CHROMA_BLUR_SIGMA = 1.5  # Gaussian blur of Cb and Cr
-CHROMA_DIFF = 28         # max Cb or Cr |difference| allowed anywhere, levels
-COARSE_SIDE = 32         # coarse signature: 32x32 luma of the thumbnail
-COARSE_MAX = 2.0         # mean |difference| of coarse signatures to be verified at all
+CHROMA_DIFF = 28  # max Cb or Cr |difference| allowed anywhere, levels
+COARSE_SIDE = 32  # coarse signature: 32x32 luma of the thumbnail
+COARSE_MAX = 2.0  # mean |difference| of coarse signatures to be verified at all
 MAX_PHASH_CANDIDATES = 64
-MAX_CANDIDATES = 4       # nearest candidates fully verified per lookup
-MIN_DETAIL = 0.9         # a candidate's thumbnail must be >= this x the query's own (width)
+MAX_CANDIDATES = 4  # nearest candidates fully verified per lookup
+MIN_DETAIL = 0.9  # a candidate's thumbnail must be >= this x the query's own (width)
 
 
 def pixel_sha256(image: Image.Image) -> str:
@@ -120,8 +120,7 @@ def make_thumb(image: Image.Image, size: tuple[int, int] | None = None) -> np.nd
     """YCbCr verification thumbnail (uint8, HxWx3).  The triangle filter
     conserves ink at any scale factor; BOX in Pillow does not (see docstring)."""
     size = size or thumb_size(image.width, image.height)
-    return np.asarray(image.convert("RGB").resize(size, Image.Resampling.BILINEAR).convert("YCbCr"),
-                      dtype=np.uint8)
+    return np.asarray(image.convert("RGB").resize(size, Image.Resampling.BILINEAR).convert("YCbCr"), dtype=np.uint8)
 
 
 def coarse_sig(thumb: np.ndarray) -> bytes:
@@ -144,15 +143,17 @@ def unpack_thumb(blob: bytes, w: int, h: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
-    max_diff: int        # largest blurred luma |difference|, levels
-    mean_diff: float     # mean blurred luma |difference|
-    chroma_diff: int     # largest blurred Cb or Cr |difference|
+    max_diff: int  # largest blurred luma |difference|, levels
+    mean_diff: float  # mean blurred luma |difference|
+    chroma_diff: int  # largest blurred Cb or Cr |difference|
 
 
 def _blurred_diff(a: np.ndarray, b: np.ndarray, sigma: float) -> np.ndarray:
     blur = ImageFilter.GaussianBlur(sigma)
-    return np.abs(np.asarray(Image.fromarray(a).filter(blur), dtype=np.int16)
-                  - np.asarray(Image.fromarray(b).filter(blur), dtype=np.int16))
+    return np.abs(
+        np.asarray(Image.fromarray(a).filter(blur), dtype=np.int16)
+        - np.asarray(Image.fromarray(b).filter(blur), dtype=np.int16)
+    )
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> Verdict:
@@ -170,10 +171,15 @@ def aspect_close(w1: int, h1: int, w2: int, h2: int) -> bool:
 
 def rescale_payload(payload: dict, sx: float, sy: float, width: int, height: int) -> dict:
     """Copy of payload with every block/line bbox scaled to the query page."""
+
     def box(b):
         x1, y1, x2, y2 = b
-        return [min(width, max(0, round(x1 * sx))), min(height, max(0, round(y1 * sy))),
-                min(width, max(0, round(x2 * sx))), min(height, max(0, round(y2 * sy)))]
+        return [
+            min(width, max(0, round(x1 * sx))),
+            min(height, max(0, round(y1 * sy))),
+            min(width, max(0, round(x2 * sx))),
+            min(height, max(0, round(y2 * sy))),
+        ]
 
     out = dict(payload)
     blocks = []

@@ -22,10 +22,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-SCHEMA_VERSION = 2   # 2: YCbCr thumbnails sized by the short side (1: grayscale, long side 1024)
+SCHEMA_VERSION = 2  # 2: YCbCr thumbnails sized by the short side (1: grayscale, long side 1024)
 FILENAME = "results.sqlite3"
-TOUCH_EVERY_S = 3600     # refresh last_used at most hourly: hits stay read-only
-OPEN_RETRY_S = 5.0       # how long to retry setting up the file while other processes create it
+TOUCH_EVERY_S = 3600  # refresh last_used at most hourly: hits stay read-only
+OPEN_RETRY_S = 5.0  # how long to retry setting up the file while other processes create it
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,8 +51,22 @@ CREATE INDEX IF NOT EXISTS entries_fp_id ON entries (fingerprint, id);
 CREATE INDEX IF NOT EXISTS entries_last_used ON entries (last_used);
 """
 
-COLUMNS = ("fingerprint", "pixel_sha256", "page_id", "width", "height", "phash", "digest",
-           "payload", "created", "last_used", "thumb_w", "thumb_h", "coarse", "thumb")
+COLUMNS = (
+    "fingerprint",
+    "pixel_sha256",
+    "page_id",
+    "width",
+    "height",
+    "phash",
+    "digest",
+    "payload",
+    "created",
+    "last_used",
+    "thumb_w",
+    "thumb_h",
+    "coarse",
+    "thumb",
+)
 
 
 def digest(payload_json: str) -> str:
@@ -89,7 +103,7 @@ class SqliteStore:
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._run(lambda conn: None)   # opens, rebuilding a damaged file
+        self._run(lambda conn: None)  # opens, rebuilding a damaged file
 
     # -- connection and recovery ---------------------------------------------
     def _open(self) -> None:
@@ -190,23 +204,30 @@ class SqliteStore:
         def q(conn):
             row = conn.execute(
                 "SELECT id, page_id, width, height, payload, digest, last_used FROM entries "
-                "WHERE fingerprint=? AND pixel_sha256=?", (fingerprint, pixel_sha256)).fetchone()
+                "WHERE fingerprint=? AND pixel_sha256=?",
+                (fingerprint, pixel_sha256),
+            ).fetchone()
             if row is None:
                 return None
             if row[6] < time.time() - TOUCH_EVERY_S:
                 conn.execute("UPDATE entries SET last_used=? WHERE id=?", (time.time(), row[0]))
             return self._checked(conn, row[:6])
+
         return self._run(q)
 
     def get_by_id(self, id_: int) -> tuple[Entry, int, int, bytes] | None:
         """Entry plus its thumbnail (w, h, packed bytes)."""
+
         def q(conn):
-            row = conn.execute("SELECT id, page_id, width, height, payload, digest, thumb_w, thumb_h, thumb "
-                               "FROM entries WHERE id=?", (id_,)).fetchone()
+            row = conn.execute(
+                "SELECT id, page_id, width, height, payload, digest, thumb_w, thumb_h, thumb FROM entries WHERE id=?",
+                (id_,),
+            ).fetchone()
             if row is None:
                 return None
             e = self._checked(conn, row[:6])
             return None if e is None else (e, row[6], row[7], row[8])
+
         return self._run(q)
 
     def candidates(self, fingerprint: str, phash: int, radius: int) -> list[tuple[int, int, int, int]]:
@@ -214,10 +235,11 @@ class SqliteStore:
         from .similarity import hamming
 
         def q(conn):
-            ids, hashes, ws, hs, last = self._index.get(
-                fingerprint, (np.empty(0, np.int64),) * 4 + (0,))
-            new = conn.execute("SELECT id, phash, width, height FROM entries WHERE fingerprint=? AND id>? "
-                               "ORDER BY id", (fingerprint, last)).fetchall()
+            ids, hashes, ws, hs, last = self._index.get(fingerprint, (np.empty(0, np.int64),) * 4 + (0,))
+            new = conn.execute(
+                "SELECT id, phash, width, height FROM entries WHERE fingerprint=? AND id>? ORDER BY id",
+                (fingerprint, last),
+            ).fetchall()
             if new:
                 arr = np.array(new, dtype=np.int64)
                 ids, hashes = np.concatenate([ids, arr[:, 0]]), np.concatenate([hashes, arr[:, 1]])
@@ -225,6 +247,7 @@ class SqliteStore:
                 last = int(arr[-1, 0])
             self._index[fingerprint] = (ids, hashes, ws, hs, last)
             return ids, hashes, ws, hs
+
         ids, hashes, ws, hs = self._run(q)
         if len(ids) == 0:
             return []
@@ -235,32 +258,75 @@ class SqliteStore:
     def coarse_of(self, ids: list[int]) -> dict[int, bytes]:
         if not ids:
             return {}
-        return dict(self._run(lambda conn: conn.execute(
-            f"SELECT id, coarse FROM entries WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()))
+        return dict(
+            self._run(
+                lambda conn: conn.execute(
+                    f"SELECT id, coarse FROM entries WHERE id IN ({', '.join('?' * len(ids))})", ids
+                ).fetchall()
+            )
+        )
 
     # -- writes --------------------------------------------------------------
-    def put(self, fingerprint: str, pixel_sha256: str, page_id: str, width: int, height: int,
-            phash: int, payload_json: str, thumb_w: int, thumb_h: int, coarse: bytes, thumb: bytes,
-            created: float | None = None) -> None:
+    def put(
+        self,
+        fingerprint: str,
+        pixel_sha256: str,
+        page_id: str,
+        width: int,
+        height: int,
+        phash: int,
+        payload_json: str,
+        thumb_w: int,
+        thumb_h: int,
+        coarse: bytes,
+        thumb: bytes,
+        created: float | None = None,
+    ) -> None:
         now = time.time()
-        row = (fingerprint, pixel_sha256, page_id, width, height, phash, digest(payload_json),
-               payload_json, created or now, now, thumb_w, thumb_h, coarse, thumb)
-        self._run(lambda conn: conn.execute(
-            f"INSERT INTO entries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-            "ON CONFLICT (fingerprint, pixel_sha256) DO UPDATE SET page_id=excluded.page_id, "
-            "width=excluded.width, height=excluded.height, phash=excluded.phash, digest=excluded.digest, "
-            "payload=excluded.payload, last_used=excluded.last_used, thumb_w=excluded.thumb_w, "
-            "thumb_h=excluded.thumb_h, coarse=excluded.coarse, thumb=excluded.thumb", row))
+        row = (
+            fingerprint,
+            pixel_sha256,
+            page_id,
+            width,
+            height,
+            phash,
+            digest(payload_json),
+            payload_json,
+            created or now,
+            now,
+            thumb_w,
+            thumb_h,
+            coarse,
+            thumb,
+        )
+        self._run(
+            lambda conn: conn.execute(
+                f"INSERT INTO entries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+                "ON CONFLICT (fingerprint, pixel_sha256) DO UPDATE SET page_id=excluded.page_id, "
+                "width=excluded.width, height=excluded.height, phash=excluded.phash, digest=excluded.digest, "
+                "payload=excluded.payload, last_used=excluded.last_used, thumb_w=excluded.thumb_w, "
+                "thumb_h=excluded.thumb_h, coarse=excluded.coarse, thumb=excluded.thumb",
+                row,
+            )
+        )
 
     # -- maintenance (mineru cache ...) --------------------------------------
     def stats(self) -> dict:
         def q(conn):
             n, fps, size, oldest, newest = conn.execute(
                 "SELECT count(*), count(DISTINCT fingerprint), coalesce(sum(length(payload)+length(thumb)), 0), "
-                "min(created), max(last_used) FROM entries").fetchone()
+                "min(created), max(last_used) FROM entries"
+            ).fetchone()
             check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-            return {"entries": n, "fingerprints": fps, "data_bytes": size, "oldest_created": oldest,
-                    "newest_used": newest, "integrity": check}
+            return {
+                "entries": n,
+                "fingerprints": fps,
+                "data_bytes": size,
+                "oldest_created": oldest,
+                "newest_used": newest,
+                "integrity": check,
+            }
+
         out = self._run(q)
         out["path"] = str(self.path)
         out["file_bytes"] = sum(p.stat().st_size for p in self.dir.glob(FILENAME + "*") if p.is_file())
@@ -274,17 +340,21 @@ class SqliteStore:
 
     def prune(self, older_than_s: float | None = None, max_bytes: int | None = None) -> int:
         """Drop rows unused for older_than_s, then least recently used ones until under max_bytes."""
+
         def q(conn):
             removed = 0
             if older_than_s is not None:
-                removed += conn.execute("DELETE FROM entries WHERE last_used < ?",
-                                        (time.time() - older_than_s,)).rowcount
+                removed += conn.execute(
+                    "DELETE FROM entries WHERE last_used < ?", (time.time() - older_than_s,)
+                ).rowcount
             if max_bytes is not None:
-                total = conn.execute(
-                    "SELECT coalesce(sum(length(payload)+length(thumb)), 0) FROM entries").fetchone()[0]
+                total = conn.execute("SELECT coalesce(sum(length(payload)+length(thumb)), 0) FROM entries").fetchone()[
+                    0
+                ]
                 doomed = []
-                for id_, size in conn.execute("SELECT id, length(payload)+length(thumb) FROM entries "
-                                              "ORDER BY last_used, id"):
+                for id_, size in conn.execute(
+                    "SELECT id, length(payload)+length(thumb) FROM entries ORDER BY last_used, id"
+                ):
                     if total <= max_bytes:
                         break
                     doomed.append((id_,))
@@ -292,6 +362,7 @@ class SqliteStore:
                 conn.executemany("DELETE FROM entries WHERE id=?", doomed)
                 removed += len(doomed)
             return removed
+
         n = self._run(q)
         self._compact()
         self._index.clear()
@@ -301,6 +372,7 @@ class SqliteStore:
         def q(conn):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("VACUUM")
+
         try:
             self._run(q)
         except sqlite3.OperationalError:
@@ -309,9 +381,11 @@ class SqliteStore:
     def iter_rows(self, batch: int = 256) -> Iterator[dict]:
         last = 0
         while True:
-            rows = self._run(lambda conn, last=last: conn.execute(
-                f"SELECT id, {', '.join(COLUMNS)} FROM entries WHERE id>? ORDER BY id LIMIT ?",
-                (last, batch)).fetchall())
+            rows = self._run(
+                lambda conn, last=last: conn.execute(
+                    f"SELECT id, {', '.join(COLUMNS)} FROM entries WHERE id>? ORDER BY id LIMIT ?", (last, batch)
+                ).fetchall()
+            )
             if not rows:
                 return
             for r in rows:

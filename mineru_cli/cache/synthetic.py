@@ -12,9 +12,11 @@ import random
 
 from PIL import Image, ImageDraw, ImageFont
 
-WORDS = ("the of and to in is for on that with as by this are from at be or an it "
-         "revenue quarter model page table figure result method data cache layout "
-         "document parser engine block text image value total report analysis").split()
+WORDS = (
+    "the of and to in is for on that with as by this are from at be or an it "
+    "revenue quarter model page table figure result method data cache layout "
+    "document parser engine block text image value total report analysis"
+).split()
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -26,8 +28,9 @@ def text_page(seed: int, width: int = 1000, height: int = 1300, size: int = 18) 
     rng = random.Random(seed)
     img = Image.new("RGB", (width, height), "white")
     d = ImageDraw.Draw(img)
-    d.text((60, 50), f"Section {seed}: " + " ".join(rng.choices(WORDS, k=4)).title(),
-           fill="black", font=_font(size + 14))
+    d.text(
+        (60, 50), f"Section {seed}: " + " ".join(rng.choices(WORDS, k=4)).title(), fill="black", font=_font(size + 14)
+    )
     y, f = 120, _font(size)
     while y < height - 80:
         d.text((60, y), " ".join(rng.choices(WORDS, k=rng.randint(9, 12))), fill=(20, 20, 20), font=f)
@@ -43,8 +46,9 @@ def invoice(amount: str, width: int = 1000, height: int = 1300, size: int = 18) 
     d = ImageDraw.Draw(img)
     d.text((60, 50), "INVOICE No. 2024-0042", fill="black", font=_font(32))
     f = _font(size)
-    for i, line in enumerate(["ACME Corp, 1 Main Street, Springfield", "Customer: Globex Ltd",
-                              "Date: 2024-03-14   Due: 2024-04-13"]):
+    for i, line in enumerate(
+        ["ACME Corp, 1 Main Street, Springfield", "Customer: Globex Ltd", "Date: 2024-03-14   Due: 2024-04-13"]
+    ):
         d.text((60, 110 + i * 28), line, fill="black", font=f)
     d.rectangle((60, 220, width - 60, 640), outline="black", width=2)
     for i in range(10):
@@ -53,8 +57,9 @@ def invoice(amount: str, width: int = 1000, height: int = 1300, size: int = 18) 
         d.text((width - 220, y), f"{(i + 3) * 117}.00", fill="black", font=f)
     d.text((width - 420, 680), "Total due:", fill="black", font=_font(size + 2))
     d.text((width - 240, 680), amount, fill="black", font=_font(size + 2))
-    d.text((60, 760), "Payment by bank transfer within 30 days. Thank you for your business.",
-           fill=(60, 60, 60), font=f)
+    d.text(
+        (60, 760), "Payment by bank transfer within 30 days. Thank you for your business.", fill=(60, 60, 60), font=f
+    )
     return img
 
 
@@ -65,16 +70,19 @@ def slide(word: str, width: int = 1280, height: int = 720) -> Image.Image:
     d.rectangle((0, 0, width, 110), fill=(30, 60, 120))
     d.text((50, 30), "Quarterly results overview", fill="white", font=_font(44))
     f = _font(30)
-    bullets = ["Revenue grew in every region", f"Margins were {word} than planned",
-               "Headcount stable at 1,240", "Next steps: expand the pilot"]
+    bullets = [
+        "Revenue grew in every region",
+        f"Margins were {word} than planned",
+        "Headcount stable at 1,240",
+        "Next steps: expand the pilot",
+    ]
     for i, b in enumerate(bullets):
         d.ellipse((60, 170 + i * 90, 74, 184 + i * 90), fill=(30, 60, 120))
         d.text((95, 160 + i * 90), b, fill=(20, 20, 20), font=f)
     return img
 
 
-def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 1300,
-                size: int = 14) -> Image.Image:
+def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 1300, size: int = 14) -> Image.Image:
     """A prose page in small type with one line "Amount due: <amount> EUR" (halfway down)."""
     img = text_page(seed, width, height, size)
     d = ImageDraw.Draw(img)
@@ -84,15 +92,17 @@ def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 130
     return img
 
 
-def colour_slide(value: str, fg=(230, 30, 30), bg=(0, 70, 160), width: int = 1280, height: int = 720,
-                 size: int = 28) -> Image.Image:
+def colour_slide(
+    value: str, fg=(230, 30, 30), bg=(0, 70, 160), width: int = 1280, height: int = 720, size: int = 28
+) -> Image.Image:
     """A slide of coloured text on a coloured background; only `value` varies. Text whose colour
     differs from the background more than its brightness does is faint in grayscale."""
     img = Image.new("RGB", (width, height), bg)
     d = ImageDraw.Draw(img)
     d.text((60, 60), "Quarterly update", fill=fg, font=_font(48))
-    for i, line in enumerate(["Revenue grew in every region", f"Users grew to {value} million",
-                              "Margins stable", "Next: expand the pilot"]):
+    for i, line in enumerate(
+        ["Revenue grew in every region", f"Users grew to {value} million", "Margins stable", "Next: expand the pilot"]
+    ):
         d.text((80, 180 + i * 70), line, fill=fg, font=_font(size))
     return img
 
@@ -100,24 +110,42 @@ def colour_slide(value: str, fg=(230, 30, 30), bg=(0, 70, 160), width: int = 128
 # Pairs that must never share a result: (page_a, page_b, what differs).
 def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
     pairs = []
-    for a, b in [("1,234.50", "1,284.50"), ("1,234.50", "1,234.58"), ("7,310.00", "1,310.00"),
-                 ("5,600.00", "6,600.00"), ("9,999.99", "9,999.90"), ("3,141.59", "8,141.59")]:
+    for a, b in [
+        ("1,234.50", "1,284.50"),
+        ("1,234.50", "1,234.58"),
+        ("7,310.00", "1,310.00"),
+        ("5,600.00", "6,600.00"),
+        ("9,999.99", "9,999.90"),
+        ("3,141.59", "8,141.59"),
+    ]:
         pairs.append((invoice(a), invoice(b), f"invoice {a} vs {b}"))
     for a, b in [("higher", "lower"), ("better", "worse"), ("much", "mush")]:
         pairs.append((slide(a), slide(b), f"slide {a} vs {b}"))
     for a, b in [("5,600", "6,600"), ("9.99", "9.90"), ("3.14", "8.14"), ("1.50", "7.50")]:
         pairs.append((amount_page(a), amount_page(b), f"14px text {a} vs {b}"))
-    pairs.append((amount_page("5,600", 11, 1654, 2339, 28), amount_page("6,600", 11, 1654, 2339, 28),
-                  "A4 200dpi 5,600 vs 6,600"))
+    pairs.append(
+        (amount_page("5,600", 11, 1654, 2339, 28), amount_page("6,600", 11, 1654, 2339, 28), "A4 200dpi 5,600 vs 6,600")
+    )
     # small print on an A4 page at 200 DPI: 8 pt (22 px) and 6 pt (17 px)
-    for a, b, size in [("3141.50", "3141,50", 22), ("1,500.00", "1.500.00", 22), ("5,600", "6,600", 17),
-                       ("3141.50", "3141,50", 17)]:
-        pairs.append((amount_page(a, 11, 1654, 2339, size), amount_page(b, 11, 1654, 2339, size),
-                      f"A4 200dpi {size}px {a} vs {b}"))
+    for a, b, size in [
+        ("3141.50", "3141,50", 22),
+        ("1,500.00", "1.500.00", 22),
+        ("5,600", "6,600", 17),
+        ("3141.50", "3141,50", 17),
+    ]:
+        pairs.append(
+            (
+                amount_page(a, 11, 1654, 2339, size),
+                amount_page(b, 11, 1654, 2339, size),
+                f"A4 200dpi {size}px {a} vs {b}",
+            )
+        )
     # coloured text: red on blue, orange on a gray of the same brightness, green on red
-    for a, b, fg, bg in [("4.2", "9.7", (230, 30, 30), (0, 70, 160)),
-                         ("100,000", "900,000", (255, 88, 0), (128, 128, 128)),
-                         ("12", "72", (0, 160, 0), (200, 30, 30))]:
+    for a, b, fg, bg in [
+        ("4.2", "9.7", (230, 30, 30), (0, 70, 160)),
+        ("100,000", "900,000", (255, 88, 0), (128, 128, 128)),
+        ("12", "72", (0, 160, 0), (200, 30, 30)),
+    ]:
         pairs.append((colour_slide(a, fg, bg), colour_slide(b, fg, bg), f"colour slide {fg} on {bg} {a} vs {b}"))
     return pairs
 

@@ -9,6 +9,20 @@ from .errors import ErrorInfo, PageError, SetupError
 from .record import SCHEMA_VERSION, CacheInfo, ImageInfo, PageRecord, page_id, split_page_id
 from .words import CacheStatus, ErrorKind, Stage, Status
 
-__all__ = ["Block", "BlockType", "CacheInfo", "CacheStatus", "ErrorInfo", "ErrorKind", "ImageInfo",
-           "PageError", "PageRecord", "SCHEMA_VERSION", "SetupError", "Stage", "Status", "page_id",
-           "split_page_id"]
+__all__ = [
+    "Block",
+    "BlockType",
+    "CacheInfo",
+    "CacheStatus",
+    "ErrorInfo",
+    "ErrorKind",
+    "ImageInfo",
+    "PageError",
+    "PageRecord",
+    "SCHEMA_VERSION",
+    "SetupError",
+    "Stage",
+    "Status",
+    "page_id",
+    "split_page_id",
+]

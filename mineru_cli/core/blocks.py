@@ -17,24 +17,24 @@ from .words import Word
 class BlockType(Word):
     TEXT = "text"
     TITLE = "title"
-    DOC_TITLE = "doc_title"              # Pro
+    DOC_TITLE = "doc_title"  # Pro
     PARAGRAPH_TITLE = "paragraph_title"  # Pro
     LIST = "list"
-    LIST_ITEM = "list_item"              # Pro
+    LIST_ITEM = "list_item"  # Pro
     TABLE = "table"
     IMAGE = "image"
-    CHART = "chart"                      # Pro
-    IMAGE_BLOCK = "image_block"          # Pro
+    CHART = "chart"  # Pro
+    IMAGE_BLOCK = "image_block"  # Pro
     CODE = "code"
     ALGORITHM = "algorithm"
     EQUATION = "equation"
     EQUATION_BLOCK = "equation_block"
-    FORMULA_NUMBER = "formula_number"    # Pro
-    CAPTION = "caption"                  # Pro
+    FORMULA_NUMBER = "formula_number"  # Pro
+    CAPTION = "caption"  # Pro
     IMAGE_CAPTION = "image_caption"
     TABLE_CAPTION = "table_caption"
     CODE_CAPTION = "code_caption"
-    FOOTNOTE = "footnote"                # Pro
+    FOOTNOTE = "footnote"  # Pro
     IMAGE_FOOTNOTE = "image_footnote"
     TABLE_FOOTNOTE = "table_footnote"
     PAGE_FOOTNOTE = "page_footnote"
@@ -43,7 +43,7 @@ class BlockType(Word):
     PAGE_NUMBER = "page_number"
     ASIDE_TEXT = "aside_text"
     REF_TEXT = "ref_text"
-    INDEX = "index"                      # Pro
+    INDEX = "index"  # Pro
     PHONETIC = "phonetic"
     UNKNOWN = "unknown"
 
@@ -62,11 +62,29 @@ NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.IMAGE})
 # symbols that line OCR flattens), image/chart/image_block (no text read), list (a container the
 # profiles skip), index (entry/page-number columns), phonetic (small ruby text the OCR detector
 # splits or misses), unknown.
-LINE_TEXT = frozenset({
-    T.TEXT, T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE, T.HEADER, T.FOOTER, T.PAGE_NUMBER,
-    T.PAGE_FOOTNOTE, T.FOOTNOTE, T.ASIDE_TEXT, T.REF_TEXT, T.LIST_ITEM, T.FORMULA_NUMBER,
-    T.CAPTION, T.TABLE_CAPTION, T.IMAGE_CAPTION, T.CODE_CAPTION, T.TABLE_FOOTNOTE, T.IMAGE_FOOTNOTE,
-})
+LINE_TEXT = frozenset(
+    {
+        T.TEXT,
+        T.TITLE,
+        T.DOC_TITLE,
+        T.PARAGRAPH_TITLE,
+        T.HEADER,
+        T.FOOTER,
+        T.PAGE_NUMBER,
+        T.PAGE_FOOTNOTE,
+        T.FOOTNOTE,
+        T.ASIDE_TEXT,
+        T.REF_TEXT,
+        T.LIST_ITEM,
+        T.FORMULA_NUMBER,
+        T.CAPTION,
+        T.TABLE_CAPTION,
+        T.IMAGE_CAPTION,
+        T.CODE_CAPTION,
+        T.TABLE_FOOTNOTE,
+        T.IMAGE_FOOTNOTE,
+    }
+)
 # Regions whose content is not lines of text (the embedded engine reads no OCR lines into them).
 NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
 
@@ -76,17 +94,19 @@ NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
 CONTENT_LIST_IMAGE = frozenset({T.IMAGE, T.CHART})
 CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
 CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
-CONTENT_LIST_TEXT = frozenset({
-    T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE,
-})
+CONTENT_LIST_TEXT = frozenset({T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE})
 HEADINGS = frozenset({T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE})
 # Captions and footnotes -> the type of block they belong to. content_list.json lists them on
 # the nearest block of that type on the page, in a field named after the caption's type.
-ATTACHED_TO = MappingProxyType({
-    T.IMAGE_CAPTION: T.IMAGE, T.IMAGE_FOOTNOTE: T.IMAGE,
-    T.TABLE_CAPTION: T.TABLE, T.TABLE_FOOTNOTE: T.TABLE,
-    T.CODE_CAPTION: T.CODE,
-})
+ATTACHED_TO = MappingProxyType(
+    {
+        T.IMAGE_CAPTION: T.IMAGE,
+        T.IMAGE_FOOTNOTE: T.IMAGE,
+        T.TABLE_CAPTION: T.TABLE,
+        T.TABLE_FOOTNOTE: T.TABLE,
+        T.CODE_CAPTION: T.CODE,
+    }
+)
 
 
 @dataclass
@@ -105,8 +125,12 @@ class Block:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"type": str(self.type), "bbox": [int(v) for v in self.bbox], "text": self.text,
-                             "score": None if self.score is None else round(float(self.score), 4)}
+        d: dict[str, Any] = {
+            "type": str(self.type),
+            "bbox": [int(v) for v in self.bbox],
+            "text": self.text,
+            "score": None if self.score is None else round(float(self.score), 4),
+        }
         d.update(self.extra)
         return d
 

@@ -11,6 +11,7 @@ from .words import ErrorKind, Stage
 @dataclass(frozen=True)
 class ErrorInfo:
     """A record's `error`: what went wrong with the page, where."""
+
     kind: ErrorKind
     stage: Stage
     message: str

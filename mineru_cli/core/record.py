@@ -47,27 +47,40 @@ def fingerprint(engine_info: dict[str, Any], load_options: dict[str, Any]) -> st
 @dataclass(frozen=True)
 class ImageInfo:
     """The normalised page image the engine saw, and how it was made from the original."""
+
     width: int
     height: int
-    sha256: str                # of the normalised RGB pixels
+    sha256: str  # of the normalised RGB pixels
     original_width: int
     original_height: int
-    scale: float               # normalised / original, at most 1
+    scale: float  # normalised / original, at most 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"width": self.width, "height": self.height, "sha256": self.sha256,
-                "original_width": self.original_width, "original_height": self.original_height,
-                "scale": self.scale}
+        return {
+            "width": self.width,
+            "height": self.height,
+            "sha256": self.sha256,
+            "original_width": self.original_width,
+            "original_height": self.original_height,
+            "scale": self.scale,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ImageInfo:
-        return cls(int(d["width"]), int(d["height"]), str(d["sha256"]), int(d["original_width"]),
-                   int(d["original_height"]), float(d["scale"]))
+        return cls(
+            int(d["width"]),
+            int(d["height"]),
+            str(d["sha256"]),
+            int(d["original_width"]),
+            int(d["original_height"]),
+            float(d["scale"]),
+        )
 
 
 @dataclass(frozen=True)
 class CacheInfo:
     """How the result cache answered; `source` is the page id a near-hit's result came from."""
+
     status: CacheStatus
     source: str | None = None
 
@@ -89,11 +102,12 @@ def _now() -> str:
 @dataclass
 class PageRecord:
     """The result for one input page. `id` is source + '#' + page_index."""
+
     source: str
     page_index: int
     page_count: int | None
     status: Status
-    engine: dict[str, Any]          # name, version, package, model identity, options
+    engine: dict[str, Any]  # name, version, package, model identity, options
     fingerprint: str
     error: ErrorInfo | None = None
     source_sha256: str | None = None
@@ -102,7 +116,7 @@ class PageRecord:
     blocks: list[Block] = field(default_factory=list)
     markdown: str = ""
     warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)   # seconds per stage
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     created: str = field(default_factory=_now)
     schema_version: int = SCHEMA_VERSION
 
@@ -140,13 +154,20 @@ class PageRecord:
     def from_dict(cls, d: dict[str, Any]) -> PageRecord:
         """A JSON line (as written by as_dict) back as a PageRecord."""
         return cls(
-            source=d["source"], page_index=int(d["page_index"]), page_count=d.get("page_count"),
-            status=Status(d["status"]), engine=d.get("engine") or {}, fingerprint=d.get("fingerprint", ""),
+            source=d["source"],
+            page_index=int(d["page_index"]),
+            page_count=d.get("page_count"),
+            status=Status(d["status"]),
+            engine=d.get("engine") or {},
+            fingerprint=d.get("fingerprint", ""),
             error=None if d.get("error") is None else ErrorInfo.from_dict(d["error"]),
             source_sha256=d.get("source_sha256"),
             image=None if d.get("image") is None else ImageInfo.from_dict(d["image"]),
             cache=None if d.get("cache") is None else CacheInfo.from_dict(d["cache"]),
             blocks=[Block.from_dict(b) for b in d.get("blocks") or []],
-            markdown=d.get("markdown", ""), warnings=list(d.get("warnings") or []),
-            timings=dict(d.get("timings") or {}), created=d.get("created", ""),
-            schema_version=int(d.get("schema_version", SCHEMA_VERSION)))
+            markdown=d.get("markdown", ""),
+            warnings=list(d.get("warnings") or []),
+            timings=dict(d.get("timings") or {}),
+            created=d.get("created", ""),
+            schema_version=int(d.get("schema_version", SCHEMA_VERSION)),
+        )

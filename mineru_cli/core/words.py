@@ -22,43 +22,47 @@ class Word(str, Enum):
 
 class Status(Word):
     """What happened to a page."""
+
     OK = "ok"
-    FAILED = "failed"      # the page's error says why; the batch went on
-    TIMEOUT = "timeout"    # past --page-timeout; its worker was killed and replaced
-    SKIPPED = "skipped"    # not a page to parse (e.g. a symlink loop); not a failure
+    FAILED = "failed"  # the page's error says why; the batch went on
+    TIMEOUT = "timeout"  # past --page-timeout; its worker was killed and replaced
+    SKIPPED = "skipped"  # not a page to parse (e.g. a symlink loop); not a failure
 
 
 class Stage(Word):
     """Where in the pipeline a page's problem happened, in pipeline order."""
-    DISCOVER = "discover"    # walking the input folders
-    OPEN = "open"            # opening the file
-    RENDER = "render"        # rendering a PDF page / decoding an image frame
+
+    DISCOVER = "discover"  # walking the input folders
+    OPEN = "open"  # opening the file
+    RENDER = "render"  # rendering a PDF page / decoding an image frame
     NORMALISE = "normalise"  # converting to the 8-bit RGB page the engines see
-    CACHE = "cache"          # looking the page up in the result cache
-    ENGINE = "engine"        # the engine parsing the page
-    STORE = "store"          # storing the result in the cache
+    CACHE = "cache"  # looking the page up in the result cache
+    ENGINE = "engine"  # the engine parsing the page
+    STORE = "store"  # storing the result in the cache
 
 
 class ErrorKind(Word):
     """A page error's machine-readable kind."""
-    CORRUPT = "corrupt"            # the content cannot be decoded
-    EMPTY = "empty"                # a 0-byte file
-    ENCRYPTED = "encrypted"        # a PDF that needs a password
-    NOT_FOUND = "not_found"        # removed, or a dangling link
-    NOT_A_FILE = "not_a_file"      # a folder, FIFO, socket or device named like a document
+
+    CORRUPT = "corrupt"  # the content cannot be decoded
+    EMPTY = "empty"  # a 0-byte file
+    ENCRYPTED = "encrypted"  # a PDF that needs a password
+    NOT_FOUND = "not_found"  # removed, or a dangling link
+    NOT_A_FILE = "not_a_file"  # a folder, FIFO, socket or device named like a document
     SYMLINK_LOOP = "symlink_loop"  # a link to one of its own ancestor folders
-    TOO_LARGE = "too_large"        # past the pixel caps, or out of memory decoding it
-    UNREADABLE = "unreadable"      # permission denied, I/O error
-    UNSUPPORTED = "unsupported"    # an image mode that has no RGB conversion
-    CACHE_ERROR = "cache_error"    # the result cache failed on this page
+    TOO_LARGE = "too_large"  # past the pixel caps, or out of memory decoding it
+    UNREADABLE = "unreadable"  # permission denied, I/O error
+    UNSUPPORTED = "unsupported"  # an image mode that has no RGB conversion
+    CACHE_ERROR = "cache_error"  # the result cache failed on this page
     ENGINE_ERROR = "engine_error"  # the engine raised on this page
-    CRASH = "crash"                # the worker process died on this page
-    TIMEOUT = "timeout"            # the page ran past its deadline
+    CRASH = "crash"  # the worker process died on this page
+    TIMEOUT = "timeout"  # the page ran past its deadline
 
 
 class CacheStatus(Word):
     """How the result cache answered for a page."""
-    HIT = "hit"             # same pixels, same fingerprint
-    NEAR_HIT = "near-hit"   # a verified near-duplicate page's result
-    MISS = "miss"           # parsed, then stored
-    OFF = "off"             # no cache in this run
+
+    HIT = "hit"  # same pixels, same fingerprint
+    NEAR_HIT = "near-hit"  # a verified near-duplicate page's result
+    MISS = "miss"  # parsed, then stored
+    OFF = "off"  # no cache in this run

@@ -24,10 +24,18 @@ def _torch_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
 
-def resolve_engine(engine: EngineChoice | str = EngineChoice.AUTO, *, mode: Mode | str | None = None,
-                   runtime: Runtime | str = Runtime.AUTO, model: str | None = None,
-                   model_profile: str | None = None, lang: str = "en", crop_batch: int | None = None,
-                   say: Callable[[str], None] = print, warn: Callable[[str], None] | None = None) -> EngineSpec:
+def resolve_engine(
+    engine: EngineChoice | str = EngineChoice.AUTO,
+    *,
+    mode: Mode | str | None = None,
+    runtime: Runtime | str = Runtime.AUTO,
+    model: str | None = None,
+    model_profile: str | None = None,
+    lang: str = "en",
+    crop_batch: int | None = None,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None] | None = None,
+) -> EngineSpec:
     """The engine a run uses, with `auto` resolved (once, in the main process). For vlm, runtime
     auto takes an ONNX export when one is found (--model / $MINERU_MODEL_PATH pointing at it, or
     an `onnx/` folder inside the model folder) and the PyTorch reference otherwise. Mode ocr gives
@@ -40,22 +48,22 @@ def resolve_engine(engine: EngineChoice | str = EngineChoice.AUTO, *, mode: Mode
     if crop_batch < 1:
         raise SetupError(f"--crop-batch must be at least 1, not {crop_batch}")
     if name is EngineChoice.OCR and mode not in (None, Mode.OCR):
-        raise SetupError(f"--mode {mode} needs the vlm engine (a MinerU2.5 model); "
-                         "the ocr engine runs only --mode ocr")
+        raise SetupError(f"--mode {mode} needs the vlm engine (a MinerU2.5 model); the ocr engine runs only --mode ocr")
     if mode is Mode.OCR and name is not EngineChoice.OCR:
         say("engine: ocr (--mode ocr: the embedded RapidOCR + layout engine)")
     if name is not EngineChoice.OCR and mode is not Mode.OCR:
         found: tuple[str | None, str] | None = _locate_vlm(model, runtime)
-        if found is None and name is EngineChoice.VLM:   # the engine raises the clear "where to get it" error
+        if found is None and name is EngineChoice.VLM:  # the engine raises the clear "where to get it" error
             found = (model, "onnx" if runtime is Runtime.ONNX else "torch")
         if found is not None:
             from . import vlm
 
             where, chosen = found
-            model_dir = vlm.locate(where, chosen)        # or the clear "where to get it" error
+            model_dir = vlm.locate(where, chosen)  # or the clear "where to get it" error
             profile = vlm.pick_profile(model_dir, model_profile)
-            spec = EngineSpec(EngineChoice.VLM, mode or Mode.VLM, lang, str(model_dir), model_profile,
-                              Runtime(chosen), crop_batch)
+            spec = EngineSpec(
+                EngineChoice.VLM, mode or Mode.VLM, lang, str(model_dir), model_profile, Runtime(chosen), crop_batch
+            )
             if name is EngineChoice.AUTO:
                 say(f"engine: vlm ({profile.name} from {model_dir}, {chosen} runtime, mode {spec.mode})")
             if spec.runtime is Runtime.ONNX:
@@ -63,8 +71,11 @@ def resolve_engine(engine: EngineChoice | str = EngineChoice.AUTO, *, mode: Mode
             return spec
         from ..vlm.model_dir import find_model
 
-        reason = ("no MinerU2.5 model found" if find_model(model) is None
-                  else "the model has no ONNX export and torch/transformers are not installed")
+        reason = (
+            "no MinerU2.5 model found"
+            if find_model(model) is None
+            else "the model has no ONNX export and torch/transformers are not installed"
+        )
         if mode is not None:
             raise SetupError(f"--mode {mode} needs the vlm engine: {reason}")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
@@ -79,8 +90,14 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
     if spec.engine is EngineChoice.VLM:
         from .vlm import VlmEngine
 
-        return VlmEngine(spec.model, threads=threads, runtime=str(spec.runtime), profile=spec.model_profile,
-                         mode=str(spec.mode), batch_size=spec.crop_batch)
+        return VlmEngine(
+            spec.model,
+            threads=threads,
+            runtime=str(spec.runtime),
+            profile=spec.model_profile,
+            mode=str(spec.mode),
+            batch_size=spec.crop_batch,
+        )
     from .ocr import OcrEngine  # deferred: imports the OCR libraries
 
     return OcrEngine(threads=threads, lang=spec.lang, spinning=spinning)
@@ -105,13 +122,31 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
     return {"name": name, "version": version, "package": __version__, "model": model, "options": options}
 
 
-def make_engine(name: str, threads: int, lang: str = "en", say: Callable[[str], None] = print,
-                model: str | None = None, model_profile: str | None = None, runtime: str = "auto",
-                spinning: bool = True, mode: str | None = None, batch_size: int | None = None,
-                warn: Callable[[str], None] | None = None) -> Any:
+def make_engine(
+    name: str,
+    threads: int,
+    lang: str = "en",
+    say: Callable[[str], None] = print,
+    model: str | None = None,
+    model_profile: str | None = None,
+    runtime: str = "auto",
+    spinning: bool = True,
+    mode: str | None = None,
+    batch_size: int | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Any:
     """resolve_engine then build_engine: the engine `name` ready to parse (scripts, tests)."""
-    spec = resolve_engine(name, mode=mode, runtime=runtime, model=model, model_profile=model_profile,
-                          lang=lang, crop_batch=batch_size, say=say, warn=warn)
+    spec = resolve_engine(
+        name,
+        mode=mode,
+        runtime=runtime,
+        model=model,
+        model_profile=model_profile,
+        lang=lang,
+        crop_batch=batch_size,
+        say=say,
+        warn=warn,
+    )
     return build_engine(spec, threads=threads, spinning=spinning)
 
 
@@ -130,7 +165,7 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     from ..vlm.model_dir import find_model
 
     if runtime != "torch":
-        try:   # --model / $MINERU_MODEL_PATH naming an export, or a model folder holding onnx/
+        try:  # --model / $MINERU_MODEL_PATH naming an export, or a model folder holding onnx/
             return str(find_export(model)), "onnx"
         except SetupError:
             pass

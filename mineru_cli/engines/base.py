@@ -15,13 +15,13 @@ class EngineResult:
     blocks: list[Block]
     markdown: str
     timings: dict[str, float] = field(default_factory=dict)  # seconds per engine step
-    counts: dict[str, int] = field(default_factory=dict)     # e.g. retries, blocks by source
+    counts: dict[str, int] = field(default_factory=dict)  # e.g. retries, blocks by source
     warnings: list[str] = field(default_factory=list)
 
 
 class Engine(Protocol):
-    name: str      # "ocr" | "vlm"
-    version: str   # bump when the same inputs would give different output
+    name: str  # "ocr" | "vlm"
+    version: str  # bump when the same inputs would give different output
 
     def identity(self) -> dict:
         """Model identity for the record: file names and sha256 of the weights in use."""

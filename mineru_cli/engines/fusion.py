@@ -49,13 +49,19 @@ RETRY_NO_REPEAT_NGRAM = 20
 
 def settings() -> dict:
     """Everything here that changes the output, for the engine's options() (fingerprint)."""
-    return {"models": {k: OCR_MODELS[k] for k in ("det", "cls", "rec")}, "ocr": dict(OCR_SETTINGS),
-            "text_types": sorted(str(t) for t in TEXT_TYPES), "line_in_block": LINE_IN_BLOCK,
-            "min_score": OCR_MIN_SCORE,
-            "runaway": {"length_factor": LENGTH_FACTOR, "length_slack": LENGTH_SLACK,
-                        "repeat_min": REPEAT_MIN},
-            "retry": {"presence_penalty": f"+{RETRY_PRESENCE}", "frequency_penalty": f"+{RETRY_FREQUENCY}",
-                      "no_repeat_ngram_size": RETRY_NO_REPEAT_NGRAM}}
+    return {
+        "models": {k: OCR_MODELS[k] for k in ("det", "cls", "rec")},
+        "ocr": dict(OCR_SETTINGS),
+        "text_types": sorted(str(t) for t in TEXT_TYPES),
+        "line_in_block": LINE_IN_BLOCK,
+        "min_score": OCR_MIN_SCORE,
+        "runaway": {"length_factor": LENGTH_FACTOR, "length_slack": LENGTH_SLACK, "repeat_min": REPEAT_MIN},
+        "retry": {
+            "presence_penalty": f"+{RETRY_PRESENCE}",
+            "frequency_penalty": f"+{RETRY_FREQUENCY}",
+            "no_repeat_ngram_size": RETRY_NO_REPEAT_NGRAM,
+        },
+    }
 
 
 def assign_lines(lines: Sequence[Line], boxes: Sequence[Sequence[float]]) -> list[list[Line]]:
@@ -73,7 +79,7 @@ def read_lines(lines: Sequence[Line]) -> tuple[str, list[dict], float]:
     """(text, line dicts in reading order, mean score) of one block's lines: rows top to
     bottom, pieces left to right, reflowed into one paragraph as the ocr engine does."""
     block = _make_block("text", list(lines))
-    assert block.score is not None   # _make_block scores every block: its lines' mean
+    assert block.score is not None  # _make_block scores every block: its lines' mean
     return block.text, block.extra["lines"], block.score
 
 
@@ -110,8 +116,12 @@ def runaway(answer: str, truncated: bool, ocr_text: str | None, tokens: int = 0)
 
 def retry_params(sp: SamplingParams) -> SamplingParams:
     """The sampling of a runaway's one retry (see RETRY_*)."""
-    ngram = RETRY_NO_REPEAT_NGRAM if sp.no_repeat_ngram_size <= 0 else min(sp.no_repeat_ngram_size,
-                                                                           RETRY_NO_REPEAT_NGRAM)
-    return replace(sp, presence_penalty=sp.presence_penalty + RETRY_PRESENCE,
-                   frequency_penalty=sp.frequency_penalty + RETRY_FREQUENCY,
-                   no_repeat_ngram_size=ngram)
+    ngram = (
+        RETRY_NO_REPEAT_NGRAM if sp.no_repeat_ngram_size <= 0 else min(sp.no_repeat_ngram_size, RETRY_NO_REPEAT_NGRAM)
+    )
+    return replace(
+        sp,
+        presence_penalty=sp.presence_penalty + RETRY_PRESENCE,
+        frequency_penalty=sp.frequency_penalty + RETRY_FREQUENCY,
+        no_repeat_ngram_size=ngram,
+    )

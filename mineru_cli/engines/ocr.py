@@ -59,37 +59,59 @@ LANGS = ("en", "ch")  # the PP-OCRv6 recogniser reads both (and Japanese kana); 
 
 # The layout model's CDLA classes -> MinerU's block types (captions keep what they caption).
 LAYOUT_TYPES = {
-    "text": T.TEXT, "title": T.TITLE, "figure": T.IMAGE,
-    "figure_caption": T.IMAGE_CAPTION, "table": T.TABLE,
-    "table_caption": T.TABLE_CAPTION, "header": T.HEADER, "footer": T.FOOTER,
-    "reference": T.REF_TEXT, "equation": T.EQUATION,
+    "text": T.TEXT,
+    "title": T.TITLE,
+    "figure": T.IMAGE,
+    "figure_caption": T.IMAGE_CAPTION,
+    "table": T.TABLE,
+    "table_caption": T.TABLE_CAPTION,
+    "header": T.HEADER,
+    "footer": T.FOOTER,
+    "reference": T.REF_TEXT,
+    "equation": T.EQUATION,
 }
 # Blocks that a lone number near the top or bottom edge turns into a page number.
 _PAGE_NUMBER_FROM = frozenset({T.TEXT}) | PAGE_TOP | PAGE_BOTTOM
 LAYOUT_MODEL = "layout_cdla.onnx"
 # Text models shipped inside the rapidocr wheel (its models/ folder), by role.
-OCR_MODELS = {"det": "PP-OCRv6_det_small.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
-              "rec": "PP-OCRv6_rec_small.onnx"}
+OCR_MODELS = {
+    "det": "PP-OCRv6_det_small.onnx",
+    "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+    "rec": "PP-OCRv6_rec_small.onnx",
+}
 
 # Text-recognition and grouping settings; all of them are in options().
-OCR_SETTINGS = {"text_score": 0.5, "det_limit_side_len": 736, "det_limit_type": "min",
-                "det_thresh": 0.3, "det_box_thresh": 0.5, "det_unclip_ratio": 1.6,
-                "use_cls": True, "cls_thresh": 0.99}
+OCR_SETTINGS = {
+    "text_score": 0.5,
+    "det_limit_side_len": 736,
+    "det_limit_type": "min",
+    "det_thresh": 0.3,
+    "det_box_thresh": 0.5,
+    "det_unclip_ratio": 1.6,
+    "use_cls": True,
+    "cls_thresh": 0.99,
+}
 # cls_thresh: the direction classifier turns a line upside down only above this score. Its
 # default 0.9 sits just above the highest false "180" score seen on upright lines (0.896 of
 # 451 boxes: the examples + Pillow lines 10-70 px); 0.99 still turns 71% of upside-down lines
 # (0.9: 86%) and costs nothing on upright pages.
 # OCR_SETTINGS key -> rapidocr 3.x config key.
-_RAPIDOCR_KEYS = {"text_score": "Global.text_score", "use_cls": "Global.use_cls",
-                  "det_limit_side_len": "Det.limit_side_len", "det_limit_type": "Det.limit_type",
-                  "det_thresh": "Det.thresh", "det_box_thresh": "Det.box_thresh",
-                  "det_unclip_ratio": "Det.unclip_ratio", "cls_thresh": "Cls.cls_thresh"}
+_RAPIDOCR_KEYS = {
+    "text_score": "Global.text_score",
+    "use_cls": "Global.use_cls",
+    "det_limit_side_len": "Det.limit_side_len",
+    "det_limit_type": "Det.limit_type",
+    "det_thresh": "Det.thresh",
+    "det_box_thresh": "Det.box_thresh",
+    "det_unclip_ratio": "Det.unclip_ratio",
+    "cls_thresh": "Cls.cls_thresh",
+}
 LAYOUT_SETTINGS = {"conf_thresh": 0.5, "iou_thresh": 0.5}
 GROUPING = {
-    "line_in_region": 0.5,   # share of a line's area inside a region to belong to it
-    "para_gap": 0.8,         # max vertical gap between paragraph lines, x line height
-    "row_gap": 1.5,          # max horizontal gap between pieces of one line, x height
-    "title_height": 1.35,    # line height vs page median that makes a text block a title
+    "line_in_region": 0.5,  # share of a line's area inside a region to belong to it
+    "para_gap": 0.8,  # max vertical gap between paragraph lines, x line height
+    "row_gap": 1.5,  # max horizontal gap between pieces of one line, x height
+    "title_height": 1.35,  # line height vs page median that makes a text block a title
     "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
 }
 
@@ -130,9 +152,10 @@ class OcrEngine:
         t = time.perf_counter()
         layout = layout_model(bgr)
         timings["layout"] = time.perf_counter() - t
-        regions = [(clip(box, image.size), cls, float(score))
-                   for box, cls, score in zip(layout.boxes or [], layout.class_names or [],
-                                              layout.scores or [])]
+        regions = [
+            (clip(box, image.size), cls, float(score))
+            for box, cls, score in zip(layout.boxes or [], layout.class_names or [], layout.scores or [])
+        ]
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, image.size))
@@ -166,15 +189,15 @@ class OcrEngine:
             # RapidOCR's detector scales a strip's short side to zero (over ~100:1) and says
             # only "ResizeImgError"; padding the strip lost text it could otherwise read
             h, w = bgr.shape[:2]
-            raise RuntimeError(f"the text detector cannot read a {w}x{h} px page "
-                               f"({type(exc).__name__}: the page is too elongated)") from exc
+            raise RuntimeError(
+                f"the text detector cannot read a {w}x{h} px page ({type(exc).__name__}: the page is too elongated)"
+            ) from exc
         timings["ocr"] = time.perf_counter() - t
         for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
             if seconds is not None:
                 timings[key] = float(seconds)
         found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-        lines = [Line(_quad_to_box(quad), text, float(score))
-                 for quad, text, score in found if text.strip()]
+        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found if text.strip()]
         return lines, timings
 
     def warm_up(self, layout: bool = True) -> None:
@@ -187,10 +210,11 @@ class OcrEngine:
         """RapidOCR (det + cls + rec), loaded on the first call."""
         if self._ocr is not None:
             return self._ocr
-        params = {"Global.log_level": "warning",
-                  **{f"{section}.model_path": str(self._models[role])
-                     for role, section in OCR_SECTIONS.items()},
-                  **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()}}
+        params = {
+            "Global.log_level": "warning",
+            **{f"{section}.model_path": str(self._models[role]) for role, section in OCR_SECTIONS.items()},
+            **{_RAPIDOCR_KEYS[k]: v for k, v in OCR_SETTINGS.items()},
+        }
         with _quiet_logging():
             sessions = {role: self._session(role) for role in OCR_SECTIONS}
             ocr = rapidocr_with_sessions(params, sessions)
@@ -206,9 +230,12 @@ class OcrEngine:
             session = self._session("layout")
             # engine_cfg: the threads of the session rapid-layout loads before it gets ours
             layout = rapid_layout_with_session(
-                session, model_type="pp_layout_cdla", model_dir_or_path=str(self._models["layout"]),
+                session,
+                model_type="pp_layout_cdla",
+                model_dir_or_path=str(self._models["layout"]),
                 engine_cfg={"intra_op_num_threads": self.threads, "inter_op_num_threads": 1},
-                **LAYOUT_SETTINGS)
+                **LAYOUT_SETTINGS,
+            )
         self._layout = layout
         _quieten_loggers()
         return layout
@@ -246,8 +273,9 @@ class Line:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
 
 
-def assemble_blocks(lines: list[Line], regions: Sequence[tuple[Box, str, float]],
-                    page_size: tuple[int, int]) -> list[Block]:
+def assemble_blocks(
+    lines: list[Line], regions: Sequence[tuple[Box, str, float]], page_size: tuple[int, int]
+) -> list[Block]:
     """Lines + layout regions -> unordered blocks (pure geometry, no models)."""
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
@@ -309,8 +337,12 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     rows = [[lines[i] for i in row] for row in group_rows([ln.box for ln in lines])]
     ordered = [ln for row in rows for ln in row]
     boxes = [ln.box for ln in ordered] + ([region_box] if region_box is not None else [])
-    bbox = (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
-            int(max(b[2] for b in boxes)), int(max(b[3] for b in boxes)))
+    bbox = (
+        int(min(b[0] for b in boxes)),
+        int(min(b[1] for b in boxes)),
+        int(max(b[2] for b in boxes)),
+        int(max(b[3] for b in boxes)),
+    )
     extra: dict = {"lines": [ln.as_dict() for ln in ordered]}
     cells = _table_cells(ordered) if kind == T.TABLE else None
     if cells:
@@ -405,18 +437,24 @@ def identity() -> dict:
     return {
         "engine": OcrEngine.name,
         "version": OcrEngine.version,
-        "models": [{"role": role, "file": path.name, "sha256": _sha256(str(path))}
-                   for role, path in _model_files().items()],
+        "models": [
+            {"role": role, "file": path.name, "sha256": _sha256(str(path))} for role, path in _model_files().items()
+        ],
         "packages": {pkg: _package_version(pkg) for pkg in ("rapidocr", "rapid-layout", "onnxruntime")},
     }
 
 
 def options(lang: str) -> dict:
     """Every setting that changes the output (the record's engine.options)."""
-    return {"lang": lang, "layout_model": LAYOUT_MODEL, "ocr_models": dict(OCR_MODELS),
-            "ocr": dict(OCR_SETTINGS),
-            "layout": dict(LAYOUT_SETTINGS), "grouping": dict(GROUPING),
-            "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t"}
+    return {
+        "lang": lang,
+        "layout_model": LAYOUT_MODEL,
+        "ocr_models": dict(OCR_MODELS),
+        "ocr": dict(OCR_SETTINGS),
+        "layout": dict(LAYOUT_SETTINGS),
+        "grouping": dict(GROUPING),
+        "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t",
+    }
 
 
 def _model_files() -> dict[str, Path]:

@@ -33,12 +33,12 @@ TESTED = {"rapidocr": "3.10.0", "rapid-layout": "1.2.1"}
 # What both libraries give the CPU provider (their EngineConfig.onnxruntime.cpu_ep_cfg).
 CPU_PROVIDER = ("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})
 SPINNING_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
-OCR_SECTIONS = {"det": "Det", "cls": "Cls", "rec": "Rec"}   # role -> rapidocr config section
+OCR_SECTIONS = {"det": "Det", "cls": "Cls", "rec": "Rec"}  # role -> rapidocr config section
 
 
 def check_versions() -> None:
     """Raise SetupError unless the installed rapidocr and rapid-layout are the TESTED ones."""
-    found: dict[str, str | None] = {}   # None: not installed
+    found: dict[str, str | None] = {}  # None: not installed
     for name in TESTED:
         try:
             found[name] = metadata.version(name)
@@ -51,7 +51,8 @@ def check_versions() -> None:
         raise SetupError(
             f"ocr engine: found {have}; it is built for {want}. Install those "
             f"(pip install {want}), or, to move to other versions, update "
-            f"mineru_cli/engines/rapid_compat.py and TESTED there until tests/test_ocr_engine.py passes")
+            f"mineru_cli/engines/rapid_compat.py and TESTED there until tests/test_ocr_engine.py passes"
+        )
 
 
 def ort_session(model: Path, threads: int, spinning: bool):
@@ -79,7 +80,7 @@ def rapidocr_with_sessions(params: dict[str, Any], sessions: dict[str, Any]):
     from rapidocr import RapidOCR
 
     ocr = RapidOCR(params=params)
-    with flag_override(ocr.cfg, "allow_objects", True):   # a session is not a plain config value
+    with flag_override(ocr.cfg, "allow_objects", True):  # a session is not a plain config value
         for role, session in sessions.items():
             ocr.cfg[OCR_SECTIONS[role]]["session"] = session
     return ocr
@@ -93,8 +94,10 @@ def rapid_layout_with_session(session, **kwargs):
     layout = RapidLayout(**kwargs)
     wrapper = getattr(layout, "session", None)
     if not isinstance(getattr(wrapper, "session", None), ort.InferenceSession):
-        raise SetupError("ocr engine: rapid-layout no longer keeps its ONNX Runtime session at "
-                         "RapidLayout.session.session; update mineru_cli/engines/rapid_compat.py")
+        raise SetupError(
+            "ocr engine: rapid-layout no longer keeps its ONNX Runtime session at "
+            "RapidLayout.session.session; update mineru_cli/engines/rapid_compat.py"
+        )
     wrapper.session = session
     return layout
 

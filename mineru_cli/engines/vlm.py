@@ -75,8 +75,8 @@ from .ocr import Line, OcrEngine
 from .ocr import identity as ocr_identity
 
 RUNTIMES = ("torch", "onnx")
-MODES = ("vlm", "hybrid")   # --mode ocr is the OcrEngine itself (engines.make_engine)
-OCR_THREADS = 1             # one background OCR thread with one ONNX Runtime thread
+MODES = ("vlm", "hybrid")  # --mode ocr is the OcrEngine itself (engines.make_engine)
+OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
 
@@ -86,12 +86,10 @@ def pick_profile(model_dir: Path, explicit: str | None = None) -> Profile:
         try:
             return PROFILES[explicit.lower()]
         except KeyError:
-            raise SetupError(f"unknown model profile {explicit!r}; choose one of "
-                             f"{', '.join(PROFILES)}") from None
+            raise SetupError(f"unknown model profile {explicit!r}; choose one of {', '.join(PROFILES)}") from None
     names = [model_dir.name]
     try:
-        names.append(str(json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-                         .get("_name_or_path", "")))
+        names.append(str(json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("_name_or_path", "")))
     except (OSError, ValueError):
         pass
     if any(re.search(r"(^|[-_/])pro([-_/]|$)", n, re.IGNORECASE) for n in names):
@@ -100,8 +98,12 @@ def pick_profile(model_dir: Path, explicit: str | None = None) -> Profile:
 
 
 def _sampling_dict(sp: SamplingParams) -> dict:
-    return {"presence_penalty": sp.presence_penalty, "frequency_penalty": sp.frequency_penalty,
-            "no_repeat_ngram_size": sp.no_repeat_ngram_size, "max_new_tokens": sp.max_new_tokens}
+    return {
+        "presence_penalty": sp.presence_penalty,
+        "frequency_penalty": sp.frequency_penalty,
+        "no_repeat_ngram_size": sp.no_repeat_ngram_size,
+        "max_new_tokens": sp.max_new_tokens,
+    }
 
 
 def _html_text(table_html: str) -> str:
@@ -158,43 +160,67 @@ def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | Non
     for part in ("text_config", "vision_config"):
         sub = config.get(part) or {}
         shown[part] = {k: v for k, v in sub.items() if isinstance(v, (int, float, str, list)) and not k.startswith("_")}
-    out: dict = {"profile": profile.name, "config": shown, "weights": weights,
-                 "tokenizer": _sha256_file(model_dir / "tokenizer.json")}
+    out: dict = {
+        "profile": profile.name,
+        "config": shown,
+        "weights": weights,
+        "tokenizer": _sha256_file(model_dir / "tokenizer.json"),
+    }
     if runtime == "onnx":
         from ..vlm.export_format import manifest_digest, read_manifest
         from ..vlm.int8_target import graphs_needing_exact_kernels
 
         manifest = read_manifest(model_dir)
         out["weights"] = dict(manifest["source"]["files"])
-        out["export"] = {"sha256": manifest_digest(manifest),
-                         "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
-                         "opset": manifest.get("opset")}
+        out["export"] = {
+            "sha256": manifest_digest(manifest),
+            "quantization": (manifest.get("quantization") or {}).get("scheme", "fp32"),
+            "opset": manifest.get("opset"),
+        }
         # graphs run on the exact INT8 kernels give other results than the fast ones (and
         # the pages an earlier version parsed with saturating sums are not reused)
         if exact := graphs_needing_exact_kernels(manifest):
             out["export"]["exact_int8_kernels"] = exact
     ocr = ocr_identity()  # the OCR's lines change the output in both modes
-    out["ocr"] = {"models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
-                  "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"}}
+    out["ocr"] = {
+        "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
+        "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"},
+    }
     return out
 
 
 def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
     """Every setting that changes the output (the record's engine.options)."""
-    return {"mode": mode, "profile": profile.name, "runtime": runtime,
-            "prompts": dict(profile.prompts), "system_prompt": SYSTEM_PROMPT,
-            "sampling": {k: _sampling_dict(v) for k, v in profile.sampling.items()},
-            "skip_types": sorted(profile.skip_types), "layout_size": list(profile.layout_size),
-            "max_new_tokens": max_new_tokens, "decoding": "greedy", "ocr": fusion.settings()}
+    return {
+        "mode": mode,
+        "profile": profile.name,
+        "runtime": runtime,
+        "prompts": dict(profile.prompts),
+        "system_prompt": SYSTEM_PROMPT,
+        "sampling": {k: _sampling_dict(v) for k, v in profile.sampling.items()},
+        "skip_types": sorted(profile.skip_types),
+        "layout_size": list(profile.layout_size),
+        "max_new_tokens": max_new_tokens,
+        "decoding": "greedy",
+        "ocr": fusion.settings(),
+    }
 
 
 class VlmEngine:
     name = "vlm"
     version = "0.2"  # bump when the same inputs would give different output
 
-    def __init__(self, model_dir: str | Path | None, threads: int = 1, runtime: str = "torch",
-                 profile: str | None = None, batch_size: int = 8,
-                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, mode: str = "vlm", overlap: bool = True):
+    def __init__(
+        self,
+        model_dir: str | Path | None,
+        threads: int = 1,
+        runtime: str = "torch",
+        profile: str | None = None,
+        batch_size: int = 8,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        mode: str = "vlm",
+        overlap: bool = True,
+    ):
         if runtime not in RUNTIMES:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
         if mode not in MODES:
@@ -214,7 +240,7 @@ class VlmEngine:
         # off: its one thread runs beside the VLM's threads and must not burn a core waiting.
         self.ocr = OcrEngine(threads=OCR_THREADS, spinning=False)
         self._pool: ThreadPoolExecutor | None = None
-        self._runtime = None   # loaded on first parse
+        self._runtime = None  # loaded on first parse
         self._identity: dict | None = None
 
     # ------------------------------------------------------------------ record fields
@@ -236,8 +262,9 @@ class VlmEngine:
                 try:
                     from ..vlm.runtime_torch import TorchRuntime
                 except ImportError as exc:
-                    raise SetupError("the torch vlm runtime needs torch and transformers: "
-                                     "pip install 'mineru-cli[torch]'") from exc
+                    raise SetupError(
+                        "the torch vlm runtime needs torch and transformers: pip install 'mineru-cli[torch]'"
+                    ) from exc
                 self._runtime = TorchRuntime(self.model_dir, self.threads, self.tokenizer.image_pad_id)
             elif self.runtime_name == "onnx":
                 from ..vlm.runtime_onnx import OnnxRuntime
@@ -258,10 +285,14 @@ class VlmEngine:
 
     def layouts(self, pages: list[Image.Image]) -> list[tuple[str, LayoutParse, Any]]:
         """Step 1 for all pages as one batch: (answer, parsed layout, Generation) per page."""
-        inputs = [build_input(self.tokenizer, self.processor, layout_image(p, self.profile),
-                              self.profile.layout_prompt) for p in pages]
-        return [(text, parse_layout(text, self.profile), gen)
-                for text, gen in self._decode(inputs, self.profile.layout_sampling)]
+        inputs = [
+            build_input(self.tokenizer, self.processor, layout_image(p, self.profile), self.profile.layout_prompt)
+            for p in pages
+        ]
+        return [
+            (text, parse_layout(text, self.profile), gen)
+            for text, gen in self._decode(inputs, self.profile.layout_sampling)
+        ]
 
     def layout(self, page: Image.Image) -> tuple[str, LayoutParse, Any]:
         return self.layouts([page])[0]
@@ -272,7 +303,7 @@ class VlmEngine:
         order = sorted(range(len(crops)), key=lambda i: len(inputs[i]))
         out: list = [None] * len(crops)
         for s in range(0, len(order), self.batch_size):
-            chunk = order[s:s + self.batch_size]
+            chunk = order[s : s + self.batch_size]
             results = self._decode([inputs[i] for i in chunk], [crops[i].sampling for i in chunk])
             for i, result in zip(chunk, results):
                 out[i] = result
@@ -288,7 +319,7 @@ class VlmEngine:
         (base.Engine.parse_batch). Post-processing failures are caught per page; when a batched
         step raises, the pages are parsed again one by one, so the exception lands on the page
         that caused it and the others still get their results."""
-        prepared = parse_each(_loaded_rgb, images)   # a page whose pixels cannot be read fails alone
+        prepared = parse_each(_loaded_rgb, images)  # a page whose pixels cannot be read fails alone
         pages = [p for p in prepared if not isinstance(p, Exception)]
         results = iter(self._parse_all(pages) if pages else [])
         return [p if isinstance(p, Exception) else next(results) for p in prepared]
@@ -305,7 +336,7 @@ class VlmEngine:
     def _parse_pages(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
         n = len(pages)
         states = [_Page(page, counts={"retries": 0}) for page in pages]
-        self.ocr.warm_up(layout=False)   # sessions are created here, never in the OCR thread
+        self.ocr.warm_up(layout=False)  # sessions are created here, never in the OCR thread
         ocr = _OcrJobs(self.ocr, pages, self._ocr_pool() if self.overlap else None)
         try:
             t0 = time.perf_counter()
@@ -314,27 +345,34 @@ class VlmEngine:
                 if gen.truncated:
                     st.warnings.append(f"layout answer cut at {len(gen.tokens)} tokens")
                 if layout.skipped:
-                    st.warnings.append(f"layout: {layout.malformed} malformed lines, {layout.bad_boxes} bad "
-                                       f"boxes, {layout.unknown_types} unknown types dropped")
+                    st.warnings.append(
+                        f"layout: {layout.malformed} malformed lines, {layout.bad_boxes} bad "
+                        f"boxes, {layout.unknown_types} unknown types dropped"
+                    )
             layout_time = time.perf_counter() - t0
 
             ocr_wait = 0.0
-            if self.mode == "hybrid":   # the lines decide which blocks need a crop
+            if self.mode == "hybrid":  # the lines decide which blocks need a crop
                 ocr_wait += self._take_ocr(ocr, states)
                 for st in states:
                     self._fill_from_ocr(st)
 
             t0 = time.perf_counter()
-            jobs = [(st, crop) for st in states
-                    for crop in prepare_crops(st.page, st.blocks, self.profile) if crop.index not in st.filled]
+            jobs = [
+                (st, crop)
+                for st in states
+                for crop in prepare_crops(st.page, st.blocks, self.profile)
+                if crop.index not in st.filled
+            ]
             for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
                 st.blocks[crop.index].content = text
                 st.answers[crop.index] = (text, gen)
                 if gen.truncated and st.blocks[crop.index].type not in fusion.TEXT_TYPES:
                     # (a text-like block's cut answer gets the cross-check's warning instead)
-                    st.warnings.append(f"block {crop.index} ({st.blocks[crop.index].type}) cut at "
-                                       f"{len(gen.tokens)} tokens")
-            if self.mode == "vlm":      # the lines only check the answers: waited for last
+                    st.warnings.append(
+                        f"block {crop.index} ({st.blocks[crop.index].type}) cut at {len(gen.tokens)} tokens"
+                    )
+            if self.mode == "vlm":  # the lines only check the answers: waited for last
                 w0 = time.perf_counter()
                 ocr_wait += self._take_ocr(ocr, states)
                 t0 += time.perf_counter() - w0
@@ -345,8 +383,7 @@ class VlmEngine:
 
         results: list[EngineResult | Exception] = []
         for st in states:
-            st.timings.update({"layout": layout_time / n, "content": content_time / n,
-                               "ocr_wait": ocr_wait / n})
+            st.timings.update({"layout": layout_time / n, "content": content_time / n, "ocr_wait": ocr_wait / n})
             st.counts["batch_pages"] = n
             try:
                 results.append(self._finish(st))
@@ -366,8 +403,9 @@ class VlmEngine:
         t0 = time.perf_counter()
         for st, outcome in zip(states, ocr.results()):
             if isinstance(outcome, Exception):
-                st.warnings.append(f"OCR failed ({type(outcome).__name__}: {outcome}): "
-                                   "no OCR text or cross-check on this page")
+                st.warnings.append(
+                    f"OCR failed ({type(outcome).__name__}: {outcome}): no OCR text or cross-check on this page"
+                )
                 continue
             lines, seconds = outcome
             st.timings["ocr"] = seconds
@@ -380,8 +418,12 @@ class VlmEngine:
         """Hybrid: text-like, upright blocks with confident OCR lines take the OCR text."""
         for i, block in enumerate(st.blocks):
             lines = st.lines[i] if st.lines is not None else []
-            if (block.type in fusion.TEXT_TYPES and block.angle in (0, None)
-                    and block.type not in self.profile.skip_types and fusion.trusted(lines)):
+            if (
+                block.type in fusion.TEXT_TYPES
+                and block.angle in (0, None)
+                and block.type not in self.profile.skip_types
+                and fusion.trusted(lines)
+            ):
                 text, line_dicts, score = fusion.read_lines(lines)
                 block.content = text
                 st.filled.add(i)
@@ -421,15 +463,18 @@ class VlmEngine:
                 first = st.answers[crop.index][0]
                 block.content = min((first, text), key=len)
                 outcome = f"the retry ran away too ({again}): kept the shorter answer"
-            st.warnings.append(f"block {crop.index} ({block.type}): runaway answer ({reason}); "
-                               f"retried with raised penalties, {outcome}")
+            st.warnings.append(
+                f"block {crop.index} ({block.type}): runaway answer ({reason}); "
+                f"retried with raised penalties, {outcome}"
+            )
 
     def _finish(self, st: "_Page") -> EngineResult:
         """Post-processing of one page (raises only for this page)."""
         t0 = time.perf_counter()
         width, height = st.page.size
-        done = post_process(st.blocks, self.profile,
-                            on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}"))
+        done = post_process(
+            st.blocks, self.profile, on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}")
+        )
         out = []
         for b, index in zip(done, _match_blocks(done, st.blocks)):
             block = self._block(b, width, height)
@@ -447,8 +492,7 @@ class VlmEngine:
             st.counts["ocr_blocks"] = sum(1 for b in out if b.extra["source"] == "ocr")
         markdown = blocks_to_markdown(out)
         st.timings["post"] = time.perf_counter() - t0
-        return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings,
-                            counts=st.counts)
+        return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings, counts=st.counts)
 
     @staticmethod
     def _block(b: LayoutBlock, width: int, height: int) -> Block:
@@ -472,10 +516,10 @@ class _Page:
 
     page: Image.Image
     blocks: list[LayoutBlock] = field(default_factory=list)
-    lines: list[list[Line]] | None = None        # OCR lines per block, once OCR is in
-    filled: set[int] = field(default_factory=set)   # blocks given OCR text (hybrid)
-    answers: dict[int, tuple[str, Any]] = field(default_factory=dict)   # VLM answers by block
-    info: dict[int, dict] = field(default_factory=dict)   # block extras: source, retried, lines
+    lines: list[list[Line]] | None = None  # OCR lines per block, once OCR is in
+    filled: set[int] = field(default_factory=set)  # blocks given OCR text (hybrid)
+    answers: dict[int, tuple[str, Any]] = field(default_factory=dict)  # VLM answers by block
+    info: dict[int, dict] = field(default_factory=dict)  # block extras: source, retried, lines
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -488,8 +532,7 @@ class _OcrJobs:
     def __init__(self, ocr: OcrEngine, pages: list[Image.Image], pool: ThreadPoolExecutor | None):
         # Each thread its own pixels: a lazily loaded PIL image is not safe to share.
         self._ocr, self._pages = ocr, [p.copy() for p in pages]
-        self._futures: list[Future] | None = (None if pool is None else
-                                              [pool.submit(self._read, p) for p in self._pages])
+        self._futures: list[Future] | None = None if pool is None else [pool.submit(self._read, p) for p in self._pages]
         self._done: list | None = None
 
     def _read(self, page: Image.Image) -> tuple[list[Line], float]:
@@ -534,9 +577,13 @@ def _match_blocks(done: list[LayoutBlock], blocks: list[LayoutBlock]) -> list[in
     blocks and puts merged equations at an equation_block's place with its box, so a forward
     walk matching box, angle and type (equation for an equation_block) finds each one (None: no
     match). The type matters: a dropped block may share its box and angle with the next one."""
+
     def same(a: LayoutBlock, b: LayoutBlock) -> bool:
-        return (a.bbox == b.bbox and a.angle == b.angle
-                and (a.type == b.type or (a.type == "equation_block" and b.type == "equation")))
+        return (
+            a.bbox == b.bbox
+            and a.angle == b.angle
+            and (a.type == b.type or (a.type == "equation_block" and b.type == "equation"))
+        )
 
     out: list[int | None] = []
     j = 0

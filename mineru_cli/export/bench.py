@@ -34,6 +34,7 @@ from ..vlm.tokenizer import VlmInput
 
 class _TokenIds(TypedDict):
     """Qwen2VLConfig's special token ids (its keyword arguments of those names)."""
+
     image_token_id: int
     video_token_id: int
     vision_start_token_id: int
@@ -41,17 +42,35 @@ class _TokenIds(TypedDict):
 
 
 # MinerU2.5-2509-1.2B's config.json shape (vocab, layers, heads, mrope ...); ids as in the model
-MINERU25_TEXT = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                     num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
-                     rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151645,
-                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                                      "mrope_section": [8, 12, 12]})  # sums to head_dim / 2 = 32
-MINERU25_VISION = dict(depth=32, embed_dim=1280, hidden_size=896, num_heads=16, mlp_ratio=4,
-                       patch_size=14, temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
-MINERU25_IDS = _TokenIds(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
-                         vision_end_token_id=151653)
+MINERU25_TEXT = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rms_norm_eps=1e-6,
+    bos_token_id=151643,
+    eos_token_id=151645,
+    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
+)  # sums to head_dim / 2 = 32
+MINERU25_VISION = dict(
+    depth=32,
+    embed_dim=1280,
+    hidden_size=896,
+    num_heads=16,
+    mlp_ratio=4,
+    patch_size=14,
+    temporal_patch_size=2,
+    spatial_merge_size=2,
+    in_channels=3,
+)
+MINERU25_IDS = _TokenIds(
+    image_token_id=151655, video_token_id=151656, vision_start_token_id=151652, vision_end_token_id=151653
+)
 
-DECODE_CONTEXT = 520   # tokens in each decode row's prompt: a 2000-patch crop's prompt
+DECODE_CONTEXT = 520  # tokens in each decode row's prompt: a 2000-patch crop's prompt
 
 # A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
 # batch 1; then CROPS are read: each crop's vision is measured at its size (CROP_IMAGES), its
@@ -60,22 +79,26 @@ DECODE_CONTEXT = 520   # tokens in each decode row's prompt: a 2000-patch crop's
 # Hybrid mode reads text blocks with the embedded OCR, which runs beside the layout step, so only
 # the table and equation crops go through the VLM.
 LAYOUT_TOKENS = 360
-CROPS = ([("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2
-         + [("equation", 400, 40)] * 2)   # (block type, patches, generated tokens)
+CROPS = (
+    [("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2 + [("equation", 400, 40)] * 2
+)  # (block type, patches, generated tokens)
 CROP_IMAGES = {400: (280, 280), 2000: (560, 700), 4800: (840, 1120)}  # patches -> image (h, w) px
 LAYOUT_PATCHES = 74 * 74
 PREFILL_TOKENS = 1400
-PROMPT_TOKENS = 20   # chat template + prompt around a crop's image tokens
+PROMPT_TOKENS = 20  # chat template + prompt around a crop's image tokens
 
 
 def mineru25_config(text: dict | None = None, vision: dict | None = None):
     """A Qwen2VLConfig with MinerU2.5's shapes (override any field with `text` / `vision`)."""
     from transformers import Qwen2VLConfig
 
-    return Qwen2VLConfig(text_config={**MINERU25_TEXT, **(text or {})},
-                         vision_config={**MINERU25_VISION, **(vision or {})},
-                         tie_word_embeddings=True, architectures=["Qwen2VLForConditionalGeneration"],
-                         **MINERU25_IDS)
+    return Qwen2VLConfig(
+        text_config={**MINERU25_TEXT, **(text or {})},
+        vision_config={**MINERU25_VISION, **(vision or {})},
+        tie_word_embeddings=True,
+        architectures=["Qwen2VLForConditionalGeneration"],
+        **MINERU25_IDS,
+    )
 
 
 def random_model(config, seed: int = 0):
@@ -99,8 +122,9 @@ def synthetic_input(config, image_hw: tuple[int, int], text_tokens: int, seed: i
     vocab = int(config.text_config.vocab_size)
     text = rng.integers(0, min(vocab, 151643), size=text_tokens)  # below the special tokens
     text[text == image_id] = 0
-    ids = np.concatenate([[int(config.vision_start_token_id)], np.full(n_img, image_id),
-                          [int(config.vision_end_token_id)], text]).astype(np.int64)
+    ids = np.concatenate(
+        [[int(config.vision_start_token_id)], np.full(n_img, image_id), [int(config.vision_end_token_id)], text]
+    ).astype(np.int64)
     grid = np.asarray([[1, h, w]], dtype=np.int64)
     positions, delta = rope_index(ids, grid, image_id, m)
     pixels = rng.standard_normal((h * w, patch_dim)).astype(np.float32)
@@ -113,9 +137,18 @@ def _seconds(fn: Callable[..., object], *args) -> float:
     return time.perf_counter() - t0
 
 
-def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens: int = PREFILL_TOKENS,
-                   decode_batches=(1, 8), decode_steps: int = 16, decode_context: int = DECODE_CONTEXT,
-                   repeats: int = 3, crop_sizes: dict | None = None, log: Callable[[str], None] | None = None) -> dict:
+def bench_runtimes(
+    runtimes: dict,
+    config,
+    image_hw=(1036, 1036),
+    prefill_tokens: int = PREFILL_TOKENS,
+    decode_batches=(1, 8),
+    decode_steps: int = 16,
+    decode_context: int = DECODE_CONTEXT,
+    repeats: int = 3,
+    crop_sizes: dict | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Medians over `repeats` rounds, the variants alternating within each round.
     crop_sizes: {patches: image_hw} of crop images whose vision seconds are measured too
     (default: the three sizes of the modelled page's CROPS)."""
@@ -127,8 +160,9 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
     prefill_x = synthetic_input(config, (56, 56), prefill_tokens - 6, seed=2) if prefill_tokens else None
     # decode rows with a crop-sized prompt (a 2000-patch crop is ~520 tokens): a step reads the
     # whole KV cache, so context length matters as much as the batch
-    decode_x = [synthetic_input(config, (56, 56), decode_context + 3 * i, seed=10 + i)
-                for i in range(max(decode_batches))]
+    decode_x = [
+        synthetic_input(config, (56, 56), decode_context + 3 * i, seed=10 + i) for i in range(max(decode_batches))
+    ]
     times: dict[str, dict[str, list[float]]] = {name: {} for name in runtimes}
 
     def add(name, key, value):
@@ -154,11 +188,16 @@ def bench_runtimes(runtimes: dict, config, image_hw=(1036, 1036), prefill_tokens
                     add(name, f"decode_ms_b{b}", 1000 * (time.perf_counter() - t0) / decode_steps)
     medians = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     first = next(iter(medians))
-    ratios = {name: {k: medians[first][k] / v for k, v in m.items() if v > 0}
-              for name, m in medians.items()}
-    return {"median": medians, "speedup_vs_" + first: ratios, "repeats": repeats,
-            "image_hw": list(image_hw) if image_hw else None, "prefill_tokens": prefill_tokens,
-            "decode_batches": list(decode_batches), "decode_steps": decode_steps}
+    ratios = {name: {k: medians[first][k] / v for k, v in m.items() if v > 0} for name, m in medians.items()}
+    return {
+        "median": medians,
+        "speedup_vs_" + first: ratios,
+        "repeats": repeats,
+        "image_hw": list(image_hw) if image_hw else None,
+        "prefill_tokens": prefill_tokens,
+        "decode_batches": list(decode_batches),
+        "decode_steps": decode_steps,
+    }
 
 
 def write_model_folder(model, folder: Path) -> Path:
@@ -169,9 +208,11 @@ def write_model_folder(model, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     Tokenizer(models.BPE()).save(str(folder / "tokenizer.json"))
-    (folder / "preprocessor_config.json").write_text(json.dumps({
-        "min_pixels": 3136, "max_pixels": 1605632, "patch_size": 14, "temporal_patch_size": 2,
-        "merge_size": 2}))
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps(
+            {"min_pixels": 3136, "max_pixels": 1605632, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2}
+        )
+    )
     return folder
 
 
@@ -187,9 +228,17 @@ def _readable(export_dir: Path) -> bool:
         return False
 
 
-def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, repeats: int = 3,
-                    config=None, log: Callable[[str], None] | None = print, int4: bool = False,
-                    rss: bool = True, **bench_kw) -> dict:
+def bench_full_size(
+    work_dir: str | Path,
+    threads: int = 2,
+    int8: bool = True,
+    repeats: int = 3,
+    config=None,
+    log: Callable[[str], None] | None = print,
+    int4: bool = False,
+    rss: bool = True,
+    **bench_kw,
+) -> dict:
     """Build (or reuse) the random full-size model and its exports under work_dir, then
     compare torch fp32, ORT fp32 and (with int8 / int4) the quantized exports; with rss, each
     export's peak RSS is measured first in a fresh process (peak_rss)."""
@@ -213,33 +262,55 @@ def bench_full_size(work_dir: str | Path, threads: int = 2, int8: bool = True, r
         exports["onnx_int8"] = work_dir / "onnx-int8"
     if int4:
         exports["onnx_int4"] = work_dir / "onnx-int4"
-    report: dict = {"threads": threads, "cpu": cpu_summary(), "export_timings": {}, "bytes": {}, "peak_rss": {},
-                    "int8_target": {}}
+    report: dict = {
+        "threads": threads,
+        "cpu": cpu_summary(),
+        "export_timings": {},
+        "bytes": {},
+        "peak_rss": {},
+        "int8_target": {},
+    }
     for name, out in exports.items():
         # missing, written by an older mineru-cli, or quantized for another CPU family (whose
         # weights would run on the slower exact kernels here): replaced
         if not _readable(out) or graphs_needing_exact_kernels(read_manifest(out)):
-            r = export_model(folder, out, int8=name.endswith("int8"), int4=name.endswith("int4"),
-                             verify=False, threads=threads, log=log, force=is_export_dir(out))
+            r = export_model(
+                folder,
+                out,
+                int8=name.endswith("int8"),
+                int4=name.endswith("int4"),
+                verify=False,
+                threads=threads,
+                log=log,
+                force=is_export_dir(out),
+            )
             report["export_timings"][name] = r["timings"]
         manifest = read_manifest(out)
         report["bytes"][name] = sum(f["bytes"] for f in manifest["files"].values())
         report["int8_target"][name] = (manifest.get("quantization") or {}).get("target")
         if rss:
-            report["peak_rss"][name] = peak_rss(out, threads, config, bench_kw.get("image_hw", (1036, 1036)),
-                                                bench_kw.get("prefill_tokens", PREFILL_TOKENS),
-                                                bench_kw.get("decode_context", DECODE_CONTEXT))["peak_rss_bytes"]
+            report["peak_rss"][name] = peak_rss(
+                out,
+                threads,
+                config,
+                bench_kw.get("image_hw", (1036, 1036)),
+                bench_kw.get("prefill_tokens", PREFILL_TOKENS),
+                bench_kw.get("decode_context", DECODE_CONTEXT),
+            )["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     runtimes: dict[str, TorchRuntime | OnnxRuntime] = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
-    report["page_s"] = {name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
-                        for name, m in report["median"].items() if PAGE_KEYS <= set(m)}
+    report["page_s"] = {
+        name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
+        for name, m in report["median"].items()
+        if PAGE_KEYS <= set(m)
+    }
     return report
 
 
-PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}   # what page_seconds reads
+PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}  # what page_seconds reads
 
 
 def page_seconds(m: dict, mode: str = "vlm") -> float:
@@ -250,12 +321,18 @@ def page_seconds(m: dict, mode: str = "vlm") -> float:
     vision = sum(m.get(f"vision_s_{p}", m["vision_s"] * p / LAYOUT_PATCHES) for _, p, _ in crops)
     prefill = m["prefill_s"] * sum(p / 4 + PROMPT_TOKENS for _, p, _ in crops) / PREFILL_TOKENS
     tokens = sorted((t for _, _, t in crops), reverse=True)
-    steps = sum(max(tokens[i:i + 8]) for i in range(0, len(tokens), 8))
+    steps = sum(max(tokens[i : i + 8]) for i in range(0, len(tokens), 8))
     return layout + vision + prefill + steps * m["decode_ms_b8"] / 1000
 
 
-def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 1036),
-             prefill_tokens: int = PREFILL_TOKENS, decode_context: int = DECODE_CONTEXT) -> dict:
+def peak_rss(
+    export_dir: str | Path,
+    threads: int,
+    config=None,
+    image_hw=(1036, 1036),
+    prefill_tokens: int = PREFILL_TOKENS,
+    decode_context: int = DECODE_CONTEXT,
+) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
     a prefill of `prefill_tokens` and 16 decode steps at batch 8 over prompts of
     `decode_context` tokens (bench_runtimes' decode rows): what one worker needs. No image_hw
@@ -283,7 +360,8 @@ def peak_rss(export_dir: str | Path, threads: int, config=None, image_hw=(1036, 
         # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child of the
         # (large) bench process would report the parent's size
         "peak = [int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
-        "print(peak)\n")
+        "print(peak)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], input=config_json, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"the peak-RSS run failed: {out.stderr.strip()[-2000:]}")
@@ -294,8 +372,19 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
     """Columns and rows of the `mineru bench` table (ratios against the first variant)."""
     medians, pages = report["median"], report["page_s"]
     ref = pages[next(iter(medians))]["vlm"]
-    cols = ["variant", "vision 1036 s", "crops vision s", "prefill 1400 s", "decode b1 ms",
-            "decode b8 ms/step", "page s", "page x ref", "hybrid page s", "peak RSS GiB", "size GiB"]
+    cols = [
+        "variant",
+        "vision 1036 s",
+        "crops vision s",
+        "prefill 1400 s",
+        "decode b1 ms",
+        "decode b8 ms/step",
+        "page s",
+        "page x ref",
+        "hybrid page s",
+        "peak RSS GiB",
+        "size GiB",
+    ]
     rows = []
     for name, m in medians.items():
         crops = sum(m.get(f"vision_s_{p}", 0.0) for _, p, _ in CROPS)
@@ -303,8 +392,19 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
         rss = report.get("peak_rss", {}).get(name)
         size = report.get("bytes", {}).get(name)
         target = report.get("int8_target", {}).get(name)
-        rows.append([f"{name} ({target})" if target else name, f"{m['vision_s']:.1f}", f"{crops:.1f}",
-                     f"{m['prefill_s']:.2f}", f"{m['decode_ms_b1']:.0f}", f"{m['decode_ms_b8']:.0f}", f"{page:.0f}",
-                     f"{ref / page:.2f}", f"{hybrid:.0f}",
-                     "-" if rss is None else f"{rss / 2**30:.2f}", "-" if size is None else f"{size / 2**30:.2f}"])
+        rows.append(
+            [
+                f"{name} ({target})" if target else name,
+                f"{m['vision_s']:.1f}",
+                f"{crops:.1f}",
+                f"{m['prefill_s']:.2f}",
+                f"{m['decode_ms_b1']:.0f}",
+                f"{m['decode_ms_b8']:.0f}",
+                f"{page:.0f}",
+                f"{ref / page:.2f}",
+                f"{hybrid:.0f}",
+                "-" if rss is None else f"{rss / 2**30:.2f}",
+                "-" if size is None else f"{size / 2**30:.2f}",
+            ]
+        )
     return cols, rows

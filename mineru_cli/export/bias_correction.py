@@ -29,8 +29,8 @@ from ..vlm.runtime_onnx import prompt_embeddings, vision_feed
 from ..vlm.tokenizer import VlmInput
 from .calibration import calibration_pages
 
-SAMPLES = 6   # calibration pages (a full-size model: ~50 s on 2 cores)
-TEXT_TOKENS = 24   # random text after the image where the tokenizer has no chat tokens
+SAMPLES = 6  # calibration pages (a full-size model: ~50 s on 2 cores)
+TEXT_TOKENS = 24  # random text after the image where the tokenizer has no chat tokens
 # a mean over fewer rows is too noisy to correct with: the output layer sees one row per prompt
 # (the decoder returns last-token logits only), so it stays uncorrected
 MIN_ROWS = 64
@@ -39,8 +39,11 @@ MIN_ROWS = 64
 def weight_matmuls(graph) -> list[tuple[str, str, str]]:
     """(activation input, weight initializer, output) of every MatMul whose weight is constant."""
     inits = {t.name for t in graph.initializer}
-    return [(n.input[0], n.input[1], n.output[0]) for n in graph.node
-            if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits]
+    return [
+        (n.input[0], n.input[1], n.output[0])
+        for n in graph.node
+        if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits
+    ]
 
 
 def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], samples: int = SAMPLES) -> list[VlmInput]:
@@ -65,9 +68,8 @@ def calibration_inputs(model_dir: Path, vision_ids: tuple[int, int, int], sample
         pixels, grid = proc(image)
         merge = proc.config.merge_size
         start, pad, end = vision_ids
-        text = rng.integers(0, min(vision_ids), TEXT_TOKENS)   # ids below the special tokens
-        ids = np.asarray([start] + [pad] * (int(np.prod(grid[0])) // merge ** 2) + [end] + list(text),
-                         dtype=np.int64)
+        text = rng.integers(0, min(vision_ids), TEXT_TOKENS)  # ids below the special tokens
+        ids = np.asarray([start] + [pad] * (int(np.prod(grid[0])) // merge**2) + [end] + list(text), dtype=np.int64)
         positions, delta = rope_index(ids, grid, pad, merge)
         out.append(VlmInput(ids, pixels.astype(np.float32, copy=False), grid, positions, delta))
     return out
@@ -89,19 +91,30 @@ class MeanInputs:
         model = onnx.load(str(graph_path), load_external_data=False)
         self.names = sorted({a for a, _, _ in weight_matmuls(model.graph)})
         graph = model.graph
-        graph.initializer.extend([numpy_helper.from_array(np.asarray([-1], np.int64), "_mean_rows_dim"),
-                                  numpy_helper.from_array(np.asarray([0], np.int64), "_mean_axis")])
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(np.asarray([-1], np.int64), "_mean_rows_dim"),
+                numpy_helper.from_array(np.asarray([0], np.int64), "_mean_axis"),
+            ]
+        )
         self.outputs = []
         for i, name in enumerate(self.names):
             p = f"_mean{i}_"
-            graph.node.extend([
-                helper.make_node("Shape", [name], [p + "last"], start=-1),
-                helper.make_node("Concat", ["_mean_rows_dim", p + "last"], [p + "shape"], axis=0),
-                helper.make_node("Reshape", [name, p + "shape"], [p + "rows"]),
-                helper.make_node("ReduceSum", [p + "rows", "_mean_axis"], [p + "sum"], keepdims=0),
-                helper.make_node("Shape", [p + "rows"], [p + "count"], start=0, end=1)])
-            graph.output.extend([helper.make_tensor_value_info(p + "sum", TensorProto.FLOAT, None),
-                                 helper.make_tensor_value_info(p + "count", TensorProto.INT64, None)])
+            graph.node.extend(
+                [
+                    helper.make_node("Shape", [name], [p + "last"], start=-1),
+                    helper.make_node("Concat", ["_mean_rows_dim", p + "last"], [p + "shape"], axis=0),
+                    helper.make_node("Reshape", [name, p + "shape"], [p + "rows"]),
+                    helper.make_node("ReduceSum", [p + "rows", "_mean_axis"], [p + "sum"], keepdims=0),
+                    helper.make_node("Shape", [p + "rows"], [p + "count"], start=0, end=1),
+                ]
+            )
+            graph.output.extend(
+                [
+                    helper.make_tensor_value_info(p + "sum", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info(p + "count", TensorProto.INT64, None),
+                ]
+            )
             self.outputs += [p + "sum", p + "count"]
         # written beside the graph so that its external data resolves; a private name
         fd, tmp = tempfile.mkstemp(suffix=".onnx", prefix=".means-", dir=graph_path.parent)
@@ -120,20 +133,30 @@ class MeanInputs:
 
     def run(self, wanted: list[str], feed: dict) -> list[np.ndarray]:
         values = self.session.run(wanted + self.outputs, feed)
-        sums = values[len(wanted):]
+        sums = values[len(wanted) :]
         for i, name in enumerate(self.names):
             self.sums[name] = self.sums[name] + sums[2 * i].astype(np.float64)
             self.rows[name] += int(sums[2 * i + 1][0])
-        return values[:len(wanted)]
+        return values[: len(wanted)]
 
     def means(self, min_rows: int = MIN_ROWS) -> dict[str, np.ndarray]:
         """{input name: mean row} of the inputs seen in at least min_rows rows."""
         return {n: self.sums[n] / self.rows[n] for n in self.names if self.rows[n] >= max(1, min_rows)}
 
 
-def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, inputs: Sequence[VlmInput],
-                      image_token_id: int, merge_size: int, num_layers: int, num_kv_heads: int,
-                      head_dim: int, threads: int = 1, decoder: bool = True) -> dict[str, dict[str, np.ndarray]]:
+def calibration_means(
+    fp32_dir: Path,
+    graphs: dict,
+    embed_tokens: np.ndarray,
+    inputs: Sequence[VlmInput],
+    image_token_id: int,
+    merge_size: int,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    threads: int = 1,
+    decoder: bool = True,
+) -> dict[str, dict[str, np.ndarray]]:
     """Mean input of the weight products of the fp32 vision and decoder graphs over the
     calibration inputs (MeanInputs.means): each image through the vision graph, then its whole
     prompt (image features in place) through the decoder in one call, as the runtime prefills a
@@ -141,7 +164,7 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
     vision = MeanInputs(fp32_dir / graphs["vision"], threads)
     prompts = []
     for x in inputs:
-        feats, = vision.run(["image_embeds"], vision_feed(x, merge_size))
+        (feats,) = vision.run(["image_embeds"], vision_feed(x, merge_size))
         prompts.append((prompt_embeddings(embed_tokens, x.input_ids, image_token_id, feats), x.position_ids))
     means = {"vision": vision.means()}
     del vision
@@ -154,14 +177,15 @@ def calibration_means(fp32_dir: Path, graphs: dict, embed_tokens: np.ndarray, in
     return means
 
 
-def prompt_feed(embeds: np.ndarray, positions: np.ndarray, num_layers: int, num_kv_heads: int,
-                head_dim: int) -> dict:
+def prompt_feed(embeds: np.ndarray, positions: np.ndarray, num_layers: int, num_kv_heads: int, head_dim: int) -> dict:
     """The decoder's feed for one whole prompt into empty KV buffers that fit it exactly."""
     n = len(embeds)
-    feed = {"inputs_embeds": np.ascontiguousarray(embeds[None]),
-            "position_ids": np.ascontiguousarray(positions[:, None]),
-            "seqlens_k": np.asarray([n - 1], dtype=np.int32),
-            "total_sequence_length": np.asarray(n, dtype=np.int32)}
+    feed = {
+        "inputs_embeds": np.ascontiguousarray(embeds[None]),
+        "position_ids": np.ascontiguousarray(positions[:, None]),
+        "seqlens_k": np.asarray([n - 1], dtype=np.int32),
+        "total_sequence_length": np.asarray(n, dtype=np.int32),
+    }
     for i in range(num_layers):
         for kv in ("key", "value"):
             feed[f"past_{kv}_{i}"] = np.zeros((1, num_kv_heads, n, head_dim), dtype=np.float32)
@@ -182,11 +206,11 @@ def correct(fp32_path: Path, quant_path: Path, means: dict[str, np.ndarray]) -> 
     inits = {t.name: t for t in model.graph.initializer}
     if any(name.endswith(("_corrected_bias", "_bias_correction")) for name in inits):
         raise ValueError(f"{quant_path.name} is already bias-corrected")
-    shifts: dict[str, np.ndarray] = {}   # product output -> its shift
+    shifts: dict[str, np.ndarray] = {}  # product output -> its shift
     uncorrected = 0
     for a, w, out in weight_matmuls(fp32.graph):
         if w + "_quantized" not in inits:
-            continue   # left in float
+            continue  # left in float
         if a not in means:
             uncorrected += 1
             continue
@@ -195,17 +219,27 @@ def correct(fp32_path: Path, quant_path: Path, means: dict[str, np.ndarray]) -> 
         shifts[out] = _shift(weight, q, scale, zero, means[a], w)
     stats = _apply(model.graph, shifts)
     data = quant_path.name + ".data"
-    (quant_path.parent / data).unlink(missing_ok=True)   # all loaded above; onnx.save would append
-    onnx.save(model, str(quant_path), save_as_external_data=True, all_tensors_to_one_file=True,
-              location=data, size_threshold=1024)
+    (quant_path.parent / data).unlink(missing_ok=True)  # all loaded above; onnx.save would append
+    onnx.save(
+        model,
+        str(quant_path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=data,
+        size_threshold=1024,
+    )
     rms = [float(np.sqrt(np.mean(s.astype(np.float64) ** 2))) for s in shifts.values()]
-    return {**stats, "uncorrected_few_rows": uncorrected,
-            "shift_rms_median": float(np.median(rms)) if rms else 0.0,
-            "shift_rms_max": float(np.max(rms)) if rms else 0.0}
+    return {
+        **stats,
+        "uncorrected_few_rows": uncorrected,
+        "shift_rms_median": float(np.median(rms)) if rms else 0.0,
+        "shift_rms_max": float(np.max(rms)) if rms else 0.0,
+    }
 
 
-def _shift(weight: np.ndarray, q: np.ndarray, scale: np.ndarray, zero: np.ndarray, mean: np.ndarray,
-           name: str) -> np.ndarray:
+def _shift(
+    weight: np.ndarray, q: np.ndarray, scale: np.ndarray, zero: np.ndarray, mean: np.ndarray, name: str
+) -> np.ndarray:
     """-E[x] (W_q - W) for one product (float32, one value per output)."""
     scale = scale.astype(np.float32)
     # the rounding error: per output channel (scale along the weight's last axis) or one scale

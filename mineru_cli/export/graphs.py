@@ -57,12 +57,13 @@ if TYPE_CHECKING:
 # compute what the node computes; dynamo maps them through `custom_translation_table`,
 # TorchScript through registered symbolics.
 
+
 @torch.library.custom_op("mineru::vision_attention", mutates_args=())
 def vision_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_heads: int) -> torch.Tensor:
     """q, k, v (1, N, E) -> (1, N, E): full multi-head attention, scale head_dim ** -0.5."""
     n, e = q.shape[1], q.shape[2]
     qh, kh, vh = (t.reshape(n, num_heads, e // num_heads).transpose(0, 1) for t in (q, k, v))
-    out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh)   # (heads, N, d)
+    out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh)  # (heads, N, d)
     return out.transpose(0, 1).reshape(1, n, e)
 
 
@@ -72,9 +73,17 @@ def _(q, k, v, num_heads):
 
 
 @torch.library.custom_op("mineru::decoder_attention", mutates_args=())
-def decoder_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k: torch.Tensor,
-                      past_v: torch.Tensor, seqlens_k: torch.Tensor, total: torch.Tensor, num_heads: int,
-                      kv_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def decoder_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    past_k: torch.Tensor,
+    past_v: torch.Tensor,
+    seqlens_k: torch.Tensor,
+    total: torch.Tensor,
+    num_heads: int,
+    kv_heads: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """onnxruntime's GroupQueryAttention, as our decoder uses it: q (B, S, heads*d), k, v
     (B, S, kv*d) are the S newest tokens of each row, whose tokens so far number seqlens_k + 1
     (so the row's past is seqlens_k + 1 - S tokens long); their k/v go into a copy of the
@@ -91,13 +100,13 @@ def decoder_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past_k:
     for row in range(b):
         end = int(seqlens_k[row]) + 1
         start = end - s
-        if start < 0:   # the kernel would take this as a right-padded first prompt; we never send one
+        if start < 0:  # the kernel would take this as a right-padded first prompt; we never send one
             raise ValueError(f"row {row} has {end} tokens, fewer than the {s} new ones")
         present_k[row, :, start:end] = k[row]
         present_v[row, :, start:end] = v[row]
         keys = present_k[row, :, :end].repeat_interleave(num_heads // kv_heads, dim=0)
         values = present_v[row, :, :end].repeat_interleave(num_heads // kv_heads, dim=0)
-        seen = torch.arange(end)[None, :] <= torch.arange(start, end)[:, None]      # (S, end)
+        seen = torch.arange(end)[None, :] <= torch.arange(start, end)[:, None]  # (S, end)
         out[row] = torch.nn.functional.scaled_dot_product_attention(q[row], keys, values, attn_mask=seen)
     return out.transpose(1, 2).reshape(b, s, num_heads * d), present_k, present_v
 
@@ -123,8 +132,9 @@ def _(x, weight, eps):
 
 
 @torch.library.custom_op("mineru::rotary", mutates_args=())
-def rotary(x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-           num_heads: int) -> torch.Tensor:
+def rotary(
+    x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int
+) -> torch.Tensor:
     """Rotary position embedding over whole heads, halves not interleaved (Qwen2-VL's
     rotate_half form): x (B, S, heads*d); cos, sin (P, d/2) tables; position_ids (B, S) int64,
     the table row of each token. Exported as one onnxruntime RotaryEmbedding node: the plain
@@ -132,7 +142,7 @@ def rotary(x: torch.Tensor, position_ids: torch.Tensor, cos: torch.Tensor, sin: 
     queries: 6.2 ms against 1.0-1.9 ms)."""
     b, s, e = x.shape
     d = e // num_heads
-    c, sn = cos[position_ids][:, :, None], sin[position_ids][:, :, None]        # (B, S, 1, d/2)
+    c, sn = cos[position_ids][:, :, None], sin[position_ids][:, :, None]  # (B, S, 1, d/2)
     x1, x2 = x.view(b, s, num_heads, d).split(d // 2, dim=-1)
     return torch.cat((x1 * c - x2 * sn, x2 * c + x1 * sn), dim=-1).reshape(b, s, e)
 
@@ -142,8 +152,14 @@ def _(x, position_ids, cos, sin, num_heads):
     return torch.empty_like(x)
 
 
-def _contrib_op(name: str, inputs: dict[str, str], outputs: list[str], attributes: dict[str, str],
-                types: dict[str, list[str]], domain: str = "com.microsoft"):
+def _contrib_op(
+    name: str,
+    inputs: dict[str, str],
+    outputs: list[str],
+    attributes: dict[str, str],
+    types: dict[str, list[str]],
+    domain: str = "com.microsoft",
+):
     """An onnxscript Op for an onnxruntime contrib op. onnx registers no schemas for them, so we
     describe the part we use: input names -> type variable, outputs (of type T), attributes."""
     import onnxscript
@@ -151,30 +167,49 @@ def _contrib_op(name: str, inputs: dict[str, str], outputs: list[str], attribute
 
     kinds = {"int": OpSchema.AttrType.INT, "float": OpSchema.AttrType.FLOAT}
     schema = OpSchema(
-        name, domain, 1,
+        name,
+        domain,
+        1,
         inputs=[OpSchema.FormalParameter(n, t) for n, t in inputs.items()],
         outputs=[OpSchema.FormalParameter(n, "T") for n in outputs],
         type_constraints=[(t, allowed, t) for t, allowed in types.items()],
-        attributes=[OpSchema.Attribute(a, kinds[k], a) for a, k in attributes.items()])
+        attributes=[OpSchema.Attribute(a, kinds[k], a) for a, k in attributes.items()],
+    )
     return onnxscript.values.Op(onnxscript.values.Opset(domain, 1), name, schema)
 
 
 def translation_table() -> dict:
     """The dynamo exporter's custom_translation_table for our custom ops."""
     floats = {"T": ["tensor(float)"]}
-    mha_op = _contrib_op("MultiHeadAttention", dict.fromkeys(("query", "key", "value"), "T"), ["output"],
-                         {"num_heads": "int"}, floats)
+    mha_op = _contrib_op(
+        "MultiHeadAttention", dict.fromkeys(("query", "key", "value"), "T"), ["output"], {"num_heads": "int"}, floats
+    )
     gqa_op = _contrib_op(
         "GroupQueryAttention",
-        {**dict.fromkeys(("query", "key", "value", "past_key", "past_value"), "T"),
-         "seqlens_k": "M", "total_sequence_length": "M"},
-        ["output", "present_key", "present_value"], {"num_heads": "int", "kv_num_heads": "int"},
-        {**floats, "M": ["tensor(int32)"]})
-    norm_op = _contrib_op("SimplifiedLayerNormalization", {"X": "T", "scale": "T"}, ["Y"],
-                          {"axis": "int", "epsilon": "float"}, floats, domain="")
-    rotary_op = _contrib_op("RotaryEmbedding", {"input": "T", "position_ids": "M", "cos_cache": "T", "sin_cache": "T"},
-                            ["output"], {"num_heads": "int", "interleaved": "int"},
-                            {**floats, "M": ["tensor(int64)"]})
+        {
+            **dict.fromkeys(("query", "key", "value", "past_key", "past_value"), "T"),
+            "seqlens_k": "M",
+            "total_sequence_length": "M",
+        },
+        ["output", "present_key", "present_value"],
+        {"num_heads": "int", "kv_num_heads": "int"},
+        {**floats, "M": ["tensor(int32)"]},
+    )
+    norm_op = _contrib_op(
+        "SimplifiedLayerNormalization",
+        {"X": "T", "scale": "T"},
+        ["Y"],
+        {"axis": "int", "epsilon": "float"},
+        floats,
+        domain="",
+    )
+    rotary_op = _contrib_op(
+        "RotaryEmbedding",
+        {"input": "T", "position_ids": "M", "cos_cache": "T", "sin_cache": "T"},
+        ["output"],
+        {"num_heads": "int", "interleaved": "int"},
+        {**floats, "M": ["tensor(int64)"]},
+    )
 
     def mha(q, k, v, num_heads: int):
         return mha_op(q, k, v, num_heads=num_heads)
@@ -188,10 +223,12 @@ def translation_table() -> dict:
     def rope(x, position_ids, cos, sin, num_heads: int):
         return rotary_op(x, position_ids, cos, sin, num_heads=num_heads, interleaved=0)
 
-    return {torch.ops.mineru.vision_attention.default: mha,
-            torch.ops.mineru.decoder_attention.default: gqa,
-            torch.ops.mineru.rms_norm.default: norm,
-            torch.ops.mineru.rotary.default: rope}
+    return {
+        torch.ops.mineru.vision_attention.default: mha,
+        torch.ops.mineru.decoder_attention.default: gqa,
+        torch.ops.mineru.rms_norm.default: norm,
+        torch.ops.mineru.rotary.default: rope,
+    }
 
 
 def register_torchscript_symbolics(opset: int) -> None:
@@ -204,8 +241,19 @@ def register_torchscript_symbolics(opset: int) -> None:
 
     @parse_args("v", "v", "v", "v", "v", "v", "v", "i", "i")
     def gqa(g, q, k, v, past_k, past_v, seqlens_k, total, num_heads, kv_heads):
-        return g.op("com.microsoft::GroupQueryAttention", q, k, v, past_k, past_v, seqlens_k, total,
-                    num_heads_i=num_heads, kv_num_heads_i=kv_heads, outputs=3)
+        return g.op(
+            "com.microsoft::GroupQueryAttention",
+            q,
+            k,
+            v,
+            past_k,
+            past_v,
+            seqlens_k,
+            total,
+            num_heads_i=num_heads,
+            kv_num_heads_i=kv_heads,
+            outputs=3,
+        )
 
     @parse_args("v", "v", "f")
     def norm(g, x, weight, eps):
@@ -213,8 +261,7 @@ def register_torchscript_symbolics(opset: int) -> None:
 
     @parse_args("v", "v", "v", "v", "i")
     def rope(g, x, position_ids, cos, sin, num_heads):
-        return g.op("com.microsoft::RotaryEmbedding", x, position_ids, cos, sin, num_heads_i=num_heads,
-                    interleaved_i=0)
+        return g.op("com.microsoft::RotaryEmbedding", x, position_ids, cos, sin, num_heads_i=num_heads, interleaved_i=0)
 
     register_custom_op_symbolic("mineru::vision_attention", mha, opset)
     register_custom_op_symbolic("mineru::decoder_attention", gqa, opset)
@@ -228,7 +275,7 @@ def _norm(module: Qwen2VLRMSNorm, x: torch.Tensor) -> torch.Tensor:
 
 
 class VisionGraph(nn.Module):
-    inv_freq: torch.Tensor   # a buffer (register_buffer)
+    inv_freq: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, visual: Qwen2VisionTransformerPretrainedModel):
         super().__init__()
@@ -245,12 +292,12 @@ class VisionGraph(nn.Module):
     def forward(self, pixel_values: torch.Tensor, vision_position_ids: torch.Tensor) -> torch.Tensor:
         # 3-D activations throughout, so every linear layer exports as MatMul (not Gemm),
         # which onnxruntime's dynamic quantizer handles
-        x = (pixel_values @ self.patch_weight)[None]                          # (1, N, E)
-        freqs = vision_position_ids[..., None].float() * self.inv_freq        # (N, 2, d/4)
-        freqs = freqs.reshape(freqs.shape[0], -1)                             # (N, d/2): h then w
-        cos, sin = freqs.cos(), freqs.sin()                                   # a table row per patch
+        x = (pixel_values @ self.patch_weight)[None]  # (1, N, E)
+        freqs = vision_position_ids[..., None].float() * self.inv_freq  # (N, 2, d/4)
+        freqs = freqs.reshape(freqs.shape[0], -1)  # (N, d/2): h then w
+        cos, sin = freqs.cos(), freqs.sin()  # a table row per patch
         n = x.shape[1]
-        rows = torch.arange(n, device=x.device)[None]                         # (1, N)
+        rows = torch.arange(n, device=x.device)[None]  # (1, N)
         # nn.ModuleList is not generic (its items are typed Module): these are the tower's blocks
         for blk in cast("Iterable[Qwen2VLVisionBlock]", self.blocks):
             h = blk.norm1(x)
@@ -266,7 +313,7 @@ class VisionGraph(nn.Module):
 
 
 class DecoderGraph(nn.Module):
-    inv_freq: torch.Tensor   # a buffer (register_buffer)
+    inv_freq: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, model: Qwen2VLForConditionalGeneration):
         super().__init__()
@@ -285,9 +332,9 @@ class DecoderGraph(nn.Module):
     def _rotary(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """M-RoPE as `rotary` tables: returns (rows, cos, sin), each token's table row (B, S)
         and the tables (B*S, d/2), one row per token."""
-        freqs = position_ids[..., None].float() * self.inv_freq                # (3, B, S, d/2)
+        freqs = position_ids[..., None].float() * self.inv_freq  # (3, B, S, d/2)
         parts = freqs.split(self.mrope_section, dim=-1)
-        freqs = torch.cat([p[i % 3] for i, p in enumerate(parts)], dim=-1)     # (B, S, d/2)
+        freqs = torch.cat([p[i % 3] for i, p in enumerate(parts)], dim=-1)  # (B, S, d/2)
         b, s, half = freqs.shape
         freqs = freqs.reshape(b * s, half)
         rows = torch.arange(b * s, device=freqs.device).reshape(b, s)
@@ -303,8 +350,17 @@ class DecoderGraph(nn.Module):
             h = _norm(layer.input_layernorm, x)
             q = rotary(attn.q_proj(h), rows, cos, sin, self.num_heads)
             k = rotary(attn.k_proj(h), rows, cos, sin, self.num_kv_heads)
-            out, key, value = decoder_attention(q, k, attn.v_proj(h), past[2 * i], past[2 * i + 1], seqlens_k,
-                                                total_sequence_length, self.num_heads, self.num_kv_heads)
+            out, key, value = decoder_attention(
+                q,
+                k,
+                attn.v_proj(h),
+                past[2 * i],
+                past[2 * i + 1],
+                seqlens_k,
+                total_sequence_length,
+                self.num_heads,
+                self.num_kv_heads,
+            )
             present += [key, value]
             x = x + attn.o_proj(out)
             x = x + layer.mlp(_norm(layer.post_attention_layernorm, x))

@@ -63,7 +63,7 @@ def _say(log: Callable[[str], None] | None, msg: str) -> None:
 
 
 def _versions() -> dict:
-    out: dict[str, str | None] = {"python": sys.version.split()[0]}   # None: absent or broken
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}  # None: absent or broken
     for name in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "numpy"):
         try:
             out[name] = __import__(name).__version__
@@ -133,8 +133,17 @@ def _root_log_level(level: int):
 # --------------------------------------------------------------------------- graphs
 
 
-def _export(module, args: tuple, path: Path, input_names: list[str], output_names: list[str],
-            axes: dict[str, dict[int, str]], exporter: str, opset: int, star_args: int = 0) -> None:
+def _export(
+    module,
+    args: tuple,
+    path: Path,
+    input_names: list[str],
+    output_names: list[str],
+    axes: dict[str, dict[int, str]],
+    exporter: str,
+    opset: int,
+    star_args: int = 0,
+) -> None:
     """Export `module(*args)`; its last `star_args` inputs are one `*past` parameter, whose
     dynamo dynamic_shapes entry must be a tuple mirroring it."""
     import torch
@@ -150,16 +159,33 @@ def _export(module, args: tuple, path: Path, input_names: list[str], output_name
             dynamic_shapes: tuple[dict[int, Any] | tuple[dict[int, Any], ...], ...] = tuple(shapes)
             if star_args:
                 dynamic_shapes = (*shapes[:-star_args], tuple(shapes[-star_args:]))
-            torch.onnx.export(module, args, str(path), dynamo=True, dynamic_shapes=dynamic_shapes,
-                              custom_translation_table=translation_table(), verbose=False,
-                              input_names=input_names, output_names=output_names, opset_version=opset,
-                              external_data=True)
+            torch.onnx.export(
+                module,
+                args,
+                str(path),
+                dynamo=True,
+                dynamic_shapes=dynamic_shapes,
+                custom_translation_table=translation_table(),
+                verbose=False,
+                input_names=input_names,
+                output_names=output_names,
+                opset_version=opset,
+                external_data=True,
+            )
         elif exporter == "torchscript":
             register_torchscript_symbolics(opset)
-            torch.onnx.export(module, args, str(path), dynamo=False, dynamic_axes=axes,
-                              custom_opsets={"com.microsoft": 1},
-                              input_names=input_names, output_names=output_names, opset_version=opset,
-                              external_data=True)
+            torch.onnx.export(
+                module,
+                args,
+                str(path),
+                dynamo=False,
+                dynamic_axes=axes,
+                custom_opsets={"com.microsoft": 1},
+                input_names=input_names,
+                output_names=output_names,
+                opset_version=opset,
+                external_data=True,
+            )
         else:
             raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
     _name_dims(path, axes)
@@ -172,8 +198,11 @@ def export_vision(model, path: Path, exporter: str = "dynamo", opset: int = DEFA
 
     graph = VisionGraph(model.model.visual).eval()
     n = 4 * graph.merge_unit  # a 4x4 grid of patches
-    dim = int(model.config.vision_config.in_channels * model.config.vision_config.temporal_patch_size
-              * model.config.vision_config.patch_size ** 2)
+    dim = int(
+        model.config.vision_config.in_channels
+        * model.config.vision_config.temporal_patch_size
+        * model.config.vision_config.patch_size**2
+    )
     args = (torch.randn(n, dim), torch.randint(0, 4, (n, 2)))
     axes = {"pixel_values": {0: "patches"}, "vision_position_ids": {0: "patches"}, "image_embeds": {0: "tokens"}}
     _export(graph, args, path, ["pixel_values", "vision_position_ids"], ["image_embeds"], axes, exporter, opset)
@@ -188,12 +217,20 @@ def export_decoder(model, path: Path, exporter: str = "dynamo", opset: int = DEF
     cfg = model.config.text_config
     layers = int(cfg.num_hidden_layers)
     b, s, c = 2, 3, 8  # distinct sizes > 1, so none is specialised to a constant
-    args = (torch.randn(b, s, int(cfg.hidden_size)), torch.zeros(3, b, s, dtype=torch.long),
-            torch.tensor([4, 5], dtype=torch.int32), torch.tensor(6, dtype=torch.int32),
-            *[torch.randn(b, graph.num_kv_heads, c, graph.head_dim) for _ in range(2 * layers)])
+    args = (
+        torch.randn(b, s, int(cfg.hidden_size)),
+        torch.zeros(3, b, s, dtype=torch.long),
+        torch.tensor([4, 5], dtype=torch.int32),
+        torch.tensor(6, dtype=torch.int32),
+        *[torch.randn(b, graph.num_kv_heads, c, graph.head_dim) for _ in range(2 * layers)],
+    )
     inputs, outputs = decoder_io(layers)
-    axes = {"inputs_embeds": {0: "batch", 1: "seq"}, "position_ids": {1: "batch", 2: "seq"},
-            "seqlens_k": {0: "batch"}, "logits": {0: "batch"}}
+    axes = {
+        "inputs_embeds": {0: "batch", 1: "seq"},
+        "position_ids": {1: "batch", 2: "seq"},
+        "seqlens_k": {0: "batch"},
+        "logits": {0: "batch"},
+    }
     axes.update({n: {0: "batch", 2: "capacity"} for n in inputs[4:] + outputs[1:]})
     _export(graph, args, path, inputs, outputs, axes, exporter, opset, star_args=2 * layers)
 
@@ -207,25 +244,47 @@ def _weight_matmuls(path: Path) -> list[tuple[str, tuple[int, ...]]]:
 
     model = onnx.load(str(path), load_external_data=False)
     inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
-    return [(n.name, inits[n.input[1]]) for n in model.graph.node
-            if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in inits]
+    return [
+        (n.name, inits[n.input[1]])
+        for n in model.graph.node
+        if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in inits
+    ]
 
 
-def quantize_int8(src: Path, dst: Path, weight_type: str = "QInt8", per_channel: bool = True,
-                  exclude: list[str] | None = None, reduce_range: bool = False) -> dict:
+def quantize_int8(
+    src: Path,
+    dst: Path,
+    weight_type: str = "QInt8",
+    per_channel: bool = True,
+    exclude: list[str] | None = None,
+    reduce_range: bool = False,
+) -> dict:
     """onnxruntime's dynamic quantizer over every MatMul with a constant weight; reduce_range
     keeps weights in 7 bits (int8_target: what a CPU without VNNI needs for signed weights)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _root_log_level(logging.ERROR):  # "consider pre-processing" warnings on stderr
-        quantize_dynamic(str(src), str(dst), op_types_to_quantize=["MatMul"], per_channel=per_channel,
-                         reduce_range=reduce_range, weight_type=getattr(QuantType, weight_type),
-                         nodes_to_exclude=list(exclude or []), use_external_data_format=True,
-                         # DefaultTensorType: onnx's shape inference gives no type past the
-                         # onnxruntime-only ops (SimplifiedLayerNormalization); all are float
-                         extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1})
-    return {"method": "onnxruntime.quantize_dynamic", "op_types": ["MatMul"], "weight_type": weight_type,
-            "per_channel": per_channel, "reduce_range": reduce_range, "excluded_nodes": list(exclude or [])}
+        quantize_dynamic(
+            str(src),
+            str(dst),
+            op_types_to_quantize=["MatMul"],
+            per_channel=per_channel,
+            reduce_range=reduce_range,
+            weight_type=getattr(QuantType, weight_type),
+            nodes_to_exclude=list(exclude or []),
+            use_external_data_format=True,
+            # DefaultTensorType: onnx's shape inference gives no type past the
+            # onnxruntime-only ops (SimplifiedLayerNormalization); all are float
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": 1},
+        )
+    return {
+        "method": "onnxruntime.quantize_dynamic",
+        "op_types": ["MatMul"],
+        "weight_type": weight_type,
+        "per_channel": per_channel,
+        "reduce_range": reduce_range,
+        "excluded_nodes": list(exclude or []),
+    }
 
 
 def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str] | None = None) -> dict:
@@ -233,13 +292,17 @@ def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str]
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     model = onnx.load(str(src))
-    q = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True,
-                             nodes_to_exclude=list(exclude or []))
+    q = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True, nodes_to_exclude=list(exclude or []))
     with _root_log_level(logging.ERROR):
         q.process()
     q.model.save_model_to_file(str(dst), use_external_data_format=True)
-    return {"method": "onnxruntime.MatMulNBitsQuantizer", "bits": 4, "block_size": block_size,
-            "symmetric": True, "excluded_nodes": list(exclude or [])}
+    return {
+        "method": "onnxruntime.MatMulNBitsQuantizer",
+        "bits": 4,
+        "block_size": block_size,
+        "symmetric": True,
+        "excluded_nodes": list(exclude or []),
+    }
 
 
 # --------------------------------------------------------------------------- parity
@@ -257,8 +320,10 @@ def parity_inputs(model_dir: Path):
     tok = ChatTokenizer.from_dir(model_dir)
     proc = ImageProcessor(ImageProcessorConfig.from_file(model_dir / "preprocessor_config.json"))
     rng = np.random.default_rng(0)
-    images = [Image.fromarray(rng.integers(0, 256, (112, 112, 3), dtype=np.uint8)),
-              Image.fromarray(rng.integers(0, 256, (84, 224, 3), dtype=np.uint8))]
+    images = [
+        Image.fromarray(rng.integers(0, 256, (112, 112, 3), dtype=np.uint8)),
+        Image.fromarray(rng.integers(0, 256, (84, 224, 3), dtype=np.uint8)),
+    ]
     prompts = [LAYOUT_PROMPT, TEXT_PROMPT]
     return [build_input(tok, proc, im, pr) for im, pr in zip(images, prompts)]
 
@@ -285,11 +350,16 @@ def compare_logits(ref: np.ndarray, cand: np.ndarray) -> dict:
     """Over every (step, row) logits vector: the max absolute difference, the min and mean
     cosine, and the share of steps whose argmax agrees."""
     cos = _cosine(ref, cand)
-    return {"max_abs_logit_diff": float(np.abs(ref - cand).max()),
-            "logit_scale": float(np.abs(ref).max()),
-            "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean()),
-            "top1_agreement": float((ref.argmax(-1) == cand.argmax(-1)).mean()),
-            "positions": int(ref.shape[0] * ref.shape[1]), "batch": int(ref.shape[1]), "steps": int(ref.shape[0] - 1)}
+    return {
+        "max_abs_logit_diff": float(np.abs(ref - cand).max()),
+        "logit_scale": float(np.abs(ref).max()),
+        "cosine_min": float(cos.min()),
+        "cosine_mean": float(cos.mean()),
+        "top1_agreement": float((ref.argmax(-1) == cand.argmax(-1)).mean()),
+        "positions": int(ref.shape[0] * ref.shape[1]),
+        "batch": int(ref.shape[1]),
+        "steps": int(ref.shape[0] - 1),
+    }
 
 
 def measure_parity(reference, candidate, inputs, steps: int = 16) -> dict:
@@ -311,43 +381,74 @@ def _load_model(model_dir: Path):
     hf_logging.disable_progress_bar()
     try:
         model = Qwen2VLForConditionalGeneration.from_pretrained(
-            str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa")
+            str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa"
+        )
     except Exception as exc:
         raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
     return model.eval()
 
 
-def _calibration_means(model, model_dir: Path, fp32_dir: Path, work: Path, table: dict,
-                       threads: int | None, decoder: bool) -> dict:
+def _calibration_means(
+    model, model_dir: Path, fp32_dir: Path, work: Path, table: dict, threads: int | None, decoder: bool
+) -> dict:
     """bias_correction.calibration_means of the fp32 graphs in fp32_dir (embeddings in work)."""
     cfg = model.config
     inputs = bias_correction_mod.calibration_inputs(
-        model_dir, (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id)),
-        bias_correction_mod.SAMPLES)
+        model_dir,
+        (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id)),
+        bias_correction_mod.SAMPLES,
+    )
     return bias_correction_mod.calibration_means(
-        fp32_dir, GRAPHS, np.load(work / GRAPHS["embed_tokens"], mmap_mode="r"), inputs,
-        table["image_token_id"], table["merge_size"], table["num_layers"], table["num_kv_heads"],
-        table["head_dim"], threads or 1, decoder=decoder)
+        fp32_dir,
+        GRAPHS,
+        np.load(work / GRAPHS["embed_tokens"], mmap_mode="r"),
+        inputs,
+        table["image_token_id"],
+        table["merge_size"],
+        table["num_layers"],
+        table["num_kv_heads"],
+        table["head_dim"],
+        threads or 1,
+        decoder=decoder,
+    )
 
 
 def _model_table(model) -> dict:
     cfg = model.config
     text, vision = cfg.text_config, cfg.vision_config
-    return {"architecture": "Qwen2VLForConditionalGeneration",
-            "num_layers": int(text.num_hidden_layers), "num_kv_heads": int(text.num_key_value_heads),
-            "num_heads": int(text.num_attention_heads),
-            "head_dim": int(getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads),
-            "hidden_size": int(text.hidden_size), "vocab_size": int(text.vocab_size),
-            "merge_size": int(vision.spatial_merge_size), "image_token_id": int(cfg.image_token_id),
-            "patch_dim": int(vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2),
-            "vision_depth": int(vision.depth), "vision_embed_dim": int(vision.embed_dim)}
+    return {
+        "architecture": "Qwen2VLForConditionalGeneration",
+        "num_layers": int(text.num_hidden_layers),
+        "num_kv_heads": int(text.num_key_value_heads),
+        "num_heads": int(text.num_attention_heads),
+        "head_dim": int(getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads),
+        "hidden_size": int(text.hidden_size),
+        "vocab_size": int(text.vocab_size),
+        "merge_size": int(vision.spatial_merge_size),
+        "image_token_id": int(cfg.image_token_id),
+        "patch_dim": int(vision.in_channels * vision.temporal_patch_size * vision.patch_size**2),
+        "vision_depth": int(vision.depth),
+        "vision_embed_dim": int(vision.embed_dim),
+    }
 
 
-def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False, int4: bool = False,
-                 verify: bool = True, *, exporter: str = "dynamo", opset: int = DEFAULT_OPSET,
-                 threads: int | None = None, quantize_lm_head: bool = True, parity_steps: int = 16,
-                 bias_correction: bool = False, force: bool = False, target: str | None = None,
-                 log: Callable[[str], None] | None = None) -> dict:
+def export_model(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    int8: bool = False,
+    int4: bool = False,
+    verify: bool = True,
+    *,
+    exporter: str = "dynamo",
+    opset: int = DEFAULT_OPSET,
+    threads: int | None = None,
+    quantize_lm_head: bool = True,
+    parity_steps: int = 16,
+    bias_correction: bool = False,
+    force: bool = False,
+    target: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
     (the manifest plus timings). With verify, the export is loaded by the ONNX runtime and
     compared with the PyTorch model on two small requests (teacher-forced, see
@@ -409,16 +510,18 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
         _say(log, f"exporting decoder.onnx ({exporter}, opset {opset})")
         export_decoder(model, fp32_dir / GRAPHS["decoder"], exporter, opset)
         timings["export_decoder"] = time.monotonic() - t0
-        np.save(work / GRAPHS["embed_tokens"],
-                model.get_input_embeddings().weight.detach().float().numpy())
+        np.save(work / GRAPHS["embed_tokens"], model.get_input_embeddings().weight.detach().float().numpy())
 
-        quantization: dict[str, Any] | None = None   # the manifest's table; None: fp32
+        quantization: dict[str, Any] | None = None  # the manifest's table; None: fp32
         if quantized:
             t0 = time.monotonic()
             exclude = []
             if not quantize_lm_head:
-                exclude = [name for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
-                           if shape and shape[-1] == table["vocab_size"]]
+                exclude = [
+                    name
+                    for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
+                    if shape and shape[-1] == table["vocab_size"]
+                ]
             quantization = {}
             settings = int8_target.int8_settings(target)
             means = None
@@ -433,19 +536,20 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                 if int8 or role == "vision":
                     # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
                     # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
-                    quantization[role] = quantize_int8(src, dst, **settings[role],
-                                                       exclude=exclude if role == "decoder" else None)
+                    quantization[role] = quantize_int8(
+                        src, dst, **settings[role], exclude=exclude if role == "decoder" else None
+                    )
                     if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
                             "min_rows": bias_correction_mod.MIN_ROWS,
-                            **bias_correction_mod.correct(src, dst, means[role])}
+                            **bias_correction_mod.correct(src, dst, means[role]),
+                        }
                 else:
                     quantization[role] = quantize_int4(src, dst, exclude=exclude)
             # the runtime reads the weight settings to know what saturates on its CPU
             # (int8_target.graphs_needing_exact_kernels); where it was made is there for the user
-            quantization.update(scheme="int8" if int8 else "int4", target=target,
-                                made_on=int8_target.cpu_summary())
+            quantization.update(scheme="int8" if int8 else "int4", target=target, made_on=int8_target.cpu_summary())
             timings["quantize"] = time.monotonic() - t0
             shutil.rmtree(fp32_dir)
 
@@ -459,21 +563,30 @@ def export_model(model_dir: str | Path, out_dir: str | Path, int8: bool = False,
                 shutil.copy2(model_dir / name, work / name)
 
         manifest = {
-            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "source": source, "model": table, "graphs": dict(GRAPHS),
-            "io": {"vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
-                   "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"])))},
-            "exporter": exporter, "opset": opset, "versions": _versions(),
-            "quantization": quantization, "parity": None,
+            "source": source,
+            "model": table,
+            "graphs": dict(GRAPHS),
+            "io": {
+                "vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
+                "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"]))),
+            },
+            "exporter": exporter,
+            "opset": opset,
+            "versions": _versions(),
+            "quantization": quantization,
+            "parity": None,
         }
         write_manifest(work, manifest)
 
         if verify:
             t0 = time.monotonic()
             _say(log, "checking the export against the PyTorch model")
-            manifest["parity"] = verify_parity(model, model_dir, work, steps=parity_steps,
-                                               threads=threads or torch.get_num_threads())
+            manifest["parity"] = verify_parity(
+                model, model_dir, work, steps=parity_steps, threads=threads or torch.get_num_threads()
+            )
             timings["verify"] = time.monotonic() - t0
             write_manifest(work, manifest)
 

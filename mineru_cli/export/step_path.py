@@ -36,7 +36,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 PREFIX = "step_path/"
-_KERNEL_ATTRIBUTES = {"num_heads", "kv_num_heads"}   # what the step branch reproduces
+_KERNEL_ATTRIBUTES = {"num_heads", "kv_num_heads"}  # what the step branch reproduces
 
 
 def _const(name: str, value) -> onnx.NodeProto:
@@ -48,11 +48,14 @@ def _shared(seqlens_k: str, query: str, past_key: str, num_heads: int, kv_heads:
     (B, kv, 3) scatter indices [row, kv head, seqlens_k[row]], `bias` (B, 1, 1, C): 0 over a
     row's tokens and float32's lowest value past them; and the branches' reshape targets."""
     p, n = PREFIX, helper.make_node
-    i64 = lambda v: np.array(v, np.int64)   # noqa: E731
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
     return [
-        _const(p + "one", i64([1])), _const(p + "zero_scalar", i64(0)), _const(p + "one_scalar", i64(1)),
-        _const(p + "column", i64([-1, 1])), _const(p + "last_axis", i64([-1])),
-        _const(p + "kv_heads", i64(np.arange(kv_heads)[None, :])),                    # (1, kv)
+        _const(p + "one", i64([1])),
+        _const(p + "zero_scalar", i64(0)),
+        _const(p + "one_scalar", i64(1)),
+        _const(p + "column", i64([-1, 1])),
+        _const(p + "last_axis", i64([-1])),
+        _const(p + "kv_heads", i64(np.arange(kv_heads)[None, :])),  # (1, kv)
         _const(p + "kv_1d", i64([kv_heads])),
         _const(p + "kv_shape", i64([0, kv_heads, head_dim])),
         _const(p + "q_shape", i64([0, kv_heads, num_heads // kv_heads, head_dim])),
@@ -62,12 +65,12 @@ def _shared(seqlens_k: str, query: str, past_key: str, num_heads: int, kv_heads:
         n("Squeeze", [p + "multi_1d"], [p + "multi"]),
         # scatter indices: row, head and column, each broadcast to (B, kv), stacked on a last axis
         n("Cast", [seqlens_k], [p + "last_column"], to=TensorProto.INT64),
-        n("Reshape", [p + "last_column", p + "column"], [p + "last_column_b1"]),     # (B, 1)
+        n("Reshape", [p + "last_column", p + "column"], [p + "last_column_b1"]),  # (B, 1)
         n("Shape", [seqlens_k], [p + "batch_1d"]),
         n("Squeeze", [p + "batch_1d"], [p + "batch"]),
         n("Range", [p + "zero_scalar", p + "batch", p + "one_scalar"], [p + "row"]),
-        n("Reshape", [p + "row", p + "column"], [p + "row_b1"]),                        # (B, 1)
-        n("Concat", [p + "batch_1d", p + "kv_1d"], [p + "b_kv"], axis=0),              # [B, kv]
+        n("Reshape", [p + "row", p + "column"], [p + "row_b1"]),  # (B, 1)
+        n("Concat", [p + "batch_1d", p + "kv_1d"], [p + "b_kv"], axis=0),  # [B, kv]
         n("Expand", [p + "row_b1", p + "b_kv"], [p + "row_ix"]),
         n("Expand", [p + "kv_heads", p + "b_kv"], [p + "head_ix"]),
         n("Expand", [p + "last_column_b1", p + "b_kv"], [p + "column_ix"]),
@@ -77,11 +80,12 @@ def _shared(seqlens_k: str, query: str, past_key: str, num_heads: int, kv_heads:
         n("Shape", [past_key], [p + "capacity_1d"], start=2, end=3),
         n("Squeeze", [p + "capacity_1d"], [p + "capacity"]),
         n("Range", [p + "zero_scalar", p + "capacity", p + "one_scalar"], [p + "columns"]),
-        n("LessOrEqual", [p + "columns", p + "last_column_b1"], [p + "seen"]),          # (B, C)
-        _const(p + "zero_f", np.float32(0)), _const(p + "lowest", np.float32(np.finfo(np.float32).min)),
+        n("LessOrEqual", [p + "columns", p + "last_column_b1"], [p + "seen"]),  # (B, C)
+        _const(p + "zero_f", np.float32(0)),
+        _const(p + "lowest", np.float32(np.finfo(np.float32).min)),
         n("Where", [p + "seen", p + "zero_f", p + "lowest"], [p + "bias_2d"]),
         _const(p + "axes_1_2", i64([1, 2])),
-        n("Unsqueeze", [p + "bias_2d", p + "axes_1_2"], [p + "bias"]),                  # (B, 1, 1, C)
+        n("Unsqueeze", [p + "bias_2d", p + "axes_1_2"], [p + "bias"]),  # (B, 1, 1, C)
     ]
 
 
@@ -90,27 +94,35 @@ def _step_branch(layer: int, inputs: list[str], head_dim: int) -> onnx.GraphProt
     p, n = PREFIX, helper.make_node
     lp = f"{p}{layer}/"
     nodes = [
-        n("Reshape", [k, p + "kv_shape"], [lp + "k"]),                                 # (B, kv, d)
+        n("Reshape", [k, p + "kv_shape"], [lp + "k"]),  # (B, kv, d)
         n("Reshape", [v, p + "kv_shape"], [lp + "v"]),
         n("ScatterND", [past_k, p + "idx", lp + "k"], [lp + "present_key"]),
         n("ScatterND", [past_v, p + "idx", lp + "v"], [lp + "present_value"]),
-        n("Reshape", [q, p + "q_shape"], [lp + "q"]),                                  # (B, kv, g, d)
-        n("FusedMatMul", [lp + "q", lp + "present_key"], [lp + "scores"], domain="com.microsoft",
-          transA=0, transB=1, alpha=float(head_dim) ** -0.5),
+        n("Reshape", [q, p + "q_shape"], [lp + "q"]),  # (B, kv, g, d)
+        n(
+            "FusedMatMul",
+            [lp + "q", lp + "present_key"],
+            [lp + "scores"],
+            domain="com.microsoft",
+            transA=0,
+            transB=1,
+            alpha=float(head_dim) ** -0.5,
+        ),
         n("Add", [lp + "scores", p + "bias"], [lp + "masked"]),
         n("Softmax", [lp + "masked"], [lp + "probs"], axis=-1),
         n("MatMul", [lp + "probs", lp + "present_value"], [lp + "out_g"]),
-        n("Reshape", [lp + "out_g", p + "out_shape"], [lp + "out"]),                   # (B, 1, heads*d)
+        n("Reshape", [lp + "out_g", p + "out_shape"], [lp + "out"]),  # (B, 1, heads*d)
     ]
-    outs = [helper.make_tensor_value_info(lp + x, TensorProto.FLOAT, None)
-            for x in ("out", "present_key", "present_value")]
+    outs = [
+        helper.make_tensor_value_info(lp + x, TensorProto.FLOAT, None) for x in ("out", "present_key", "present_value")
+    ]
     return helper.make_graph(nodes, lp + "step", [], outs)
 
 
 def _attributes(node: onnx.NodeProto) -> dict:
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     extra = set(attrs) - _KERNEL_ATTRIBUTES
-    if extra:   # scale, softcap, local windows, rotary: the step branch would silently differ
+    if extra:  # scale, softcap, local windows, rotary: the step branch would silently differ
         raise ValueError(f"{node.name}: the step path does not reproduce GroupQueryAttention's {sorted(extra)}")
     return attrs
 
@@ -126,8 +138,9 @@ def add_step_path(model: onnx.ModelProto, head_dim: int) -> onnx.ModelProto:
     first = graph.node[layers[0]]
     attrs = _attributes(first)
     # the shared nodes read the first layer's inputs: they go right before its attention
-    nodes = list(graph.node[:layers[0]]) + _shared(first.input[5], first.input[0], first.input[3],
-                                                   attrs["num_heads"], attrs["kv_num_heads"], head_dim)
+    nodes = list(graph.node[: layers[0]]) + _shared(
+        first.input[5], first.input[0], first.input[3], attrs["num_heads"], attrs["kv_num_heads"], head_dim
+    )
     layer = 0
     for i in range(layers[0], len(graph.node)):
         node = graph.node[i]
@@ -135,15 +148,30 @@ def add_step_path(model: onnx.ModelProto, head_dim: int) -> onnx.ModelProto:
             nodes.append(node)
             continue
         lp = f"{PREFIX}{layer}/"
-        prompt = helper.make_node("GroupQueryAttention", list(node.input),
-                                  [lp + x for x in ("prompt_out", "prompt_key", "prompt_value")],
-                                  name=node.name, domain=node.domain, **_attributes(node))
+        prompt = helper.make_node(
+            "GroupQueryAttention",
+            list(node.input),
+            [lp + x for x in ("prompt_out", "prompt_key", "prompt_value")],
+            name=node.name,
+            domain=node.domain,
+            **_attributes(node),
+        )
         then_branch = helper.make_graph(
-            [prompt], lp + "prompt", [],
-            [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in prompt.output])
-        nodes.append(helper.make_node(
-            "If", [PREFIX + "multi"], list(node.output), name=lp + "if", then_branch=then_branch,
-            else_branch=_step_branch(layer, list(node.input), head_dim)))
+            [prompt],
+            lp + "prompt",
+            [],
+            [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in prompt.output],
+        )
+        nodes.append(
+            helper.make_node(
+                "If",
+                [PREFIX + "multi"],
+                list(node.output),
+                name=lp + "if",
+                then_branch=then_branch,
+                else_branch=_step_branch(layer, list(node.input), head_dim),
+            )
+        )
         layer += 1
     del graph.node[:]
     graph.node.extend(nodes)
@@ -155,7 +183,7 @@ def strip_step_path(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = []
     for node in model.graph.node:
         if node.op_type == "If" and node.name.startswith(PREFIX):
-            kernel, = {a.name: a.g for a in node.attribute}["then_branch"].node
+            (kernel,) = {a.name: a.g for a in node.attribute}["then_branch"].node
             restored = onnx.NodeProto()
             restored.CopyFrom(kernel)
             del restored.output[:]

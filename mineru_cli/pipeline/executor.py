@@ -29,6 +29,7 @@ class PageWork(Protocol):
 class Finished:
     """A page the executor is done with: its outcome, which worker answered it, that worker's
     RSS after it, and the pages that shared its engine call (0: none, e.g. a cache hit)."""
+
     item: PageWork
     outcome: PageOutcome
     worker: int
@@ -41,9 +42,10 @@ class Finished:
 
 class ExecutorStats(Protocol):
     """Counts the run's summary and heartbeat report (pool.PoolStats is one)."""
-    restarts: int   # workers replaced after a crash or timeout
-    recycled: int   # workers replaced for memory
-    retried: int    # pages re-queued alone after their batch lost its worker
+
+    restarts: int  # workers replaced after a crash or timeout
+    recycled: int  # workers replaced for memory
+    retried: int  # pages re-queued alone after their batch lost its worker
     done: int
 
     def as_dict(self) -> dict: ...
@@ -51,13 +53,19 @@ class ExecutorStats(Protocol):
 
 class Executor(Protocol):
     """Runs pages; a context manager that frees its workers on exit (kills them on an error)."""
-    left: list[PageWork]   # after run() is exhausted: the items not finished (after a stop)
+
+    left: list[PageWork]  # after run() is exhausted: the items not finished (after a stop)
 
     @property
     def stats(self) -> ExecutorStats: ...
 
-    def run(self, items: Iterable[PageWork], should_stop: Callable[[], bool] = ...,
-            grace: float = ..., on_tick: Callable[[ExecutorStats], None] | None = None) -> Iterator[Finished]:
+    def run(
+        self,
+        items: Iterable[PageWork],
+        should_stop: Callable[[], bool] = ...,
+        grace: float = ...,
+        on_tick: Callable[[ExecutorStats], None] | None = None,
+    ) -> Iterator[Finished]:
         """Yield each page's Finished as it finishes (any order). When should_stop() turns
         true, hand out nothing more and give pages in flight `grace` seconds."""
         ...

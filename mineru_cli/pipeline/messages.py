@@ -24,6 +24,7 @@ from ..core.words import ErrorKind, Stage, Status
 class PageOutcome:
     """What a page came to in a worker (or in the pool, for a page its worker lost): the
     record's fields that are not about the file or the run."""
+
     status: Status
     error: ErrorInfo | None = None
     image: ImageInfo | None = None
@@ -31,22 +32,24 @@ class PageOutcome:
     blocks: list[Block] = field(default_factory=list)
     markdown: str = ""
     warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)   # seconds per stage
-    counts: dict[str, int] = field(default_factory=dict)      # the engine's counts (retries, ...)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    counts: dict[str, int] = field(default_factory=dict)  # the engine's counts (retries, ...)
 
     @classmethod
-    def failed(cls, kind: ErrorKind, stage: Stage, message: str, seconds: float,
-               status: Status = Status.FAILED) -> PageOutcome:
+    def failed(
+        cls, kind: ErrorKind, stage: Stage, message: str, seconds: float, status: Status = Status.FAILED
+    ) -> PageOutcome:
         return cls(status, ErrorInfo(kind, stage, message), timings={"total": seconds})
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     """Everything a worker needs to start: the engine it builds, its threads, the cache."""
+
     engine: EngineSpec
     threads: int
     spinning: bool
-    env: dict[str, str]          # thread-count variables, set before numpy / onnxruntime load
+    env: dict[str, str]  # thread-count variables, set before numpy / onnxruntime load
     fingerprint: str
     load: LoadOptions
     cache: CacheSpec | None
@@ -58,8 +61,9 @@ class WorkerSpec:
 class PageTask:
     """A page to parse. solo: the pool retries a lost batch's pages alone this way, so one
     poison page costs only itself."""
+
     task_id: int
-    source: Any                  # inputs.SourceFile
+    source: Any  # inputs.SourceFile
     index: int
     solo: bool = False
 
@@ -83,6 +87,7 @@ class Fatal:
 class StageEntered:
     """The page enters `stage`; for the engine stage, `batch` pages share the engine call
     (the message is sent for each of them, just before the call)."""
+
     task_id: int
     stage: Stage
     batch: int = 1
@@ -97,6 +102,7 @@ class Notice:
 class Done:
     """A page's outcome, the worker's RSS after it, and the pages that shared its engine call
     (0: not parsed by the engine, e.g. a cache hit)."""
+
     task_id: int
     outcome: PageOutcome
     rss: int

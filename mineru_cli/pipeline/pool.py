@@ -43,9 +43,10 @@ from .executor import Finished, PageWork
 from .messages import Done, Fatal, Finish, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 from .worker import rss_bytes, worker_main
 
-START_TIMEOUT = 300.0      # seconds a fresh worker may take to import and load its models
-START_FAILURES = 3         # workers dying before they are ready, in a row: give up (exit 2)
-TICK = 0.25                # wake-up interval: signals, deadlines, heartbeats
+START_TIMEOUT = 300.0  # seconds a fresh worker may take to import and load its models
+START_FAILURES = 3  # workers dying before they are ready, in a row: give up (exit 2)
+TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
+
 
 def describe_exit(code: int | None) -> str:
     if code is None:
@@ -62,22 +63,30 @@ def describe_exit(code: int | None) -> str:
 
 @dataclass
 class PoolStats:
-    workers: int = 0          # worker slots
-    busy: int = 0             # holding at least one page now
-    starting: int = 0         # spawning / loading models
-    queued: int = 0           # pages not yet handed to a worker (pool queue depth)
-    done: int = 0             # pages answered by the pool
-    restarts: int = 0         # workers replaced after a crash or timeout
-    recycled: int = 0         # workers replaced for RSS
-    retried: int = 0          # pages re-queued alone after their batch lost its worker
-    inflight: list[int] = field(default_factory=list)   # pages held, per live worker
-    rss: list[int] = field(default_factory=list)        # per live worker, bytes
+    workers: int = 0  # worker slots
+    busy: int = 0  # holding at least one page now
+    starting: int = 0  # spawning / loading models
+    queued: int = 0  # pages not yet handed to a worker (pool queue depth)
+    done: int = 0  # pages answered by the pool
+    restarts: int = 0  # workers replaced after a crash or timeout
+    recycled: int = 0  # workers replaced for RSS
+    retried: int = 0  # pages re-queued alone after their batch lost its worker
+    inflight: list[int] = field(default_factory=list)  # pages held, per live worker
+    rss: list[int] = field(default_factory=list)  # per live worker, bytes
 
     def as_dict(self) -> dict:
-        return {"workers": self.workers, "busy": self.busy, "starting": self.starting,
-                "queued": self.queued, "inflight": list(self.inflight), "done": self.done,
-                "restarts": self.restarts, "recycled": self.recycled, "retried": self.retried,
-                "rss_mb": [round(r / (1 << 20)) for r in self.rss]}
+        return {
+            "workers": self.workers,
+            "busy": self.busy,
+            "starting": self.starting,
+            "queued": self.queued,
+            "inflight": list(self.inflight),
+            "done": self.done,
+            "restarts": self.restarts,
+            "recycled": self.recycled,
+            "retried": self.retried,
+            "rss_mb": [round(r / (1 << 20)) for r in self.rss],
+        }
 
 
 @dataclass
@@ -86,17 +95,17 @@ class _Task:
     item: PageWork
     solo: bool
     sent: float
-    started: float | None = None    # when the worker began rendering it
-    stage: Stage | None = None      # the stage it is in (None: sent, not started)
+    started: float | None = None  # when the worker began rendering it
+    stage: Stage | None = None  # the stage it is in (None: sent, not started)
 
 
 class _Worker:
     def __init__(self, slot: int, proc, conn):
         self.slot, self.proc, self.conn = slot, proc, conn
         self.ready = False
-        self.retiring = False           # above --max-worker-rss: no more pages, retire when empty
+        self.retiring = False  # above --max-worker-rss: no more pages, retire when empty
         self.spawned = time.monotonic()
-        self.tasks: dict[int, _Task] = {}   # in flight, in the order sent
+        self.tasks: dict[int, _Task] = {}  # in flight, in the order sent
         self.deadline: float | None = None  # kill after this (monotonic), while a page is started
         self.last_stage: Stage | None = None
         self.rss = 0
@@ -114,8 +123,15 @@ class WorkerPool:
     """The process executor (see executor.Executor): parses PageWork items on worker processes
     and yields a Finished for each page as it finishes, in completion order."""
 
-    def __init__(self, workers: int, spec: WorkerSpec, page_timeout: float, max_rss: int,
-                 warn: Callable[[str], None], info: Callable[[str], None] = lambda m: None):
+    def __init__(
+        self,
+        workers: int,
+        spec: WorkerSpec,
+        page_timeout: float,
+        max_rss: int,
+        warn: Callable[[str], None],
+        info: Callable[[str], None] = lambda m: None,
+    ):
         self.n = max(1, workers)
         self.spec = spec
         self.page_timeout = page_timeout
@@ -128,17 +144,16 @@ class WorkerPool:
         self._task_ids = 0
         self._start_failures = 0
         self._warned: set[str] = set()
-        self._queue: deque = deque()        # (item, solo)
+        self._queue: deque = deque()  # (item, solo)
         self._finished: list[Finished] = []
         self._stopping = False
         self._rss_at = 0.0
-        self.left: list[PageWork] = []      # after run(): the items not finished
+        self.left: list[PageWork] = []  # after run(): the items not finished
 
     # -- processes -----------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
         parent, child = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=worker_main, args=(child, self.spec), daemon=True,
-                                name=f"mineru-worker-{slot}")
+        proc = self.ctx.Process(target=worker_main, args=(child, self.spec), daemon=True, name=f"mineru-worker-{slot}")
         # The child inherits this environment at exec: thread counts are in place before the
         # interpreter imports numpy / onnxruntime (even via the __main__ re-import of spawn).
         saved = {k: os.environ.get(k) for k in self.spec.env}
@@ -158,7 +173,7 @@ class WorkerPool:
         if kill and w.proc.is_alive():
             w.proc.kill()
         w.proc.join(timeout=5)
-        if w.proc.is_alive():       # did not exit when asked: no more patience
+        if w.proc.is_alive():  # did not exit when asked: no more patience
             w.proc.kill()
             w.proc.join(timeout=5)
         try:
@@ -199,8 +214,13 @@ class WorkerPool:
         self.close(kill=exc[0] is not None)
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self, items: Iterable[PageWork], should_stop: Callable[[], bool] = lambda: False,
-            grace: float = 10.0, on_tick: Callable[[PoolStats], None] | None = None) -> Iterator[Finished]:
+    def run(
+        self,
+        items: Iterable[PageWork],
+        should_stop: Callable[[], bool] = lambda: False,
+        grace: float = 10.0,
+        on_tick: Callable[[PoolStats], None] | None = None,
+    ) -> Iterator[Finished]:
         """Parse all items, yielding each page's Finished as it comes. After a stop request,
         pages in flight get `grace` seconds; `self.left` then holds the items not finished
         (in flight past the grace period, and never handed out)."""
@@ -218,7 +238,7 @@ class WorkerPool:
             if not busy and (stop_at is not None or not queue):
                 break
             if stop_at is not None and time.monotonic() > stop_at:
-                for w in busy:                     # in flight past the grace period: not journaled
+                for w in busy:  # in flight past the grace period: not journaled
                     queue.extendleft(reversed([(t.item, False) for t in w.tasks.values()]))
                     self._reap(w, kill=True)
                 break
@@ -244,14 +264,13 @@ class WorkerPool:
                 continue
             while queue:
                 item, solo = queue[0]
-                if (w.tasks and solo) or len(w.tasks) >= self.page_batch \
-                        or any(t.solo for t in w.tasks.values()):
+                if (w.tasks and solo) or len(w.tasks) >= self.page_batch or any(t.solo for t in w.tasks.values()):
                     break
                 queue.popleft()
                 self._task_ids += 1
                 try:
                     w.conn.send(PageTask(self._task_ids, item.src, item.index, solo))
-                except OSError:            # died while idle: its sentinel will tell; retry the item
+                except OSError:  # died while idle: its sentinel will tell; retry the item
                     queue.appendleft((item, solo))
                     break
                 w.tasks[self._task_ids] = _Task(self._task_ids, item, solo, time.monotonic())
@@ -277,7 +296,7 @@ class WorkerPool:
             try:
                 while w.conn.poll():
                     self._handle(w, w.conn.recv())
-                    if self.workers[w.slot] is not w:   # retired / replaced while handling
+                    if self.workers[w.slot] is not w:  # retired / replaced while handling
                         break
             except (EOFError, OSError):
                 dead = True
@@ -302,9 +321,9 @@ class WorkerPool:
             if task.started is None:
                 task.started = now
             task.stage = msg.stage
-            if msg.stage is Stage.RENDER:                                       # this page's own clock
+            if msg.stage is Stage.RENDER:  # this page's own clock
                 w.deadline = now + self.page_timeout
-            elif msg.stage is Stage.ENGINE and w.last_stage is not Stage.ENGINE:   # the batch's clock
+            elif msg.stage is Stage.ENGINE and w.last_stage is not Stage.ENGINE:  # the batch's clock
                 w.deadline = now + msg.batch * self.page_timeout
             w.last_stage = msg.stage
         elif isinstance(msg, Notice):
@@ -324,8 +343,10 @@ class WorkerPool:
                 w.deadline, w.last_stage = None, None
             self._finish(w, task, msg.outcome, msg.rss, msg.batch)
             if self.max_rss and msg.rss > self.max_rss and not w.retiring:
-                self.info(f"worker {w.slot}: RSS {msg.rss / (1 << 20):.0f} MB above --max-worker-rss "
-                          f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled")
+                self.info(
+                    f"worker {w.slot}: RSS {msg.rss / (1 << 20):.0f} MB above --max-worker-rss "
+                    f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled"
+                )
                 self.stats.recycled += 1
                 w.retiring = True
             if w.retiring and not w.tasks:
@@ -344,8 +365,10 @@ class WorkerPool:
         elif suspects:
             retry = [(t.item, True) for t in suspects]
             self.stats.retried += len(retry)
-            self.info(f"worker {w.slot}: lost with {len(suspects)} pages of a batch in the "
-                      f"{suspects[-1].stage} stage; retrying each alone")
+            self.info(
+                f"worker {w.slot}: lost with {len(suspects)} pages of a batch in the "
+                f"{suspects[-1].stage} stage; retrying each alone"
+            )
         queue.extendleft(reversed(retry + later))
         w.tasks.clear()
 
@@ -354,10 +377,16 @@ class WorkerPool:
         if w.tasks:
             self.stats.restarts += 1
             now = time.monotonic()
-            self._lost(w, queue, lambda t: PageOutcome.failed(
-                ErrorKind.CRASH, t.stage or Stage.RENDER,
-                f"worker process died ({describe_exit(code)}) during the {t.stage} stage; worker restarted",
-                now - (t.started or t.sent)))
+            self._lost(
+                w,
+                queue,
+                lambda t: PageOutcome.failed(
+                    ErrorKind.CRASH,
+                    t.stage or Stage.RENDER,
+                    f"worker process died ({describe_exit(code)}) during the {t.stage} stage; worker restarted",
+                    now - (t.started or t.sent),
+                ),
+            )
         elif not w.ready:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
@@ -383,11 +412,18 @@ class WorkerPool:
                     continue
                 self._reap(w, kill=True)
                 self.stats.restarts += 1
-                self._lost(w, queue, lambda t: PageOutcome.failed(
-                    ErrorKind.TIMEOUT, t.stage or Stage.RENDER,
-                    f"no result after {now - (t.started or t.sent):.0f} s (--page-timeout "
-                    f"{self.page_timeout:g} s per page) in the {t.stage} stage; worker killed and restarted",
-                    now - (t.started or t.sent), status=Status.TIMEOUT))
+                self._lost(
+                    w,
+                    queue,
+                    lambda t: PageOutcome.failed(
+                        ErrorKind.TIMEOUT,
+                        t.stage or Stage.RENDER,
+                        f"no result after {now - (t.started or t.sent):.0f} s (--page-timeout "
+                        f"{self.page_timeout:g} s per page) in the {t.stage} stage; worker killed and restarted",
+                        now - (t.started or t.sent),
+                        status=Status.TIMEOUT,
+                    ),
+                )
                 if self._want_worker():
                     self._spawn(w.slot)
             elif not w.ready and now - w.spawned > START_TIMEOUT:
@@ -408,6 +444,6 @@ class WorkerPool:
         self.stats.queued = len(queue)
         self.stats.inflight = [len(w.tasks) for w in live]
         now = time.monotonic()
-        if rss and now - self._rss_at >= 1.0:      # measured from outside: busy workers too
+        if rss and now - self._rss_at >= 1.0:  # measured from outside: busy workers too
             self._rss_at = now
             self.stats.rss = [rss_bytes(w.proc.pid) if w.proc.pid else 0 for w in live]

@@ -105,8 +105,8 @@ def _die_with_parent() -> None:
 
 def worker_main(conn, spec: WorkerSpec) -> None:
     """Entry point of a worker process."""
-    os.environ.update(spec.env)             # before numpy / onnxruntime are imported
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the main process's business
+    os.environ.update(spec.env)  # before numpy / onnxruntime are imported
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     faults = parse_faults(os.environ.get(FAULTS_ENV))
@@ -116,13 +116,18 @@ def worker_main(conn, spec: WorkerSpec) -> None:
         from ..engines import build_engine
 
         engine = build_engine(spec.engine, threads=spec.threads, spinning=spec.spinning)
-        engine.warm_up()                     # load the models now, not on page one
+        engine.warm_up()  # load the models now, not on page one
         cache = None
         if spec.cache is not None:
             from ..cache import ResultCache
 
-            cache = ResultCache(path=spec.cache.path, near=spec.cache.near.value, redis_url=spec.cache.redis_url,
-                                ttl_s=spec.cache.ttl_s, warn=lambda m: send(Notice(m)))
+            cache = ResultCache(
+                path=spec.cache.path,
+                near=spec.cache.near.value,
+                redis_url=spec.cache.redis_url,
+                ttl_s=spec.cache.ttl_s,
+                warn=lambda m: send(Notice(m)),
+            )
     except SetupError as exc:
         send(Fatal(str(exc)))
         return
@@ -144,7 +149,7 @@ def worker_main(conn, spec: WorkerSpec) -> None:
             if last:
                 break
     except (BrokenPipeError, EOFError, OSError):
-        pass   # the main process went away
+        pass  # the main process went away
     finally:
         docs.close()
         if cache is not None:
@@ -177,9 +182,10 @@ def collect_batch(conn, size: int, window: float) -> tuple[list[PageTask], bool]
 @dataclass
 class _Waiting:
     """A rendered page of the current batch, a cache miss waiting for the engine."""
+
     task_id: int
     pid: str
-    page: Any                    # inputs.Page
+    page: Any  # inputs.Page
     image: ImageInfo
     cache: CacheInfo
     t0: float
@@ -191,8 +197,7 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
     misses, then store and answer each. Every problem becomes that page's failed outcome."""
     waiting: list[_Waiting] = []
     for task in tasks:
-        out = prepare_page(cache, docs, fp, task.source, task.index,
-                           lambda s, t=task.task_id: send(StageEntered(t, s)))
+        out = prepare_page(cache, docs, fp, task.source, task.index, lambda s, t=task.task_id: send(StageEntered(t, s)))
         if isinstance(out, PageOutcome):
             send(Done(task.task_id, out, rss_bytes(), 0))
         else:
@@ -214,7 +219,7 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
     t1 = time.perf_counter()
     for i, res in zip(todo, engine_batch(engine, [waiting[i].page.image for i in todo])):
         results[i] = res
-    share = (time.perf_counter() - t1) / max(1, len(todo))   # each page's share of the call
+    share = (time.perf_counter() - t1) / max(1, len(todo))  # each page's share of the call
     for w, res in zip(waiting, results):
         outcome = finish_page(cache, fp, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
         send(Done(w.task_id, outcome, rss_bytes(), n))
@@ -241,8 +246,13 @@ def engine_batch(engine, images: list) -> list:
 
 
 # The kind of error an unexpected exception in each stage is recorded as.
-_KIND = {Stage.OPEN: ErrorKind.CORRUPT, Stage.RENDER: ErrorKind.CORRUPT, Stage.CACHE: ErrorKind.CACHE_ERROR,
-         Stage.ENGINE: ErrorKind.ENGINE_ERROR, Stage.STORE: ErrorKind.CACHE_ERROR}
+_KIND = {
+    Stage.OPEN: ErrorKind.CORRUPT,
+    Stage.RENDER: ErrorKind.CORRUPT,
+    Stage.CACHE: ErrorKind.CACHE_ERROR,
+    Stage.ENGINE: ErrorKind.ENGINE_ERROR,
+    Stage.STORE: ErrorKind.CACHE_ERROR,
+}
 
 
 def _failed(exc: BaseException, stage: Stage, t0: float) -> PageOutcome:
@@ -267,8 +277,9 @@ def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | 
         where = Stage.RENDER
         page = doc.page(index)
         timings["load"] = time.perf_counter() - t0
-        image = ImageInfo(page.image.width, page.image.height, page.sha256, page.original_size[0],
-                          page.original_size[1], page.scale)
+        image = ImageInfo(
+            page.image.width, page.image.height, page.sha256, page.original_size[0], page.original_size[1], page.scale
+        )
         cache_info = CacheInfo(CacheStatus.OFF if cache is None else CacheStatus.MISS)
         if cache is not None:
             where = Stage.CACHE
@@ -295,8 +306,11 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
         timings = w.timings
         timings["engine"] = engine_s
         timings.update({f"engine.{k}": v for k, v in result.timings.items()})
-        payload = {"blocks": [b.as_dict() for b in result.blocks], "markdown": result.markdown,
-                   "warnings": result.warnings}
+        payload = {
+            "blocks": [b.as_dict() for b in result.blocks],
+            "markdown": result.markdown,
+            "warnings": result.warnings,
+        }
         if cache is not None:
             where = Stage.STORE
             stage(Stage.STORE)
@@ -309,8 +323,16 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
         return _failed(exc, where, w.t0)
 
 
-def _ok(page, image: ImageInfo, cache_info: CacheInfo, payload: dict, timings: dict[str, float],
-        counts: dict[str, int]) -> PageOutcome:
-    return PageOutcome(Status.OK, image=image, cache=cache_info,
-                       blocks=[Block.from_dict(b) for b in payload["blocks"]], markdown=payload["markdown"],
-                       warnings=page.warnings + payload.get("warnings", []), timings=timings, counts=counts)
+def _ok(
+    page, image: ImageInfo, cache_info: CacheInfo, payload: dict, timings: dict[str, float], counts: dict[str, int]
+) -> PageOutcome:
+    return PageOutcome(
+        Status.OK,
+        image=image,
+        cache=cache_info,
+        blocks=[Block.from_dict(b) for b in payload["blocks"]],
+        markdown=payload["markdown"],
+        warnings=page.warnings + payload.get("warnings", []),
+        timings=timings,
+        counts=counts,
+    )

@@ -41,9 +41,19 @@ FORMAT = "mineru-cli-onnx"
 # decoder takes one-token calls through the step path.
 FORMAT_VERSION = 4
 GRAPHS = {"vision": "vision.onnx", "decoder": "decoder.onnx", "embed_tokens": "embed_tokens.npy"}
-COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                "preprocessor_config.json", "chat_template.json", "chat_template.jinja", "vocab.json",
-                "merges.txt", "special_tokens_map.json", "added_tokens.json")
+COPIED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "chat_template.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
 # Where the verified-file stamps are kept: in config.user_cache_dir(), beside the result cache.
 STAMPS_FILE = "verified-exports.json"
 
@@ -60,8 +70,11 @@ def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
 
 def file_table(folder: Path) -> dict:
     """{relative path: {"sha256", "bytes"}} of every file in folder but the manifest."""
-    return {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    return {
+        p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
@@ -88,16 +101,19 @@ def read_manifest(export_dir: str | Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SetupError(f"{export_dir} is not an ONNX export (no {MANIFEST}); "
-                         f"make one with: mineru export MODEL_DIR OUT_DIR") from None
+        raise SetupError(
+            f"{export_dir} is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
+        ) from None
     except (OSError, ValueError) as exc:
         raise SetupError(f"cannot read {path}: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise SetupError(f"{path} is not a {FORMAT} manifest")
     if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
-        raise SetupError(f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
-                         f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
-                         f"(mineru export)")
+        raise SetupError(
+            f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
+            f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
+            f"(mineru export)"
+        )
     for key in ("files", "graphs", "model"):
         if not isinstance(manifest.get(key), dict):
             raise SetupError(f"{path} has no {key!r} table")
@@ -128,8 +144,11 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None) -> dict:
         if name not in manifest["files"]:
             problems.append(f"the {role} file {name} is not in the manifest's file table")
     if problems:
-        raise SetupError(f"the ONNX export {export_dir} is damaged or was changed: " + "; ".join(problems)
-                         + "; export it again with: mineru export")
+        raise SetupError(
+            f"the ONNX export {export_dir} is damaged or was changed: "
+            + "; ".join(problems)
+            + "; export it again with: mineru export"
+        )
     stamps.save()
     return manifest
 
@@ -172,7 +191,7 @@ class _VerifiedStamps:
     def save(self) -> None:
         if not self.changed:
             return
-        try:   # written whole and renamed: concurrent workers never read half a file
+        try:  # written whole and renamed: concurrent workers never read half a file
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(self.table), encoding="utf-8")
@@ -193,11 +212,14 @@ def find_export(explicit: str | os.PathLike | None = None) -> Path:
     model folder with the export in its `onnx/` subfolder."""
     source, value = ("--model", explicit) if explicit else (f"${ENV_VAR}", os.environ.get(ENV_VAR))
     if not value:
-        raise SetupError("the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
-                         "make one with: mineru export MODEL_DIR OUT_DIR")
+        raise SetupError(
+            "the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
+            "make one with: mineru export MODEL_DIR OUT_DIR"
+        )
     path = Path(value).expanduser()
     for candidate in (path, path / "onnx"):
         if is_export_dir(candidate):
             return candidate.resolve()
-    raise SetupError(f"{source} {path} is not an ONNX export (no {MANIFEST}); "
-                     f"make one with: mineru export MODEL_DIR OUT_DIR")
+    raise SetupError(
+        f"{source} {path} is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
+    )

@@ -69,13 +69,13 @@ class NGramBan:
     def add(self, token: int) -> None:
         self._tokens.append(token)
         if self.n > 0 and len(self._tokens) >= self.n:
-            gram = self._tokens[-self.n:]
+            gram = self._tokens[-self.n :]
             self._seen.setdefault(tuple(gram[:-1]), set()).add(gram[-1])
 
     def banned(self) -> Iterable[int]:
         if self.n <= 0 or len(self._tokens) < self.n - 1:
             return ()
-        prefix = tuple(self._tokens[len(self._tokens) - self.n + 1:])
+        prefix = tuple(self._tokens[len(self._tokens) - self.n + 1 :])
         return self._seen.get(prefix, ())
 
 
@@ -114,9 +114,13 @@ class _Sequence:
         self.ban.add(token)
 
 
-def generate(runtime: Runtime, inputs: Sequence[Any], params: Sequence[SamplingParams] | SamplingParams,
-             stop_token_ids: Iterable[int], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-             ) -> list[Generation]:
+def generate(
+    runtime: Runtime,
+    inputs: Sequence[Any],
+    params: Sequence[SamplingParams] | SamplingParams,
+    stop_token_ids: Iterable[int],
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+) -> list[Generation]:
     """Decode a batch to the end; results are in input order and do not depend on batching.
 
     params: one SamplingParams per input, or one for all. A sequence's own
@@ -130,8 +134,7 @@ def generate(runtime: Runtime, inputs: Sequence[Any], params: Sequence[SamplingP
     if not inputs:
         return []
     stops = frozenset(int(t) for t in stop_token_ids)
-    seqs = [_Sequence(p, p.max_new_tokens if p.max_new_tokens is not None else max_new_tokens)
-            for p in params]
+    seqs = [_Sequence(p, p.max_new_tokens if p.max_new_tokens is not None else max_new_tokens) for p in params]
     if any(s.max_new_tokens < 1 for s in seqs):
         raise ValueError("max_new_tokens must be at least 1")
     results: list[Generation | None] = [None] * len(inputs)

@@ -32,8 +32,19 @@ from ..core.errors import SetupError
 TARGETS = ("avx2", "avx-vnni", "avx512-vnni", "amx")
 TARGET_FLAGS = {"amx": "amx_int8", "avx512-vnni": "avx512_vnni", "avx-vnni": "avx_vnni"}
 # The flags printed beside speed figures and recorded in an export's manifest.
-ISA_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
-             "amx_tile", "amx_int8", "amx_bf16")
+ISA_FLAGS = (
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 # onnxruntime's session option for u8 x u8 products in place of u8 x s8 ones on x86 without VNNI
 # (onnxruntime_session_options_config_keys.h): exact for any 8-bit weights, slower.
 EXACT_KERNELS_OPTION = "session.x64quantprecision"
@@ -43,8 +54,10 @@ EXACT_KERNELS_OPTION = "session.x64quantprecision"
 # ran the vision MLP's 5476x1280x5120 product in 249 ms against 306 ms) but less exact (cosine
 # min 0.9931), so plain AVX2 takes unsigned weights. Where the kernel has 32-bit sums, signed
 # 8-bit weights are both fast and exact.
-_SETTINGS = {"avx2": {"weight_type": "QUInt8", "reduce_range": False},
-             "vnni": {"weight_type": "QInt8", "reduce_range": False}}
+_SETTINGS = {
+    "avx2": {"weight_type": "QUInt8", "reduce_range": False},
+    "vnni": {"weight_type": "QInt8", "reduce_range": False},
+}
 ROLES = ("vision", "decoder")
 
 
@@ -75,8 +88,12 @@ def cpu_summary(flags: set[str] | None = None) -> dict:
     """{"model", "machine", "isa": the ISA_FLAGS this CPU has, "int8_target"}: printed with speed
     figures and written into an export's manifest."""
     flags = cpu_flags() if flags is None else flags
-    return {"model": cpu_model(), "machine": platform.machine(),
-            "isa": [f for f in ISA_FLAGS if f in flags], "int8_target": detect_target(flags)}
+    return {
+        "model": cpu_model(),
+        "machine": platform.machine(),
+        "isa": [f for f in ISA_FLAGS if f in flags],
+        "int8_target": detect_target(flags),
+    }
 
 
 def is_x86() -> bool:
@@ -93,7 +110,7 @@ def detect_target(flags: set[str] | None = None) -> str:
 
 
 def resolve_target(target: str | None) -> str:
-    """"auto" (or None) becomes this CPU's target; anything else must be one of TARGETS."""
+    """ "auto" (or None) becomes this CPU's target; anything else must be one of TARGETS."""
     if target in (None, "auto"):
         return detect_target()
     if target not in TARGETS:
@@ -159,13 +176,18 @@ def exact_kernels_note(manifest: dict, where: str, graphs: list[str]) -> str:
     target = quantization.get("target")
     made_on = quantization.get("made_on")
     made_on = made_on.get("model") if isinstance(made_on, dict) else None
-    origin = (f"was quantized for {target}" + (f" (on {made_on})" if made_on else "") if target
-              else "was made by a mineru-cli without INT8 targets")
+    origin = (
+        f"was quantized for {target}" + (f" (on {made_on})" if made_on else "")
+        if target
+        else "was made by a mineru-cli without INT8 targets"
+    )
     flags = cpu_flags()
     seen = "no VNNI or AMX" if flags else "its flags unreadable, so taken as having no VNNI or AMX"
     plural = len(graphs) > 1
-    return (f"the ONNX export {where} {origin}: its {' and '.join(graphs)} graph{'s' if plural else ''} "
-            f"hold{'' if plural else 's'} signed 8-bit weights, which this CPU ({cpu_model()}, {seen}) would add "
-            f"in saturating 16-bit sums, so they run on onnxruntime's exact but slower u8 x u8 kernels; an "
-            f"export for this CPU is faster: mineru export --int8 --target avx2 (an avx2 export is right on "
-            f"every CPU)")
+    return (
+        f"the ONNX export {where} {origin}: its {' and '.join(graphs)} graph{'s' if plural else ''} "
+        f"hold{'' if plural else 's'} signed 8-bit weights, which this CPU ({cpu_model()}, {seen}) would add "
+        f"in saturating 16-bit sums, so they run on onnxruntime's exact but slower u8 x u8 kernels; an "
+        f"export for this CPU is faster: mineru export --int8 --target avx2 (an avx2 export is right on "
+        f"every CPU)"
+    )

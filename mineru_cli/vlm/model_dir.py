@@ -17,8 +17,10 @@ ENV_VAR = "MINERU_MODEL_PATH"
 LOCAL_DIR = Path("models") / "MinerU2.5-2509-1.2B"  # where the download hint puts it
 REQUIRED_FILES = ("config.json", "tokenizer.json", "preprocessor_config.json")
 
-DOWNLOAD_HINT = (f"get it with: hf download {REPO_ID} --local-dir {LOCAL_DIR.as_posix()} "
-                 f"(then pass --model {LOCAL_DIR.as_posix()} or set {ENV_VAR})")
+DOWNLOAD_HINT = (
+    f"get it with: hf download {REPO_ID} --local-dir {LOCAL_DIR.as_posix()} "
+    f"(then pass --model {LOCAL_DIR.as_posix()} or set {ENV_VAR})"
+)
 
 
 def missing_files(path: Path) -> list[str]:
@@ -56,16 +58,16 @@ def hf_cache_snapshot(repo_id: str = REPO_ID, cache_dir: Path | None = None) -> 
     ref = root / "refs" / "main"
     if ref.is_file():
         candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
-    candidates += sorted((p for p in snapshots.iterdir() if p.is_dir()),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
+    candidates += sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
     return next((p for p in candidates if is_model_dir(p)), None)
 
 
 def _checked(path: Path, source: str) -> Path:
     missing = missing_files(path)
     if missing:
-        raise SetupError(f"{source} {path} is not a MinerU2.5 model folder "
-                         f"(missing: {', '.join(missing)}); {DOWNLOAD_HINT}")
+        raise SetupError(
+            f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {DOWNLOAD_HINT}"
+        )
     return path.resolve()
 
 
@@ -90,7 +92,9 @@ def resolve_model(explicit: str | os.PathLike | None = None) -> Path:
     """Like find_model, but a missing model is a SetupError with the download command."""
     path = find_model(explicit)
     if path is None:
-        raise SetupError(f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, nothing in "
-                         f"{LOCAL_DIR.as_posix()} or the Hugging Face cache {hub_cache_dir()}); "
-                         f"{DOWNLOAD_HINT}")
+        raise SetupError(
+            f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, nothing in "
+            f"{LOCAL_DIR.as_posix()} or the Hugging Face cache {hub_cache_dir()}); "
+            f"{DOWNLOAD_HINT}"
+        )
     return path

@@ -22,8 +22,9 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56,
-                 max_pixels: int = 28 * 28 * 2048) -> tuple[int, int]:
+def smart_resize(
+    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 2048
+) -> tuple[int, int]:
     """(height, width) rounded to multiples of `factor`, scaled into [min_pixels, max_pixels]
     with the aspect ratio kept as far as possible."""
     if max(height, width) / min(height, width) > 200:
@@ -116,7 +117,7 @@ class ImageProcessor:
     def num_image_tokens(self, width: int, height: int) -> int:
         """How many <|image_pad|> tokens the image becomes after the 2x2 merge."""
         t, h, w = self.grid_thw(width, height)
-        return t * h * w // (self.config.merge_size ** 2)
+        return t * h * w // (self.config.merge_size**2)
 
     def pixels(self, image: Image.Image) -> np.ndarray:
         """The resized, rescaled, normalised image, (3, H, W) float32."""
@@ -152,8 +153,12 @@ class ImageProcessor:
 # --------------------------------------------------------------------------- positions
 
 
-def rope_index(input_ids: Sequence[int] | np.ndarray, image_grid_thw: Sequence[Sequence[int]] | np.ndarray,
-               image_token_id: int, spatial_merge_size: int = 2) -> tuple[np.ndarray, int]:
+def rope_index(
+    input_ids: Sequence[int] | np.ndarray,
+    image_grid_thw: Sequence[Sequence[int]] | np.ndarray,
+    image_token_id: int,
+    spatial_merge_size: int = 2,
+) -> tuple[np.ndarray, int]:
     """M-RoPE positions (3, seq) int64 of one sequence, and the delta for later tokens.
 
     Text tokens advance all three axes together; each run of image tokens takes the next
@@ -199,8 +204,9 @@ def decode_positions(cache_position: int, delta: int) -> np.ndarray:
     return np.full((3, 1), cache_position + delta, dtype=np.int64)
 
 
-def vision_position_ids(image_grid_thw: Sequence[Sequence[int]] | np.ndarray,
-                        spatial_merge_size: int = 2) -> np.ndarray:
+def vision_position_ids(
+    image_grid_thw: Sequence[Sequence[int]] | np.ndarray, spatial_merge_size: int = 2
+) -> np.ndarray:
     """(N, 2) int64 (row, col) of every patch, in the processor's merge-window order."""
     out = []
     for t, h, w in np.asarray(image_grid_thw, dtype=np.int64).reshape(-1, 3).tolist():

@@ -67,11 +67,12 @@ def _register_tight_arena(ort) -> None:
     _ARENA_REGISTERED = True
 
 
-
 def vision_feed(x: VlmInput, merge_size: int) -> dict:
     """The vision graph's inputs for one image: its patches and their 2D rotary ids."""
-    return {"pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
-            "vision_position_ids": vision_position_ids(x.image_grid_thw, merge_size)}
+    return {
+        "pixel_values": np.ascontiguousarray(x.pixel_values, dtype=np.float32),
+        "vision_position_ids": vision_position_ids(x.image_grid_thw, merge_size),
+    }
 
 
 def prompt_embeddings(table: np.ndarray, ids: np.ndarray, image_token_id: int, feats: np.ndarray) -> np.ndarray:
@@ -89,8 +90,14 @@ def prompt_embeddings(table: np.ndarray, ids: np.ndarray, image_token_id: int, f
 class OnnxRuntime:
     name = "onnx"
 
-    def __init__(self, export_dir: str | Path, threads: int = 1, image_token_id: int | None = None,
-                 verify: bool = True, exact_int8: bool = True):
+    def __init__(
+        self,
+        export_dir: str | Path,
+        threads: int = 1,
+        image_token_id: int | None = None,
+        verify: bool = True,
+        exact_int8: bool = True,
+    ):
         """exact_int8=False runs INT8 weights that saturate on this CPU on the fast kernels all
         the same (int8_target): only to measure what the exact kernels cost and prevent."""
         try:
@@ -115,8 +122,10 @@ class OnnxRuntime:
         except (KeyError, TypeError, ValueError) as exc:
             raise SetupError(f"{self.export_dir / MANIFEST}: bad model table ({exc})") from exc
         if image_token_id is not None and int(image_token_id) != self.image_token_id:
-            raise SetupError(f"the export's image_token_id {self.image_token_id} is not the tokenizer's "
-                             f"<|image_pad|> id {image_token_id}")
+            raise SetupError(
+                f"the export's image_token_id {self.image_token_id} is not the tokenizer's "
+                f"<|image_pad|> id {image_token_id}"
+            )
 
         _register_tight_arena(ort)
         # vision and prompt calls hand back what they no longer hold when they end: without this
@@ -127,14 +136,20 @@ class OnnxRuntime:
         graphs = self.manifest["graphs"]
         try:
             self._vision, self._decoder = (
-                ort.InferenceSession(str(self.export_dir / graphs[role]), self._session_options(threads, role),
-                                     providers=["CPUExecutionProvider"]) for role in ("vision", "decoder"))
+                ort.InferenceSession(
+                    str(self.export_dir / graphs[role]),
+                    self._session_options(threads, role),
+                    providers=["CPUExecutionProvider"],
+                )
+                for role in ("vision", "decoder")
+            )
             self._embed = np.load(self.export_dir / graphs["embed_tokens"], mmap_mode="r")
         except Exception as exc:  # onnxruntime raises its own exception types
             raise SetupError(f"cannot load the ONNX export {self.export_dir}: {exc}") from exc
         if self._embed.shape != (self.vocab_size, self.hidden_size):
-            raise SetupError(f"embed_tokens has shape {self._embed.shape}, expected "
-                             f"{(self.vocab_size, self.hidden_size)}")
+            raise SetupError(
+                f"embed_tokens has shape {self._embed.shape}, expected {(self.vocab_size, self.hidden_size)}"
+            )
         wanted_inputs, wanted_outputs = decoder_io(self.num_layers)
         self._past_names, self._present_names = wanted_inputs[4:], wanted_outputs[1:]
         inputs = {i.name for i in self._decoder.get_inputs()}
@@ -142,12 +157,12 @@ class OnnxRuntime:
         missing = (set(wanted_inputs) - inputs) | (set(wanted_outputs) - outputs)
         if missing:
             raise SetupError(f"decoder.onnx lacks the inputs/outputs {sorted(missing)}")
-        self._kv: list[np.ndarray] = []   # per layer key, value, key, ...: (B, kv, capacity, d)
+        self._kv: list[np.ndarray] = []  # per layer key, value, key, ...: (B, kv, capacity, d)
         # per row (B,), no rows before the first prefill: the tokens held, and the M-RoPE
         # position of the row's next token
         self._lengths: np.ndarray = np.zeros(0, dtype=np.int64)
         self._next_pos: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._step_binding = None   # see _kv_binding
+        self._step_binding = None  # see _kv_binding
 
     # ------------------------------------------------------------------ pieces
 
@@ -176,7 +191,7 @@ class OnnxRuntime:
         """Merged image features per input, (tokens_i, hidden): one vision call per image."""
         out = []
         for x in inputs:
-            feats, = self._vision.run(["image_embeds"], vision_feed(x, self.merge_size), self._release)
+            (feats,) = self._vision.run(["image_embeds"], vision_feed(x, self.merge_size), self._release)
             out.append(feats)
         return out
 
@@ -186,8 +201,9 @@ class OnnxRuntime:
 
     def embed(self, ids: np.ndarray) -> np.ndarray:
         """Rows of the embedding table, float32, shaped like ids + (hidden,)."""
-        return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32
-                          ).reshape(*np.shape(ids), self.hidden_size)
+        return np.asarray(self._embed[np.asarray(ids, dtype=np.int64).reshape(-1)], dtype=np.float32).reshape(
+            *np.shape(ids), self.hidden_size
+        )
 
     def _run(self, embeds: np.ndarray, positions: np.ndarray, rows: slice | None = None) -> np.ndarray:
         """One decoder call: the S new tokens of each row (all rows, or the rows of `rows`) go
@@ -201,10 +217,12 @@ class OnnxRuntime:
         io = self._kv_binding(rows)
         # held here until the run ends: some onnxruntime versions' bindings keep only the C value,
         # not the Python OrtValue that keeps the numpy memory alive
-        feeds = {"inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
-                 "position_ids": self._ortvalue(positions),
-                 "seqlens_k": self._ortvalue((lengths - 1).astype(np.int32)),
-                 "total_sequence_length": self._ortvalue(np.asarray(lengths.max(), dtype=np.int32))}
+        feeds = {
+            "inputs_embeds": self._ortvalue(embeds.astype(np.float32, copy=False)),
+            "position_ids": self._ortvalue(positions),
+            "seqlens_k": self._ortvalue((lengths - 1).astype(np.int32)),
+            "total_sequence_length": self._ortvalue(np.asarray(lengths.max(), dtype=np.int32)),
+        }
         for name, value in feeds.items():
             io.bind_ortvalue_input(name, value)
         io.bind_output("logits")
@@ -222,10 +240,10 @@ class OnnxRuntime:
         if rows is None and self._step_binding is not None:
             return self._step_binding
         io = self._decoder.io_binding()
-        io.bind_output("logits")   # first: get_outputs() follows the binding order
+        io.bind_output("logits")  # first: get_outputs() follows the binding order
         for past, present, buf in zip(self._past_names, self._present_names, self._kv):
             view = buf if rows is None else buf[rows]
-            if not view.flags.c_contiguous:   # a copy would take the decoder's writes
+            if not view.flags.c_contiguous:  # a copy would take the decoder's writes
                 raise RuntimeError("KV buffer views must be C-contiguous")
             value = self._ortvalue(view)
             io.bind_ortvalue_input(past, value)
@@ -253,19 +271,22 @@ class OnnxRuntime:
     def prefill(self, inputs: Sequence[VlmInput]) -> np.ndarray:
         batch = len(inputs)
         capacity = max(len(x) for x in inputs) + KV_GROWTH
-        self._kv = [np.zeros((batch, self.num_kv_heads, capacity, self.head_dim), dtype=np.float32)
-                    for _ in self._past_names]
+        self._kv = [
+            np.zeros((batch, self.num_kv_heads, capacity, self.head_dim), dtype=np.float32) for _ in self._past_names
+        ]
         self._lengths = np.zeros(batch, dtype=np.int64)
         self._step_binding = None
         self._next_pos = np.asarray([len(x) + x.rope_delta for x in inputs], dtype=np.int64)
         logits = np.zeros((batch, self.vocab_size), dtype=np.float32)
         for row, (x, feats) in enumerate(zip(inputs, self.image_embeds(inputs))):
             embeds = self.prompt_embeds(x, feats)
-            for start in range(0, len(x), PREFILL_CHUNK_TOKENS):   # see PREFILL_CHUNK_TOKENS
+            for start in range(0, len(x), PREFILL_CHUNK_TOKENS):  # see PREFILL_CHUNK_TOKENS
                 end = min(len(x), start + PREFILL_CHUNK_TOKENS)
-                logits[row] = self._run(np.ascontiguousarray(embeds[None, start:end]),
-                                        np.ascontiguousarray(x.position_ids[:, None, start:end]),
-                                        rows=slice(row, row + 1))[0]
+                logits[row] = self._run(
+                    np.ascontiguousarray(embeds[None, start:end]),
+                    np.ascontiguousarray(x.position_ids[:, None, start:end]),
+                    rows=slice(row, row + 1),
+                )[0]
         return logits
 
     def step(self, token_ids: np.ndarray) -> np.ndarray:

@@ -39,7 +39,8 @@ class TorchRuntime:
         torch.set_num_threads(max(1, int(threads)))
         try:
             model = Qwen2VLForConditionalGeneration.from_pretrained(
-                str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa")
+                str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa"
+            )
         except Exception as exc:
             raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
         self._setup(model, image_token_id)
@@ -58,8 +59,10 @@ class TorchRuntime:
         self.model = model.eval()
         config = self.model.config
         if image_token_id is not None and int(config.image_token_id) != int(image_token_id):
-            raise SetupError(f"config.json image_token_id {config.image_token_id} is not the "
-                             f"tokenizer's <|image_pad|> id {image_token_id}")
+            raise SetupError(
+                f"config.json image_token_id {config.image_token_id} is not the "
+                f"tokenizer's <|image_pad|> id {image_token_id}"
+            )
         self.merge_size = int(config.vision_config.spatial_merge_size)
         self.vocab_size = int(config.text_config.vocab_size)
         self._visual = self.model.model.visual
@@ -83,11 +86,14 @@ class TorchRuntime:
         """Merged image features per input, (tokens_i, hidden), from one vision call."""
         grid = np.concatenate([x.image_grid_thw for x in inputs], axis=0)
         pixels = torch.from_numpy(np.concatenate([x.pixel_values for x in inputs], axis=0))
-        out = self._visual(pixels, grid_thw=torch.from_numpy(grid),
-                           position_ids=torch.from_numpy(vision_position_ids(grid, self.merge_size)),
-                           cu_seqlens=torch.from_numpy(vision_cu_seqlens(grid)))
+        out = self._visual(
+            pixels,
+            grid_thw=torch.from_numpy(grid),
+            position_ids=torch.from_numpy(vision_position_ids(grid, self.merge_size)),
+            cu_seqlens=torch.from_numpy(vision_cu_seqlens(grid)),
+        )
         features = out.pooler_output if hasattr(out, "pooler_output") else out
-        sizes = (grid.prod(axis=1) // (self.merge_size ** 2)).tolist()
+        sizes = (grid.prod(axis=1) // (self.merge_size**2)).tolist()
         return list(torch.split(features, sizes))
 
     # ------------------------------------------------------------------ Runtime protocol
@@ -102,8 +108,14 @@ class TorchRuntime:
                 raise ValueError(f"{int(where.sum())} image tokens for {feats.shape[0]} image features")
             embeds[row, where] = feats.to(embeds.dtype)
         self._cache = self._cache_cls(config=self.model.config.text_config)
-        out = self.model(inputs_embeds=embeds, attention_mask=mask, position_ids=positions,
-                         cache=self._cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            inputs_embeds=embeds,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self._cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         self._mask = mask
         self._next_pos = torch.tensor([len(x) + x.rope_delta for x in inputs], dtype=torch.long)
         return out.logits[:, -1, :].float().numpy()
@@ -114,8 +126,7 @@ class TorchRuntime:
         ids = torch.from_numpy(np.asarray(token_ids, dtype=np.int64)).view(-1, 1)
         self._mask = torch.cat([mask, torch.ones((ids.shape[0], 1), dtype=torch.long)], dim=1)
         positions = next_pos.view(1, -1, 1).expand(3, -1, 1)
-        out = self.model(input_ids=ids, attention_mask=self._mask, position_ids=positions,
-                         cache=cache, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=self._mask, position_ids=positions, cache=cache, use_cache=True)
         self._next_pos = next_pos + 1
         return out.logits[:, -1, :].float().numpy()
 

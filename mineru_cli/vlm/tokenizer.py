@@ -71,11 +71,11 @@ class ChatTokenizer:
 class VlmInput:
     """One request as every runtime takes it."""
 
-    input_ids: np.ndarray        # (L,) int64, image pads expanded
-    pixel_values: np.ndarray     # (N, patch_dim) float32
-    image_grid_thw: np.ndarray   # (1, 3) int64
-    position_ids: np.ndarray     # (3, L) int64 M-RoPE positions
-    rope_delta: int              # a token at cache position k has position k + rope_delta
+    input_ids: np.ndarray  # (L,) int64, image pads expanded
+    pixel_values: np.ndarray  # (N, patch_dim) float32
+    image_grid_thw: np.ndarray  # (1, 3) int64
+    position_ids: np.ndarray  # (3, L) int64 M-RoPE positions
+    rope_delta: int  # a token at cache position k has position k + rope_delta
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -97,8 +97,13 @@ def left_pad(inputs: Sequence[VlmInput]) -> tuple[np.ndarray, np.ndarray, np.nda
     return ids, mask, positions
 
 
-def build_input(tokenizer: ChatTokenizer, processor: ImageProcessor, image: Image.Image, prompt: str,
-                system_prompt: str = SYSTEM_PROMPT) -> VlmInput:
+def build_input(
+    tokenizer: ChatTokenizer,
+    processor: ImageProcessor,
+    image: Image.Image,
+    prompt: str,
+    system_prompt: str = SYSTEM_PROMPT,
+) -> VlmInput:
     pixel_values, grid = processor(image)
     merge = processor.config.merge_size
     n_tokens = int(np.prod(grid[0])) // (merge * merge)

@@ -10,7 +10,7 @@ from PIL import Image
 
 from mineru_cli.cache.synthetic import invoice
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 
 def _only(path):

@@ -15,8 +15,9 @@ from mineru_cli.cache.similarity import pixel_sha256
 
 redis = pytest.importorskip("redis", reason="the redis client package is not installed")
 REDIS_SERVER = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(REDIS_SERVER is None,
-                                reason="redis-server binary not found (apt-get install redis-server)")
+pytestmark = pytest.mark.skipif(
+    REDIS_SERVER is None, reason="redis-server binary not found (apt-get install redis-server)"
+)
 FP = "engine=test;v=1"
 
 
@@ -29,8 +30,11 @@ def free_port() -> int:
 @pytest.fixture
 def redis_server():
     port = free_port()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(port=port)
     for _ in range(100):
         try:
@@ -77,7 +81,7 @@ def test_ttl_is_honoured(tmp_path, redis_server):
     assert client.get(key) is None
     with ResultCache(tmp_path / "b", redis_url=url) as b:
         assert b.lookup(img, pixel_sha256(img), FP) is None
-    with ResultCache(tmp_path / "c", redis_url=url) as c:   # default TTL: 2 h
+    with ResultCache(tmp_path / "c", redis_url=url) as c:  # default TTL: 2 h
         c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": []})
     assert 7190 <= client.ttl(key) <= 7200
 
@@ -92,7 +96,7 @@ def test_redis_killed_mid_run_warns_once_and_continues(tmp_path, redis_server):
             c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": [], "markdown": str(s)})
         proc.kill()
         proc.wait()
-        for s in range(3, 10):                  # misses and stores go on locally
+        for s in range(3, 10):  # misses and stores go on locally
             img = page(s)
             assert c.lookup(img, pixel_sha256(img), FP) is None
             c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": [], "markdown": str(s)})

@@ -43,22 +43,38 @@ def over_threshold(v) -> float:
     return max(v.max_diff / sim.PIXEL_DIFF, v.chroma_diff / sim.CHROMA_DIFF)
 
 
-REENCODED_PAGES = (invoice("1,234.50"), slide("higher"), text_page(1), text_page(9, size=14),
-                   amount_page("3141.50", 11, 1654, 2339, 17), colour_slide("4.2"),
-                   colour_slide("100,000", (255, 88, 0), (128, 128, 128)))
+REENCODED_PAGES = (
+    invoice("1,234.50"),
+    slide("higher"),
+    text_page(1),
+    text_page(9, size=14),
+    amount_page("3141.50", 11, 1654, 2339, 17),
+    colour_slide("4.2"),
+    colour_slide("100,000", (255, 88, 0), (128, 128, 128)),
+)
 
 
 def payload_for(name, w, h):
-    return {"blocks": [{"type": "text", "bbox": [10, 20, w - 10, 60], "text": name, "score": 1.0,
-                        "lines": [{"bbox": [10, 20, w // 2, 40], "text": name}]}],
-            "markdown": name}
+    return {
+        "blocks": [
+            {
+                "type": "text",
+                "bbox": [10, 20, w - 10, 60],
+                "text": name,
+                "score": 1.0,
+                "lines": [{"bbox": [10, 20, w // 2, 40], "text": name}],
+            }
+        ],
+        "markdown": name,
+    }
 
 
 def test_lookalikes_collide_in_phash():
     """The test set means something: pHash alone cannot tell these pages apart."""
     for a, b, what in pairs():
-        d = int(sim.hamming(__import__("numpy").array([sim.phash64(sim.make_thumb(a))]),
-                            sim.phash64(sim.make_thumb(b)))[0])
+        d = int(
+            sim.hamming(__import__("numpy").array([sim.phash64(sim.make_thumb(a))]), sim.phash64(sim.make_thumb(b)))[0]
+        )
         assert d <= sim.PHASH_RADIUS, f"{what}: pHash distance {d} would not even nominate it"
 
 
@@ -76,26 +92,28 @@ def test_reencodings_pass_verification(name):
     for page in REENCODED_PAGES:
         v = verdict(page, REENCODINGS[name](page))
         assert v.ok, f"{name}: {v}"
-        assert v.mean_diff <= sim.GLOBAL_MEAN_MAX and over_threshold(v) <= 1 / 1.3, \
+        assert v.mean_diff <= sim.GLOBAL_MEAN_MAX and over_threshold(v) <= 1 / 1.3, (
             f"{name} too close to the threshold: {v}"
+        )
 
 
 def test_colour_decides_where_brightness_cannot():
     """Orange text on a gray of the same brightness: the luma barely differs, the chroma does."""
-    v = verdict(colour_slide("100,000", (255, 88, 0), (128, 128, 128)),
-                colour_slide("900,000", (255, 88, 0), (128, 128, 128)))
+    v = verdict(
+        colour_slide("100,000", (255, 88, 0), (128, 128, 128)), colour_slide("900,000", (255, 88, 0), (128, 128, 128))
+    )
     assert v.max_diff < sim.PIXEL_DIFF / 2 and v.chroma_diff > sim.CHROMA_DIFF, v
 
 
 def test_thumbnails_keep_small_print_and_long_pages_hit_exactly_only(tmp_path):
     # an A4 page at 200 DPI keeps 62 % of its size (6 pt type stays ~10 px tall)
     assert sim.thumb_size(1654, 2339) == (1024, 1448)
-    assert sim.thumb_size(1280, 720) == (1024, 576)          # never less than 20 % smaller
+    assert sim.thumb_size(1280, 720) == (1024, 576)  # never less than 20 % smaller
     page, other = long_screenshot("5,600.00"), long_screenshot("9,600.00")
     assert not sim.near_eligible(page.width, page.height)
     with ResultCache(tmp_path) as cache:
         cache.store(page, pixel_sha256(page), FP, "long#0", payload_for("A", page.width, page.height))
-        for query in (other, jpeg(page)):   # a look-alike and a re-encoding: both misses
+        for query in (other, jpeg(page)):  # a look-alike and a re-encoding: both misses
             assert cache.lookup(query, pixel_sha256(query), FP) is None
         assert cache.lookup(page, pixel_sha256(page), FP).kind == "hit"
         # beside it, an eligible page stored later is still found near (the thumbnail-less row
@@ -142,7 +160,7 @@ def test_near_hit_rescales_boxes(tmp_path):
         hit = cache.lookup(small, pixel_sha256(small), FP)
     assert hit.kind == "near-hit"
     blk = hit.payload["blocks"][0]
-    assert blk["bbox"] == [10, 19, 940, 57]          # [10, 20, 990, 60] * 0.95, rounded
+    assert blk["bbox"] == [10, 19, 940, 57]  # [10, 20, 990, 60] * 0.95, rounded
     assert blk["lines"][0]["bbox"] == [10, 19, 475, 38]
     assert all(isinstance(v, int) for v in blk["bbox"])
 
@@ -170,7 +188,7 @@ def test_disabled_cache_is_a_no_op():
 
 def test_a_page_id_from_a_file_name_that_is_not_utf8_is_stored(tmp_path):
     page = invoice("1,234.50")
-    name = b"dump/inv\xff.png".decode("utf-8", "surrogateescape") + "#0"   # as os.fsdecode gives it
+    name = b"dump/inv\xff.png".decode("utf-8", "surrogateescape") + "#0"  # as os.fsdecode gives it
     with ResultCache(tmp_path, warn=lambda msg: pytest.fail(msg)) as cache:
         cache.store(page, pixel_sha256(page), FP, name, payload_for("A", page.width, page.height))
         assert cache.lookup(page, pixel_sha256(page), FP).source == "dump/inv\ufffd.png#0"
@@ -193,8 +211,8 @@ def test_rows_without_a_thumbnail_never_break_the_search(tmp_path, monkeypatch):
     """A long page is stored without thumbnail or signature; were it nominated (here every pHash
     is made equal) for an eligible page of its shape, the search skips it instead of failing."""
     monkeypatch.setattr(sim, "phash64", lambda thumb: 0)
-    tall = Image.new("RGB", (1400, 3500), "white")     # thumbnail 1024 x 2560: exact hits only
-    query = Image.new("RGB", (700, 1750), "white")     # the same shape, thumbnail 560 x 1400
+    tall = Image.new("RGB", (1400, 3500), "white")  # thumbnail 1024 x 2560: exact hits only
+    query = Image.new("RGB", (700, 1750), "white")  # the same shape, thumbnail 560 x 1400
     assert not sim.near_eligible(*tall.size) and sim.near_eligible(*query.size)
     with ResultCache(tmp_path, warn=lambda msg: pytest.fail(msg)) as cache:
         cache.store(tall, pixel_sha256(tall), FP, "tall#0", payload_for("A", *tall.size))

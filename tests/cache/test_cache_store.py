@@ -57,7 +57,7 @@ def _worker(args):
     with ResultCache(directory, warn=errors.append) as c:
         for i in range(n_own):
             put(c, 1000 * wid + i)
-        for s in shared:                      # every worker writes the same shared pages
+        for s in shared:  # every worker writes the same shared pages
             put(c, s, page_id=f"shared{s}")
         for other in range(4):
             for i in range(n_own):
@@ -71,8 +71,8 @@ def test_many_processes_share_one_cache(tmp_path):
     with mp.get_context("spawn").Pool(4) as pool:
         results = pool.map(_worker, [(tmp_path, w, n_own, shared) for w in range(4)])
     assert all(errors == [] for errors, _ in results)
-    assert all(hits >= n_own for _, hits in results)        # at least its own pages
-    with ResultCache(tmp_path) as c:                          # no lost writes
+    assert all(hits >= n_own for _, hits in results)  # at least its own pages
+    with ResultCache(tmp_path) as c:  # no lost writes
         for w in range(4):
             for i in range(n_own):
                 img = noise_page(1000 * w + i)
@@ -93,14 +93,14 @@ def test_corrupted_file_is_rebuilt_not_fatal(tmp_path, damage):
         db.write_bytes(raw[: len(raw) // 3])
     else:  # keep the header, smash every page after the first two
         for off in range(8192, len(raw), 4096):
-            raw[off:off + 4096] = b"\xa5" * 4096
+            raw[off : off + 4096] = b"\xa5" * 4096
         db.write_bytes(raw)
     warnings = []
     with ResultCache(tmp_path, warn=warnings.append) as c:
         for img in imgs[:5]:
             hit = c.lookup(img, pixel_sha256(img), FP)
             assert hit is None or hit.payload["markdown"].startswith("page ")
-        put(c, 999)                                  # the rebuilt cache works
+        put(c, 999)  # the rebuilt cache works
         img = noise_page(999)
         assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
     assert any("corrupt" in w for w in warnings), warnings
@@ -155,18 +155,28 @@ def test_cli_stats_prune_export_import_clear(tmp_path):
     tampered = dict(rows[0], payload=rows[0]["payload"].replace("page 0", "page 9"), pixel_sha256="f" * 64)
     old_thumb = dict(rows[1], thumb=base64.b64encode(zlib.compress(b"\0" * 12)).decode(), pixel_sha256="e" * 64)
     with open(out, "a") as f:
-        f.write("{broken\n" + json.dumps(tampered) + "\n" + json.dumps(old_thumb) + "\n"
-                + json.dumps(dict(rows[2], payload=5)) + "\n")
+        f.write(
+            "{broken\n"
+            + json.dumps(tampered)
+            + "\n"
+            + json.dumps(old_thumb)
+            + "\n"
+            + json.dumps(dict(rows[2], payload=5))
+            + "\n"
+        )
     r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
     assert r.exit_code == 0, r.output
     assert "imported 7 entries (1 for exact hits only), skipped 3 damaged lines" in r.output
     with ResultCache(dst) as c:
         assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
-        assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"      # kept for exact hits
+        assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"  # kept for exact hits
     imported = SqliteStore(dst)
-    assert imported.get(FP, "f" * 64) is None                     # the tampered line
-    assert imported._run(lambda conn: conn.execute(
-        "SELECT thumb_w, length(thumb) FROM entries WHERE pixel_sha256=?", ("e" * 64,)).fetchone()) == (0, 0)
+    assert imported.get(FP, "f" * 64) is None  # the tampered line
+    assert imported._run(
+        lambda conn: conn.execute(
+            "SELECT thumb_w, length(thumb) FROM entries WHERE pixel_sha256=?", ("e" * 64,)
+        ).fetchone()
+    ) == (0, 0)
 
     # prune by age: make two entries old
     con = sqlite3.connect(src / FILENAME)

@@ -4,15 +4,16 @@ from hypothesis import strategies as st
 from mineru_cli.core.geometry import area, best_holder, clip, covered, intersection, iou
 
 coord = st.floats(min_value=-50, max_value=1050, allow_nan=False)
-boxes = st.tuples(coord, coord, coord, coord).map(lambda b: (min(b[0], b[2]), min(b[1], b[3]),
-                                                             max(b[0], b[2]), max(b[1], b[3])))
+boxes = st.tuples(coord, coord, coord, coord).map(
+    lambda b: (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
+)
 
 
 def test_the_basic_measures():
     a, b = (0, 0, 10, 10), (5, 5, 15, 20)
     assert (area(a), area(b), intersection(a, b)) == (100, 150, 25)
     assert iou(a, b) == 25 / 225 and covered(a, b) == 0.25
-    assert intersection((0, 0, 1, 1), (1, 0, 2, 1)) == 0          # touching is not overlapping
+    assert intersection((0, 0, 1, 1), (1, 0, 2, 1)) == 0  # touching is not overlapping
     assert area((5, 5, 1, 1)) == 0 and covered((5, 5, 1, 1), a) == 0 and iou((1, 1, 1, 1), (1, 1, 1, 1)) == 0
     assert clip((-3, 2, 120, 40.5), (100, 30)) == (0.0, 2.0, 100.0, 30.0)
 

@@ -13,12 +13,21 @@ from mineru_cli.core.words import CacheStatus, ErrorKind, Stage, Status
 
 
 def _full_record() -> PageRecord:
-    return PageRecord(source="a/b.pdf", page_index=2, page_count=3, status=Status.OK,
-                      engine={"name": "ocr", "version": "x", "model": {}}, fingerprint="f" * 32,
-                      source_sha256="a" * 64,
-                      image=ImageInfo(10, 20, "b" * 64, 20, 40, 0.5), cache=CacheInfo(CacheStatus.NEAR_HIT, "c#0"),
-                      blocks=[Block("text", (1, 2, 3, 4), "hi", 0.912345, {"lines": []})], markdown="hi\n",
-                      warnings=["w"], timings={"total": 1.23456})
+    return PageRecord(
+        source="a/b.pdf",
+        page_index=2,
+        page_count=3,
+        status=Status.OK,
+        engine={"name": "ocr", "version": "x", "model": {}},
+        fingerprint="f" * 32,
+        source_sha256="a" * 64,
+        image=ImageInfo(10, 20, "b" * 64, 20, 40, 0.5),
+        cache=CacheInfo(CacheStatus.NEAR_HIT, "c#0"),
+        blocks=[Block("text", (1, 2, 3, 4), "hi", 0.912345, {"lines": []})],
+        markdown="hi\n",
+        warnings=["w"],
+        timings={"total": 1.23456},
+    )
 
 
 def test_the_record_class_writes_exactly_the_schema_fields_in_schema_order():
@@ -44,8 +53,14 @@ def test_a_record_survives_its_json_line_both_ways(record_validator):
     back = PageRecord.from_dict(line)
     assert back.as_dict() == line
     assert back.blocks[0].score == 0.9123 and back.cache.source == "c#0"
-    failed = dataclasses.replace(rec, status=Status.TIMEOUT, image=None, cache=None, blocks=[],
-                                 error=ErrorInfo(ErrorKind.TIMEOUT, Stage.ENGINE, "slow"))
+    failed = dataclasses.replace(
+        rec,
+        status=Status.TIMEOUT,
+        image=None,
+        cache=None,
+        blocks=[],
+        error=ErrorInfo(ErrorKind.TIMEOUT, Stage.ENGINE, "slow"),
+    )
     record_validator.validate(failed.as_dict())
     assert PageRecord.from_dict(failed.as_dict()) == dataclasses.replace(failed, timings={"total": 1.2346})
 
@@ -63,8 +78,17 @@ def test_a_value_outside_the_vocabulary_is_refused(record_validator):
 
 @pytest.mark.e2e
 def test_records_the_cli_writes_read_back_as_the_same_lines(tmp_path, record_validator):
-    r = mineru("parse", str(EXAMPLES / "prose.png"), str(EXAMPLES / "report.pdf"), "--out", "o.jsonl",
-               "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    r = mineru(
+        "parse",
+        str(EXAMPLES / "prose.png"),
+        str(EXAMPLES / "report.pdf"),
+        "--out",
+        "o.jsonl",
+        "--no-cache",
+        "--engine",
+        "ocr",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     lines = read_journal(tmp_path / "o.jsonl", record_validator)
     assert len(lines) == 3

@@ -58,8 +58,7 @@ def test_blocks_carry_lines_scores_and_title(two_column):
         x1, y1, x2, y2 = block.bbox
         assert 0 <= x1 < x2 <= 1000 and 0 <= y1 < y2 <= 700
         assert 0.5 <= block.score <= 1.0
-        assert block.extra["lines"] and all(set(ln) == {"bbox", "text", "score"}
-                                            for ln in block.extra["lines"])
+        assert block.extra["lines"] and all(set(ln) == {"bbox", "text", "score"} for ln in block.extra["lines"])
         assert block.as_dict()["lines"] == block.extra["lines"]
     assert two_column.markdown.startswith("# ")
     assert {"ocr", "layout", "assemble"} <= set(two_column.timings)
@@ -86,17 +85,20 @@ def test_other_errors_of_the_detector_pass_through(engine, monkeypatch):
 
 
 def test_text_on_a_long_strip_is_read(engine):
-    strip = Image.new("RGB", (3000, 40), "white")   # 75:1: still within what the detector scales
-    ImageDraw.Draw(strip).text((20, 6), "Invoice total 4,250 EUR", fill="black",
-                                font=ImageFont.load_default(size=28))
+    strip = Image.new("RGB", (3000, 40), "white")  # 75:1: still within what the detector scales
+    ImageDraw.Draw(strip).text((20, 6), "Invoice total 4,250 EUR", fill="black", font=ImageFont.load_default(size=28))
     assert "4,250" in engine.parse(strip).markdown
 
 
 def test_identity_hashes_the_wheel_models(engine):
     ident = engine.identity()
     files = {m["role"]: m["file"] for m in ident["models"]}
-    assert files == {"det": "PP-OCRv6_det_small.onnx", "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
-                     "rec": "PP-OCRv6_rec_small.onnx", "layout": "layout_cdla.onnx"}
+    assert files == {
+        "det": "PP-OCRv6_det_small.onnx",
+        "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+        "rec": "PP-OCRv6_rec_small.onnx",
+        "layout": "layout_cdla.onnx",
+    }
     assert all(re.fullmatch(r"[0-9a-f]{64}", m["sha256"]) for m in ident["models"])
     assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "onnxruntime"}
     assert all(ident["packages"].values())
@@ -113,8 +115,12 @@ def _library_sessions(engine) -> dict:
     """The ONNX Runtime sessions rapidocr and rapid-layout run (rapidocr builds its models on
     first use, so after a parse with text)."""
     ocr = engine._ocr
-    return {"det": ocr.text_det.session.session, "cls": ocr.text_cls.session.session,
-            "rec": ocr.text_rec.session.session, "layout": engine._layout.session.session}
+    return {
+        "det": ocr.text_det.session.session,
+        "cls": ocr.text_cls.session.session,
+        "rec": ocr.text_rec.session.session,
+        "layout": engine._layout.session.session,
+    }
 
 
 def test_threads_and_spinning_reach_every_session(engine):
@@ -136,8 +142,11 @@ def test_options_record_language_and_thresholds():
     assert options["lang"] == "ch" and options["layout_model"] == "layout_cdla.onnx"
     assert options["ocr"]["text_score"] == 0.5
     assert options["ocr"]["use_cls"] is True and options["ocr"]["cls_thresh"] == 0.99
-    assert options["ocr_models"] == {"det": "PP-OCRv6_det_small.onnx", "rec": "PP-OCRv6_rec_small.onnx",
-                                     "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx"}
+    assert options["ocr_models"] == {
+        "det": "PP-OCRv6_det_small.onnx",
+        "rec": "PP-OCRv6_rec_small.onnx",
+        "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+    }
     assert OcrEngine(lang="en").options() != options
 
 
@@ -149,19 +158,28 @@ def test_unknown_language_is_a_setup_error():
 def test_layout_classes_map_onto_minerus_block_types():
     assert set(LAYOUT_TYPES.values()) <= set(BlockType)
     assert (LAYOUT_TYPES["figure"], LAYOUT_TYPES["figure_caption"], LAYOUT_TYPES["reference"]) == (
-        "image", "image_caption", "ref_text")
+        "image",
+        "image_caption",
+        "ref_text",
+    )
 
 
 # assemble_blocks is pure geometry: exercised without the models.
+
 
 def _line(x1, y1, x2, y2, text):
     return Line((x1, y1, x2, y2), text, 0.9)
 
 
 def test_table_region_becomes_a_grid():
-    lines = [_line(100, 100, 180, 130, "Month"), _line(300, 100, 400, 130, "Loans"),
-             _line(100, 150, 190, 180, "January"), _line(360, 150, 400, 180, "310"),
-             _line(100, 200, 200, 230, "February"), _line(360, 200, 400, 230, "295")]
+    lines = [
+        _line(100, 100, 180, 130, "Month"),
+        _line(300, 100, 400, 130, "Loans"),
+        _line(100, 150, 190, 180, "January"),
+        _line(360, 150, 400, 180, "310"),
+        _line(100, 200, 200, 230, "February"),
+        _line(360, 200, 400, 230, "295"),
+    ]
     regions = [((90, 90, 420, 240), "table", 0.95)]
     (block,) = assemble_blocks(lines, regions, (1000, 1000))
     assert block.type == "table"
@@ -170,9 +188,11 @@ def test_table_region_becomes_a_grid():
 
 
 def test_loose_lines_form_paragraphs_and_empty_figures_stay():
-    lines = [_line(100, 100, 500, 130, "first paragraph line one"),
-             _line(100, 140, 300, 170, "and line two"),
-             _line(100, 300, 500, 330, "second paragraph")]
+    lines = [
+        _line(100, 100, 500, 130, "first paragraph line one"),
+        _line(100, 140, 300, 170, "and line two"),
+        _line(100, 300, 500, 330, "second paragraph"),
+    ]
     regions = [((600, 100, 900, 400), "figure", 0.8), ((600, 500, 900, 600), "text", 0.7)]
     blocks = assemble_blocks(lines, regions, (1000, 1000))
     by_text = {b.text: b for b in blocks}
@@ -198,9 +218,10 @@ def test_join_text_spacing_rules():
 # rapid_compat: what the engine relies on in rapidocr and rapid-layout beyond their parameters.
 # These fail when a release of either library changes it (the version guard stops users first).
 
+
 def test_the_tested_versions_are_installed_and_pinned():
     rapid_compat.check_versions()
-    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8")   # no tomllib on 3.10
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8")  # no tomllib on 3.10
     assert all(f'"{name}=={version}"' in pyproject for name, version in TESTED.items())
 
 
@@ -211,9 +232,19 @@ def test_other_versions_are_refused_with_what_to_do(monkeypatch):
 
 
 def _options(opts) -> dict:
-    return {name: str(getattr(opts, name)) for name in (
-        "log_severity_level", "enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse",
-        "graph_optimization_level", "execution_mode", "intra_op_num_threads", "inter_op_num_threads")}
+    return {
+        name: str(getattr(opts, name))
+        for name in (
+            "log_severity_level",
+            "enable_cpu_mem_arena",
+            "enable_mem_pattern",
+            "enable_mem_reuse",
+            "graph_optimization_level",
+            "execution_mode",
+            "intra_op_num_threads",
+            "inter_op_num_threads",
+        )
+    }
 
 
 def test_our_sessions_have_the_options_the_libraries_would_give_theirs(engine):

@@ -19,7 +19,7 @@ import pytest
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet"]
 
@@ -53,8 +53,9 @@ def write_pages(d: Path) -> Path:
         text_page(d / f"p{i}.png", f"{WORDS[i]} page number {i}")
     frames = [Image.new("RGB", (420, 130), "white") for _ in range(2)]
     for i, f in enumerate(frames):
-        ImageDraw.Draw(f).text((12, 45), f"Frame {WORDS[i + 6]} {i}", fill="black",
-                               font=ImageFont.load_default(size=30))
+        ImageDraw.Draw(f).text(
+            (12, 45), f"Frame {WORDS[i + 6]} {i}", fill="black", font=ImageFont.load_default(size=30)
+        )
     frames[0].save(d / "q_frames.tif", save_all=True, append_images=frames[1:])
     return d
 
@@ -63,8 +64,19 @@ def write_pages(d: Path) -> Path:
 def reference(pages, record_validator):
     """A clean run with the default plan (--cpus 2: two workers x one thread)."""
     out = pages.parent / "reference.jsonl"
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--log-json", cwd=pages.parent)
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--log-json",
+        cwd=pages.parent,
+    )
     assert r.returncode == 0, r.stderr
     read_journal(out, record_validator)
     got = answers(out)
@@ -79,12 +91,26 @@ def test_faults_cost_only_their_page(pages, reference, tmp_path, record_validato
     out = tmp_path / "faults.jsonl"
     faults = "hang=p1.png*;abort=p2.png*;kill=p3.png*;raise=p4.png*"
     t0 = time.monotonic()
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--page-timeout", "8", "--log-json", cwd=tmp_path, env={"MINERU_TEST_FAULTS": faults})
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--page-timeout",
+        "8",
+        "--log-json",
+        cwd=tmp_path,
+        env={"MINERU_TEST_FAULTS": faults},
+    )
     assert r.returncode == 1, r.stderr
     assert time.monotonic() - t0 < 120
     recs = {rec["id"]: rec for rec in read_journal(out, record_validator)}
-    assert sorted(recs) == sorted(reference)                       # every page once, none lost
+    assert sorted(recs) == sorted(reference)  # every page once, none lost
 
     hung = recs["p1.png#0"]
     assert hung["status"] == "timeout"
@@ -95,27 +121,29 @@ def test_faults_cost_only_their_page(pages, reference, tmp_path, record_validato
         assert rec["status"] == "failed", rec
         assert rec["error"]["kind"] == "crash" and rec["error"]["stage"] == "engine", rec["error"]
         assert sig in rec["error"]["message"], rec["error"]
-    raised = recs["p4.png#0"]                                       # a Python error: no restart needed
+    raised = recs["p4.png#0"]  # a Python error: no restart needed
     assert raised["status"] == "failed" and raised["error"]["kind"] == "engine_error"
 
     faulty = {"p1.png#0", "p2.png#0", "p3.png#0", "p4.png#0"}
     got = answers(out)
-    assert {k: v for k, v in got.items() if k not in faulty} == \
-           {k: v for k, v in reference.items() if k not in faulty}
+    assert {k: v for k, v in got.items() if k not in faulty} == {k: v for k, v in reference.items() if k not in faulty}
     summary = [e for e in events(r.stderr) if e["event"] == "summary"][0]
     assert summary["failed"] == 4 and summary["ok"] == 4 and summary["restarts"] == 3
 
 
-@pytest.mark.parametrize("args", [["--cpus", "1"], ["--cpus", "2", "--workers", "1"],
-                                  ["--cpus", "2", "--workers", "3"]],
-                         ids=["1cpu-1x1", "2cpu-1x2", "2cpu-3x1"])
+@pytest.mark.parametrize(
+    "args",
+    [["--cpus", "1"], ["--cpus", "2", "--workers", "1"], ["--cpus", "2", "--workers", "3"]],
+    ids=["1cpu-1x1", "2cpu-1x2", "2cpu-3x1"],
+)
 def test_same_answers_for_any_cpu_budget_and_worker_count(pages, reference, tmp_path, args):
     out = tmp_path / "o.jsonl"
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json",
-               *args, cwd=tmp_path)
+    r = mineru(
+        "parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json", *args, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert answers(out) == reference
-    assert [rec["id"] for rec in read_journal(out)] == list(reference)   # compaction: input order
+    assert [rec["id"] for rec in read_journal(out)] == list(reference)  # compaction: input order
     plan = [e for e in events(r.stderr) if e["event"] == "summary"][0]["plan"]
     expected = {"1cpu-1x1": (1, 1), "2cpu-1x2": (1, 2), "2cpu-3x1": (3, 1)}
     assert (plan["workers"], plan["threads"]) in expected.values()
@@ -131,8 +159,21 @@ def test_worker_memory_stays_flat_over_many_small_pages(tmp_path):
     for i in range(n):
         text_page(d / f"s{i:04d}.png", WORDS[i % len(WORDS)], size=(200, 80), font=28)
     out = tmp_path / "many.jsonl"
-    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--log-json", cwd=tmp_path, env={"MINERU_HEARTBEAT_S": "1"}, timeout=600)
+    r = mineru(
+        "parse",
+        str(d),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--log-json",
+        cwd=tmp_path,
+        env={"MINERU_HEARTBEAT_S": "1"},
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     evs = events(r.stderr)
     page_evs = [e for e in evs if e["event"] == "page"]
@@ -149,18 +190,35 @@ def test_worker_memory_stays_flat_over_many_small_pages(tmp_path):
         # ONNX Runtime's arenas grow while they meet new input shapes (words of new lengths), so
         # the first half of a worker's pages is warm-up; after it, no growth.
         half, q = len(rss) // 2, len(rss) // 4
-        early, late = max(rss[half - q: half]), max(rss[-q:])
+        early, late = max(rss[half - q : half]), max(rss[-q:])
         assert late - early < 64, (worker, early, late)
     summary = [e for e in evs if e["event"] == "summary"][0]
-    print(f"{n} pages in {summary['seconds']:.1f} s, {summary['pages_per_min']:.0f} pages/min; "
-          f"RSS per worker (MB) first/last: " +
-          ", ".join(f"{w}: {r[0]:.0f}/{r[-1]:.0f}" for w, r in sorted(per_worker.items())))
+    print(
+        f"{n} pages in {summary['seconds']:.1f} s, {summary['pages_per_min']:.0f} pages/min; "
+        f"RSS per worker (MB) first/last: "
+        + ", ".join(f"{w}: {r[0]:.0f}/{r[-1]:.0f}" for w, r in sorted(per_worker.items()))
+    )
 
 
 def test_workers_are_recycled_above_the_rss_limit(pages, reference, tmp_path):
     out = tmp_path / "o.jsonl"
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--include", "p[0-2].png", "--max-worker-rss", "1MB", "--log-json", cwd=tmp_path)
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--include",
+        "p[0-2].png",
+        "--max-worker-rss",
+        "1MB",
+        "--log-json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     got = answers(out)
     assert got == {k: v for k, v in reference.items() if k in got} and len(got) == 3
@@ -170,10 +228,28 @@ def test_workers_are_recycled_above_the_rss_limit(pages, reference, tmp_path):
 
 
 def _start(pages: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "mineru_cli", "parse", str(pages), "--out", str(out), "--no-cache",
-           "--engine", "ocr", "--log-json", *extra]
-    return subprocess.Popen(cmd, cwd=out.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "MINERU_HEARTBEAT_S": "0.2", **(env or {})})
+    cmd = [
+        sys.executable,
+        "-m",
+        "mineru_cli",
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--log-json",
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=out.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MINERU_HEARTBEAT_S": "0.2", **(env or {})},
+    )
 
 
 def _wait_for(proc: subprocess.Popen, lines: list[str], pred, limit: float = 120) -> None:
@@ -209,13 +285,13 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
     assert len(first) == summary["ok"] and 3 <= len(first) < n
     assert all(r["status"] == "ok" for r in first.values())
 
-    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json",
-               cwd=tmp_path)
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     pages = [e for e in events(r.stderr) if e["event"] == "page"]
-    assert {e["id"] for e in pages if e["resumed"]} == set(first)          # not redone
-    assert sorted(e["id"] for e in pages if not e["resumed"]) == \
-           sorted(f"p{i:02d}.png#0" for i in range(n) if f"p{i:02d}.png#0" not in first)
+    assert {e["id"] for e in pages if e["resumed"]} == set(first)  # not redone
+    assert sorted(e["id"] for e in pages if not e["resumed"]) == sorted(
+        f"p{i:02d}.png#0" for i in range(n) if f"p{i:02d}.png#0" not in first
+    )
     recs = read_journal(out, record_validator)
     assert [x["id"] for x in recs] == [f"p{i:02d}.png#0" for i in range(n)]  # exactly once, in order
     for rec in recs:
@@ -227,8 +303,9 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
 def test_second_signal_stops_at_once_and_the_journal_stays_valid(pages, tmp_path, record_validator):
     out = tmp_path / "o.jsonl"
     # p0 parses; every other page hangs, so the first SIGTERM would wait for the grace period.
-    proc = _start(pages, out, "--cpus", "2", "--page-timeout", "300",
-                  env={"MINERU_TEST_FAULTS": "hang=p[1-9]*;hang=q*"})
+    proc = _start(
+        pages, out, "--cpus", "2", "--page-timeout", "300", env={"MINERU_TEST_FAULTS": "hang=p[1-9]*;hang=q*"}
+    )
     lines: list[str] = []
     _wait_for(proc, lines, lambda e: e["event"] == "page" and e["id"] == "p0.png#0")
     _wait_for(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 2)
@@ -244,8 +321,7 @@ def test_second_signal_stops_at_once_and_the_journal_stays_valid(pages, tmp_path
 
 def test_explain_plan_prints_the_split_and_parses_nothing(tmp_path):
     text_page(tmp_path / "p.png", "Hello")
-    r = mineru("parse", "p.png", "--out", "o.jsonl", "--cpus", "4", "--workers", "2", "--explain-plan",
-               cwd=tmp_path)
+    r = mineru("parse", "p.png", "--out", "o.jsonl", "--cpus", "4", "--workers", "2", "--explain-plan", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "workers            2" in r.stdout and "threads/worker     2" in r.stdout
     assert not (tmp_path / "o.jsonl").exists()
@@ -258,14 +334,14 @@ def test_cpu_plan_rule():
     assert (p.workers, p.threads, p.spinning) == (8, 1, True)
     p = plan_cpus(cpus=8, workers=2, cores=8, memory=64 * GiB)
     assert (p.workers, p.threads, p.spinning) == (2, 4, True)
-    p = plan_cpus(cpus=8, cores=8, memory=3 * GiB)                     # memory caps the workers
+    p = plan_cpus(cpus=8, cores=8, memory=3 * GiB)  # memory caps the workers
     assert (p.workers, p.threads) == (3, 2) and "memory" in p.why
-    p = plan_cpus(cpus=8, cores=2, memory=64 * GiB)                    # budget above the cores
+    p = plan_cpus(cpus=8, cores=2, memory=64 * GiB)  # budget above the cores
     assert (p.workers, p.threads, p.spinning) == (8, 1, False) and p.oversubscribed
     assert p.thread_env()["OMP_NUM_THREADS"] == "1"
-    p = plan_cpus(cpus=4, workers=8, cores=4, memory=None)             # more workers than cores
+    p = plan_cpus(cpus=4, workers=8, cores=4, memory=None)  # more workers than cores
     assert (p.workers, p.threads, p.spinning) == (8, 1, False)
-    p = plan_cpus(cpus=4, cores=4, memory=None, pages=1)               # one page: one worker, all threads
+    p = plan_cpus(cpus=4, cores=4, memory=None, pages=1)  # one page: one worker, all threads
     assert (p.workers, p.threads) == (1, 4)
 
 

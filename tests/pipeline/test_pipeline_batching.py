@@ -18,13 +18,12 @@ from test_pipeline import events, text_page, write_pages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vlm"))
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401  (a fixture: the tiny MinerU2.5-shaped model)
 
-pytestmark = pytest.mark.e2e   # runs the real CLI / worker pool on real pages (make test-fast skips it)
+pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
 
 def stable(path: Path) -> dict[str, dict]:
     """page id -> the record without what may differ between runs (timings, time written)."""
-    return {r["id"]: {k: v for k, v in r.items() if k not in ("timings", "created")}
-            for r in read_journal(path)}
+    return {r["id"]: {k: v for k, v in r.items() if k not in ("timings", "created")} for r in read_journal(path)}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,23 @@ def pages(tmp_path_factory):
 def one_at_a_time(pages, record_validator):
     """The reference: one worker, --page-batch 1 (the ocr engine's default)."""
     out = pages.parent / "batch1.jsonl"
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--workers", "1", "--page-batch", "1", "--log-json", cwd=pages.parent)
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--workers",
+        "1",
+        "--page-batch",
+        "1",
+        "--log-json",
+        cwd=pages.parent,
+    )
     assert r.returncode == 0, r.stderr
     read_journal(out, record_validator)
     got = stable(out)
@@ -47,15 +61,29 @@ def one_at_a_time(pages, record_validator):
     return got
 
 
-def test_page_batch_3_gives_the_same_records_and_holds_at_most_3(pages, one_at_a_time, tmp_path,
-                                                                  record_validator):
+def test_page_batch_3_gives_the_same_records_and_holds_at_most_3(pages, one_at_a_time, tmp_path, record_validator):
     out = tmp_path / "batch3.jsonl"
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--workers", "1", "--page-batch", "3", "--log-json", cwd=tmp_path,
-               env={"MINERU_HEARTBEAT_S": "0.1"})
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--workers",
+        "1",
+        "--page-batch",
+        "3",
+        "--log-json",
+        cwd=tmp_path,
+        env={"MINERU_HEARTBEAT_S": "0.1"},
+    )
     assert r.returncode == 0, r.stderr
     read_journal(out, record_validator)
-    assert stable(out) == one_at_a_time                      # batch-invariant, apart from timings
+    assert stable(out) == one_at_a_time  # batch-invariant, apart from timings
     evs = events(r.stderr)
     sizes = [e["batch"] for e in evs if e["event"] == "page"]
     # Pages of one engine call each report its size. The first batch is deterministic (3 pages
@@ -76,8 +104,23 @@ def test_page_batch_3_gives_the_same_records_and_holds_at_most_3(pages, one_at_a
 
 def test_cache_hits_in_a_batch_answer_at_once(pages, one_at_a_time, tmp_path):
     out = tmp_path / "cached.jsonl"
-    args = ["parse", str(pages), "--out", str(out), "--engine", "ocr", "--cpus", "2", "--workers", "1",
-            "--page-batch", "3", "--cache-dir", str(tmp_path / "cache"), "--log-json"]
+    args = [
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--workers",
+        "1",
+        "--page-batch",
+        "3",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--log-json",
+    ]
     first = mineru(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     r = mineru(*args, "--force", cwd=tmp_path)
@@ -86,7 +129,7 @@ def test_cache_hits_in_a_batch_answer_at_once(pages, one_at_a_time, tmp_path):
     assert {r["cache"]["status"] for r in recs.values()} == {"hit"}
     strip = lambda d: {k: {f: v for f, v in rec.items() if f != "cache"} for k, rec in d.items()}  # noqa: E731
     assert strip(recs) == strip(one_at_a_time)
-    assert all(e["batch"] == 0 for e in events(r.stderr) if e["event"] == "page")   # no engine call
+    assert all(e["batch"] == 0 for e in events(r.stderr) if e["event"] == "page")  # no engine call
 
 
 def test_a_poison_page_in_a_batch_costs_only_itself(pages, one_at_a_time, tmp_path, record_validator):
@@ -95,9 +138,26 @@ def test_a_poison_page_in_a_batch_costs_only_itself(pages, one_at_a_time, tmp_pa
     (crash), p4 (engine error) and q#1 (timeout) fail; every other page is as without faults."""
     out = tmp_path / "faults.jsonl"
     t0 = time.monotonic()
-    r = mineru("parse", str(pages), "--out", str(out), "--no-cache", "--engine", "ocr", "--cpus", "2",
-               "--workers", "1", "--page-batch", "3", "--page-timeout", "10", "--log-json", cwd=tmp_path,
-               env={"MINERU_TEST_FAULTS": "kill=p1.png*;raise=p4.png*;hang=q_frames.tif#1"})
+    r = mineru(
+        "parse",
+        str(pages),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--workers",
+        "1",
+        "--page-batch",
+        "3",
+        "--page-timeout",
+        "10",
+        "--log-json",
+        cwd=tmp_path,
+        env={"MINERU_TEST_FAULTS": "kill=p1.png*;raise=p4.png*;hang=q_frames.tif#1"},
+    )
     assert r.returncode == 1, r.stderr
     assert time.monotonic() - t0 < 240
     recs = {rec["id"]: rec for rec in read_journal(out, record_validator)}
@@ -106,31 +166,44 @@ def test_a_poison_page_in_a_batch_costs_only_itself(pages, one_at_a_time, tmp_pa
     killed = recs["p1.png#0"]
     assert killed["status"] == "failed" and killed["error"]["kind"] == "crash", killed
     assert killed["error"]["stage"] == "engine" and "SIGKILL" in killed["error"]["message"]
-    raised = recs["p4.png#0"]                       # a Python error: its batch goes on
+    raised = recs["p4.png#0"]  # a Python error: its batch goes on
     assert raised["status"] == "failed" and raised["error"]["kind"] == "engine_error"
     hung = recs["q_frames.tif#1"]
     assert hung["status"] == "timeout", hung
     assert hung["error"]["kind"] == "timeout" and hung["error"]["stage"] == "engine"
-    assert hung["timings"]["total"] >= 10           # its solo retry: one page's timeout
+    assert hung["timings"]["total"] >= 10  # its solo retry: one page's timeout
 
     faulty = {"p1.png#0", "p4.png#0", "q_frames.tif#1"}
     got = stable(out)
-    assert {k: v for k, v in got.items() if k not in faulty} == \
-           {k: v for k, v in one_at_a_time.items() if k not in faulty}
+    assert {k: v for k, v in got.items() if k not in faulty} == {
+        k: v for k, v in one_at_a_time.items() if k not in faulty
+    }
     evs = events(r.stderr)
     summary = [e for e in evs if e["event"] == "summary"][0]
     # two batches lost their worker (kill, hang), then so did the solo retries of p1 and q#1
     assert summary["failed"] == 3 and summary["ok"] == 5
     assert summary["restarts"] == 4 and summary["retried"] == 5
     batch = {e["id"]: e.get("batch") for e in evs if e["event"] == "page"}
-    assert all(batch[p] == 1 for p in ("p0.png#0", "p2.png#0", "q_frames.tif#0"))   # retried alone
-    assert batch["p3.png#0"] == batch["p5.png#0"] == 3                               # not retried
+    assert all(batch[p] == 1 for p in ("p0.png#0", "p2.png#0", "q_frames.tif#0"))  # retried alone
+    assert batch["p3.png#0"] == batch["p5.png#0"] == 3  # not retried
 
 
 def test_explain_plan_shows_batches_and_mode(tmp_path):
     text_page(tmp_path / "p.png", "Hello")
-    r = mineru("parse", "p.png", "--engine", "ocr", "--page-batch", "3", "--crop-batch", "5",
-               "--batch-wait-ms", "50", "--explain-plan", cwd=tmp_path)
+    r = mineru(
+        "parse",
+        "p.png",
+        "--engine",
+        "ocr",
+        "--page-batch",
+        "3",
+        "--crop-batch",
+        "5",
+        "--batch-wait-ms",
+        "50",
+        "--explain-plan",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "page batch         3" in r.stdout and "crop batch         5" in r.stdout
     assert "batch wait         50 ms" in r.stdout and "mode               ocr" in r.stdout
@@ -143,8 +216,7 @@ def test_explain_plan_shows_batches_and_mode(tmp_path):
     assert not (tmp_path / "o.jsonl").exists() or not (tmp_path / "o.jsonl").read_text()
 
 
-def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path,
-                                                                               record_validator):
+def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path, record_validator):
     """The vlm engine's own parse_batch through the pool: the default page batch (4) with
     --crop-batch 2 gives exactly the records of --page-batch 1 --crop-batch 8; a page that kills
     its worker inside a batch costs only itself."""
@@ -156,8 +228,18 @@ def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(t
     page.save(d / "a.png")
     ImageOps.mirror(page).save(d / "b.png")
     ImageOps.expand(page, border=40, fill="white").save(d / "c.png")
-    common = ["parse", str(d), "--engine", "vlm", "--model", str(tiny_vlm / "model"), "--no-cache",
-              "--cpus", "1", "--log-json"]
+    common = [
+        "parse",
+        str(d),
+        "--engine",
+        "vlm",
+        "--model",
+        str(tiny_vlm / "model"),
+        "--no-cache",
+        "--cpus",
+        "1",
+        "--log-json",
+    ]
     r = mineru(*common, "--out", "one.jsonl", "--page-batch", "1", "--crop-batch", "8", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     one = stable(tmp_path / "one.jsonl")

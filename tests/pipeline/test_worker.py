@@ -54,6 +54,7 @@ def test_a_file_that_cannot_be_decoded_is_corrupt_at_open(tmp_path):
 
 # -- the worker's batching pieces, in-process ------------------------------------------------
 
+
 class _Result:
     def __init__(self, tag):
         self.tag = tag
@@ -81,8 +82,11 @@ class _Batching(_PageOnly):
         return [ValueError("bad page") if i == "bad" else _Result(i) for i in images]
 
 
-@pytest.mark.parametrize("engine", [_PageOnly(), _Batching(), _Batching("raise"), _Batching("short")],
-                         ids=["no-parse_batch", "parse_batch", "batch-raises", "batch-short"])
+@pytest.mark.parametrize(
+    "engine",
+    [_PageOnly(), _Batching(), _Batching("raise"), _Batching("short")],
+    ids=["no-parse_batch", "parse_batch", "batch-raises", "batch-short"],
+)
 def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
     from mineru_cli.pipeline.worker import engine_batch
 
@@ -90,7 +94,7 @@ def test_engine_batch_gives_one_entry_per_page_and_isolates_failures(engine):
     assert [o.tag for o in (out[0], out[2])] == ["a", "c"]
     assert isinstance(out[1], ValueError)
     if isinstance(engine, _Batching):
-        assert engine.calls[0] == ["a", "bad", "c"]            # asked once, all together
+        assert engine.calls[0] == ["a", "bad", "c"]  # asked once, all together
 
 
 def test_collect_batch_takes_up_to_n_within_the_window():
@@ -101,13 +105,13 @@ def test_collect_batch_takes_up_to_n_within_the_window():
     for i in range(5):
         main.send(PageTask(i, "src", i))
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [0, 1, 2] and not last          # full
+    assert [t.task_id for t in tasks] == [0, 1, 2] and not last  # full
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [3, 4] and not last             # the window passed
+    assert [t.task_id for t in tasks] == [3, 4] and not last  # the window passed
     main.send(PageTask(5, "src", 5, solo=True))
     main.send(PageTask(6, "src", 6))
     tasks, _ = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [5]                             # solo: alone
+    assert [t.task_id for t in tasks] == [5]  # solo: alone
     main.send(Finish())
     tasks, last = collect_batch(child, 3, 0.05)
-    assert [t.task_id for t in tasks] == [6] and last                    # exit after this batch
+    assert [t.task_id for t in tasks] == [6] and last  # exit after this batch

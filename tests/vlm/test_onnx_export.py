@@ -62,17 +62,36 @@ def _assert_topological(graph) -> None:
         known.update(node.output)
 
 
-STEP_OPS = ["Reshape", "Reshape", "ScatterND", "ScatterND", "Reshape", "FusedMatMul", "Add", "Softmax", "MatMul",
-            "Reshape"]
+STEP_OPS = [
+    "Reshape",
+    "Reshape",
+    "ScatterND",
+    "ScatterND",
+    "Reshape",
+    "FusedMatMul",
+    "Add",
+    "Softmax",
+    "MatMul",
+    "Reshape",
+]
 
 
 def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, tiny_vlm):
     manifest = json.loads((tiny_onnx / "manifest.json").read_text())
     assert manifest["format"] == "mineru-cli-onnx" and manifest["format_version"] == 4
-    assert manifest["graphs"] == {"vision": "vision.onnx", "decoder": "decoder.onnx",
-                                  "embed_tokens": "embed_tokens.npy"}
-    for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "vision.onnx", "decoder.onnx",
-                 "embed_tokens.npy"):
+    assert manifest["graphs"] == {
+        "vision": "vision.onnx",
+        "decoder": "decoder.onnx",
+        "embed_tokens": "embed_tokens.npy",
+    }
+    for name in (
+        "config.json",
+        "tokenizer.json",
+        "preprocessor_config.json",
+        "vision.onnx",
+        "decoder.onnx",
+        "embed_tokens.npy",
+    ):
         assert name in manifest["files"], name
     for name, meta in manifest["files"].items():
         path = tiny_onnx / name
@@ -97,7 +116,9 @@ def test_export_writes_graphs_tables_and_manifest(tiny_onnx, tiny_onnx_report, t
 def test_graph_inputs_and_outputs_are_named_and_dynamic(tiny_onnx):
     vision = onnx.load(str(tiny_onnx / "vision.onnx"), load_external_data=False).graph
     assert [(v.name, _dims(v)) for v in vision.input] == [
-        ("pixel_values", ["patches", 1176]), ("vision_position_ids", ["patches", 2])]
+        ("pixel_values", ["patches", 1176]),
+        ("vision_position_ids", ["patches", 2]),
+    ]
     assert [v.name for v in vision.output] == ["image_embeds"]
     assert _dims(vision.output[0])[0] == "tokens"
 
@@ -152,21 +173,25 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
     # the step path is added after quantization: its products of activations stay float
     assert _step_branches(decoder) == [STEP_OPS] * 2
-    assert [n.op_type for n in decoder.node].count("RotaryEmbedding") == 2 * 2   # TorchScript maps it too
+    assert [n.op_type for n in decoder.node].count("RotaryEmbedding") == 2 * 2  # TorchScript maps it too
     _assert_topological(decoder)
     parity = tiny_onnx_int8_report["parity"]
     # measured on the tiny model: top-1 1.0, cosine min 0.9990, max |diff| 0.24 of logits ~13
     assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.99, parity
     assert not list(tiny_onnx_int8.rglob(".fp32"))
-    fp32 = sum(f["bytes"] for n, f in json.loads((tiny_onnx / "manifest.json").read_text())["files"].items()
-               if n.startswith("decoder"))
+    fp32 = sum(
+        f["bytes"]
+        for n, f in json.loads((tiny_onnx / "manifest.json").read_text())["files"].items()
+        if n.startswith("decoder")
+    )
     int8 = sum(f["bytes"] for n, f in tiny_onnx_int8_report["files"].items() if n.startswith("decoder"))
     assert int8 < fp32
 
 
 def test_int8_export_with_bias_correction(tiny_vlm, tmp_path):
-    report = export_model(tiny_vlm / "model", tmp_path / "bc", int8=True, exporter="torchscript", threads=1,
-                          bias_correction=True)
+    report = export_model(
+        tiny_vlm / "model", tmp_path / "bc", int8=True, exporter="torchscript", threads=1, bias_correction=True
+    )
     q = report["quantization"]
     for role in ("vision", "decoder"):
         graph = onnx.load(str(tmp_path / "bc" / f"{role}.onnx"), load_external_data=False).graph
@@ -179,7 +204,7 @@ def test_int8_export_with_bias_correction(tiny_vlm, tmp_path):
         assert sum(n.name.endswith("_bias_correction") for n in graph.node) == bc["added"]
         if role == "decoder":
             _assert_topological(graph)
-            assert _step_branches(graph) == [STEP_OPS] * 2   # the step path goes in after it
+            assert _step_branches(graph) == [STEP_OPS] * 2  # the step path goes in after it
     # measured on the tiny model: top-1 1.0, cosine min 0.9984 (0.9990 uncorrected), max |diff| 0.24
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
 
@@ -191,15 +216,17 @@ def test_calibration_runs_distinct_pages_through_the_decoder_as_the_runtime_pref
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime
 
     cfg = json.loads((tiny_vlm / "model" / "config.json").read_text())
-    inputs = calibration_inputs(tiny_vlm / "model", (cfg["vision_start_token_id"], cfg["image_token_id"],
-                                                     cfg["vision_end_token_id"]), samples=6)
+    inputs = calibration_inputs(
+        tiny_vlm / "model", (cfg["vision_start_token_id"], cfg["image_token_id"], cfg["vision_end_token_id"]), samples=6
+    )
     images = {x.pixel_values.tobytes() for x in inputs}
-    assert len(images) == 6   # six different pages, not three counted twice
+    assert len(images) == 6  # six different pages, not three counted twice
     rt = OnnxRuntime(tiny_onnx)
     decoder = ort.InferenceSession(str(tiny_onnx / "decoder.onnx"), providers=["CPUExecutionProvider"])
     for x in inputs[:3]:
-        feed = prompt_feed(rt.prompt_embeds(x, rt.image_embeds([x])[0]), x.position_ids,
-                           rt.num_layers, rt.num_kv_heads, rt.head_dim)
+        feed = prompt_feed(
+            rt.prompt_embeds(x, rt.image_embeds([x])[0]), x.position_ids, rt.num_layers, rt.num_kv_heads, rt.head_dim
+        )
         np.testing.assert_allclose(decoder.run(["logits"], feed)[0], rt.prefill([x]), rtol=1e-5, atol=1e-5)
 
 
@@ -246,14 +273,33 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     from mineru_cli.export.bench import bench_full_size, mineru25_config
 
     small = mineru25_config(
-        text=dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=0, eos_token_id=1,
-                  rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}),
-        vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2))
+        text=dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            bos_token_id=0,
+            eos_token_id=1,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        ),
+        vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2),
+    )
     small.image_token_id, small.vision_start_token_id, small.vision_end_token_id = 900, 901, 902
-    report = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=(56, 84),
-                             prefill_tokens=32, decode_batches=(1, 8), decode_steps=2, decode_context=20, log=None,
-                             crop_sizes={16: (56, 56)})
+    report = bench_full_size(
+        tmp_path,
+        threads=1,
+        config=small,
+        repeats=1,
+        image_hw=(56, 84),
+        prefill_tokens=32,
+        decode_batches=(1, 8),
+        decode_steps=2,
+        decode_context=20,
+        log=None,
+        crop_sizes={16: (56, 56)},
+    )
     assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"}
     # the CPU the figures were taken on, and the INT8 export's target (this CPU's)
     assert report["cpu"] == int8_target.cpu_summary() and report["cpu"]["model"]
@@ -261,7 +307,10 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     from mineru_cli.export.bench import report_table
 
     assert [row[0] for row in report_table(report)[1]] == [
-        "torch_fp32", "onnx_fp32", f"onnx_int8 ({int8_target.detect_target()})"]
+        "torch_fp32",
+        "onnx_fp32",
+        f"onnx_int8 ({int8_target.detect_target()})",
+    ]
     for variant in report["median"].values():
         assert set(variant) == {"vision_s", "vision_s_16", "prefill_s", "decode_ms_b1", "decode_ms_b8"}
         assert all(v > 0 for v in variant.values())
@@ -278,8 +327,19 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     # (decoding only this time: no image, no prompt; the peak RSS run leaves them out too, and
     # no page is modelled from figures that were not measured)
-    again = bench_full_size(tmp_path, threads=1, config=small, repeats=1, image_hw=None, prefill_tokens=0,
-                            decode_batches=(1, 8), decode_steps=2, decode_context=20, log=None, crop_sizes={})
+    again = bench_full_size(
+        tmp_path,
+        threads=1,
+        config=small,
+        repeats=1,
+        image_hw=None,
+        prefill_tokens=0,
+        decode_batches=(1, 8),
+        decode_steps=2,
+        decode_context=20,
+        log=None,
+        crop_sizes={},
+    )
     assert set(again["export_timings"]) == {"onnx_int8"}
     assert set(again["median"]["onnx_int8"]) == {"decode_ms_b1", "decode_ms_b8"} and again["page_s"] == {}
     assert all(50 << 20 < rss < 4 << 30 for rss in again["peak_rss"].values()), again["peak_rss"]
@@ -290,15 +350,24 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
 
     for x in calibration_inputs(tmp_path / "model", (901, 900, 902), samples=2):
         ids = x.input_ids
-        assert ids[0] == 901 and ids[-TEXT_TOKENS - 1] == 902 and (ids[1:-TEXT_TOKENS - 1] == 900).all()
+        assert ids[0] == 901 and ids[-TEXT_TOKENS - 1] == 902 and (ids[1 : -TEXT_TOKENS - 1] == 900).all()
         assert (ids[-TEXT_TOKENS:] < 900).all()
 
     # decoding alone (no image, no prompt timing), as for decode-only reruns
     from mineru_cli.export.bench import bench_runtimes
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime
 
-    alone = bench_runtimes({"int8": OnnxRuntime(tmp_path / "onnx-int8")}, small, image_hw=None, crop_sizes={},
-                           prefill_tokens=0, decode_batches=(2,), decode_steps=2, decode_context=20, repeats=1)
+    alone = bench_runtimes(
+        {"int8": OnnxRuntime(tmp_path / "onnx-int8")},
+        small,
+        image_hw=None,
+        crop_sizes={},
+        prefill_tokens=0,
+        decode_batches=(2,),
+        decode_steps=2,
+        decode_context=20,
+        repeats=1,
+    )
     assert set(alone["median"]["int8"]) == {"decode_ms_b2"}
 
 
@@ -310,7 +379,7 @@ def _quantized_weights(graph) -> list[np.ndarray]:
     out = []
     for name, t in inits.items():
         if name.endswith("_quantized"):
-            zero = numpy_helper.to_array(inits[name[:-len("_quantized")] + "_zero_point"]).astype(np.int32)
+            zero = numpy_helper.to_array(inits[name[: -len("_quantized")] + "_zero_point"]).astype(np.int32)
             out.append(numpy_helper.to_array(t).astype(np.int32) - zero)
     return out
 
@@ -319,17 +388,18 @@ def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_pa
     """--target avx2 on any CPU (an AMX one included) writes unsigned weights, which no kernel
     adds in saturating 16-bit sums (a CPU without VNNI runs them on its fast kernels as they are),
     and stays as close to torch as the other INT8 exports."""
-    report = export_model(tiny_vlm / "model", tmp_path / "avx2", int8=True, exporter="torchscript",
-                          threads=1, target="avx2")
+    report = export_model(
+        tiny_vlm / "model", tmp_path / "avx2", int8=True, exporter="torchscript", threads=1, target="avx2"
+    )
     q = report["quantization"]
     assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
     for role in ("vision", "decoder"):
         assert q[role]["weight_type"] == "QUInt8" and q[role]["reduce_range"] is False
         graph = onnx.load(str(tmp_path / "avx2" / f"{role}.onnx"), load_external_data=False).graph
         stored = {t.data_type for t in graph.initializer if t.name.endswith("_quantized")}
-        assert stored == {onnx.TensorProto.UINT8}, (role, stored)   # not one signed weight
+        assert stored == {onnx.TensorProto.UINT8}, (role, stored)  # not one signed weight
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
-    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []   # fast on plain AVX2
+    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []  # fast on plain AVX2
 
 
 def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
@@ -352,8 +422,10 @@ def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
     for flags in ({"avx2", "avx512_vnni"}, {"avx2", "amx_int8"}, {"avx2", "avx_vnni"}):
         assert int8_target.graphs_needing_exact_kernels(report, flags) == []
-    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma", "avx512f", "avx512bw"}) == \
-        ["vision", "decoder"]
+    assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma", "avx512f", "avx512bw"}) == [
+        "vision",
+        "decoder",
+    ]
 
     runtime = OnnxRuntime(out)
     assert runtime.exact_kernels == ([] if int8_target.has_int8_sums() else ["vision", "decoder"])
@@ -361,16 +433,33 @@ def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
     from PIL import Image
 
     Image.new("RGB", (200, 100), "white").save(page)
-    result = CliRunner().invoke(app, ["parse", str(page), "--out", str(tmp_path / "r.jsonl"), "--engine", "vlm",
-                                      "--model", str(out), "--runtime", "onnx", "--no-cache"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "parse",
+            str(page),
+            "--out",
+            str(tmp_path / "r.jsonl"),
+            "--engine",
+            "vlm",
+            "--model",
+            str(out),
+            "--runtime",
+            "onnx",
+            "--no-cache",
+        ],
+    )
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert ("exact but slower u8 x u8 kernels" in said) != int8_target.has_int8_sums(), result.output
     if not int8_target.has_int8_sums():
         assert "quantized for amx" in said and "mineru export --int8 --target avx2" in said, said
         # what the exact kernels prevent: this CPU's fast kernel saturates on those weights
-        fast = measure_parity(TorchRuntime.from_model(_load_model(tiny_vlm / "model")),
-                              OnnxRuntime(out, exact_int8=False), parity_inputs(tiny_vlm / "model"))
+        fast = measure_parity(
+            TorchRuntime.from_model(_load_model(tiny_vlm / "model")),
+            OnnxRuntime(out, exact_int8=False),
+            parity_inputs(tiny_vlm / "model"),
+        )
         assert fast["cosine_min"] < 0.99, fast
 
 
@@ -378,7 +467,7 @@ def test_the_int8_target_rule():
     """Which target a CPU is, and which weights each target gets: full 8-bit signed weights only
     where the kernel adds in 32 bits, unsigned ones (saturation-free) for plain AVX2."""
     assert int8_target.detect_target({"avx2", "fma"}) == "avx2"
-    assert int8_target.detect_target({"avx2", "avx512f", "avx512bw"}) == "avx2"   # AVX-512 without VNNI
+    assert int8_target.detect_target({"avx2", "avx512f", "avx512bw"}) == "avx2"  # AVX-512 without VNNI
     assert int8_target.detect_target({"avx2", "avx_vnni"}) == "avx-vnni"
     assert int8_target.detect_target({"avx512f", "avx512_vnni"}) == "avx512-vnni"
     assert int8_target.detect_target({"avx512_vnni", "amx_int8", "amx_tile"}) == "amx"
@@ -395,12 +484,17 @@ def test_the_int8_target_rule():
         # an export made for a target takes the fast kernels on a CPU of that target
         assert int8_target.graphs_needing_exact_kernels({"quantization": {**settings, "target": target}}, flags) == []
     assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False})
-    assert not int8_target.saturates({"weight_type": "QInt8", "reduce_range": True})   # 7-bit signed
-    assert not int8_target.saturates({"bits": 4, "method": "onnxruntime.MatMulNBitsQuantizer"})   # INT4
-    assert int8_target.graphs_needing_exact_kernels({"quantization": None}, {"avx2"}) == []   # fp32
+    assert not int8_target.saturates({"weight_type": "QInt8", "reduce_range": True})  # 7-bit signed
+    assert not int8_target.saturates({"bits": 4, "method": "onnxruntime.MatMulNBitsQuantizer"})  # INT4
+    assert int8_target.graphs_needing_exact_kernels({"quantization": None}, {"avx2"}) == []  # fp32
     # the exports of earlier mineru-cli versions: QUInt8 vision and a full-range QInt8 decoder
-    old = {"quantization": {"vision": {"weight_type": "QUInt8", "reduce_range": False},
-                            "decoder": {"weight_type": "QInt8", "reduce_range": False}, "cpu_int8_flags": []}}
+    old = {
+        "quantization": {
+            "vision": {"weight_type": "QUInt8", "reduce_range": False},
+            "decoder": {"weight_type": "QInt8", "reduce_range": False},
+            "cpu_int8_flags": [],
+        }
+    }
     assert int8_target.graphs_needing_exact_kernels(old, {"avx2", "fma"}) == ["decoder"]
     note = int8_target.exact_kernels_note(old, "old", ["decoder"])
     assert note.startswith("the ONNX export old was made by a mineru-cli without INT8 targets: its decoder graph holds")
@@ -408,4 +502,4 @@ def test_the_int8_target_rule():
     for odd in ({"weight_type": "QInt8", "reduce_range": "false"}, {"weight_type": "QInt8"}, {"method": "x"}, "QInt8"):
         assert int8_target.saturates(odd), odd
     assert int8_target.saturating_graphs("int8") == ["vision", "decoder"]
-    assert int8_target.saturating_graphs({"scheme": "int8"}) == []   # no graph quantized
+    assert int8_target.saturating_graphs({"scheme": "int8"}) == []  # no graph quantized

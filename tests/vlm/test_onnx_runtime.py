@@ -86,8 +86,9 @@ def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_cas
         alone = generate(single, [x], sp, onnx_engine.tokenizer.stop_ids)[0]
         assert alone.tokens == together[i].tokens and alone.stop_token == together[i].stop_token
         np.testing.assert_allclose(np.stack(single.logits[0]), np.stack(batched.logits[i]), atol=FP32_LOGIT_BOUND)
-    assert [onnx_engine.tokenizer.decode(g.tokens) for g in together] == \
-        [e[2] for e in tiny_case["elements"] if e[2] is not None]
+    assert [onnx_engine.tokenizer.decode(g.tokens) for g in together] == [
+        e[2] for e in tiny_case["elements"] if e[2] is not None
+    ]
 
 
 def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, page, tiny_case, monkeypatch):
@@ -102,13 +103,13 @@ def test_chunked_prefill_equals_one_call_and_the_kv_buffer_grows(onnx_engine, pa
 
     def run():
         rows = [rt.prefill(batch)]
-        for _ in range(rt_mod.KV_GROWTH + 3):   # past the first capacity: one growth
+        for _ in range(rt_mod.KV_GROWTH + 3):  # past the first capacity: one growth
             rows.append(rt.step(rows[-1].argmax(-1).astype(np.int64)))
         return np.stack(rows)
 
-    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 10 ** 6)
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 10**6)
     whole = run()
-    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 64)   # several chunks per prompt
+    monkeypatch.setattr(rt_mod, "PREFILL_CHUNK_TOKENS", 64)  # several chunks per prompt
     assert max(len(x) for x in batch) > 64
     chunked = run()
     assert np.abs(whole - chunked).max() < 1e-4
@@ -156,9 +157,14 @@ print(json.dumps({"blocks": [b.as_dict() for b in result.blocks], "loaded": load
 
 
 def test_onnx_path_never_imports_torch(tiny_onnx, tiny_vlm, torch_engine, page):
-    proc = subprocess.run([sys.executable, "-c", NO_TORCH_SCRIPT, str(tiny_onnx), str(tiny_vlm / "page.png")],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_TORCH_SCRIPT, str(tiny_onnx), str(tiny_vlm / "page.png")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["loaded"] == []
@@ -220,14 +226,14 @@ def test_a_verified_file_is_not_hashed_again_until_it_changes(tiny_onnx, tmp_pat
     files = len(json.loads((copy / "manifest.json").read_text())["files"])
     assert len(hashed) == files
     hashed.clear()
-    verify_export(copy)            # every stamp matches: nothing read again
+    verify_export(copy)  # every stamp matches: nothing read again
     assert hashed == []
     data = copy / "vision.onnx.data" if (copy / "vision.onnx.data").exists() else copy / "vision.onnx"
     st = data.stat()
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 2] ^= 0x01
     data.write_bytes(bytes(raw))
-    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))   # same size and mtime: ctime still moved
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: ctime still moved
     with pytest.raises(SetupError, match=f"{data.name} does not match its sha256"):
         verify_export(copy)
     assert hashed == [data.name]
@@ -257,8 +263,20 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     model = tmp_path / "model"
     shutil.copytree(tiny_vlm / "model", model)
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
-    exported = mineru("export", "--model", str(model), "--int8", "--float-lm-head", "--bias-correction", "--no-verify",
-                      "--target", "avx2", "--threads", "1", cwd=tmp_path)
+    exported = mineru(
+        "export",
+        "--model",
+        str(model),
+        "--int8",
+        "--float-lm-head",
+        "--bias-correction",
+        "--no-verify",
+        "--target",
+        "avx2",
+        "--threads",
+        "1",
+        cwd=tmp_path,
+    )
     assert exported.returncode == 0, exported.stderr
     quantization = json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]
     assert quantization["scheme"] == "int8" and quantization["target"] == "avx2"
@@ -267,17 +285,28 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     from mineru_cli.vlm.int8_target import cpu_summary
 
     assert quantization["made_on"] == cpu_summary()
-    assert len(quantization["decoder"]["excluded_nodes"]) == 1   # the output layer stays float32
-    assert quantization["vision"]["bias_correction"]["folded_into_bias"] > 0   # the opt-in reached the export
+    assert len(quantization["decoder"]["excluded_nodes"]) == 1  # the output layer stays float32
+    assert quantization["vision"]["bias_correction"]["folded_into_bias"] > 0  # the opt-in reached the export
     env = {"MINERU_MODEL_PATH": str(model)}
     onnx_run = mineru("parse", "page.png", "--out", "a.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path, env=env)
     assert onnx_run.returncode == 0 and "onnx runtime" in onnx_run.stderr, onnx_run.stderr
-    torch_run = mineru("parse", "page.png", "--out", "b.jsonl", "--no-cache", "--cpus", "1", "--runtime", "torch",
-                       cwd=tmp_path, env=env)
+    torch_run = mineru(
+        "parse",
+        "page.png",
+        "--out",
+        "b.jsonl",
+        "--no-cache",
+        "--cpus",
+        "1",
+        "--runtime",
+        "torch",
+        cwd=tmp_path,
+        env=env,
+    )
     assert torch_run.returncode == 0, torch_run.stderr
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.jsonl", "b.jsonl"))
     record_validator.validate(a)
     assert a["engine"]["options"]["runtime"] == "onnx" and b["engine"]["options"]["runtime"] == "torch"
     assert a["engine"]["model"]["export"]["quantization"] == "int8"
     assert a["blocks"] == b["blocks"] and a["markdown"] == b["markdown"]
-    assert a["fingerprint"] != b["fingerprint"]          # a different runtime never resumes the other's pages
+    assert a["fingerprint"] != b["fingerprint"]  # a different runtime never resumes the other's pages

@@ -31,11 +31,16 @@ TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td><
 EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
     {"type": "title", "bbox": [134, 10, 314, 37], "text": "Tiny Report", "score": None, "angle": 0},
     {"type": "text", "bbox": [45, 50, 403, 111], "text": "Small pages make fast tests.", "score": None, "angle": 0},
-    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0,
-     "html": TABLE_HTML},
+    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0, "html": TABLE_HTML},
     {"type": "image", "bbox": [314, 128, 403, 215], "text": "", "score": None, "angle": 0},
-    {"type": "equation", "bbox": [112, 242, 336, 289], "text": "\\[\nE=mc^{2}\n\\]", "score": None, "angle": 0,
-     "latex": "E=mc^{2}"},
+    {
+        "type": "equation",
+        "bbox": [112, 242, 336, 289],
+        "text": "\\[\nE=mc^{2}\n\\]",
+        "score": None,
+        "angle": 0,
+        "latex": "E=mc^{2}",
+    },
 ]
 EXPECTED_MARKDOWN = f"# Tiny Report\n\nSmall pages make fast tests.\n\n{TABLE_HTML}\n\n$$\nE=mc^{{2}}\n$$\n"
 
@@ -84,8 +89,12 @@ def test_batched_crops_decode_like_one_at_a_time(engine, page, tiny_case):
         assert alone.tokens == together[i].tokens and alone.stop_token == together[i].stop_token
         np.testing.assert_allclose(np.stack(single.logits[0]), np.stack(batched.logits[i]), atol=2e-4)
     texts = [engine.tokenizer.decode(g.tokens) for g in together]
-    assert texts == ["Tiny Report", "Small pages make fast tests.", "<fcel>Name<lcel><nl><fcel>x<fcel>y<nl>",
-                     "E=mc^{2}"]
+    assert texts == [
+        "Tiny Report",
+        "Small pages make fast tests.",
+        "<fcel>Name<lcel><nl><fcel>x<fcel>y<nl>",
+        "E=mc^{2}",
+    ]
     e1 = VlmEngine(engine.model_dir, threads=1, batch_size=1)
     e1._runtime = rt
     assert [t for t, _ in e1.read_crops(crops)] == [t for t, _ in engine.read_crops(crops)] == texts
@@ -102,11 +111,18 @@ def test_kv_cache_decoding_matches_a_full_forward(engine, page, tiny_case):
     pos, _ = rope_index(ids, x.image_grid_thw, engine.tokenizer.image_pad_id)
     model = engine.runtime.model
     with torch.inference_mode():
-        full = model(input_ids=torch.from_numpy(ids)[None], position_ids=torch.from_numpy(pos)[:, None],
-                     pixel_values=torch.from_numpy(x.pixel_values),
-                     image_grid_thw=torch.from_numpy(x.image_grid_thw)).logits[0].numpy()
+        full = (
+            model(
+                input_ids=torch.from_numpy(ids)[None],
+                position_ids=torch.from_numpy(pos)[:, None],
+                pixel_values=torch.from_numpy(x.pixel_values),
+                image_grid_thw=torch.from_numpy(x.image_grid_thw),
+            )
+            .logits[0]
+            .numpy()
+        )
     n = len(gen.tokens) + 1
-    np.testing.assert_allclose(np.stack(rec.logits[0]), full[len(x) - 1:len(x) - 1 + n], atol=2e-4)
+    np.testing.assert_allclose(np.stack(rec.logits[0]), full[len(x) - 1 : len(x) - 1 + n], atol=2e-4)
 
 
 def test_our_inputs_match_transformers_own_positions(engine, page, tiny_case):
@@ -116,10 +132,16 @@ def test_our_inputs_match_transformers_own_positions(engine, page, tiny_case):
     ours = engine.runtime.prefill([x])
     ids = torch.from_numpy(x.input_ids)[None]
     with torch.inference_mode():
-        theirs = engine.runtime.model(
-            input_ids=ids, pixel_values=torch.from_numpy(x.pixel_values),
-            image_grid_thw=torch.from_numpy(x.image_grid_thw),
-            mm_token_type_ids=(ids == engine.tokenizer.image_pad_id).int()).logits[0, -1].numpy()
+        theirs = (
+            engine.runtime.model(
+                input_ids=ids,
+                pixel_values=torch.from_numpy(x.pixel_values),
+                image_grid_thw=torch.from_numpy(x.image_grid_thw),
+                mm_token_type_ids=(ids == engine.tokenizer.image_pad_id).int(),
+            )
+            .logits[0, -1]
+            .numpy()
+        )
     np.testing.assert_allclose(ours[0], theirs, atol=2e-4)
 
 
@@ -157,8 +179,24 @@ def test_make_engine_picks_vlm_when_a_model_is_found(tiny_vlm, monkeypatch):
 
 def test_cli_parse_with_the_vlm_engine(tiny_vlm, tmp_path, record_validator):
     shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
-    proc = mineru("parse", "page.png", "--engine", "vlm", "--model", str(tiny_vlm / "model"), "--out", "x.jsonl",
-                    "--no-cache", "--cpus", "1", "--format", "content-list", "--out-dir", "docs", cwd=tmp_path)
+    proc = mineru(
+        "parse",
+        "page.png",
+        "--engine",
+        "vlm",
+        "--model",
+        str(tiny_vlm / "model"),
+        "--out",
+        "x.jsonl",
+        "--no-cache",
+        "--cpus",
+        "1",
+        "--format",
+        "content-list",
+        "--out-dir",
+        "docs",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (rec,) = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
     record_validator.validate(rec)
@@ -173,8 +211,17 @@ def test_cli_parse_with_the_vlm_engine(tiny_vlm, tmp_path, record_validator):
     assert (tmp_path / "docs" / "page_png" / "page.md").read_text() == EXPECTED_MARKDOWN
 
     # --engine auto finds the model through $MINERU_MODEL_PATH and says that it chose vlm.
-    auto = mineru("parse", "page.png", "--out", "y.jsonl", "--no-cache", "--cpus", "1", cwd=tmp_path,
-                    env={"MINERU_MODEL_PATH": str(tiny_vlm / "model")})
+    auto = mineru(
+        "parse",
+        "page.png",
+        "--out",
+        "y.jsonl",
+        "--no-cache",
+        "--cpus",
+        "1",
+        cwd=tmp_path,
+        env={"MINERU_MODEL_PATH": str(tiny_vlm / "model")},
+    )
     assert auto.returncode == 0 and "engine: vlm" in auto.stderr
     (rec,) = [json.loads(line) for line in (tmp_path / "y.jsonl").read_text().splitlines()]
     assert rec["blocks"] == EXPECTED_BLOCKS
@@ -188,8 +235,12 @@ def test_make_tiny_vlm_script_converges_with_another_seed(tmp_path):
     from tiny_fixtures import HERE
 
     script = HERE.parents[1] / "scripts" / "make_tiny_vlm.py"
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "tiny"), "--seed", "7"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "tiny"), "--seed", "7"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     case = json.loads((tmp_path / "tiny" / "case.json").read_text())
     engine = VlmEngine(tmp_path / "tiny" / "model", threads=1)

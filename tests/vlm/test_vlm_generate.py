@@ -45,15 +45,17 @@ class FakeRuntime:
         self.calls.append(("retain", tuple(rows)))
 
 
-PARAMS = st.builds(SamplingParams, presence_penalty=st.sampled_from([0.0, 1.0, 0.3]),
-                   frequency_penalty=st.sampled_from([0.0, 0.05, 0.005, 0.7]),
-                   no_repeat_ngram_size=st.sampled_from([0, 2, 3, 5, 100]),
-                   max_new_tokens=st.sampled_from([None, 1, 7, 30]))
+PARAMS = st.builds(
+    SamplingParams,
+    presence_penalty=st.sampled_from([0.0, 1.0, 0.3]),
+    frequency_penalty=st.sampled_from([0.0, 0.05, 0.005, 0.7]),
+    no_repeat_ngram_size=st.sampled_from([0, 2, 3, 5, 100]),
+    max_new_tokens=st.sampled_from([None, 1, 7, 30]),
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(1, V - 1), min_size=1, max_size=5), PARAMS),
-                min_size=1, max_size=5))
+@given(st.lists(st.tuples(st.lists(st.integers(1, V - 1), min_size=1, max_size=5), PARAMS), min_size=1, max_size=5))
 def test_batched_equals_one_at_a_time(cases):
     prompts = [p for p, _ in cases]
     params = [sp for _, sp in cases]
@@ -105,8 +107,9 @@ def test_stop_and_cap_and_retain():
 
 def test_penalties_change_exactly_generated_tokens():
     logits = np.linspace(-1, 1, V).astype(np.float32)
-    seq = _Sequence(SamplingParams(presence_penalty=1.0, frequency_penalty=0.05,
-                                   no_repeat_ngram_size=0), max_new_tokens=10)
+    seq = _Sequence(
+        SamplingParams(presence_penalty=1.0, frequency_penalty=0.05, no_repeat_ngram_size=0), max_new_tokens=10
+    )
     np.testing.assert_array_equal(seq.adjust(logits), logits)  # nothing generated yet
     for token in [3, 3, 3, 9, 17]:
         seq.append(token)

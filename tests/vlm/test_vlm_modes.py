@@ -94,28 +94,27 @@ def test_hybrid_takes_confident_ocr_lines_for_text_blocks(tiny_vlm, shared_runti
         block = by_type[kind]
         inside = sorted((ln for ln in ocr_lines if _inside(ln, block.bbox)), key=lambda ln: (ln.box[1], ln.box[0]))
         assert inside and block.extra["source"] == "ocr"
-        assert block.text == " ".join(ln.text for ln in inside)   # what OCR reads in the box
+        assert block.text == " ".join(ln.text for ln in inside)  # what OCR reads in the box
         assert [d["text"] for d in block.extra["lines"]] == [ln.text for ln in inside]
         assert block.score == pytest.approx(np.mean([ln.score for ln in inside]), abs=1e-4)
     assert by_type["text"].text == "Small pages make fast tests."
-    assert by_type["title"].text == "TINYREPORT"        # OCR's reading, not the VLM's "Tiny Report"
+    assert by_type["title"].text == "TINYREPORT"  # OCR's reading, not the VLM's "Tiny Report"
     # Tables, equations and pictures still come from the VLM, exactly as in vlm mode.
     assert by_type["table"].extra["source"] == "vlm" and by_type["table"].extra["html"] == TABLE_HTML
     assert by_type["equation"].extra["source"] == "vlm" and by_type["equation"].extra["latex"] == "E=mc^{2}"
     assert by_type["image"].extra["source"] == "vlm"
-    assert [b.as_dict() for b in mixed.blocks][2:] == [
-        {**b.as_dict(), "source": "vlm"} for b in plain.blocks[2:]]
+    assert [b.as_dict() for b in mixed.blocks][2:] == [{**b.as_dict(), "source": "vlm"} for b in plain.blocks[2:]]
     # Fewer VLM requests: layout + 4 crops in vlm mode, layout + table + equation in hybrid.
     assert vlm.runtime.sequences == 5 and hybrid.runtime.sequences == 3
     assert mixed.counts["ocr_blocks"] == 2 and mixed.counts["vlm_blocks"] == 3
     assert mixed.warnings == [] and plain.warnings == []
-    assert "source" not in plain.blocks[1].extra   # vlm mode output is MinerU's, unmarked
+    assert "source" not in plain.blocks[1].extra  # vlm mode output is MinerU's, unmarked
     assert {"ocr", "layout", "content", "ocr_wait", "post"} <= set(mixed.timings)
 
 
 def test_low_confidence_lines_leave_the_block_to_the_vlm(tiny_vlm, shared_runtime, page, monkeypatch):
     hybrid = _engine(tiny_vlm, shared_runtime, mode="hybrid")
-    monkeypatch.setattr(fusion, "OCR_MIN_SCORE", 1.01)   # no line is ever confident enough
+    monkeypatch.setattr(fusion, "OCR_MIN_SCORE", 1.01)  # no line is ever confident enough
     result = hybrid.parse(page)
     assert [b.extra["source"] for b in result.blocks] == ["vlm"] * 5
     assert [b.text for b in result.blocks[:2]] == ["Tiny Report", "Small pages make fast tests."]
@@ -126,11 +125,13 @@ def test_mode_is_an_option_and_changes_the_fingerprint(tiny_vlm):
     model = str(tiny_vlm / "model")
     vlm = make_engine("vlm", threads=1, model=model, say=lambda m: None)
     hybrid = make_engine("vlm", threads=1, model=model, mode="hybrid", batch_size=3, say=lambda m: None)
-    assert vlm.mode == "vlm" and vlm.options()["mode"] == "vlm"   # the default: the faithful one
+    assert vlm.mode == "vlm" and vlm.options()["mode"] == "vlm"  # the default: the faithful one
     assert hybrid.mode == "hybrid" and hybrid.batch_size == 3 and hybrid.options()["mode"] == "hybrid"
     assert hybrid.options()["ocr"]["min_score"] == fusion.OCR_MIN_SCORE
-    fps = {fingerprint({"name": e.name, "version": e.version, "identity": e.identity(), "options": e.options()}, {})
-           for e in (vlm, hybrid)}
+    fps = {
+        fingerprint({"name": e.name, "version": e.version, "identity": e.identity(), "options": e.options()}, {})
+        for e in (vlm, hybrid)
+    }
     assert len(fps) == 2
     assert {m["role"] for m in vlm.identity()["ocr"]["models"]} == {"det", "cls", "rec"}
     said = []
@@ -165,7 +166,7 @@ def test_a_failing_page_costs_only_itself(tiny_vlm, shared_runtime, page, monkey
 
     class Refusing(Counting):
         def prefill(self, inputs):
-            if any(x.pixel_values.mean() < -1.5 for x in inputs):   # the black page
+            if any(x.pixel_values.mean() < -1.5 for x in inputs):  # the black page
                 raise ValueError("refused a black page")
             return super().prefill(inputs)
 
@@ -188,10 +189,10 @@ def test_a_failing_page_costs_only_itself(tiny_vlm, shared_runtime, page, monkey
         return real(blocks, *a, **kw)
 
     engine._runtime = Counting(shared_runtime)
-    monkeypatch.setattr("mineru_cli.engines.vlm.post_process", flaky)   # where the engine calls it
+    monkeypatch.setattr("mineru_cli.engines.vlm.post_process", flaky)  # where the engine calls it
     broken, fine = engine.parse_batch([page, page])
     assert isinstance(broken, RuntimeError) and _as_dicts(fine) == _as_dicts(good)
-    assert len(engine.runtime.batches[0]) == 2 and len(calls) == 2   # no page-by-page redo
+    assert len(engine.runtime.batches[0]) == 2 and len(calls) == 2  # no page-by-page redo
 
 
 def test_runaway_answer_is_retried_once_with_raised_penalties(tiny_vlm, shared_runtime, page):
@@ -238,13 +239,16 @@ def test_runaway_answer_is_retried_once_with_raised_penalties(tiny_vlm, shared_r
 
     text = result.blocks[1]
     assert text.text == "Small pages make fast tests." and text.extra["retried"] is True
-    assert "source" not in text.extra   # the retry, a VLM answer, was kept
+    assert "source" not in text.extra  # the retry, a VLM answer, was kept
     (warning,) = result.warnings
     assert "block 1 (text): runaway answer (cut at 400 tokens)" in warning and "kept the retry" in warning
     assert result.counts["retries"] == 1
-    retried = [params for n, params in decodes if isinstance(params, list)
-               and any(p.no_repeat_ngram_size == fusion.RETRY_NO_REPEAT_NGRAM for p in params)]
-    assert len(retried) == 1 and len(retried[0]) == 1       # exactly one retry, of one block
+    retried = [
+        params
+        for n, params in decodes
+        if isinstance(params, list) and any(p.no_repeat_ngram_size == fusion.RETRY_NO_REPEAT_NGRAM for p in params)
+    ]
+    assert len(retried) == 1 and len(retried[0]) == 1  # exactly one retry, of one block
     (p,) = retried[0]
     base = engine.profile.sampling_for("text")
     assert p.presence_penalty == base.presence_penalty + fusion.RETRY_PRESENCE
@@ -273,20 +277,20 @@ def test_a_retry_that_runs_away_too_gives_the_ocr_text(tiny_vlm, shared_runtime,
     assert result.counts["retries"] == 2
     # layout, 4 crops, then one retry batch of the 2 text-like blocks; nothing more
     assert [len(b) for b in engine.runtime.batches] == [1, 4, 2]
-    assert result.blocks[2].extra["html"] == TABLE_HTML   # the table is not text-like: untouched
+    assert result.blocks[2].extra["html"] == TABLE_HTML  # the table is not text-like: untouched
 
 
 def test_runaway_rules():
     ocr = "Small pages make fast tests."
     assert fusion.runaway(ocr, False, ocr) is None
-    prose = " ".join(str(n) for n in range(100, 200))                   # long, but no loop
-    assert fusion.runaway(prose[:134], False, ocr) is None               # 3 x 28 + 50 = 134
+    prose = " ".join(str(n) for n in range(100, 200))  # long, but no loop
+    assert fusion.runaway(prose[:134], False, ocr) is None  # 3 x 28 + 50 = 134
     assert "135 characters" in fusion.runaway(prose[:135], False, ocr)
     assert "repeats 'ab '" in fusion.runaway("ab " * 10, False, ocr)
-    assert fusion.runaway("ab " * 10, False, "ab " * 12) is None         # the page repeats it too
+    assert fusion.runaway("ab " * 10, False, "ab " * 12) is None  # the page repeats it too
     assert fusion.runaway("Contents . . . . . . . . . . . . 7", False, "Contents 7") is None
-    assert fusion.runaway("x" * 5000, False, None) is None               # nothing to compare with
-    assert fusion.runaway("short", True, None, 9) == "cut at 9 tokens"   # the cap always counts
+    assert fusion.runaway("x" * 5000, False, None) is None  # nothing to compare with
+    assert fusion.runaway("short", True, None, 9) == "cut at 9 tokens"  # the cap always counts
     sp = fusion.retry_params(SamplingParams(1.0, 0.05, 100))
     assert (sp.presence_penalty, sp.frequency_penalty, sp.no_repeat_ngram_size) == (1.5, 0.3, 20)
 
@@ -303,7 +307,7 @@ def test_ocr_runs_beside_the_layout_step_or_in_line(tiny_vlm, shared_runtime, pa
     t = result.timings
     assert t["ocr"] > 0 and t["layout"] > 0 and t["ocr_wait"] >= 0
     if not overlap:
-        assert t["ocr_wait"] >= t["ocr"]   # in line: the main thread spends the whole OCR
+        assert t["ocr_wait"] >= t["ocr"]  # in line: the main thread spends the whole OCR
 
 
 def test_ocr_engine_parse_batch_keeps_failures_in_place(page):

@@ -52,11 +52,19 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(
 
 
 def _helper():
-    kwargs = dict(backend="transformers", prompts=mc.DEFAULT_PROMPTS,
-                  sampling_params=mc.DEFAULT_SAMPLING_PARAMS, layout_image_size=(1036, 1036),
-                  min_image_edge=28, max_image_edge_ratio=50, simple_post_process=False,
-                  handle_equation_block=True, abandon_list=False, abandon_paratext=False,
-                  debug=False)
+    kwargs = dict(
+        backend="transformers",
+        prompts=mc.DEFAULT_PROMPTS,
+        sampling_params=mc.DEFAULT_SAMPLING_PARAMS,
+        layout_image_size=(1036, 1036),
+        min_image_edge=28,
+        max_image_edge_ratio=50,
+        simple_post_process=False,
+        handle_equation_block=True,
+        abandon_list=False,
+        abandon_paratext=False,
+        debug=False,
+    )
     if PRO:
         kwargs["image_analysis"] = False
     return mc.MinerUClientHelper(**kwargs)
@@ -75,8 +83,9 @@ def _theirs(blocks):
 
 
 def _same_blocks(ours, theirs):
-    assert [(b.type, list(b.bbox), b.angle, b.content) for b in ours] == \
-        [(b["type"], list(b["bbox"]), b["angle"], b["content"]) for b in theirs]
+    assert [(b.type, list(b.bbox), b.angle, b.content) for b in ours] == [
+        (b["type"], list(b["bbox"]), b["angle"], b["content"]) for b in theirs
+    ]
 
 
 # --------------------------------------------------------------------------- facts
@@ -92,8 +101,11 @@ def test_prompts_and_sampling_match():
         if key.startswith("[") and key not in ("[default]", "[layout]"):
             continue
         ours = PROFILE.sampling[key]
-        assert (ours.presence_penalty, ours.frequency_penalty, ours.no_repeat_ngram_size) == \
-            (sp.presence_penalty, sp.frequency_penalty, sp.no_repeat_ngram_size), key
+        assert (ours.presence_penalty, ours.frequency_penalty, ours.no_repeat_ngram_size) == (
+            sp.presence_penalty,
+            sp.frequency_penalty,
+            sp.no_repeat_ngram_size,
+        ), key
         assert (sp.temperature, sp.top_k, sp.repetition_penalty) == (0.0, 1, 1.0)  # greedy
 
 
@@ -199,8 +211,11 @@ def test_layout_counts_problems():
 
 # --------------------------------------------------------------------------- crops
 
-CROP_TYPES = [t for t in sorted(map(str, PROFILE.block_types))
-              if not PRO or t not in ("image", "chart", "image_block", "image_caption")]
+CROP_TYPES = [
+    t
+    for t in sorted(map(str, PROFILE.block_types))
+    if not PRO or t not in ("image", "chart", "image_block", "image_caption")
+]
 
 
 @st.composite
@@ -210,9 +225,13 @@ def page_and_blocks(draw):
     for _ in range(draw(st.integers(0, 6))):
         x1, x2 = sorted(draw(st.lists(st.integers(0, 1000), min_size=2, max_size=2, unique=True)))
         y1, y2 = sorted(draw(st.lists(st.integers(0, 1000), min_size=2, max_size=2, unique=True)))
-        blocks.append(LayoutBlock(draw(st.sampled_from(CROP_TYPES)),
-                                    (x1 / 1000, y1 / 1000, x2 / 1000, y2 / 1000),
-                                    angle=draw(st.sampled_from([None, 0, 90, 180, 270]))))
+        blocks.append(
+            LayoutBlock(
+                draw(st.sampled_from(CROP_TYPES)),
+                (x1 / 1000, y1 / 1000, x2 / 1000, y2 / 1000),
+                angle=draw(st.sampled_from([None, 0, 90, 180, 270])),
+            )
+        )
     seed = draw(st.integers(0, 2**16))
     mode = draw(st.sampled_from(["RGB", "L", "RGBA", "P"]))
     return w, h, seed, mode, blocks
@@ -232,8 +251,9 @@ def test_crops_generated(case):
     images, prompts, params, indices = _quiet(HELPER.prepare_for_extract, page, _theirs(blocks))
     assert [c.index for c in ours] == indices
     assert [c.prompt for c in ours] == prompts
-    assert [(c.sampling.presence_penalty, c.sampling.frequency_penalty) for c in ours] == \
-        [(p.presence_penalty, p.frequency_penalty) for p in params]
+    assert [(c.sampling.presence_penalty, c.sampling.frequency_penalty) for c in ours] == [
+        (p.presence_penalty, p.frequency_penalty) for p in params
+    ]
     for crop, image in zip(ours, images):
         assert crop.image.size == image.size and crop.image.mode == image.mode
         assert crop.image.tobytes() == image.tobytes()
@@ -246,12 +266,16 @@ def test_crop_fit_rules():
     tall = fit_crop(Image.new("RGB", (3, 200), (0, 0, 0)))
     assert min(tall.size) >= 28 and max(tall.size) / min(tall.size) <= 50
     page = Image.new("RGB", (200, 100), (255, 255, 255))
-    blocks = [LayoutBlock("image", (0, 0, 0.5, 0.5)), LayoutBlock("table", (0, 0, 0.5, 0.5), 90),
-              LayoutBlock("equation_block", (0, 0, 1, 1)), LayoutBlock("list", (0, 0, 1, 1)),
-              LayoutBlock("equation", (0, 0, 1, 1)), LayoutBlock("title", (0, 0, 1, 1))]
+    blocks = [
+        LayoutBlock("image", (0, 0, 0.5, 0.5)),
+        LayoutBlock("table", (0, 0, 0.5, 0.5), 90),
+        LayoutBlock("equation_block", (0, 0, 1, 1)),
+        LayoutBlock("list", (0, 0, 1, 1)),
+        LayoutBlock("equation", (0, 0, 1, 1)),
+        LayoutBlock("title", (0, 0, 1, 1)),
+    ]
     crops = prepare_crops(page, blocks, PROFILE_2509)
-    assert [(c.index, c.prompt) for c in crops] == [
-        (1, TABLE_PROMPT), (4, FORMULA_PROMPT), (5, TEXT_PROMPT)]
+    assert [(c.index, c.prompt) for c in crops] == [(1, TABLE_PROMPT), (4, FORMULA_PROMPT), (5, TEXT_PROMPT)]
     assert crops[0].image.size == (50, 100)  # rotated with expand
     assert prepare_crops(page, blocks, PROFILE_2509, skip_types=["title"])[-1].index == 4
 
@@ -282,7 +306,10 @@ def otsl_grid(draw):
 
 
 HAND_WRITTEN_TABLES = [
-    "", "<nl>", "text only", "<table><tr><td>x</td></tr></table>",
+    "",
+    "<nl>",
+    "text only",
+    "<table><tr><td>x</td></tr></table>",
     "<fcel>A<lcel><fcel>B<nl><ucel><ecel><fcel>C<nl>",
     "<fcel>h<lcel><lcel><nl><fcel>1<fcel>2<fcel>3<nl><fcel>4<ucel><xcel><nl>",
     "<fcel>a<fcel>b<nl><fcel>c<nl>",  # short row, padded
@@ -311,13 +338,62 @@ def test_otsl_generated(table):
 # --------------------------------------------------------------------------- equations
 
 FRAGMENTS = [
-    "x", "y^2", " ", "  ", "=", "+", "\\frac{a}{b}", "{", "}", "\\{", "\\}", "\\\\{", "_{a}", "_ {b}",
-    "\\left(", "\\right)", "\\left[", "\\right]", "\\left.", "\\right.", "\\left\\{", "\\right\\}",
-    "\\left|", "\\right|", "\\left\\langle", "\\right\\rangle", "\\left)", "\\right(", "\\left/",
-    "\\rightarrow", "\\left\\lVert", "\\right\\rVert", "\\begin{array}{cc}", "\\begin{array}{c|c}",
-    "\\begin{array}{l}", "\\end{array}", "&", "\\\\", "\\big{(}", "\\Big {)}", "\\biggm{[}",
-    "\\Biggl {]}", "\\bigl{\\langle}", "\\Biggm{\\rangle}", "\\bigr{|}", "\\Bigg{\\|}", "\\big{\\}}",
-    "\\bigtimes", "<", "\\leq", "\\eqqcolon", "\\coloneqq", "\\[", "\\]", "\\tag{1}", "\\tag {2}",
+    "x",
+    "y^2",
+    " ",
+    "  ",
+    "=",
+    "+",
+    "\\frac{a}{b}",
+    "{",
+    "}",
+    "\\{",
+    "\\}",
+    "\\\\{",
+    "_{a}",
+    "_ {b}",
+    "\\left(",
+    "\\right)",
+    "\\left[",
+    "\\right]",
+    "\\left.",
+    "\\right.",
+    "\\left\\{",
+    "\\right\\}",
+    "\\left|",
+    "\\right|",
+    "\\left\\langle",
+    "\\right\\rangle",
+    "\\left)",
+    "\\right(",
+    "\\left/",
+    "\\rightarrow",
+    "\\left\\lVert",
+    "\\right\\rVert",
+    "\\begin{array}{cc}",
+    "\\begin{array}{c|c}",
+    "\\begin{array}{l}",
+    "\\end{array}",
+    "&",
+    "\\\\",
+    "\\big{(}",
+    "\\Big {)}",
+    "\\biggm{[}",
+    "\\Biggl {]}",
+    "\\bigl{\\langle}",
+    "\\Biggm{\\rangle}",
+    "\\bigr{|}",
+    "\\Bigg{\\|}",
+    "\\big{\\}}",
+    "\\bigtimes",
+    "<",
+    "\\leq",
+    "\\eqqcolon",
+    "\\coloneqq",
+    "\\[",
+    "\\]",
+    "\\tag{1}",
+    "\\tag {2}",
 ]
 
 
@@ -327,12 +403,24 @@ def latex(draw):
 
 
 HAND_WRITTEN_EQUATIONS = [
-    "", "x", "\\left( x", "x \\right)", "\\left( \\frac{a}{b} \\right.", "a \\rightarrow b",
+    "",
+    "x",
+    "\\left( x",
+    "x \\right)",
+    "\\left( \\frac{a}{b} \\right.",
+    "a \\rightarrow b",
     "\\begin{array}{cc} \\left( a & b \\right) \\\\ c & d \\end{array}",
     "\\begin{array}{c} \\begin{array}{c} \\left[ x \\end{array} \\end{array} \\begin{array}{c} y \\right] \\end{array}",
     "\\end{array} \\left( \\begin{array}{c}",  # arrays out of order
-    "x_{1}_{2} + y", "\\big{(} a \\Big {)}", "\\biggm{[}", "a < b", "a \\coloneqq b", "{{x}", "x}}",
-    "\\[ x + y \\]", "\\\\{ x",
+    "x_{1}_{2} + y",
+    "\\big{(} a \\Big {)}",
+    "\\biggm{[}",
+    "a < b",
+    "a \\coloneqq b",
+    "{{x}",
+    "x}}",
+    "\\[ x + y \\]",
+    "\\\\{ x",
 ]
 
 
@@ -405,11 +493,13 @@ def test_post_process_generated(blocks):
 
 
 def test_equation_block_becomes_array():
-    blocks = [LayoutBlock("equation_block", (0.1, 0.1, 0.9, 0.5)),
-              LayoutBlock("equation", (0.1, 0.1, 0.9, 0.3), content="a=1 \\tag{1}"),
-              LayoutBlock("equation", (0.1, 0.3, 0.9, 0.5), content="b=2 \\tag{2}"),
-              LayoutBlock("equation", (0.1, 0.6, 0.9, 0.7), content="c"),
-              LayoutBlock("equation_block", (0.1, 0.6, 0.9, 0.7))]
+    blocks = [
+        LayoutBlock("equation_block", (0.1, 0.1, 0.9, 0.5)),
+        LayoutBlock("equation", (0.1, 0.1, 0.9, 0.3), content="a=1 \\tag{1}"),
+        LayoutBlock("equation", (0.1, 0.3, 0.9, 0.5), content="b=2 \\tag{2}"),
+        LayoutBlock("equation", (0.1, 0.6, 0.9, 0.7), content="c"),
+        LayoutBlock("equation_block", (0.1, 0.6, 0.9, 0.7)),
+    ]
     out = post_process(blocks, PROFILE_2509)
     assert [b.type for b in out] == ["equation", "equation"]
     assert out[0].content == "\\[\n\\begin{array}{l} a=1 (1) \\\\ b=2 (2) \\\\ \\end{array}\n\\]"
@@ -419,9 +509,11 @@ def test_equation_block_becomes_array():
 
 def test_chat_prompt():
     text = chat_prompt(LAYOUT_PROMPT)
-    assert text == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-                    "<|vision_start|><|image_pad|><|vision_end|>\nLayout Detection:<|im_end|>\n"
-                    "<|im_start|>assistant\n")
+    assert text == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        "<|vision_start|><|image_pad|><|vision_end|>\nLayout Detection:<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     assert expand_image_pads(text, [3]).count("<|image_pad|>") == 3
     with pytest.raises(ValueError):
         expand_image_pads(text, [1, 2])

@@ -20,8 +20,14 @@ from mineru_cli.vlm.protocol.chat import (
 )
 from mineru_cli.vlm.tokenizer import ChatTokenizer, build_input
 
-REAL_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
-            "<|image_pad|>": 151655, "<|box_start|>": 151648, "<|ref_start|>": 151657}
+REAL_IDS = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<|image_pad|>": 151655,
+    "<|box_start|>": 151648,
+    "<|ref_start|>": 151657,
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,10 @@ def test_chat_ids_match_the_chat_template_and_transformers(tiny_vlm, tok, prompt
     from transformers import PreTrainedTokenizerFast
 
     template = json.loads((tiny_vlm / "model" / "chat_template.json").read_text())["chat_template"]
-    messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]},
+    ]
     rendered = jinja2.Environment().from_string(template).render(messages=messages, add_generation_prompt=True)
     assert rendered == chat_prompt(prompt)
 
@@ -56,7 +64,7 @@ def test_chat_ids_match_the_chat_template_and_transformers(tiny_vlm, tok, prompt
     assert ids == hf(expanded, add_special_tokens=False)["input_ids"]
     assert ids.count(tok.image_pad_id) == 1369
     start = ids.index(tok.token_id("<|vision_start|>"))
-    assert ids[start + 1:start + 1 + 1369] == [tok.image_pad_id] * 1369
+    assert ids[start + 1 : start + 1 + 1369] == [tok.image_pad_id] * 1369
     assert ids[start + 1370] == tok.token_id("<|vision_end|>")
     assert tok.decode(ids) == expanded
 

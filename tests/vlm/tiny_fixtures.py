@@ -50,8 +50,14 @@ def tiny_vlm(request):
         # chosen when torch loads (tiny_vlm.PORTABLE_ENV, which the builder sets over any
         # inherited values)
         try:
-            subprocess.run([sys.executable, str(BUILDER), str(tmp)], check=True, timeout=900,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            subprocess.run(
+                [sys.executable, str(BUILDER), str(tmp)],
+                check=True,
+                timeout=900,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         except subprocess.CalledProcessError as exc:
             pytest.fail(f"{BUILDER} {tmp} failed (exit {exc.returncode}): {exc.stderr[-3000:]}")
         except subprocess.TimeoutExpired:

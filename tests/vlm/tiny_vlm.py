@@ -44,20 +44,44 @@ ELEMENTS = [
 ]
 
 SPECIAL_TOKENS = [  # (content, special)
-    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-    ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
-    ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True),
-    ("<|vision_start|>", True), ("<|vision_end|>", True), ("<|vision_pad|>", True),
-    ("<|image_pad|>", True), ("<|video_pad|>", True), ("<|ref_start|>", True), ("<|ref_end|>", True),
-    ("<|md_start|>", True), ("<|md_end|>", True), ("<ched>", False), ("<ecel>", False),
-    ("<fcel>", False), ("<lcel>", False), ("<ucel>", False), ("<xcel>", False), ("<nl>", False),
-    ("<|rotate_up|>", True), ("<|rotate_down|>", True), ("<|rotate_left|>", True),
-    ("<|rotate_right|>", True), ("<|txt_contd|>", True), ("<|paratext|>", True),
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<|ref_start|>", True),
+    ("<|ref_end|>", True),
+    ("<|md_start|>", True),
+    ("<|md_end|>", True),
+    ("<ched>", False),
+    ("<ecel>", False),
+    ("<fcel>", False),
+    ("<lcel>", False),
+    ("<ucel>", False),
+    ("<xcel>", False),
+    ("<nl>", False),
+    ("<|rotate_up|>", True),
+    ("<|rotate_down|>", True),
+    ("<|rotate_left|>", True),
+    ("<|rotate_right|>", True),
+    ("<|txt_contd|>", True),
+    ("<|paratext|>", True),
 ]
 
 # Qwen2's pre-tokenizer split (digits one by one), as in its tokenizer.json
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 # Qwen2-VL's chat template (chat_template.json of Qwen/Qwen2-VL-2B-Instruct)
 CHAT_TEMPLATE = (
@@ -73,20 +97,32 @@ CHAT_TEMPLATE = (
     "{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}Video "
     "{{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
-    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 PREPROCESSOR_CONFIG = {
-    "image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "do_rescale": True,
-    "do_normalize": True, "do_convert_rgb": True, "resample": 3, "rescale_factor": 1 / 255,
-    "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
-    "min_pixels": 3136, "max_pixels": 1605632, "patch_size": 14, "temporal_patch_size": 2,
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "do_resize": True,
+    "do_rescale": True,
+    "do_normalize": True,
+    "do_convert_rgb": True,
+    "resample": 3,
+    "rescale_factor": 1 / 255,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+    "min_pixels": 3136,
+    "max_pixels": 1605632,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
     "merge_size": 2,
 }
 
 
 def layout_answer() -> str:
-    return "\n".join(f"<|box_start|>{x1} {y1} {x2} {y2}<|box_end|><|ref_start|>{kind}<|ref_end|><|rotate_up|>"
-                     for kind, (x1, y1, x2, y2), _ in ELEMENTS)
+    return "\n".join(
+        f"<|box_start|>{x1} {y1} {x2} {y2}<|box_end|><|ref_start|>{kind}<|ref_end|><|rotate_up|>"
+        for kind, (x1, y1, x2, y2), _ in ELEMENTS
+    )
 
 
 def draw_page() -> Image.Image:
@@ -135,12 +171,16 @@ def make_tokenizer(corpus: list[str], seed: int = SEED):
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, min_frequency=1, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, min_frequency=1, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
     specials = list(SPECIAL_TOKENS)
     random.Random(seed).shuffle(specials)  # ids unlike the real ones, and not in their order
@@ -155,19 +195,52 @@ def make_tokenizer(corpus: list[str], seed: int = SEED):
 def make_config(tok):
     from transformers import Qwen2VLConfig
 
-    ids = {name: tok.token_to_id(name) for name in
-           ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|endoftext|>", "<|im_end|>")}
+    ids = {
+        name: tok.token_to_id(name)
+        for name in (
+            "<|image_pad|>",
+            "<|video_pad|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+            "<|endoftext|>",
+            "<|im_end|>",
+        )
+    }
     vocab = tok.get_vocab_size(with_added_tokens=True)
-    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                rms_norm_eps=1e-6, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]})
-    vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14,
-                  temporal_patch_size=2, spatial_merge_size=2, in_channels=3)
-    return Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
-                         video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-                         vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True,
-                         architectures=["Qwen2VLForConditionalGeneration"])
+    text = dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+    )
+    vision = dict(
+        depth=1,
+        embed_dim=32,
+        hidden_size=64,
+        num_heads=2,
+        mlp_ratio=2,
+        patch_size=14,
+        temporal_patch_size=2,
+        spatial_merge_size=2,
+        in_channels=3,
+    )
+    return Qwen2VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+        architectures=["Qwen2VLForConditionalGeneration"],
+    )
 
 
 def _examples(tok, page):
@@ -222,8 +295,17 @@ def train(model, chat, examples, max_steps: int = 1500, lr: float = 5e-3, log=No
     for n, (x, target, _, _) in enumerate(examples):
         ids = np.concatenate([x.input_ids, np.asarray(target, dtype=np.int64)])
         pos, _ = rope_index(ids, x.image_grid_thw, chat.image_pad_id, runtime.merge_size)
-        rows.append((x, torch.from_numpy(ids)[None], torch.from_numpy(pos)[:, None, :],
-                     torch.from_numpy(ids == chat.image_pad_id), len(x), torch.tensor(target), n == 0))
+        rows.append(
+            (
+                x,
+                torch.from_numpy(ids)[None],
+                torch.from_numpy(pos)[:, None, :],
+                torch.from_numpy(ids == chat.image_pad_id),
+                len(x),
+                torch.tensor(target),
+                n == 0,
+            )
+        )
     embed = model.get_input_embeddings()
     frozen: dict[int, torch.Tensor] = {}
     for step in range(1, max_steps + 1):
@@ -241,7 +323,7 @@ def train(model, chat, examples, max_steps: int = 1500, lr: float = 5e-3, log=No
             embeds = embed(ids)
             embeds = embeds.masked_scatter(is_image[None, :, None], feats)
             logits = model(inputs_embeds=embeds, position_ids=pos).logits[0]
-            loss = torch.nn.functional.cross_entropy(logits[start - 1:-1], target)
+            loss = torch.nn.functional.cross_entropy(logits[start - 1 : -1], target)
             loss.backward()
             worst = max(worst, loss.item())
         opt.step()
@@ -285,11 +367,25 @@ def build(out_dir: str | Path, seed: int = SEED, log=None) -> dict:
     tok.save(str(model_dir / "tokenizer.json"))
     (model_dir / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2))
     (model_dir / "chat_template.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}, indent=2))
-    (model_dir / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-        "model_max_length": 4096, "chat_template": CHAT_TEMPLATE}, indent=2))
+    (model_dir / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "eos_token": "<|im_end|>",
+                "pad_token": "<|endoftext|>",
+                "model_max_length": 4096,
+                "chat_template": CHAT_TEMPLATE,
+            },
+            indent=2,
+        )
+    )
     page.save(out_dir / "page.png")
-    case = {"layout": layout_answer(), "elements": [list(e) for e in ELEMENTS], "steps": steps,
-            "seconds": round(time.monotonic() - t0, 1), "seed": seed}
+    case = {
+        "layout": layout_answer(),
+        "elements": [list(e) for e in ELEMENTS],
+        "steps": steps,
+        "seconds": round(time.monotonic() - t0, 1),
+        "seed": seed,
+    }
     (out_dir / "case.json").write_text(json.dumps(case, indent=2))
     return case

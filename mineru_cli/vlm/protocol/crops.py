@@ -55,9 +55,9 @@ def layout_image(page: Image.Image, profile: Profile = PROFILE_2509) -> Image.Im
     return to_rgb(page).resize(profile.layout_size, Image.Resampling.BICUBIC)
 
 
-def prepare_crops(page: Image.Image, blocks: Sequence[LayoutBlock],
-                  profile: Profile = PROFILE_2509,
-                  skip_types: Iterable[str] = ()) -> list[Crop]:
+def prepare_crops(
+    page: Image.Image, blocks: Sequence[LayoutBlock], profile: Profile = PROFILE_2509, skip_types: Iterable[str] = ()
+) -> list[Crop]:
     """Step-2 inputs for every block that is read (not skipped), in layout order."""
     page = to_rgb(page)
     width, height = page.size
@@ -75,6 +75,5 @@ def prepare_crops(page: Image.Image, blocks: Sequence[LayoutBlock],
         if block.angle in (90, 180, 270):
             image = image.rotate(block.angle, expand=True)
         image = fit_crop(image, profile.min_edge, profile.max_aspect)
-        crops.append(Crop(index, image, profile.prompt_for(block.type),
-                          profile.sampling_for(block.type)))
+        crops.append(Crop(index, image, profile.prompt_for(block.type), profile.sampling_for(block.type)))
     return crops

@@ -24,15 +24,46 @@ def strip_equation_delimiters(latex: str) -> str:
 
 # \left / \right tokens as MinerU counts them. Note "\right." matches \right + any character
 # (so \rightarrow counts as a \right): kept, because it decides which equations are rewritten.
-_LEFT_PATTERNS = [r"\\left\\lbrace", r"\\left\\lVert", r"\\left\\lvert", r"\\left\\rvert",
-                  r"\\left\\rVert", r"\\left\\vert", r"\\left\\Vert", r"\\left\\lfloor",
-                  r"\\left\\lbrack", r"\\left\\langle", r"\\left\|", r"\\left\\\|", r"\\left\[",
-                  r"\\left\]", r"\\left\(", r"\\left\\{", r"\\left\\}", r"\\left\."]
-_RIGHT_PATTERNS = [r"\\right\\rbrace", r"\\right\\lVert", r"\\right\\lvert", r"\\right\\rvert",
-                   r"\\right\\rVert", r"\\right\\vert", r"\\right\\Vert", r"\\right\\rfloor",
-                   r"\\right\\rbrack", r"\\right\\rangle", r"\\right\|", r"\\right\\\|",
-                   r"\\right\]", r"\\right\[", r"\\right\)", r"\\right\\}", r"\\right\\{",
-                   r"\\right."]
+_LEFT_PATTERNS = [
+    r"\\left\\lbrace",
+    r"\\left\\lVert",
+    r"\\left\\lvert",
+    r"\\left\\rvert",
+    r"\\left\\rVert",
+    r"\\left\\vert",
+    r"\\left\\Vert",
+    r"\\left\\lfloor",
+    r"\\left\\lbrack",
+    r"\\left\\langle",
+    r"\\left\|",
+    r"\\left\\\|",
+    r"\\left\[",
+    r"\\left\]",
+    r"\\left\(",
+    r"\\left\\{",
+    r"\\left\\}",
+    r"\\left\.",
+]
+_RIGHT_PATTERNS = [
+    r"\\right\\rbrace",
+    r"\\right\\lVert",
+    r"\\right\\lvert",
+    r"\\right\\rvert",
+    r"\\right\\rVert",
+    r"\\right\\vert",
+    r"\\right\\Vert",
+    r"\\right\\rfloor",
+    r"\\right\\rbrack",
+    r"\\right\\rangle",
+    r"\\right\|",
+    r"\\right\\\|",
+    r"\\right\]",
+    r"\\right\[",
+    r"\\right\)",
+    r"\\right\\}",
+    r"\\right\\{",
+    r"\\right.",
+]
 _LEFT_RE = re.compile("|".join(_LEFT_PATTERNS))
 _RIGHT_RE = re.compile("|".join(_RIGHT_PATTERNS))
 _LEFT_RIGHT_SPLIT = re.compile("(" + "|".join(_LEFT_PATTERNS + _RIGHT_PATTERNS) + ")")
@@ -40,13 +71,25 @@ _ARRAY_SPLIT = re.compile(r"(\&|\\\\|\\begin{array}\s*{[a-zA-Z\s]*}|\\end{array}
 _BEGIN, _END = "\\begin{array}", "\\end{array}"
 
 # the delimiters that pair up; "\left." and "\right." pair with anything on the other side
-_PAIRS = {"\\left\\lbrace": "\\right\\rbrace", "\\left\\lVert": "\\right\\lVert",
-          "\\left\\lvert": "\\right\\lvert", "\\left\\vert": "\\right\\vert",
-          "\\left\\Vert": "\\right\\Vert", "\\left\\lfloor": "\\right\\rfloor",
-          "\\left\\lbrack": "\\right\\rbrack", "\\left\\langle": "\\right\\rangle",
-          "\\left|": "\\right|", "\\left\\|": "\\right\\|", "\\left[": "\\right]",
-          "\\left]": "\\right[", "\\left(": "\\right)", "\\left)": "\\right(",
-          "\\left\\{": "\\right\\}", "\\left\\}": "\\right\\{", "\\left/": "\\right/"}
+_PAIRS = {
+    "\\left\\lbrace": "\\right\\rbrace",
+    "\\left\\lVert": "\\right\\lVert",
+    "\\left\\lvert": "\\right\\lvert",
+    "\\left\\vert": "\\right\\vert",
+    "\\left\\Vert": "\\right\\Vert",
+    "\\left\\lfloor": "\\right\\rfloor",
+    "\\left\\lbrack": "\\right\\rbrack",
+    "\\left\\langle": "\\right\\rangle",
+    "\\left|": "\\right|",
+    "\\left\\|": "\\right\\|",
+    "\\left[": "\\right]",
+    "\\left]": "\\right[",
+    "\\left(": "\\right)",
+    "\\left)": "\\right(",
+    "\\left\\{": "\\right\\}",
+    "\\left\\}": "\\right\\{",
+    "\\left/": "\\right/",
+}
 _LEFTS = set(_PAIRS) | {"\\left\\rvert", "\\left\\rVert", "\\left."}
 _RIGHTS = set(_PAIRS.values()) | {"\\right\\rvert", "\\right\\rVert", "\\right."}
 
@@ -177,8 +220,7 @@ def _big_rules() -> list[tuple[str, str]]:
     and \\Biggm{\\}} are left alone."""
     rules: list[tuple[str, str]] = []
 
-    def add(cmds: list[str], delims: list[str],
-            out: Callable[[str, str], str] = lambda cmd, d: d) -> None:
+    def add(cmds: list[str], delims: list[str], out: Callable[[str, str], str] = lambda cmd, d: d) -> None:
         for cmd in cmds:
             for spaced in ("", " "):
                 for d in delims:

@@ -33,8 +33,7 @@ class LayoutBlock:
     merge_prev: bool = False  # Pro: text continues the previous block
 
     def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "bbox": list(self.bbox), "angle": self.angle,
-                "content": self.content}
+        return {"type": self.type, "bbox": list(self.bbox), "angle": self.angle, "content": self.content}
 
 
 @dataclass
@@ -51,10 +50,13 @@ class LayoutParse:
 
 _LINE_2509 = re.compile(
     r"^<\|box_start\|>(\d+)\s+(\d+)\s+(\d+)\s+(\d+)<\|box_end\|>"
-    r"<\|ref_start\|>(\w+?)<\|ref_end\|>(.*)$")
+    r"<\|ref_start\|>(\w+?)<\|ref_end\|>(.*)$"
+)
 _ELEMENT_PRO = re.compile(
     r"<\|box_start\|>(\d+)\s+(\d+)\s+(\d+)\s+(\d+)<\|box_end\|><\|ref_start\|>(\w+?)<\|ref_end\|>"
-    r"(<\|rotate_(?:up|right|down|left)\|>)?(.*?)(?=<\|box_start\|>|$)", re.DOTALL)
+    r"(<\|rotate_(?:up|right|down|left)\|>)?(.*?)(?=<\|box_start\|>|$)",
+    re.DOTALL,
+)
 
 
 def normalize_box(x1: int, y1: int, x2: int, y2: int) -> tuple[float, float, float, float] | None:
@@ -151,10 +153,13 @@ def _drop_duplicates(blocks: list[LayoutBlock], iou: float) -> list[LayoutBlock]
     return kept
 
 
-def _drop_inside(blocks: list[LayoutBlock], types: Iterable[str], containers: set[str],
-                 threshold: float = 0.9) -> list[LayoutBlock]:
+def _drop_inside(
+    blocks: list[LayoutBlock], types: Iterable[str], containers: set[str], threshold: float = 0.9
+) -> list[LayoutBlock]:
     types = set(types)
     holders = [b for b in blocks if b.type in containers]
-    return [b for b in blocks
-            if b.type not in types
-            or not any(h is not b and covered(b.bbox, h.bbox) >= threshold for h in holders)]
+    return [
+        b
+        for b in blocks
+        if b.type not in types or not any(h is not b and covered(b.bbox, h.bbox) >= threshold for h in holders)
+    ]

@@ -75,8 +75,7 @@ def otsl_to_html(otsl: str) -> str:
             r, c, rowspan, colspan, text = cell
             if (r, c) != (i, j):
                 continue
-            attrs = (f' rowspan="{rowspan}"' if rowspan > 1 else "") + \
-                    (f' colspan="{colspan}"' if colspan > 1 else "")
+            attrs = (f' rowspan="{rowspan}"' if rowspan > 1 else "") + (f' colspan="{colspan}"' if colspan > 1 else "")
             out.append(f"<td{attrs}>{html.escape(text)}</td>")
         out.append("</tr>")
     out.append("</table>")

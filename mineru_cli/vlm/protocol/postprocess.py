@@ -57,15 +57,19 @@ def _drop_non_text(blocks: list[LayoutBlock]) -> list[LayoutBlock]:
     return out
 
 
-def post_process(blocks: Sequence[LayoutBlock], profile: Profile = PROFILE_2509,
-                 drop_list: bool = False, drop_paratext: bool = False,
-                 on_error: Callable[[str, str, Exception], None] | None = None,
-                 ) -> list[LayoutBlock]:
+def post_process(
+    blocks: Sequence[LayoutBlock],
+    profile: Profile = PROFILE_2509,
+    drop_list: bool = False,
+    drop_paratext: bool = False,
+    on_error: Callable[[str, str, Exception], None] | None = None,
+) -> list[LayoutBlock]:
     """Tables to HTML, equation repairs, equation_block merging and \\[ \\] wrapping.
 
     Returns new blocks; the input is not modified. A step that fails on one block leaves that
     block's content as it was and is reported to on_error(step, content, error).
     """
+
     def failed(step: str, content: str, error: Exception) -> None:
         if on_error is not None:
             on_error(step, content, error)
@@ -92,6 +96,4 @@ def post_process(blocks: Sequence[LayoutBlock], profile: Profile = PROFILE_2509,
     for block in out:
         if block.type == "equation" and block.content:
             block.content = wrap_display_equation(block.content)
-    return [b for b in out
-            if not (drop_list and b.type == "list")
-            and not (drop_paratext and b.type in PARATEXT)]
+    return [b for b in out if not (drop_list and b.type == "list") and not (drop_paratext and b.type in PARATEXT)]

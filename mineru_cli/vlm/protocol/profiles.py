@@ -30,19 +30,68 @@ class SamplingParams:
     max_new_tokens: int | None = None
 
 
-BLOCK_TYPES_2509 = frozenset({
-    T.TEXT, T.TITLE, T.TABLE, T.IMAGE, T.CODE, T.ALGORITHM, T.HEADER, T.FOOTER, T.PAGE_NUMBER,
-    T.PAGE_FOOTNOTE, T.ASIDE_TEXT, T.EQUATION, T.EQUATION_BLOCK, T.REF_TEXT, T.LIST, T.PHONETIC,
-    T.TABLE_CAPTION, T.IMAGE_CAPTION, T.CODE_CAPTION, T.TABLE_FOOTNOTE, T.IMAGE_FOOTNOTE, T.UNKNOWN,
-})
+BLOCK_TYPES_2509 = frozenset(
+    {
+        T.TEXT,
+        T.TITLE,
+        T.TABLE,
+        T.IMAGE,
+        T.CODE,
+        T.ALGORITHM,
+        T.HEADER,
+        T.FOOTER,
+        T.PAGE_NUMBER,
+        T.PAGE_FOOTNOTE,
+        T.ASIDE_TEXT,
+        T.EQUATION,
+        T.EQUATION_BLOCK,
+        T.REF_TEXT,
+        T.LIST,
+        T.PHONETIC,
+        T.TABLE_CAPTION,
+        T.IMAGE_CAPTION,
+        T.CODE_CAPTION,
+        T.TABLE_FOOTNOTE,
+        T.IMAGE_FOOTNOTE,
+        T.UNKNOWN,
+    }
+)
 
-BLOCK_TYPES_PRO = frozenset({
-    T.TEXT, T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE, T.TABLE, T.EQUATION, T.FORMULA_NUMBER, T.CODE,
-    T.ALGORITHM, T.ASIDE_TEXT, T.REF_TEXT, T.INDEX, T.PHONETIC, T.LIST_ITEM, T.CAPTION,
-    T.TABLE_CAPTION, T.IMAGE_CAPTION, T.CODE_CAPTION, T.FOOTNOTE, T.TABLE_FOOTNOTE,
-    T.IMAGE_FOOTNOTE, T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.PAGE_FOOTNOTE, T.IMAGE, T.CHART, T.LIST,
-    T.IMAGE_BLOCK, T.EQUATION_BLOCK, T.UNKNOWN,
-})
+BLOCK_TYPES_PRO = frozenset(
+    {
+        T.TEXT,
+        T.TITLE,
+        T.DOC_TITLE,
+        T.PARAGRAPH_TITLE,
+        T.TABLE,
+        T.EQUATION,
+        T.FORMULA_NUMBER,
+        T.CODE,
+        T.ALGORITHM,
+        T.ASIDE_TEXT,
+        T.REF_TEXT,
+        T.INDEX,
+        T.PHONETIC,
+        T.LIST_ITEM,
+        T.CAPTION,
+        T.TABLE_CAPTION,
+        T.IMAGE_CAPTION,
+        T.CODE_CAPTION,
+        T.FOOTNOTE,
+        T.TABLE_FOOTNOTE,
+        T.IMAGE_FOOTNOTE,
+        T.HEADER,
+        T.FOOTER,
+        T.PAGE_NUMBER,
+        T.PAGE_FOOTNOTE,
+        T.IMAGE,
+        T.CHART,
+        T.LIST,
+        T.IMAGE_BLOCK,
+        T.EQUATION_BLOCK,
+        T.UNKNOWN,
+    }
+)
 
 _TEXT_PARAMS = SamplingParams(presence_penalty=1.0, frequency_penalty=0.05)
 
@@ -91,21 +140,35 @@ class Profile:
 PROFILE_2509 = Profile(
     name="MinerU2.5-2509-1.2B",
     block_types=BLOCK_TYPES_2509,
-    prompts={"table": TABLE_PROMPT, "equation": FORMULA_PROMPT, "[default]": TEXT_PROMPT,
-             "[layout]": LAYOUT_PROMPT},
-    sampling={"table": SamplingParams(presence_penalty=1.0, frequency_penalty=0.005),
-              "equation": _TEXT_PARAMS, "[default]": _TEXT_PARAMS, "[layout]": SamplingParams()},
+    prompts={"table": TABLE_PROMPT, "equation": FORMULA_PROMPT, "[default]": TEXT_PROMPT, "[layout]": LAYOUT_PROMPT},
+    sampling={
+        "table": SamplingParams(presence_penalty=1.0, frequency_penalty=0.005),
+        "equation": _TEXT_PARAMS,
+        "[default]": _TEXT_PARAMS,
+        "[layout]": SamplingParams(),
+    },
     skip_types=frozenset({"image", "list", "equation_block"}),
 )
 
 PROFILE_PRO = Profile(
     name="MinerU2.5-Pro-2605-1.2B",
     block_types=BLOCK_TYPES_PRO,
-    prompts={"table": TABLE_PROMPT, "equation": FORMULA_PROMPT, "image": IMAGE_ANALYSIS_PROMPT,
-             "chart": IMAGE_ANALYSIS_PROMPT, "[default]": TEXT_PROMPT, "[layout]": LAYOUT_PROMPT},
-    sampling={"table": SamplingParams(presence_penalty=1.0, frequency_penalty=0.005),
-              "equation": _TEXT_PARAMS, "image": _TEXT_PARAMS, "chart": _TEXT_PARAMS,
-              "[default]": _TEXT_PARAMS, "[layout]": SamplingParams()},
+    prompts={
+        "table": TABLE_PROMPT,
+        "equation": FORMULA_PROMPT,
+        "image": IMAGE_ANALYSIS_PROMPT,
+        "chart": IMAGE_ANALYSIS_PROMPT,
+        "[default]": TEXT_PROMPT,
+        "[layout]": LAYOUT_PROMPT,
+    },
+    sampling={
+        "table": SamplingParams(presence_penalty=1.0, frequency_penalty=0.005),
+        "equation": _TEXT_PARAMS,
+        "image": _TEXT_PARAMS,
+        "chart": _TEXT_PARAMS,
+        "[default]": _TEXT_PARAMS,
+        "[layout]": SamplingParams(),
+    },
     # image analysis is off by default in mineru-vl-utils 2.x, so image/chart are skipped too
     skip_types=frozenset({"list", "equation_block", "image_block", "image", "chart"}),
     layout_rename={"unknown": "image"},
