@@ -168,6 +168,12 @@ def parse(
         max=256,
         help="vlm: block crops decoded together. Never changes a record.",
     ),
+    shard: Optional[str] = typer.Option(
+        _default("shard"),
+        "--shard",
+        help="K/N: parse only this machine's share of the files (1 <= K <= N, by a stable hash of each "
+        "file's path under PATHS, which every machine must give alike); join the journals with `mineru merge`.",
+    ),
     explain_plan: bool = typer.Option(
         False,
         "--explain-plan",
@@ -216,6 +222,7 @@ def parse(
             page_batch=page_batch,
             batch_wait_ms=batch_wait_ms,
             crop_batch=crop_batch,
+            shard=shard,
         )
         if explain_plan:
             from .budget import explain, plan_cpus
@@ -384,6 +391,25 @@ def export_cmd(
             {k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")}, indent=2, default=str
         )
     )
+
+
+@app.command()
+def merge(
+    journals: List[Path] = typer.Argument(
+        ..., help="Journals to join (e.g. one per --shard machine).", show_default=False
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="The joined journal (created, or merged into if it exists)."),
+):
+    """Join journals into OUT with one record per page: where several hold a page, its ok record
+    wins over a failed one, then the later one. OUT resumes like any journal."""
+    from .journal import merge as merge_journals
+
+    try:
+        pages, duplicates = merge_journals(out, journals)
+    except SetupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_SETUP) from None
+    typer.echo(f"{out}: {pages} page(s) from {len(journals)} journal(s); {duplicates} found more than once")
 
 
 @app.command()

@@ -9,6 +9,7 @@ resolved engine (no `auto` left) that the main process fingerprints and every wo
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,31 @@ class CacheSpec:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` (1-based): the files whose source path hashes to it. Whole files,
+    not pages, go to a shard: a machine hashes and opens only its own files, and each document's
+    pages stay in one journal (its --format files need them all)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        k, sep, n = text.partition("/")
+        if not (sep and k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+            raise SetupError(f"--shard {text!r}: give K/N with 1 <= K <= N, e.g. 2/3")
+        return cls(int(k), int(n))
+
+    def holds(self, source: str) -> bool:
+        """Whether the file with this record `source` (its path relative to the input root) is ours."""
+        digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """A resolved engine: what the fingerprint is computed from and what workers build."""
 
@@ -162,6 +188,7 @@ class RunConfig:
     page_batch: int | None = None  # None: default_page_batch(engine)
     batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
     crop_batch: int = DEFAULT_CROP_BATCH
+    shard: Shard | None = None  # this machine's share of the files ("K/N"); None: all of them
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -197,6 +224,8 @@ class RunConfig:
         _at_least(self.page_batch, 1, "--page-batch", 64)
         _at_least(self.batch_wait_ms, 0, "--batch-wait-ms", 60000)
         _at_least(self.crop_batch, 1, "--crop-batch", 256)
+        if self.shard is not None and not isinstance(self.shard, Shard):
+            put("shard", Shard.parse(str(self.shard)))
         if self.formats and self.out is None:
             raise SetupError("--format needs a journal (out): the per-document files are built from it")
 

@@ -290,3 +290,47 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             if line.endswith(b"\n") and (rec := _parse(line)) is not None:
                 out.append(rec)
     return out
+
+
+def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Which of two records of one page a merge keeps: an ok one over any other, then the later."""
+    if old is None:
+        return True
+    if (new["status"] == "ok") != (old["status"] == "ok"):
+        return bool(new["status"] == "ok")
+    return str(new.get("created", "")) >= str(old.get("created", ""))
+
+
+def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int]:
+    """Join journals (one per --shard machine, say) into `out`, which may exist: one record per
+    page, an ok record over a failed one, then the later one. Returns (pages, duplicates: pages
+    found in more than one place). An input that is missing or no journal is a SetupError, and
+    nothing is written then."""
+    chosen: dict[str, dict[str, Any]] = {}
+    duplicates = 0
+    sources = [Path(p) for p in journals]
+    for path in sources:
+        if not path.is_file():
+            raise SetupError(f"{path}: no such journal")
+        with open(path, "rb") as fh:
+            first = fh.readline()
+        if first and _parse(first) is None:
+            raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
+    with Journal(out) as journal:
+        for pid in journal.index:
+            rec = journal.get(pid)
+            if rec is not None:
+                chosen[pid] = rec
+        mine = set(chosen)
+        for path in sources:
+            for rec in read_records(path):
+                pid = rec["id"]
+                if pid in chosen and chosen[pid] is not rec:
+                    duplicates += 1
+                if _better(rec, chosen.get(pid)):
+                    chosen[pid] = rec
+        for pid, rec in chosen.items():
+            if pid not in mine or journal.get(pid) != rec:
+                journal.append(rec)
+        journal.compact(list(chosen))
+    return len(chosen), duplicates

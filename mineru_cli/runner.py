@@ -165,6 +165,8 @@ class Parser:
                         break
                     if os.path.abspath(src.path).startswith(out_dir):
                         continue  # our own per-document output (crops are images): never an input
+                    if cfg.shard is not None and not cfg.shard.holds(src.rel):
+                        continue  # another machine's file (--shard): not hashed, not opened
                     plan.append(_plan(src, select, cfg.load))
                 unselected = [p.src.rel for p in plan if p.error is None and p.page_count and not p.indices]
                 if unselected:

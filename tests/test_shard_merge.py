@@ -1,0 +1,83 @@
+"""Static sharding across machines (--shard K/N) and joining their journals (mineru merge)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import EXAMPLES, mineru, read_journal
+
+from mineru_cli.config import RunConfig, Shard
+from mineru_cli.core import SetupError
+
+pytestmark = pytest.mark.e2e  # runs the real CLI on the examples
+
+
+def test_shards_split_the_files_disjointly_and_merge_joins_them(tmp_path, record_validator):
+    runs = {}
+    for k in (1, 2):
+        out = tmp_path / f"shard{k}.jsonl"
+        r = mineru(
+            "parse",
+            str(EXAMPLES),
+            "--out",
+            str(out),
+            "--no-cache",
+            "--engine",
+            "ocr",
+            "--shard",
+            f"{k}/2",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        runs[k] = {rec["id"]: rec for rec in read_journal(out, record_validator)}
+    ids1, ids2 = set(runs[1]), set(runs[2])
+    everything = {f"{p.name}#0" for p in EXAMPLES.iterdir() if p.suffix in (".png", ".pdf")} | {"report.pdf#1"}
+    assert ids1 and ids2 and not ids1 & ids2 and ids1 | ids2 == everything
+    assert ("report.pdf#0" in ids1) == ("report.pdf#1" in ids1)  # a document stays whole
+    assert all(Shard(k, 2).holds(pid.rpartition("#")[0]) for k in (1, 2) for pid in runs[k])
+
+    merged = tmp_path / "all.jsonl"
+    r = mineru("merge", str(tmp_path / "shard1.jsonl"), str(tmp_path / "shard2.jsonl"), "--out", str(merged))
+    assert r.returncode == 0, r.stderr
+    assert "7 page(s) from 2 journal(s); 0 found more than once" in r.stdout
+    lines = read_journal(merged, record_validator)
+    assert {rec["id"]: rec for rec in lines} == {**runs[1], **runs[2]} and len(lines) == 7
+    again = mineru("merge", str(tmp_path / "shard1.jsonl"), "--out", str(merged))
+    assert again.returncode == 0 and read_journal(merged) == lines  # idempotent: nothing added
+    # the merged journal resumes like any journal: nothing is parsed again
+    r = mineru(
+        "parse", str(EXAMPLES), "--out", str(merged), "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path
+    )
+    summary = [json.loads(x) for x in r.stderr.splitlines() if x.startswith("{")][-1]
+    assert r.returncode == 0 and summary["resumed"] == 7 and summary["ok"] == 0, r.stderr
+
+
+def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journal(tmp_path):
+    r = mineru("parse", str(EXAMPLES / "prose.png"), "--out", "ok.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (ok,) = read_journal(tmp_path / "ok.jsonl")
+    failed = {
+        **ok,
+        "status": "failed",
+        "blocks": [],
+        "markdown": "",
+        "created": "2099-01-01T00:00:00+00:00",
+        "error": {"kind": "crash", "stage": "engine", "message": "m"},
+    }
+    (tmp_path / "failed.jsonl").write_text(json.dumps(failed) + "\n")
+    r = mineru("merge", "failed.jsonl", "ok.jsonl", "--out", "m.jsonl", cwd=tmp_path)
+    assert r.returncode == 0 and "1 found more than once" in r.stdout, r.stdout + r.stderr
+    assert read_journal(tmp_path / "m.jsonl") == [ok]  # later, but failed: loses
+    (tmp_path / "notes.txt").write_text("hello\n")
+    bad = mineru("merge", "notes.txt", "ok.jsonl", "--out", "m.jsonl", cwd=tmp_path)
+    missing = mineru("merge", "nope.jsonl", "--out", "m.jsonl", cwd=tmp_path)
+    assert bad.returncode == 2 and "not a mineru journal" in bad.stderr
+    assert missing.returncode == 2 and "no such journal" in missing.stderr
+    assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
+
+
+@pytest.mark.parametrize("spec", ["0/2", "3/2", "2", "a/b", "1/0", ""])
+def test_a_bad_shard_is_a_setup_error(spec):
+    with pytest.raises(SetupError, match="--shard"):
+        RunConfig(inputs=("x",), shard=spec)
