@@ -26,7 +26,7 @@ pages in a background thread (onnxruntime releases the GIL, so it overlaps the l
     whose OCR lines are confident (mean score >= fusion.OCR_MIN_SCORE) takes their text and no
     crop is decoded for it; other blocks are read by the VLM and cross-checked as above. Every
     block carries extra["source"] = "ocr" | "vlm"; OCR-filled ones also "lines" and a score.
-  ("ocr" mode is the OcrEngine itself: engines.make_engine.)
+  ("ocr" mode is the OcrEngine itself: engines.resolve_engine.)
 A page that fails costs only itself: parse_batch returns its Exception in its place (a failed
 batched step is redone page by page to find the culprit; an OCR failure only loses that page's
 OCR, with a warning).
@@ -75,7 +75,7 @@ from .ocr import Line, OcrEngine
 from .ocr import identity as ocr_identity
 
 RUNTIMES = ("torch", "onnx")
-MODES = ("vlm", "hybrid")  # --mode ocr is the OcrEngine itself (engines.make_engine)
+MODES = ("vlm", "hybrid")  # --mode ocr is the OcrEngine itself (engines.resolve_engine)
 OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
