@@ -1,25 +1,33 @@
 """The Python API: `parse()` yields each page's record as it is settled.
 
     import mineru_cli
-    for record in mineru_cli.parse(["docs/"], out="results.jsonl", engine="ocr"):
-        print(record.id, record.status, len(record.blocks))
+
+    if __name__ == "__main__":  # worker processes are spawned and import this script again
+        for record in mineru_cli.parse(["docs/"], out="results.jsonl", engine="ocr"):
+            print(record.id, record.status, len(record.blocks))
 
 The options are RunConfig's fields (strings for the choices are fine), plus `dpi` and
 `gif_frames`; their defaults are the CLI's. With `out`, the run keeps the CLI's journal:
 every record is written as it finishes, pages already done are not redone (their records
-are yielded from the journal), the journal is compacted at the end. Without `out`, nothing is
-written and nothing is resumed. The result cache is on by default, as in the CLI (cache=False
-turns it off). Bad pages come back as records with status failed; set-up problems raise
-SetupError. Breaking out of the loop stops the workers; what was journaled stays.
+are yielded from the journal), the journal is compacted at the end. Without `out`, no journal
+is written and nothing is resumed; the result cache is still on by default, as in the CLI
+(cache=False turns it off). Bad pages come back as records with status failed; set-up
+problems raise SetupError when parse() is called. Breaking out of the loop stops the workers;
+what was journaled stays.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import weakref
 from os import PathLike
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Generator, Iterable, Union
 
 from .config import RunConfig
+from .core.errors import SetupError
 from .core.record import PageRecord
+from .pipeline.worker import WORKER_ENV
 from .report import Reporter
 from .runner import Parser
 
@@ -28,13 +36,28 @@ PathArg = Union[str, "PathLike[str]"]
 
 def parse(
     paths: PathArg | Iterable[PathArg], out: PathArg | None = None, *, reporter: Reporter | None = None, **options: Any
-) -> Iterator[PageRecord]:
+) -> Generator[PageRecord, None, None]:
     """Parse every page under `paths`, yielding one PageRecord per page (resumed pages first,
     then the others as they finish). `reporter`: where messages go (default: silent, only
-    warnings on stderr)."""
+    warnings on stderr). The options and the paths are checked at once (SetupError); the work
+    starts at the first record asked for."""
+    if os.environ.get(WORKER_ENV):
+        raise SetupError(
+            "mineru_cli.parse() was called while a worker process imported your script: call it under "
+            '`if __name__ == "__main__":` (worker processes are spawned and import the script again)'
+        )
     inputs = [paths] if isinstance(paths, (str, PathLike)) else list(paths)
     config = RunConfig.from_options(inputs, out=out, **options)
-    yield from Parser(config, reporter).records()
+    records = Parser(config, reporter).records()
+    # closed before the interpreter tears itself down, so a loop left unfinished still compacts
+    atexit.register(_close, weakref.ref(records))
+    return records
+
+
+def _close(ref: weakref.ref[Generator[PageRecord, None, None]]) -> None:
+    records = ref()
+    if records is not None:
+        records.close()
 
 
 __all__ = ["Parser", "PageRecord", "RunConfig", "parse"]

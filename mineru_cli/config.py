@@ -149,6 +149,35 @@ def parse_choice(kind: type[Word], value: Any, option: str) -> Any:
         raise SetupError(f"{option} {value!r}: choose from {', '.join(kind.values())}") from None
 
 
+# The numeric options, by type; the API may give them as numbers or as strings ("5").
+_NUMBERS = (
+    ("cpus", int),
+    ("workers", int),
+    ("page_batch", int),
+    ("batch_wait_ms", int),
+    ("crop_batch", int),
+    ("page_timeout", float),
+)
+
+
+def _several(value: Any) -> tuple[Any, ...]:
+    """A repeatable option's values: one string (or path) is one value, not its characters."""
+    return (value,) if isinstance(value, (str, Path)) else tuple(value)
+
+
+def _number(value: Any, kind: type[int] | type[float], name: str) -> Any:
+    option = "--" + name.replace("_", "-")
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+        if kind is int and number != int(number):
+            raise ValueError
+        return kind(number)
+    except (TypeError, ValueError, OverflowError):
+        raise SetupError(f"{option} must be {'a whole number' if kind is int else 'a number'}, not {value!r}") from None
+
+
 def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:
     if value is not None and (value < low or (high is not None and value > high)):
         span = f"at least {low:g}" if high is None else f"between {low:g} and {high:g}"
@@ -203,15 +232,21 @@ class RunConfig:
         put("cache_near", parse_choice(CacheNear, self.cache_near, "--cache-near"))
         if self.mode is not None:
             put("mode", parse_choice(Mode, self.mode, "--mode"))
-        put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in self.formats))
-        put("include", tuple(self.include))
-        put("exclude", tuple(self.exclude))
+        put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in _several(self.formats)))
+        put("include", tuple(_several(self.include)))
+        put("exclude", tuple(_several(self.exclude)))
+        for name, kind in _NUMBERS:
+            if getattr(self, name) is not None:
+                put(name, _number(getattr(self, name), kind, name))
+        put("load", dataclasses.replace(self.load, dpi=_number(self.load.dpi, int, "dpi")))
         if self.cache_dir is not None:
             put("cache_dir", Path(self.cache_dir))
+        rss = self.max_worker_rss
         try:
-            put("max_worker_rss", parse_size(self.max_worker_rss))
+            put("max_worker_rss", parse_size(_number(rss, int, "max_worker_rss") if not isinstance(rss, str) else rss))
         except ValueError as exc:
             raise SetupError(f"--max-worker-rss: {exc}") from None
+        _at_least(self.max_worker_rss, 0, "--max-worker-rss")
         try:
             put("cache_ttl", int(parse_duration(self.cache_ttl)))
         except ValueError as exc:

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, cast
+from typing import TYPE_CHECKING, Generator, Iterator, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import RunConfig, default_page_batch
@@ -116,6 +116,9 @@ class Parser:
     journaling each one when the config has an `out`. `summary` is filled in as it goes."""
 
     def __init__(self, config: RunConfig, reporter: Reporter | None = None, signals: bool = False):
+        for p in config.inputs:
+            if not p.exists() and not p.is_symlink():
+                raise SetupError(f"input not found: {p}")
         self.config = config
         self.reporter = reporter or Reporter(quiet=True)
         self.signals = signals  # take SIGINT/SIGTERM for a graceful stop (the CLI)
@@ -125,11 +128,8 @@ class Parser:
     def __iter__(self) -> Iterator[PageRecord]:
         return self.records()
 
-    def records(self) -> Iterator[PageRecord]:
+    def records(self) -> Generator[PageRecord, None, None]:
         cfg, reporter, summary = self.config, self.reporter, self.summary
-        for p in cfg.inputs:
-            if not p.exists() and not p.is_symlink():
-                raise SetupError(f"input not found: {p}")
         select = _page_filter(cfg.pages)
         self.spec = resolve_engine(
             cfg.engine,
@@ -191,7 +191,9 @@ class Parser:
                 journal.compact(order, drop=_vanished_pages(journal.index, plan))
                 summary.seconds = time.monotonic() - t0
             if cfg.formats and not summary.interrupted:
-                _write_documents(cfg, plan, list(journal.records(_document_pages(journal.index, plan))), reporter)
+                _write_documents(
+                    cfg, plan, list(journal.records(_document_pages(journal.index, plan, self.fp))), reporter
+                )
         summary.seconds = time.monotonic() - t0
 
     # -- records -------------------------------------------------------------------------
@@ -271,7 +273,8 @@ class Parser:
         if o.status is Status.OK:
             self.stages.add(o.timings)
             for k, v in o.counts.items():
-                self.summary.counts[k] = self.summary.counts.get(k, 0) + v
+                if k != "batch_pages":  # the size of the page's batch, not a count to add up
+                    self.summary.counts[k] = self.summary.counts.get(k, 0) + v
         if rec.status is not Status.OK and item.planned.changed_since_planned():
             # the page failed on content other than what was hashed (the file changed or went
             # away mid-run): no hash, so the next run tries it again instead of resuming a failure
@@ -373,16 +376,21 @@ def _check_out_dir(out_dir: Path) -> None:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
 
 
-def _document_pages(index, plan: list[_Planned]) -> list[str]:
+def _document_pages(index, plan: list[_Planned], fp: str) -> list[str]:
     """Ids of every page the journal holds of this run's files, in file and page order: the
     per-document files are built from all of them, not only from the pages --pages chose now;
-    but only from records of the file's current content (a page parsed before the file changed
-    and not chosen now is left out, not mixed in)."""
+    but only from records of the file's current content made with this run's fingerprint (a
+    page parsed before the file changed, or by another engine version or options, and not
+    chosen now is left out, not mixed in)."""
     current = {p.src.rel: p.sha256 for p in plan}
     pages: dict[str, list[tuple[int, str]]] = {}
     for pid, entry in index.items():
         source, number = split_page_id(pid)
-        if number is not None and source in current and entry.source_sha256 == current[source]:
+        if (
+            number is not None
+            and source in current
+            and (entry.source_sha256, entry.fingerprint) == (current[source], fp)
+        ):
             pages.setdefault(source, []).append((number, pid))
     return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
 

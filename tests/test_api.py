@@ -65,3 +65,41 @@ def test_bad_options_raise_setup_errors_before_any_work(docs, tmp_path):
     with pytest.raises(SetupError, match="--format needs a journal"):
         next(mineru_cli.parse(docs, formats=["markdown"]))
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_options_and_paths_are_checked_when_parse_is_called(docs, tmp_path):
+    with pytest.raises(SetupError, match="unknown option"):
+        mineru_cli.parse(docs, colour="red")  # no next(): the call itself refuses
+    with pytest.raises(SetupError, match="input not found"):
+        mineru_cli.parse(tmp_path / "nowhere")
+
+
+def test_records_can_be_taken_from_a_thread_that_then_ends(docs, tmp_path):
+    """Workers started from a thread outlive it (they watch their process, not the thread)."""
+    import threading
+
+    paths = [docs / "prose.png", docs / "report.pdf"]  # no planning failure: the first record starts the pool
+    records = mineru_cli.parse(paths, out=tmp_path / "r.jsonl", engine="ocr", cache=False, workers=2)
+    first = []
+    t = threading.Thread(target=lambda: first.append(next(records)))
+    t.start()
+    t.join()
+    rest = list(records)
+    got = {r.id: r.status for r in first + rest}
+    assert got == dict.fromkeys(["prose.png#0", "report.pdf#0", "report.pdf#1"], Status.OK), got
+    assert len(read_journal(tmp_path / "r.jsonl")) == 3
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error(docs, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import mineru_cli\n"
+        f"for r in mineru_cli.parse([{str(docs / 'prose.png')!r}], engine='ocr', cache=False):\n"
+        "    print(r.id)\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode != 0
+    assert 'if __name__ == "__main__":' in r.stderr and "worker processes are spawned" in r.stderr, r.stderr[-3000:]

@@ -7,8 +7,7 @@ import json
 import pytest
 from helpers import EXAMPLES, mineru, read_journal
 
-from mineru_cli.config import RunConfig, Shard
-from mineru_cli.core import SetupError
+from mineru_cli.config import Shard
 
 pytestmark = pytest.mark.e2e  # runs the real CLI on the examples
 
@@ -75,9 +74,3 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     assert bad.returncode == 2 and "not a mineru journal" in bad.stderr
     assert missing.returncode == 2 and "no such journal" in missing.stderr
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
-
-
-@pytest.mark.parametrize("spec", ["0/2", "3/2", "2", "a/b", "1/0", ""])
-def test_a_bad_shard_is_a_setup_error(spec):
-    with pytest.raises(SetupError, match="--shard"):
-        RunConfig(inputs=("x",), shard=spec)

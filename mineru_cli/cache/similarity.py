@@ -40,9 +40,9 @@ A near-duplicate may reuse a cached result only after two stages:
    (A plain box/area downscale in Pillow is not area-exact at fractional
    factors and made a 95 % rescale look like a changed glyph; it is not used.)
 
-   Measured (``python -m mineru_cli.cache.bench --margins``; the look-alike
-   pairs of ``synthetic.lookalike_pairs``, each raw / JPEG q70 / 95 % rescale
-   + JPEG, and pages x 4 re-encodings; figures in the README): the thresholds
+   Measured (``python scripts/bench_cache.py --margins``; the look-alike
+   pairs of ``tests/synthetic.lookalike_pairs``, each raw / JPEG q70 / 95 % rescale
+   + JPEG, and pages x 4 re-encodings; figures in docs/benchmarks.md): the thresholds
    sit at least 1.3x from both groups, which the tests assert.  pHash
    distances are 0-2 for the look-alikes, i.e. pHash cannot tell them apart
    (re-encodings: 0-4, but up to 31 for a page whose text differs from its

@@ -120,6 +120,10 @@ class PageRecord:
     created: str = field(default_factory=_now)
     schema_version: int = SCHEMA_VERSION
 
+    def __post_init__(self) -> None:
+        # as the JSON line holds them, so a record equals itself read back from the journal
+        self.timings = {k: round(v, 4) for k, v in self.timings.items()}
+
     @property
     def id(self) -> str:
         return page_id(self.source, self.page_index)

@@ -6,7 +6,7 @@ fp32 graphs on a few rendered pages and subtract the shift from the product's ou
 into a copy of its bias where a constant vector is added right after it, else by a new Add
 (which onnxruntime fuses into the INT8 product). `mineru export --int8 --bias-correction`:
 opt-in, since it brought the full-size random model's INT8 logits closer to fp32 (minimum
-cosine 0.9966 -> 0.9984) but not the trained tiny model's (README).
+cosine 0.9966 -> 0.9984) but not the trained tiny model's (docs/benchmarks.md).
 
     means = calibration_means(fp32_dir, graphs, embed_tokens, inputs, ...)   # per graph: {input: E[x]}
     correct(fp32_dir / "vision.onnx", int8_dir / "vision.onnx", means["vision"])

@@ -31,6 +31,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -41,11 +43,24 @@ from ..core.errors import SetupError
 from ..core.words import ErrorKind, Stage, Status
 from .executor import Finished, PageWork
 from .messages import Done, Fatal, Finish, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
-from .worker import rss_bytes, worker_main
+from .worker import WORKER_ENV, rss_bytes, worker_main
 
+_SPAWN_LOCK = threading.Lock()
 START_TIMEOUT = 300.0  # seconds a fresh worker may take to import and load its models
 START_FAILURES = 3  # workers dying before they are ready, in a row: give up (exit 2)
 TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
+
+
+def _script_hint() -> str:
+    """When a user's script drives the run: the usual cause of workers that die at start."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if getattr(main, "__file__", None) and not (spec and spec.name.startswith("mineru_cli")):
+        return (
+            '; a script that calls mineru_cli.parse() must call it under `if __name__ == "__main__":` '
+            "(worker processes are spawned and import the script again)"
+        )
+    return ""
 
 
 def describe_exit(code: int | None) -> str:
@@ -153,19 +168,29 @@ class WorkerPool:
     # -- processes -----------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
         parent, child = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=worker_main, args=(child, self.spec), daemon=True, name=f"mineru-worker-{slot}")
+        main_thread = threading.current_thread() is threading.main_thread()
+        proc = self.ctx.Process(
+            target=worker_main,
+            args=(child, self.spec, os.getpid(), main_thread),
+            daemon=True,
+            name=f"mineru-worker-{slot}",
+        )
         # The child inherits this environment at exec: thread counts are in place before the
         # interpreter imports numpy / onnxruntime (even via the __main__ re-import of spawn).
-        saved = {k: os.environ.get(k) for k in self.spec.env}
-        os.environ.update(self.spec.env)
-        try:
-            proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        # WORKER_ENV tells a script that the spawn re-import runs (one without a __main__ guard)
+        # that it is inside our worker. The lock keeps two pools in two threads from mixing envs.
+        env = {**self.spec.env, WORKER_ENV: "1"}
+        with _SPAWN_LOCK:
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                proc.start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         child.close()
         self.workers[slot] = _Worker(slot, proc, parent)
 
@@ -390,7 +415,7 @@ class WorkerPool:
         elif not w.ready:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
-                raise SetupError(f"worker processes keep dying while starting ({describe_exit(code)})")
+                raise SetupError(f"worker processes keep dying while starting ({describe_exit(code)}){_script_hint()}")
         if self._want_worker():
             self._spawn(w.slot)
 

@@ -42,6 +42,7 @@ from ..core.words import CacheStatus, ErrorKind, Stage, Status
 from .messages import Done, Fatal, Finish, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
+WORKER_ENV = "MINERU_WORKER"  # set in every worker process's environment
 
 
 def rss_bytes(pid: int | None = None) -> int:
@@ -90,9 +91,20 @@ def _fault(faults: dict[str, list[str]], pid: str) -> None:
         _LEAKED.append(bytearray(os.urandom(1)) * (64 << 20))
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the main process dies, even if stuck in native code."""
-    if not sys.platform.startswith("linux"):
+def _die_with_parent(parent_pid: int, by_thread: bool) -> None:
+    """Die when the main process does. Linux: SIGKILL from the kernel, even while stuck in native
+    code, when the thread that started us ends; so that is used only when that thread is the
+    main thread (it lasts as long as the process). Otherwise (a caller iterating parse() from
+    another thread), a watchdog thread checks once a second that the parent is still ours."""
+    if not by_thread or not sys.platform.startswith("linux"):
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="mineru-parent-watch", daemon=True).start()
         return
     try:
         import ctypes
@@ -103,12 +115,13 @@ def _die_with_parent() -> None:
         pass
 
 
-def worker_main(conn, spec: WorkerSpec) -> None:
-    """Entry point of a worker process."""
+def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool) -> None:
+    """Entry point of a worker process (started by the main process `parent_pid`, from its
+    main thread or another one)."""
     os.environ.update(spec.env)  # before numpy / onnxruntime are imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    _die_with_parent(parent_pid, from_main_thread)
     faults = parse_faults(os.environ.get(FAULTS_ENV))
     send = conn.send
 

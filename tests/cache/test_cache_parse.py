@@ -7,8 +7,7 @@ import io
 import pytest
 from helpers import mineru, read_journal
 from PIL import Image
-
-from mineru_cli.cache.synthetic import invoice
+from synthetic import invoice
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 

@@ -8,11 +8,7 @@ from functools import lru_cache
 
 import pytest
 from PIL import Image
-
-from mineru_cli.cache import ResultCache
-from mineru_cli.cache import similarity as sim
-from mineru_cli.cache.similarity import pixel_sha256
-from mineru_cli.cache.synthetic import (
+from synthetic import (
     REENCODINGS,
     amount_page,
     colour_slide,
@@ -24,6 +20,10 @@ from mineru_cli.cache.synthetic import (
     slide,
     text_page,
 )
+
+from mineru_cli.cache import ResultCache
+from mineru_cli.cache import similarity as sim
+from mineru_cli.cache.similarity import pixel_sha256
 
 FP = "engine=test;v=1"
 

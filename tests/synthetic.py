@@ -1,85 +1,19 @@
-"""Synthetic pages for the cache tests and benchmark: look-alikes and re-encodings.
+"""Synthetic pages for the cache tests and benchmark (scripts/bench_cache.py): look-alikes and
+re-encodings.
 
 Look-alikes differ in one number or one word, which no global perceptual hash
 sees; re-encodings are the same page after JPEG, rescaling or a PNG re-save.
+The prose, invoice and slide pages are the exporter's calibration generators (one copy).
 Text uses Pillow's built-in font so the pages are identical on every machine.
 """
 
 from __future__ import annotations
 
 import io
-import random
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-WORDS = (
-    "the of and to in is for on that with as by this are from at be or an it "
-    "revenue quarter model page table figure result method data cache layout "
-    "document parser engine block text image value total report analysis"
-).split()
-
-
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    return ImageFont.load_default(size=size)
-
-
-def text_page(seed: int, width: int = 1000, height: int = 1300, size: int = 18) -> Image.Image:
-    """A page of random prose with a title; different seeds give different pages."""
-    rng = random.Random(seed)
-    img = Image.new("RGB", (width, height), "white")
-    d = ImageDraw.Draw(img)
-    d.text(
-        (60, 50), f"Section {seed}: " + " ".join(rng.choices(WORDS, k=4)).title(), fill="black", font=_font(size + 14)
-    )
-    y, f = 120, _font(size)
-    while y < height - 80:
-        d.text((60, y), " ".join(rng.choices(WORDS, k=rng.randint(9, 12))), fill=(20, 20, 20), font=f)
-        y += size + 10
-        if rng.random() < 0.12:
-            y += size
-    return img
-
-
-def invoice(amount: str, width: int = 1000, height: int = 1300, size: int = 18) -> Image.Image:
-    """An invoice whose only variable is the total `amount`."""
-    img = Image.new("RGB", (width, height), "white")
-    d = ImageDraw.Draw(img)
-    d.text((60, 50), "INVOICE No. 2024-0042", fill="black", font=_font(32))
-    f = _font(size)
-    for i, line in enumerate(
-        ["ACME Corp, 1 Main Street, Springfield", "Customer: Globex Ltd", "Date: 2024-03-14   Due: 2024-04-13"]
-    ):
-        d.text((60, 110 + i * 28), line, fill="black", font=f)
-    d.rectangle((60, 220, width - 60, 640), outline="black", width=2)
-    for i in range(10):
-        y = 240 + i * 38
-        d.text((80, y), f"Item {i + 1}: consulting services, phase {i + 1}", fill="black", font=f)
-        d.text((width - 220, y), f"{(i + 3) * 117}.00", fill="black", font=f)
-    d.text((width - 420, 680), "Total due:", fill="black", font=_font(size + 2))
-    d.text((width - 240, 680), amount, fill="black", font=_font(size + 2))
-    d.text(
-        (60, 760), "Payment by bank transfer within 30 days. Thank you for your business.", fill=(60, 60, 60), font=f
-    )
-    return img
-
-
-def slide(word: str, width: int = 1280, height: int = 720) -> Image.Image:
-    """A 16:9 slide with a coloured title bar; only `word` varies (in a bullet)."""
-    img = Image.new("RGB", (width, height), (250, 250, 245))
-    d = ImageDraw.Draw(img)
-    d.rectangle((0, 0, width, 110), fill=(30, 60, 120))
-    d.text((50, 30), "Quarterly results overview", fill="white", font=_font(44))
-    f = _font(30)
-    bullets = [
-        "Revenue grew in every region",
-        f"Margins were {word} than planned",
-        "Headcount stable at 1,240",
-        "Next steps: expand the pilot",
-    ]
-    for i, b in enumerate(bullets):
-        d.ellipse((60, 170 + i * 90, 74, 184 + i * 90), fill=(30, 60, 120))
-        d.text((95, 160 + i * 90), b, fill=(20, 20, 20), font=f)
-    return img
+from mineru_cli.export.calibration import WORDS, _font, invoice, slide, text_page  # noqa: F401  (the page kinds)
 
 
 def amount_page(amount: str, seed: int = 5, width: int = 1000, height: int = 1300, size: int = 14) -> Image.Image:

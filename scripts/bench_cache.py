@@ -1,4 +1,4 @@
-"""Cache benchmark: `python -m mineru_cli.cache.bench [--pages 1000] [--margins]`.
+"""Cache benchmark: `python scripts/bench_cache.py [--pages 1000] [--margins]`.
 
 Reports the cost a miss adds to a page (hash + lookup + store), the hit
 throughput of a re-run, near-hit cost, the false-hit count on the look-alike
@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from . import similarity as sim
-from .result_cache import ResultCache
-from .synthetic import REENCODINGS, amount_page, colour_slide, invoice, jpeg, lookalike_pairs, rescale, slide, text_page
+from mineru_cli.cache import similarity as sim
+from mineru_cli.cache.result_cache import ResultCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic test pages
+from synthetic import (  # noqa: E402
+    REENCODINGS,
+    amount_page,
+    colour_slide,
+    invoice,
+    jpeg,
+    lookalike_pairs,
+    rescale,
+    slide,
+    text_page,
+)
 
 FP = "bench-engine;v=1"
 

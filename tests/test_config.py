@@ -1,0 +1,58 @@
+"""RunConfig checks every option once, whichever way it is given (CLI strings or API values)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from mineru_cli.config import LoadOptions, OutputFormat, RunConfig
+from mineru_cli.core import SetupError
+
+
+def test_api_values_are_taken_as_the_cli_would_take_them():
+    c = RunConfig.from_options(
+        ["x"],
+        include="*.png",
+        exclude=("a*", "b*"),
+        formats="markdown",
+        page_timeout="5",
+        dpi="150",
+        workers="1",
+        max_worker_rss=1.5e9,
+        cache_ttl="90s",
+        shard="2/3",
+    )
+    assert c.include == ("*.png",) and c.exclude == ("a*", "b*")  # one glob, not its letters
+    assert c.formats == frozenset({OutputFormat.MARKDOWN})
+    assert (c.page_timeout, c.workers, c.max_worker_rss, c.cache_ttl) == (5.0, 1, 1_500_000_000, 90)
+    assert c.load == LoadOptions(dpi=150) == RunConfig.from_options(["x"], dpi=150.0).load  # one fingerprint
+    assert str(c.shard) == "2/3" and pickle.loads(pickle.dumps(c)) == c
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"max_worker_rss": -1}, "--max-worker-rss must be at least 0"),
+        ({"dpi": 150.5}, "--dpi must be a whole number"),
+        ({"dpi": 20}, "--dpi must be between 36 and 600"),
+        ({"workers": True}, "--workers must be a whole number"),
+        ({"page_timeout": "soon"}, "--page-timeout must be a number"),
+        ({"crop_batch": 0}, "--crop-batch must be between 1 and 256"),
+        ({"engine": "gpt"}, "--engine 'gpt': choose from auto, ocr, vlm"),
+        ({"formats": ["markdown", "pdf"]}, "--format 'pdf': choose from markdown, content-list"),
+        ({"gif_frames": "some"}, "--gif-frames 'some': choose from first, all"),
+        ({"cache_ttl": "later"}, "--cache-ttl"),
+        ({"colour": "red"}, "unknown option"),
+        ({"shard": "3/2"}, "--shard"),
+    ],
+)
+def test_a_bad_option_is_a_setup_error_naming_it(options, message):
+    with pytest.raises(SetupError, match=message.replace("(", r"\(")):
+        RunConfig.from_options(["x"], **options)
+
+
+@pytest.mark.parametrize("spec", ["0/2", "3/2", "2", "a/b", "1/0", ""])
+def test_a_bad_shard_is_a_setup_error(spec):
+    with pytest.raises(SetupError, match="--shard"):
+        RunConfig(inputs=("x",), shard=spec)
