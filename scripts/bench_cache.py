@@ -20,17 +20,7 @@ from mineru_cli.cache import similarity as sim
 from mineru_cli.cache.result_cache import ResultCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic test pages
-from synthetic import (  # noqa: E402
-    REENCODINGS,
-    amount_page,
-    colour_slide,
-    invoice,
-    jpeg,
-    lookalike_pairs,
-    rescale,
-    slide,
-    text_page,
-)
+from synthetic import REENCODINGS, amount_page, colour_slide, invoice, jpeg, lookalike_pairs, rescale, slide, text_page
 
 FP = "bench-engine;v=1"
 

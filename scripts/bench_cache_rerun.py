@@ -23,7 +23,7 @@ from mineru_cli.engines import describe
 from mineru_cli.inputs import LoadOptions, SourceFile, open_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic test pages
-from synthetic import text_page  # noqa: E402
+from synthetic import text_page
 
 
 def main(n: int, work: Path) -> None:

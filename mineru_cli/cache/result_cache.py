@@ -58,7 +58,7 @@ class ResultCache:
             return  # disabled: every lookup misses, store is a no-op
         try:
             self._store = SqliteStore(Path(path), self._warn)
-        except Exception as e:  # unusable directory, disk full, ...
+        except Exception as e:  # noqa: BLE001 - unusable directory, disk full, ...
             self._warn(f"local cache {path} unavailable ({type(e).__name__}: {e}); running without it")
         if redis_url:
             self._redis = RedisTier(redis_url, ttl_s, self._warn)
@@ -92,7 +92,7 @@ class ResultCache:
                 e = self._store.get(fingerprint, pixel_sha256)
                 if e is not None:
                     return CacheHit("hit", json.loads(e.payload), e.page_id)
-            except Exception as ex:
+            except Exception as ex:  # noqa: BLE001 - a failing local tier degrades to a miss
                 self._local_failed(ex)
         if self._redis is not None:
             got = self._redis.get(fingerprint, pixel_sha256)
@@ -103,7 +103,7 @@ class ResultCache:
         if self.near == "verify" and self._store is not None:
             try:
                 return self._near(image, pixel_sha256, fingerprint)
-            except Exception as ex:
+            except Exception as ex:  # noqa: BLE001 - a failing local tier degrades to a miss
                 self._local_failed(ex)
         return None
 
@@ -159,7 +159,7 @@ class ResultCache:
             self._store.put(
                 fingerprint, pixel_sha256, page_id, image.width, image.height, ph, payload_json, tw, th, coarse, packed
             )
-        except Exception as ex:
+        except Exception as ex:  # noqa: BLE001 - a failing local tier loses only this store
             self._local_failed(ex)
 
     def store(self, image: Image.Image, pixel_sha256: str, fingerprint: str, page_id: str, payload: dict) -> None:

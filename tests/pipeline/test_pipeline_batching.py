@@ -16,7 +16,7 @@ from PIL import Image
 from test_pipeline import events, text_page, write_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vlm"))
-from tiny_fixtures import tiny_vlm  # noqa: E402,F401  (a fixture: the tiny MinerU2.5-shaped model)
+from tiny_fixtures import tiny_vlm  # noqa: F401  (a fixture: the tiny MinerU2.5-shaped model)
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 

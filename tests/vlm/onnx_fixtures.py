@@ -28,7 +28,7 @@ def _export(tiny_vlm, tmp_path_factory, name: str, **kw):
 
 
 @pytest.fixture(scope="session")
-def tiny_onnx_report(tiny_vlm, tmp_path_factory) -> dict:  # noqa: F811
+def tiny_onnx_report(tiny_vlm, tmp_path_factory) -> dict:
     pytest.importorskip("onnxscript")
     return _export(tiny_vlm, tmp_path_factory, "fp32")
 
@@ -41,7 +41,7 @@ def tiny_onnx(tiny_onnx_report):
 
 
 @pytest.fixture(scope="session")
-def tiny_onnx_int8_report(tiny_vlm, tmp_path_factory) -> dict:  # noqa: F811
+def tiny_onnx_int8_report(tiny_vlm, tmp_path_factory) -> dict:
     return _export(tiny_vlm, tmp_path_factory, "int8", int8=True, exporter="torchscript")
 
 

@@ -13,18 +13,18 @@ from PIL import Image
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_fixtures import tiny_vlm  # noqa: F401,E402  (fixture)
+from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
 
-from mineru_cli.core.errors import SetupError  # noqa: E402
-from mineru_cli.core.record import fingerprint  # noqa: E402
-from mineru_cli.engines import fusion, make_engine  # noqa: E402
-from mineru_cli.engines.ocr import Line, OcrEngine  # noqa: E402
-from mineru_cli.engines.vlm import VlmEngine  # noqa: E402
-from mineru_cli.vlm.protocol.crops import prepare_crops  # noqa: E402
-from mineru_cli.vlm.protocol.layout import parse_layout  # noqa: E402
-from mineru_cli.vlm.protocol.postprocess import post_process  # noqa: E402
-from mineru_cli.vlm.protocol.profiles import SamplingParams  # noqa: E402
-from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
+from mineru_cli.core.errors import SetupError
+from mineru_cli.core.record import fingerprint
+from mineru_cli.engines import fusion, make_engine
+from mineru_cli.engines.ocr import Line, OcrEngine
+from mineru_cli.engines.vlm import VlmEngine
+from mineru_cli.vlm.protocol.crops import prepare_crops
+from mineru_cli.vlm.protocol.layout import parse_layout
+from mineru_cli.vlm.protocol.postprocess import post_process
+from mineru_cli.vlm.protocol.profiles import SamplingParams
+from mineru_cli.vlm.tokenizer import build_input
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 

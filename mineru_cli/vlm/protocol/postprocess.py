@@ -80,7 +80,7 @@ def post_process(
         if block.type == "table" and block.content:
             try:
                 block.content = otsl_to_html(block.content)
-            except Exception as error:  # never lose a page to a malformed table
+            except Exception as error:  # noqa: BLE001 - never lose a page to a malformed table
                 failed("otsl_to_html", block.content, error)
         block.type = profile.content_rename.get(block.type, block.type)
         out.append(block)
@@ -90,7 +90,7 @@ def post_process(
         if block.type == "equation" and block.content:
             try:
                 block.content = fix_equation(block.content, profile)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - never lose a page to a malformed equation
                 failed("fix_equation", block.content, error)
     out = merge_equation_blocks(out)
     for block in out:
