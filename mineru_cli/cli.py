@@ -14,6 +14,7 @@ from .config import (
     DEFAULT_MAX_WORKER_RSS,
     CacheNear,
     EngineChoice,
+    ExecutorChoice,
     GifFrames,
     LoadOptions,
     Mode,
@@ -174,6 +175,18 @@ def parse(
         help="K/N: parse only this machine's share of the files (1 <= K <= N, by a stable hash of each "
         "file's path under PATHS, which every machine must give alike); join the journals with `mineru merge`.",
     ),
+    executor: ExecutorChoice = typer.Option(
+        _default("executor"),
+        "--executor",
+        help="local: worker processes on this machine. ray: Ray actors (pip install 'mineru-cli[ray]'); "
+        "a private local Ray instance unless --ray-address is given.",
+    ),
+    ray_address: Optional[str] = typer.Option(
+        _default("ray_address"),
+        "--ray-address",
+        help="With --executor ray: attach to this cluster (auto, HOST:PORT, or ray://HOST:PORT with ray[client]) "
+        "instead of starting a private local instance.",
+    ),
     explain_plan: bool = typer.Option(
         False,
         "--explain-plan",
@@ -223,6 +236,8 @@ def parse(
             batch_wait_ms=batch_wait_ms,
             crop_batch=crop_batch,
             shard=shard,
+            executor=executor,
+            ray_address=ray_address,
         )
         if explain_plan:
             from .budget import explain, plan_cpus

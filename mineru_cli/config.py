@@ -48,6 +48,11 @@ class CacheNear(Word):
     VERIFY = "verify"  # reuse a near-duplicate page's result after verifying it
 
 
+class ExecutorChoice(Word):
+    LOCAL = "local"  # worker processes on this machine (pipeline/pool.py)
+    RAY = "ray"  # Ray actors: a private local instance, or a cluster at --ray-address
+
+
 class OutputFormat(Word):
     MARKDOWN = "markdown"  # <stem>.md per document
     CONTENT_LIST = "content-list"  # MinerU's <stem>_content_list.json + <stem>.md + images/
@@ -218,6 +223,8 @@ class RunConfig:
     batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
     crop_batch: int = DEFAULT_CROP_BATCH
     shard: Shard | None = None  # this machine's share of the files ("K/N"); None: all of them
+    executor: ExecutorChoice = ExecutorChoice.LOCAL
+    ray_address: str | None = None  # executor ray: None starts a private local instance
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -230,6 +237,9 @@ class RunConfig:
         put("engine", parse_choice(EngineChoice, self.engine, "--engine"))
         put("runtime", parse_choice(Runtime, self.runtime, "--runtime"))
         put("cache_near", parse_choice(CacheNear, self.cache_near, "--cache-near"))
+        put("executor", parse_choice(ExecutorChoice, self.executor, "--executor"))
+        if self.ray_address is not None and self.executor is not ExecutorChoice.RAY:
+            raise SetupError("--ray-address needs --executor ray")
         if self.mode is not None:
             put("mode", parse_choice(Mode, self.mode, "--mode"))
         put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in _several(self.formats)))

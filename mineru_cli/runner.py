@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generator, Iterator, cast
 
 from .budget import CpuPlan, plan_cpus
-from .config import RunConfig, default_page_batch
+from .config import ExecutorChoice, RunConfig, default_page_batch
 from .core.errors import PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
@@ -326,9 +326,29 @@ class Parser:
                 }
             )
 
-        pool: Executor = WorkerPool(
-            cpu.workers, spec, cfg.page_timeout, cfg.max_worker_rss, warn=self.reporter.warn, info=self.reporter.info
-        )
+        pool: Executor
+        if cfg.executor is ExecutorChoice.RAY:
+            from .pipeline.ray_executor import RayExecutor
+
+            pool = RayExecutor(
+                cpu.workers,
+                spec,
+                cfg.page_timeout,
+                cfg.max_worker_rss,
+                warn=self.reporter.warn,
+                info=self.reporter.info,
+                address=cfg.ray_address,
+                num_cpus=cpu.budget,
+            )
+        else:
+            pool = WorkerPool(
+                cpu.workers,
+                spec,
+                cfg.page_timeout,
+                cfg.max_worker_rss,
+                warn=self.reporter.warn,
+                info=self.reporter.info,
+            )
         stop.pool = pool
         self.left = todo
         try:

@@ -1,0 +1,164 @@
+"""`mineru parse --executor ray` on a real private local Ray instance (no mocks): the same
+records as the process pool, a hung page gets `timeout`, a crashing page `crash`, and every
+page exactly one record. Skipped when Ray is not installed (`pip install 'mineru-cli[ray]'`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import mineru, read_journal
+from PIL import Image, ImageDraw, ImageFont
+
+pytest.importorskip("ray")
+
+pytestmark = pytest.mark.e2e  # starts Ray and the real engine
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot"]
+
+
+def answers(path: Path) -> dict[str, tuple]:
+    return {r["id"]: (r["status"], r["blocks"], r["markdown"]) for r in read_journal(path)}
+
+
+def summary(stderr: str) -> dict:
+    return [e for e in (json.loads(x) for x in stderr.splitlines() if x.startswith("{")) if e["event"] == "summary"][0]
+
+
+def text_pages(d: Path, words: list[str]) -> Path:
+    """One single-page PNG per word: p0.png, p1.png, ..."""
+    d.mkdir()
+    for i, word in enumerate(words):
+        img = Image.new("RGB", (480, 140), "white")
+        draw = ImageDraw.Draw(img)
+        draw.text((16, 46), f"{word} page number {i}", fill="black", font=ImageFont.load_default(size=32))
+        img.save(d / f"p{i}.png")
+    return d
+
+
+def parse(src: Path, out: Path, *extra: str, env: dict | None = None):
+    return mineru(
+        "parse",
+        str(src),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "--cpus",
+        "2",
+        "--log-json",
+        *extra,
+        cwd=out.parent,
+        env=env,
+    )
+
+
+def test_examples_parse_to_the_same_records_as_the_local_executor(tmp_path, record_validator):
+    local, ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    r = parse(EXAMPLES, local)
+    assert r.returncode == 0, r.stderr
+    r = parse(EXAMPLES, ray, "--executor", "ray")
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(ray, record_validator)
+    assert len({rec["id"] for rec in recs}) == len(recs)  # one record per page
+    assert answers(ray) == answers(local)
+    assert summary(r.stderr)["ok"] == len(recs)
+
+
+def test_hung_page_times_out_and_crashing_page_is_a_crash(tmp_path, record_validator):
+    src = text_pages(tmp_path / "in", WORDS)
+    out = tmp_path / "faults.jsonl"
+    r = parse(
+        src, out, "--executor", "ray", "--page-timeout", "5", env={"MINERU_TEST_FAULTS": "hang=p1.png*;kill=p2.png*"}
+    )
+    assert r.returncode == 1, r.stderr
+    recs = read_journal(out, record_validator)
+    by_id = {rec["id"]: rec for rec in recs}
+    assert len(by_id) == len(recs) == len(WORDS)  # every page exactly once
+    hung = by_id["p1.png#0"]
+    assert hung["status"] == "timeout" and hung["error"]["kind"] == "timeout", hung
+    assert hung["error"]["stage"] == "engine" and "--page-timeout" in hung["error"]["message"]
+    killed = by_id["p2.png#0"]
+    assert killed["status"] == "failed" and killed["error"]["kind"] == "crash", killed
+    for i, word in enumerate(WORDS):
+        if i not in (1, 2):
+            rec = by_id[f"p{i}.png#0"]
+            assert rec["status"] == "ok" and word in rec["markdown"], rec
+    s = summary(r.stderr)
+    assert s["ok"] == len(WORDS) - 2 and s["failed"] == 2 and s["restarts"] == 2
+
+
+def test_ray_address_needs_the_ray_executor(tmp_path):
+    r = mineru("parse", str(EXAMPLES), "--out", str(tmp_path / "o.jsonl"), "--ray-address", "auto", cwd=tmp_path)
+    assert r.returncode == 2 and "--executor ray" in r.stderr
+
+
+def test_a_batch_that_loses_its_actor_is_retried_page_by_page(tmp_path, record_validator):
+    src = text_pages(tmp_path / "in", WORDS[:4])
+    out = tmp_path / "batch.jsonl"
+    r = parse(
+        src, out, "--executor", "ray", "--workers", "1", "--page-batch", "4", env={"MINERU_TEST_FAULTS": "kill=p1.png*"}
+    )
+    assert r.returncode == 1, r.stderr
+    recs = read_journal(out, record_validator)
+    by_id = {rec["id"]: rec for rec in recs}
+    assert len(by_id) == len(recs) == 4
+    assert by_id["p1.png#0"]["error"]["kind"] == "crash"  # blamed only once retried alone
+    assert all(by_id[f"p{i}.png#0"]["status"] == "ok" for i in (0, 2, 3))
+    s = summary(r.stderr)
+    assert s["retried"] >= 2 and s["ok"] == 3 and s["failed"] == 1
+
+
+def test_ray_not_installed_is_a_clear_setup_error(tmp_path):
+    stub = tmp_path / "stub" / "ray"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text('raise ImportError("No module named ray")\n')
+    r = mineru(
+        "parse", str(EXAMPLES / "prose.png"), "--out", str(tmp_path / "o.jsonl"), "--executor", "ray",
+        cwd=tmp_path, env={"PYTHONPATH": str(stub.parent)},
+    )  # fmt: skip
+    assert r.returncode == 2 and "pip install 'mineru-cli[ray]'" in r.stderr, r.stderr
+
+
+def test_an_address_with_no_cluster_is_a_clear_setup_error(tmp_path):
+    r = mineru(
+        "parse", str(EXAMPLES / "prose.png"), "--out", str(tmp_path / "o.jsonl"), "--executor", "ray",
+        "--ray-address", "127.0.0.1:1", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "no Ray cluster answers at 127.0.0.1:1" in r.stderr, r.stderr
+
+
+def test_sigterm_stops_gracefully_then_resume_does_every_page_once(tmp_path, record_validator):
+    words = [f"Word{i}" for i in range(10)]
+    src = text_pages(tmp_path / "in", words)
+    out = tmp_path / "o.jsonl"
+    cmd = [sys.executable, "-m", "mineru_cli", "parse", str(src), "--out", str(out), "--no-cache", "--engine", "ocr"]
+    cmd += ["--cpus", "2", "--executor", "ray", "--log-json"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the first record, then SIGTERM (our handler, not Ray's)
+        line = proc.stderr.readline()
+        lines.append(line)
+        if not line or (line.startswith("{") and json.loads(line)["event"] == "page"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    s = summary("".join(lines) + rest)
+    assert s["interrupted"] and s["ok"] + s["unfinished"] == len(words)
+    first = {r["id"] for r in read_journal(out, record_validator)}
+    assert 1 <= len(first) < len(words)
+    r = parse(src, out, "--executor", "ray")
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(out, record_validator)
+    assert sorted(x["id"] for x in recs) == sorted(f"p{i}.png#0" for i in range(len(words)))  # exactly once
+    assert all(x["status"] == "ok" for x in recs)
