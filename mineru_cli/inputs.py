@@ -549,11 +549,19 @@ def _has_alpha(im: Image.Image) -> bool:
 
 
 def _sixteen_to_l(im: Image.Image) -> Image.Image:
-    # Scale the full 16-bit range onto 0..255 (Pillow's own convert clips at 255).
-    # Mode "I" comes from 16-bit PNG/TIFF too, so it is read with the same range.
-    a = np.asarray(im).astype(np.int64)
-    a = np.clip(a, 0, 65535)
-    return Image.fromarray(((a * 255 + 32767) // 65535).astype(np.uint8))
+    """A 16-bit (or mode "I", which 16-bit PNG/TIFF also give) grey image -> 8-bit, by the bit
+    depth its values actually use. Values within 0..255 are 8-bit data in a 16-bit container
+    (what Pillow writes when it converts an 8-bit page to I;16): kept as they are, exactly what
+    Pillow's own convert("L") gives and so what MinerU (convert("RGB")) reads; scaled by the
+    full 16-bit range they would all be 0 or 1, an all-black page. Deeper data is scaled from
+    the smallest bit depth holding its maximum (12-bit scans: 0..4095; 16-bit: 0..65535) onto
+    0..255, where Pillow's convert would clip everything above 255 to white."""
+    a = np.clip(np.asarray(im).astype(np.int64), 0, 65535)
+    peak = int(a.max()) if a.size else 0
+    if peak <= 255:
+        return Image.fromarray(a.astype(np.uint8))
+    full = (1 << peak.bit_length()) - 1
+    return Image.fromarray(((a * 255 + full // 2) // full).astype(np.uint8))
 
 
 def _fit_area(im: Image.Image, max_pixels: int) -> tuple[Image.Image, float]:

@@ -128,3 +128,41 @@ def _merge_column_bands(boxes: Sequence[Box], bands: list[list[int]]) -> list[li
                 continue
         merged.append(list(band))
     return merged
+
+
+def text_columns(boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2) -> list[list[int]]:
+    """Split text lines into side-by-side columns, left to right, at vertical gutters that run
+    through all of them (each column then reads top to bottom, never row by row across).
+
+    A piece narrower than `min_share` of the lines' width, or with fewer than `min_lines`
+    lines, is no column (a table of contents' page numbers, a label beside a value): it joins
+    its nearer neighbour. One group (all lines) when nothing splits."""
+    idx = list(range(len(boxes)))
+    if len(idx) < 2 * min_lines:
+        return [idx]
+    groups = _split(boxes, idx, axis=0)
+    left, right = min(b[0] for b in boxes), max(b[2] for b in boxes)
+    width = max(1.0, right - left)
+
+    def extent(group):
+        return min(boxes[i][0] for i in group), max(boxes[i][2] for i in group)
+
+    def weak(group):
+        x1, x2 = extent(group)
+        return len(group) < min_lines or (x2 - x1) < min_share * width
+
+    while len(groups) > 1:
+        bad = next((n for n, g in enumerate(groups) if weak(g)), None)
+        if bad is None:
+            break
+        if bad == 0:
+            other = 1
+        elif bad == len(groups) - 1:
+            other = bad - 1
+        else:  # the nearer neighbour
+            gap_left = extent(groups[bad])[0] - extent(groups[bad - 1])[1]
+            gap_right = extent(groups[bad + 1])[0] - extent(groups[bad])[1]
+            other = bad - 1 if gap_left <= gap_right else bad + 1
+        lo, hi = sorted((bad, other))
+        groups[lo : hi + 1] = [groups[lo] + groups[hi]]
+    return [sorted(g) for g in groups]

@@ -381,6 +381,44 @@ def test_16_bit_is_scaled_not_clipped(tmp_path):
     assert inputs.to_rgb8(as_i).getpixel((2, 0)) == WHITE
 
 
+def _text_page_l() -> Image.Image:
+    """An 8-bit grey page with dark text and grey levels across the whole 0..255 range."""
+    from PIL import ImageDraw, ImageFont
+
+    page = Image.new("L", (400, 120), 255)
+    draw = ImageDraw.Draw(page)
+    draw.text((10, 10), "Sixteen-bit page 42", fill=0, font=ImageFont.load_default(size=28))
+    page.paste(Image.linear_gradient("L").resize((380, 40)), (10, 70))
+    return page
+
+
+def test_16_bit_holding_8_bit_values_reads_as_the_8_bit_page(tmp_path):
+    # What Pillow writes when it converts an 8-bit page to I;16: the values stay 0..255.
+    # Read by the 16-bit range they would all be 0 or 1 (an all-black page); Pillow's own
+    # convert("L") and MinerU (convert("RGB")) keep them, and so does the normalisation.
+    page = _text_page_l()
+    page.convert("I;16").save(tmp_path / "deep.png")
+    assert Image.open(tmp_path / "deep.png").mode == "I;16"
+    loaded = load_page(tmp_path / "deep.png").image
+    assert loaded.tobytes() == page.convert("RGB").tobytes()
+    for mode in ("I;16", "I"):
+        assert inputs.to_rgb8(page.convert(mode)).tobytes() == page.convert("RGB").tobytes()
+
+
+def test_16_bit_is_scaled_by_the_bit_depth_its_values_use():
+    # 12-bit data (0..4095, a scanner's or camera's) spans the page's range, as 16-bit does
+    twelve = Image.fromarray(np.array([[0, 2048, 4095, 300]], dtype=np.uint16))
+    assert [inputs.to_rgb8(twelve).getpixel((x, 0))[0] for x in range(4)] == [0, 128, 255, 19]
+    sixteen = Image.fromarray(np.array([[0, 32768, 65535, 300]], dtype=np.uint16))
+    assert [inputs.to_rgb8(sixteen).getpixel((x, 0))[0] for x in range(4)] == [0, 128, 255, 1]
+
+
+def test_8_bit_inputs_are_untouched_by_the_16_bit_rule(tmp_path):
+    page = _text_page_l()
+    page.save(tmp_path / "grey.png")
+    assert load_page(tmp_path / "grey.png").image.tobytes() == page.convert("RGB").tobytes()
+
+
 def test_bomb_limit_refuses_before_decoding(tmp_path):
     path = png(tmp_path / "big.png", size=(30, 20))
     err = open_error(path, bomb_pixels=500)

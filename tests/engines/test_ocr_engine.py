@@ -1,6 +1,7 @@
 """The embedded OCR engine on pages drawn at test time with Pillow's own font."""
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import rapid_compat
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, assemble_blocks, join_text
+from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, assemble_blocks, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
+from mineru_cli.reading_order import sort_blocks
 
 LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
 RIGHT = ["Boats leave the", "harbour before dawn", "and return at night."]
@@ -297,3 +299,93 @@ def test_the_fingerprint_comes_from_the_spec_as_the_engine_describes_itself():
         info = describe(spec)
         assert (info["name"], info["version"]) == (engine.name, engine.version)
         assert info["model"] == engine.identity() and info["options"] == engine.options()
+
+
+def test_a_region_running_across_columns_gives_one_block_per_column():
+    """The layout model sometimes boxes both columns as one region: its lines must not be read
+    row by row across the gutter."""
+    left = [_line(100, 100 + 30 * k, 560, 120 + 30 * k, f"left {k}") for k in range(4)]
+    right = [_line(620, 100 + 30 * k, 1080, 120 + 30 * k, f"right {k}") for k in range(4)]
+    regions = [((90, 90, 1090, 230), "text", 0.9)]
+    blocks = sort_blocks(assemble_blocks(left + right, regions, (1200, 1000)))
+    assert [b.text for b in blocks] == ["left 0 left 1 left 2 left 3", "right 0 right 1 right 2 right 3"]
+    # loose lines (in no region) whose rows nearly touch across the gutter: the same
+    blocks = sort_blocks(assemble_blocks(left + right, [], (1200, 1000)))
+    assert [b.text for b in blocks] == ["left 0 left 1 left 2 left 3", "right 0 right 1 right 2 right 3"]
+
+
+def test_a_region_found_twice_over_does_not_interleave_its_paragraphs():
+    first = [_line(100, 100 + 30 * k, 900, 120 + 30 * k, f"one {k}") for k in range(3)]
+    second = [_line(100, 250 + 30 * k, 900, 270 + 30 * k, f"two {k}") for k in range(3)]
+    envelope = ((95, 95, 905, 335), "text", 0.9)
+    regions = [envelope, ((98, 98, 902, 182), "text", 0.95), ((98, 248, 902, 332), "text", 0.95)]
+    blocks = sort_blocks(assemble_blocks(first + second, regions, (1000, 1000)))
+    assert [b.text for b in blocks] == ["one 0 one 1 one 2", "two 0 two 1 two 2"]
+    # a region and a near copy inside it: one block
+    blocks = assemble_blocks(
+        first, [((95, 95, 905, 185), "text", 0.9), ((98, 98, 902, 182), "text", 0.8)], (1000, 1000)
+    )
+    assert [b.text for b in blocks] == ["one 0 one 1 one 2"]
+
+
+# A real page: the top of page 5 of the asmeconf class's sample paper (Debian
+# texlive-publishers-doc, MIT licence; see tests/data/README.md), two columns.
+ASME = Path(__file__).parents[1] / "data" / "two_column_asme.pdf"
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+@pytest.fixture(scope="module")
+def asme_pages(engine):
+    from mineru_cli.inputs import LoadOptions, SourceFile, open_document
+
+    pages = {}
+    for dpi in (72, 150, 300):
+        with open_document(SourceFile(ASME, ASME.name, "pdf"), LoadOptions(dpi=dpi)) as doc:
+            image = doc.page(0).image
+        pages[dpi] = (image, engine.parse(image))
+    return pages
+
+
+def test_a_real_two_column_page_reads_the_same_at_72_150_and_300_dpi(asme_pages):
+    from rapidfuzz.distance import Levenshtein
+
+    truth = _squash(ASME.with_suffix(".txt").read_text("utf-8"))
+    cers = {}
+    for dpi, (_, result) in asme_pages.items():
+        text = _squash("\n".join(b.text for b in result.blocks))
+        cers[dpi] = Levenshtein.distance(text, truth) / len(truth)
+        # the left column (headings, references 1-3) before the right one (11-17)
+        assert text.index("8.CONCLUSION") < text.index("REFERENCES") < text.index("[3]") < text.index("[11]"), dpi
+        assert text.index("[11]") < text.index("[14]") < text.index("[17]"), dpi
+    assert max(cers.values()) <= 0.04, cers  # 0.016, 0.013, 0.012 when written
+    assert max(cers.values()) - min(cers.values()) <= 0.02, cers
+
+
+def test_layout_regions_do_not_depend_on_the_dpi(engine, asme_pages):
+    """The layout model sees the page at its own input size whatever the DPI: its confident
+    regions, as fractions of the page, are found at 150 and 300 DPI alike (regions scored near
+    the 0.5 threshold may come and go)."""
+    from mineru_cli.core.geometry import iou
+
+    def regions(dpi):
+        image = asme_pages[dpi][0]
+        w, h = image.size
+        found = engine._regions(_bgr(image))
+        return [(cls, (x1 / w, y1 / h, x2 / w, y2 / h), score) for (x1, y1, x2, y2), cls, score in found]
+
+    at = {dpi: regions(dpi) for dpi in (150, 300)}
+    for dpi, other in ((150, 300), (300, 150)):
+        confident = [(cls, box) for cls, box, score in at[dpi] if score >= 0.75]
+        assert len(confident) >= 3
+        for cls, box in confident:
+            assert max((iou(box, b) for c, b, _ in at[other] if c == cls), default=0) >= 0.8, (dpi, cls, box)
+
+
+def test_the_layout_model_input_size_is_read_from_rapid_layout(engine):
+    engine.warm_up()
+    assert rapid_compat.layout_input_size(engine._layout) == engine._layout_size == (608, 800)
+    with pytest.raises(SetupError, match="img_size"):
+        rapid_compat.layout_input_size(object())

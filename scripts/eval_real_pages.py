@@ -1,0 +1,336 @@
+"""Held-out evaluation of the embedded engine on real PDF pages (issue 15).
+
+The pages come from documents shipped in Debian packages (MANIFEST: package, path inside it,
+1-based page, kind). Each page is cut into a one-page PDF and parsed with the public API
+(`mineru_cli.parse(..., engine="ocr", cache=False, dpi=...)`) at each DPI, so it takes the
+same PDF render path a user's document does. The ground truth is the page's text layer, in
+the order the PDF's producer wrote it (pypdfium2's text page: for these TeX documents, each
+column top to bottom, left column first). `pdftotext`'s own reading-order analysis was tried
+first and is not used: it cuts columns apart at headings that span two lines (elsarticle 5p,
+page 2). Pages marked "layout" (a page that is mostly one table) use `pdftotext -layout`
+(poppler-utils), which keeps table rows together.
+
+Metrics, on NFKC-normalised text with all whitespace dropped (line breaks and spacing are
+layout, and CJK has no spaces), the hypothesis being the record's blocks' text in order:
+- CER in reading order: Levenshtein distance / truth length (so it can exceed 1),
+- order-free character F1 (multiset of characters: are the characters there at all),
+- the per-page CER gap between the highest and the lowest DPI (resolution must not matter).
+
+These pages are a held-out set: no test uses them and nothing is tuned on one of them alone.
+
+    apt-get install poppler-utils
+    python scripts/eval_real_pages.py --fetch            # apt-get download + extract the .debs
+    python scripts/eval_real_pages.py --dpi 150 300 --json before.json
+    python scripts/eval_real_pages.py --compare before.json after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+DOCS = Path("/tmp/mineru-eval-docs")  # where --fetch extracts the packages
+TEX = "usr/share/doc/texlive-doc/latex"
+# package -> the Debian package holding the document (paths below are inside it)
+MANIFEST: list[tuple[str, str, int, str, str]] = [
+    # (package, path, page, kind, truth mode)
+    # prose: manuals, single column
+    ("r-doc-pdf", "usr/share/doc/r-doc-pdf/manual/R-intro.pdf", 10, "prose", "stream"),
+    ("r-doc-pdf", "usr/share/doc/r-doc-pdf/manual/R-intro.pdf", 25, "prose", "stream"),
+    ("r-doc-pdf", "usr/share/doc/r-doc-pdf/manual/R-data.pdf", 7, "prose", "stream"),
+    ("gnuplot-doc", "usr/share/doc/gnuplot/gnuplot.pdf", 25, "prose", "stream"),
+    ("gnuplot-doc", "usr/share/doc/gnuplot/gnuplot.pdf", 60, "prose", "stream"),
+    ("libtasn1-doc", "usr/share/doc/libtasn1-doc/libtasn1.pdf", 5, "prose", "stream"),
+    ("shared-mime-info", "usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf", 3, "prose", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/elsarticle/elstest-1p.pdf", 2, "prose", "stream"),
+    # two-column papers
+    ("texlive-publishers-doc", f"{TEX}/elsarticle/elstest-5p.pdf", 1, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/elsarticle/elstest-5p.pdf", 2, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/elsarticle/elstest-5p.pdf", 3, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/acmart/samples/sample-sigconf.pdf", 1, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/acmart/samples/sample-sigconf.pdf", 2, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/acmart/samples/sample-sigconf.pdf", 5, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/revtex/sample/aps/apssamp.pdf", 2, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/revtex/sample/aps/apssamp.pdf", 3, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/mnras/mnras_guide.pdf", 2, "two-column", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/mnras/mnras_guide.pdf", 3, "two-column", "stream"),
+    # tables (in papers and on their own)
+    ("texlive-publishers-doc", f"{TEX}/acmart/samples/sample-sigconf.pdf", 3, "table", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/acmart/samples/sample-sigconf.pdf", 4, "table", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/mnras/mnras_guide.pdf", 4, "table", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/mnras/mnras_guide.pdf", 5, "table", "layout"),
+    ("texlive-publishers-doc", f"{TEX}/mnras/mnras_guide.pdf", 9, "table", "stream"),
+    ("texlive-latex-recommended-doc", f"{TEX}/booktabs/booktabs.pdf", 4, "table", "stream"),
+    # slides (beamer decks, 4:3 and 16:9)
+    ("texlive-latex-recommended-doc", f"{TEX}/beamer/beamerexample-conference-talk.pdf", 3, "slide", "stream"),
+    ("texlive-latex-recommended-doc", f"{TEX}/beamer/beamerexample-conference-talk.pdf", 6, "slide", "stream"),
+    ("texlive-latex-recommended-doc", f"{TEX}/beamer/beamerexample-conference-talk.pdf", 10, "slide", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/tuda-ci/DEMO-TUDaBeamer.pdf", 3, "slide", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/bfh-ci/DEMO-BFHBeamer.pdf", 6, "slide", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/thubeamer/thubeamer-example-en.pdf", 2, "slide", "stream"),
+    ("texlive-publishers-doc", f"{TEX}/thubeamer/thubeamer-example-en.pdf", 5, "slide", "stream"),
+    ("texlive-latex-recommended-doc", f"{TEX}/beamer-verona/beamer-verona-default.pdf", 3, "slide", "stream"),
+    # CJK (Simplified Chinese manuals)
+    ("texlive-lang-chinese", f"{TEX}/ctex/ctex.pdf", 1, "CJK", "stream"),
+    ("texlive-lang-chinese", f"{TEX}/ctex/ctex.pdf", 3, "CJK", "stream"),
+    ("texlive-lang-chinese", f"{TEX}/ctex-faq/ctex-faq.pdf", 5, "CJK", "stream"),
+    ("texlive-lang-chinese", f"{TEX}/ctex-faq/ctex-faq.pdf", 6, "CJK", "stream"),
+    (
+        "texlive-lang-chinese",
+        "usr/share/doc/texlive-doc/support/tlmgr-intro-zh-cn/tlmgr-intro-zh-cn.pdf",
+        2,
+        "CJK",
+        "flow",
+    ),
+    ("texlive-lang-chinese", f"{TEX}/xpinyin/xpinyin.pdf", 1, "CJK", "stream"),
+]
+KINDS = ("prose", "two-column", "table", "slide", "CJK")
+INSTALLED = ("libtasn1-doc", "shared-mime-info")  # read from / when the system has them
+
+
+def fetch(docs: Path) -> None:
+    """apt-get download the manifest's packages and extract them under `docs`."""
+    docs.mkdir(parents=True, exist_ok=True)
+    debs = docs / "debs"
+    debs.mkdir(exist_ok=True)
+    packages = sorted({p for p, *_ in MANIFEST})
+    subprocess.run(["apt-get", "download", *packages], cwd=debs, check=True)
+    for deb in sorted(debs.glob("*.deb")):
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(docs)], check=True)
+
+
+def document(docs: Path, package: str, path: str) -> Path:
+    if package in INSTALLED and (Path("/") / path).is_file():
+        return Path("/") / path
+    return docs / path
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def cer(hyp: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(hyp, truth) / max(1, len(truth))
+
+
+def char_f1(hyp: str, truth: str) -> float:
+    if not hyp or not truth:
+        return 0.0
+    tp = sum((Counter(hyp) & Counter(truth)).values())
+    precision, recall = tp / len(hyp), tp / len(truth)
+    return 0.0 if tp == 0 else 2 * precision * recall / (precision + recall)
+
+
+def truth_text(pdf: Path, page: int, mode: str) -> str:
+    if mode == "stream":
+        import pypdfium2 as pdfium
+
+        doc = pdfium.PdfDocument(str(pdf))
+        try:
+            text: str = doc[page - 1].get_textpage().get_text_bounded()
+        finally:
+            doc.close()
+        return text
+    args = ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page)]
+    args += ["-layout"] if mode == "layout" else []  # "flow": pdftotext's reading order
+    return subprocess.run([*args, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def one_page_pdfs(entries, docs: Path, folder: Path) -> list[Path]:
+    """Each manifest page as its own PDF (its fonts and images kept), named by its index."""
+    import pypdfium2 as pdfium
+
+    paths = []
+    for n, (package, path, page, _kind, _mode) in enumerate(entries):
+        src = pdfium.PdfDocument(str(document(docs, package, path)))
+        out = pdfium.PdfDocument.new()
+        out.import_pages(src, [page - 1])
+        target = folder / f"p{n:03d}.pdf"
+        out.save(str(target))
+        out.close()
+        src.close()
+        paths.append(target)
+    return paths
+
+
+def run(entries, docs: Path, dpis: list[int], threads_note: str = "") -> dict:
+    import mineru_cli
+
+    truths = [squash(truth_text(document(docs, p, path), page, mode)) for p, path, page, _k, mode in entries]
+    results: dict = {"cpu": cpu_model(), "python": platform.python_version(), "pages": [], "timings": {}}
+    with tempfile.TemporaryDirectory(prefix="eval-pages-") as tmp:
+        pdfs = one_page_pdfs(entries, docs, Path(tmp))
+        by_name = {p.name: n for n, p in enumerate(pdfs)}
+        rows = [
+            {"doc": path, "page": page, "kind": kind, "truth_chars": len(truths[n]), "cer": {}, "f1": {}, "text": {}}
+            for n, (_pkg, path, page, kind, _mode) in enumerate(entries)
+        ]
+        for dpi in dpis:
+            t = time.perf_counter()
+            for record in mineru_cli.parse(pdfs, engine="ocr", cache=False, dpi=dpi):
+                n = by_name[Path(record.source).name]
+                if not record.ok:
+                    print(f"  page {n} failed: {record.error}", file=sys.stderr)
+                text = "\n".join(b.text for b in record.blocks)
+                rows[n]["text"][str(dpi)] = text
+                hyp = squash(text)
+                rows[n]["cer"][str(dpi)] = round(cer(hyp, truths[n]), 4)
+                rows[n]["f1"][str(dpi)] = round(char_f1(hyp, truths[n]), 4)
+            seconds = time.perf_counter() - t
+            results["timings"][str(dpi)] = {
+                "seconds": round(seconds, 1),
+                "pages_per_min": round(60 * len(pdfs) / seconds, 1),
+            }
+            print(f"  {dpi} DPI: {len(pdfs)} pages in {seconds:.0f} s", file=sys.stderr)
+    results["pages"] = rows
+    return results
+
+
+def rescore(results: dict, docs: Path) -> dict:
+    """Recompute a saved run's metrics against today's truths (the hypotheses are kept)."""
+    modes = {(path, page): (package, mode) for package, path, page, _kind, mode in MANIFEST}
+    for row in results["pages"]:
+        package, mode = modes[(row["doc"], row["page"])]
+        truth = squash(truth_text(document(docs, package, row["doc"]), row["page"], mode))
+        row["truth_chars"] = len(truth)
+        for dpi, text in row["text"].items():
+            row["cer"][dpi] = round(cer(squash(text), truth), 4)
+            row["f1"][dpi] = round(char_f1(squash(text), truth), 4)
+    return results
+
+
+def summary(results: dict) -> list[str]:
+    rows, dpis = results["pages"], list(results["timings"])
+    out = [
+        f"CPU: {results['cpu']}; "
+        + ", ".join(
+            f"{d} DPI: {v['seconds']} s ({v['pages_per_min']} pages/min)" for d, v in results["timings"].items()
+        )
+    ]
+    head = "| kind | pages | " + " | ".join(f"CER {d} | F1 {d}" for d in dpis) + " |"
+    out += [head, "|" + " --- |" * (2 + 2 * len(dpis))]
+    groups = [(k, [r for r in rows if r["kind"] == k]) for k in KINDS]
+    groups.append(("all but CJK", [r for r in rows if r["kind"] != "CJK"]))
+    for kind, members in groups:
+        if not members:
+            continue
+        cells = []
+        for d in dpis:
+            cells.append(f"{statistics.mean(r['cer'][d] for r in members):.3f}")
+            cells.append(f"{statistics.mean(r['f1'][d] for r in members):.3f}")
+        out.append(f"| {kind} | {len(members)} | " + " | ".join(cells) + " |")
+    if len(dpis) > 1:
+        lo, hi = min(dpis, key=int), max(dpis, key=int)
+        gaps = [(r["cer"][hi] - r["cer"][lo], r) for r in rows]
+        worse = [g for g in gaps if g[0] > 0.02]
+        out.append(
+            f"CER {hi} - {lo} DPI per page: mean {statistics.mean(g for g, _ in gaps):+.3f}, "
+            f"max {max(g for g, _ in gaps):+.3f}; {len(worse)} page(s) more than 0.02 worse at {hi} DPI"
+        )
+        for g, r in sorted(worse, key=lambda x: -x[0]):
+            out.append(
+                f"  {g:+.3f}  {r['kind']:<10} {Path(r['doc']).name} p{r['page']}  CER {r['cer'][lo]} -> {r['cer'][hi]}"
+            )
+    return out
+
+
+def per_page(results: dict) -> list[str]:
+    dpis = list(results["timings"])
+    lines = []
+    for r in results["pages"]:
+        vals = "  ".join(f"{d}: CER {r['cer'][d]:.3f} F1 {r['f1'][d]:.3f}" for d in dpis)
+        lines.append(f"{r['kind']:<10} {Path(r['doc']).name:<34} p{r['page']:<3} {vals}")
+    return lines
+
+
+def _of_kind(results: dict, kind: str) -> list[dict]:
+    return [r for r in results["pages"] if (r["kind"] == kind if kind in KINDS else r["kind"] != "CJK")]
+
+
+def compare(before: dict, after: dict) -> list[str]:
+    dpis = [d for d in before["timings"] if d in after["timings"]]
+    out = ["| kind | " + " | ".join(f"CER {d} before -> after | F1 {d} before -> after" for d in dpis) + " |"]
+    out.append("|" + " --- |" * (1 + 2 * len(dpis)))
+    for kind in (*KINDS, "all but CJK"):
+        b, a = _of_kind(before, kind), _of_kind(after, kind)
+        if not b or not a:
+            continue
+        cells = []
+        for d in dpis:
+            for metric in ("cer", "f1"):
+                cells.append(
+                    f"{statistics.mean(r[metric][d] for r in b):.3f} -> {statistics.mean(r[metric][d] for r in a):.3f}"
+                )
+        out.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=Path, default=DOCS, help="where the packages are extracted")
+    ap.add_argument("--fetch", action="store_true", help="apt-get download and extract the packages, then stop")
+    ap.add_argument("--dpi", type=int, nargs="+", default=[150, 300])
+    ap.add_argument("--kind", choices=KINDS, nargs="+", help="only these kinds")
+    ap.add_argument("--json", type=Path, help="write the per-page results here")
+    ap.add_argument("--pages", action="store_true", help="print every page's figures")
+    ap.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), help="compare two --json files")
+    ap.add_argument("--manifest", action="store_true", help="print the manifest and stop")
+    ap.add_argument("--rescore", type=Path, help="recompute a --json file's metrics (its texts kept) and print them")
+    args = ap.parse_args(argv)
+
+    if args.compare:
+        before, after = (json.loads(p.read_text()) for p in args.compare)
+        print("\n".join(compare(before, after)))
+        return 0
+    if args.rescore:
+        results = rescore(json.loads(args.rescore.read_text()), args.docs)
+        args.rescore.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+        print("\n".join((per_page(results) if args.pages else []) + summary(results)))
+        return 0
+    if args.manifest:
+        for package, path, page, kind, mode in MANIFEST:
+            print(f"{kind:<10} {package:<30} {path} p{page} ({mode})")
+        return 0
+    if args.fetch:
+        fetch(args.docs)
+        return 0
+    entries = [e for e in MANIFEST if not args.kind or e[3] in args.kind]
+    missing = sorted(
+        {str(document(args.docs, p, path)) for p, path, *_ in entries if not document(args.docs, p, path).is_file()}
+    )
+    if missing:
+        print(f"missing documents (run with --fetch): {missing}", file=sys.stderr)
+        return 2
+    results = run(entries, args.docs, args.dpi)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    if args.pages:
+        print("\n".join(per_page(results)))
+    print("\n".join(summary(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
