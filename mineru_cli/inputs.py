@@ -30,7 +30,7 @@ import numpy as np
 import pypdfium2 as pdfium
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .config import LoadOptions  # noqa: F401  (part of the inputs API: how files become pages)
+from .config import LoadOptions
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 
@@ -178,7 +178,7 @@ def _sniff_kind(path: Path) -> str | None:
             f.seek(0)
             with _pillow_bomb_limit(None), Image.open(f):  # identify only: size is page()'s business
                 return "image"
-    except Exception:  # any failure to identify means "not a document we know"
+    except Exception:  # noqa: BLE001 - any failure to identify means "not a document we know"
         return None
 
 
@@ -375,7 +375,7 @@ class ImageDocument(Document):
         except PageError:
             self._file.close()
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a decoder's failure is this file's error
             self._file.close()
             raise _decode_error(exc, "open") from None
 
@@ -396,7 +396,7 @@ class ImageDocument(Document):
                 frame, warns = _upright(self._im)
         except PageError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a decoder's failure is this file's error
             raise _decode_error(exc, "open") from None
         return _finish_page(frame, frame.size, 1.0, warns, self.opts)
 
@@ -425,7 +425,7 @@ class PdfDocument(Document):
             image, original, cap = self._render(page, width, height)
         except PageError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a renderer's failure is this page's error
             raise PageError("corrupt", "render", f"PDF page {index + 1} failed to render: {exc}") from None
         finally:
             if page is not None:
@@ -509,7 +509,7 @@ def _upright(im: Image.Image) -> tuple[Image.Image, list[str]]:
     """Apply EXIF orientation; a broken EXIF block only costs the rotation."""
     try:
         return ImageOps.exif_transpose(im), []
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a bad EXIF tag costs only the rotation
         return im.copy(), [f"EXIF orientation ignored: {exc}"]
 
 
@@ -521,7 +521,7 @@ def _finish_page(
 ) -> Page:
     try:
         rgb = to_rgb8(image)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a converter's failure is this page's error
         raise PageError("unsupported", "normalise", f"cannot convert {image.mode} image to RGB: {exc}") from None
     rgb, factor = _fit_area(rgb, opts.max_page_pixels)
     if factor < 1.0:
