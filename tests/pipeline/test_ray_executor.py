@@ -162,3 +162,13 @@ def test_sigterm_stops_gracefully_then_resume_does_every_page_once(tmp_path, rec
     recs = read_journal(out, record_validator)
     assert sorted(x["id"] for x in recs) == sorted(f"p{i}.png#0" for i in range(len(words)))  # exactly once
     assert all(x["status"] == "ok" for x in recs)
+
+
+def test_actors_above_the_rss_limit_are_recycled(tmp_path, record_validator):
+    src = text_pages(tmp_path / "in", WORDS[:4])
+    out = tmp_path / "rss.jsonl"
+    r = parse(src, out, "--executor", "ray", "--max-worker-rss", "400MB", env={"MINERU_TEST_FAULTS": "leak=*"})
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(out, record_validator)
+    assert len({x["id"] for x in recs}) == len(recs) == 4 and all(x["status"] == "ok" for x in recs)
+    assert summary(r.stderr)["recycled"] >= 1
