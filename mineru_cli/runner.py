@@ -10,6 +10,7 @@ batch. The busy time of each stage (from the pages' timings) is summed here for 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generator, Iterator, cast
 
 from .budget import CpuPlan, plan_cpus
-from .config import ExecutorChoice, RunConfig, default_page_batch
+from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
 from .core.errors import PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
@@ -143,7 +144,7 @@ class Parser:
             warn=reporter.warn,
         )
         self.engine_info = describe(self.spec)
-        self.fp = make_fingerprint(self.engine_info, _load_dict(cfg.load))
+        self.fp = make_fingerprint(self.engine_info, dataclasses.asdict(cfg.load))
         if cfg.formats:
             _check_out_dir(cfg.out_dir)
         t0 = time.monotonic()
@@ -298,7 +299,7 @@ class Parser:
             cpu.thread_env(),
             self.fp,
             cfg.load,
-            cfg.cache_spec(_default_cache_dir()),
+            cfg.cache_spec(user_cache_dir()),
             batch,
             cfg.batch_wait_ms,
         )
@@ -372,18 +373,6 @@ def run_parse(config: RunConfig, reporter: Reporter) -> Summary:
     for _ in parser.records():
         pass
     return parser.summary
-
-
-def _default_cache_dir() -> Path:
-    from .cache import default_cache_dir
-
-    return default_cache_dir()
-
-
-def _load_dict(load: LoadOptions) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(load)
 
 
 def _check_out_dir(out_dir: Path) -> None:

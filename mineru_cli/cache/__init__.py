@@ -5,6 +5,6 @@ TTL (redis_tier.py).  Near-duplicate verification: similarity.py.  Standalone:
 nothing here imports the runner or the engines.
 """
 
-from .result_cache import CacheHit, ResultCache, default_cache_dir
+from .result_cache import CacheHit, ResultCache
 
-__all__ = ["CacheHit", "ResultCache", "default_cache_dir"]
+__all__ = ["CacheHit", "ResultCache"]

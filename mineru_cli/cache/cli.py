@@ -10,8 +10,8 @@ from typing import Optional
 
 import typer
 
+from ..config import user_cache_dir
 from ..units import parse_duration, parse_size
-from .result_cache import default_cache_dir
 from .similarity import unpack_thumb
 from .store import SqliteStore, digest
 
@@ -23,7 +23,7 @@ CacheDir = typer.Option(
 
 
 def _open(cache_dir: Optional[Path]) -> SqliteStore:
-    return SqliteStore(cache_dir or default_cache_dir(), warn=lambda m: typer.echo(m, err=True))
+    return SqliteStore(cache_dir or user_cache_dir(), warn=lambda m: typer.echo(m, err=True))
 
 
 def _human(n: float) -> str:

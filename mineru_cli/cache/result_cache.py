@@ -18,7 +18,6 @@ from typing import Callable, Literal
 import numpy as np
 from PIL import Image
 
-from ..config import user_cache_dir
 from . import similarity as sim
 from .redis_tier import RedisTier
 from .store import SqliteStore
@@ -29,11 +28,6 @@ class CacheHit:
     kind: Literal["hit", "near-hit"]
     payload: dict
     source: str  # page id the result was computed for
-
-
-def default_cache_dir() -> Path:
-    """Where the result cache lives when --cache-dir is not given."""
-    return user_cache_dir()
 
 
 class ResultCache:

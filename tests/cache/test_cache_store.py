@@ -11,10 +11,11 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from mineru_cli.cache import ResultCache, default_cache_dir
+from mineru_cli.cache import ResultCache
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore
+from mineru_cli.config import user_cache_dir
 from mineru_cli.units import parse_duration, parse_size
 
 FP = "engine=test;v=1"
@@ -44,11 +45,11 @@ def test_exact_hit_survives_reopen(tmp_path):
     assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
-def test_default_cache_dir_honours_env(monkeypatch, tmp_path):
+def test_the_cache_folder_honours_env(monkeypatch, tmp_path):
     monkeypatch.setenv("MINERU_CACHE_DIR", str(tmp_path / "x"))
-    assert default_cache_dir() == tmp_path / "x"
+    assert user_cache_dir() == tmp_path / "x"
     monkeypatch.delenv("MINERU_CACHE_DIR")
-    assert "mineru-cli" in str(default_cache_dir())
+    assert "mineru-cli" in str(user_cache_dir())
 
 
 def _worker(args):
