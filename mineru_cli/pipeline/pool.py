@@ -40,7 +40,8 @@ from multiprocessing.connection import wait
 from typing import Callable, Iterable, Iterator
 
 from ..core.errors import SetupError
-from ..core.words import ErrorKind, Stage, Status
+from ..core.words import Stage
+from .blame import Task, crashed, split_lost, timed_out
 from .executor import Finished, PageWork
 from .messages import Done, Fatal, Finish, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 from .worker import WORKER_ENV, rss_bytes, worker_main
@@ -104,23 +105,13 @@ class PoolStats:
         }
 
 
-@dataclass
-class _Task:
-    id: int
-    item: PageWork
-    solo: bool
-    sent: float
-    started: float | None = None  # when the worker began rendering it
-    stage: Stage | None = None  # the stage it is in (None: sent, not started)
-
-
 class _Worker:
     def __init__(self, slot: int, proc, conn):
         self.slot, self.proc, self.conn = slot, proc, conn
         self.ready = False
         self.retiring = False  # above --max-worker-rss: no more pages, retire when empty
         self.spawned = time.monotonic()
-        self.tasks: dict[int, _Task] = {}  # in flight, in the order sent
+        self.tasks: dict[int, Task] = {}  # in flight, in the order sent
         self.deadline: float | None = None  # kill after this (monotonic), while a page is started
         self.last_stage: Stage | None = None
         self.rss = 0
@@ -130,7 +121,7 @@ class _Worker:
     def busy(self) -> bool:
         return bool(self.tasks)
 
-    def started(self) -> list[_Task]:
+    def started(self) -> list[Task]:
         return [t for t in self.tasks.values() if t.started is not None]
 
 
@@ -298,7 +289,7 @@ class WorkerPool:
                 except OSError:  # died while idle: its sentinel will tell; retry the item
                     queue.appendleft((item, solo))
                     break
-                w.tasks[self._task_ids] = _Task(self._task_ids, item, solo, time.monotonic())
+                w.tasks[self._task_ids] = Task(self._task_ids, item, solo, time.monotonic())
 
     def _wait(self) -> None:
         live = [w for w in self.workers if w is not None]
@@ -330,7 +321,7 @@ class WorkerPool:
             if dead or not w.proc.is_alive():
                 self._died(w, queue)
 
-    def _finish(self, w: _Worker, task: _Task, outcome: PageOutcome, rss: int, batch: int) -> None:
+    def _finish(self, w: _Worker, task: Task, outcome: PageOutcome, rss: int, batch: int) -> None:
         self.stats.done += 1
         self._finished.append(Finished(task.item, outcome, w.slot, rss, batch))
 
@@ -379,20 +370,17 @@ class WorkerPool:
                 if self._want_worker():
                     self._spawn(w.slot)
 
-    def _lost(self, w: _Worker, queue: deque, fault: Callable[[_Task], PageOutcome]) -> None:
+    def _lost(self, w: _Worker, queue: deque, fault: Callable[[Task], PageOutcome]) -> None:
         """The pages of a worker that died or was killed: blame a lone suspect, retry the
-        suspects of a batch alone, re-queue the pages it had not started."""
-        suspects = w.started()
-        later = [(t.item, t.solo) for t in w.tasks.values() if t.started is None]
-        retry: list = []
-        if len(suspects) == 1:
-            self._finish(w, suspects[0], fault(suspects[0]), w.rss, 1)
-        elif suspects:
-            retry = [(t.item, True) for t in suspects]
+        suspects of a batch alone, re-queue the pages it had not started (blame.split_lost)."""
+        lone, retry, later = split_lost(w.tasks.values())
+        if lone is not None:
+            self._finish(w, lone, fault(lone), w.rss, 1)
+        elif retry:
             self.stats.retried += len(retry)
             self.info(
-                f"worker {w.slot}: lost with {len(suspects)} pages of a batch in the "
-                f"{suspects[-1].stage} stage; retrying each alone"
+                f"worker {w.slot}: lost with {len(retry)} pages of a batch in the "
+                f"{w.started()[-1].stage} stage; retrying each alone"
             )
         queue.extendleft(reversed(retry + later))
         w.tasks.clear()
@@ -402,16 +390,7 @@ class WorkerPool:
         if w.tasks:
             self.stats.restarts += 1
             now = time.monotonic()
-            self._lost(
-                w,
-                queue,
-                lambda t: PageOutcome.failed(
-                    ErrorKind.CRASH,
-                    t.stage or Stage.RENDER,
-                    f"worker process died ({describe_exit(code)}) during the {t.stage} stage; worker restarted",
-                    now - (t.started or t.sent),
-                ),
-            )
+            self._lost(w, queue, lambda t: crashed(t, now, f"worker process died ({describe_exit(code)})"))
         elif not w.ready:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
@@ -437,18 +416,7 @@ class WorkerPool:
                     continue
                 self._reap(w, kill=True)
                 self.stats.restarts += 1
-                self._lost(
-                    w,
-                    queue,
-                    lambda t: PageOutcome.failed(
-                        ErrorKind.TIMEOUT,
-                        t.stage or Stage.RENDER,
-                        f"no result after {now - (t.started or t.sent):.0f} s (--page-timeout "
-                        f"{self.page_timeout:g} s per page) in the {t.stage} stage; worker killed and restarted",
-                        now - (t.started or t.sent),
-                        status=Status.TIMEOUT,
-                    ),
-                )
+                self._lost(w, queue, lambda t: timed_out(t, now, self.page_timeout))
                 if self._want_worker():
                     self._spawn(w.slot)
             elif not w.ready and now - w.spawned > START_TIMEOUT:

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from ..core.errors import SetupError
-from ..core.words import ErrorKind, Stage, Status
+from ..core.words import Stage
+from .blame import Task, crashed, split_lost, timed_out
 from .executor import Finished, PageWork
 from .messages import PageOutcome, WorkerSpec
 from .pool import START_FAILURES, START_TIMEOUT, TICK, PoolStats
@@ -144,16 +145,6 @@ class _PageActor:
 
 
 @dataclass
-class _Task:
-    id: int
-    item: PageWork
-    solo: bool
-    sent: float
-    started: float | None = None
-    stage: Stage | None = None
-
-
-@dataclass
 class _Call:
     ref: Any  # ray.ObjectRef
     kind: str  # "render" | "parse"
@@ -168,13 +159,13 @@ class _Actor:
     spawned: float = field(default_factory=time.monotonic)
     ready: bool = False
     retiring: bool = False
-    tasks: dict[int, _Task] = field(default_factory=dict)
+    tasks: dict[int, Task] = field(default_factory=dict)
     calls: deque[_Call] = field(default_factory=deque)
     deadline: float | None = None
     rss: int = 0
     pages: int = 0
 
-    def started(self) -> list[_Task]:
+    def started(self) -> list[Task]:
         return [t for t in self.tasks.values() if t.started is not None]
 
 
@@ -386,7 +377,7 @@ class RayExecutor:
                 tid = self._task_ids
                 ids.append(tid)
                 src = _absolute(item.src)  # actors do not share the driver's working directory
-                a.tasks[tid] = _Task(tid, item, solo, now)
+                a.tasks[tid] = Task(tid, item, solo, now)
                 a.calls.append(_Call(a.handle.render.remote(tid, src, item.index), "render", [tid]))
             a.calls.append(_Call(a.handle.parse.remote(ids), "parse", ids))
             self._arm(a, now)
@@ -495,23 +486,22 @@ class RayExecutor:
             if self._want_worker():
                 self._spawn(a.slot)
 
-    def _finish(self, a: _Actor, task: _Task, outcome: PageOutcome, rss: int, batch: int) -> None:
+    def _finish(self, a: _Actor, task: Task, outcome: PageOutcome, rss: int, batch: int) -> None:
         a.pages += 1
         self.stats.done += 1
         self._finished.append(Finished(task.item, outcome, a.slot, rss, batch))
 
-    def _lost(self, a: _Actor, queue: deque, fault: Callable[[_Task], PageOutcome]) -> None:
-        suspects = a.started()
-        later = [(t.item, t.solo) for t in a.tasks.values() if t.started is None]
-        retry: list = []
-        if len(suspects) == 1:
-            self._finish(a, suspects[0], fault(suspects[0]), a.rss, 1)
-        elif suspects:
-            retry = [(t.item, True) for t in suspects]
+    def _lost(self, a: _Actor, queue: deque, fault: Callable[[Task], PageOutcome]) -> None:
+        """The pages of a worker that died or was killed: blame a lone suspect, retry the
+        suspects of a batch alone, re-queue the pages it had not started (blame.split_lost)."""
+        lone, retry, later = split_lost(a.tasks.values())
+        if lone is not None:
+            self._finish(a, lone, fault(lone), a.rss, 1)
+        elif retry:
             self.stats.retried += len(retry)
             self.info(
-                f"worker {a.slot}: lost with {len(suspects)} pages of a batch in the "
-                f"{suspects[-1].stage} stage; retrying each alone"
+                f"worker {a.slot}: lost with {len(retry)} pages of a batch in the "
+                f"{a.started()[-1].stage} stage; retrying each alone"
             )
         queue.extendleft(reversed(retry + later))
         a.tasks.clear()
@@ -521,16 +511,7 @@ class RayExecutor:
         self.stats.restarts += 1
         now = time.monotonic()
         why = _brief(exc)
-        self._lost(
-            a,
-            queue,
-            lambda t: PageOutcome.failed(
-                ErrorKind.CRASH,
-                t.stage or Stage.RENDER,
-                f"Ray worker actor died ({why}) during the {t.stage} stage; worker restarted",
-                now - (t.started or t.sent),
-            ),
-        )
+        self._lost(a, queue, lambda t: crashed(t, now, f"Ray worker actor died ({why})"))
         if self._want_worker():
             self._spawn(a.slot)
 
@@ -546,18 +527,7 @@ class RayExecutor:
                         continue  # collected on the next turn
                 self._kill(a)
                 self.stats.restarts += 1
-                self._lost(
-                    a,
-                    queue,
-                    lambda t: PageOutcome.failed(
-                        ErrorKind.TIMEOUT,
-                        t.stage or Stage.RENDER,
-                        f"no result after {now - (t.started or t.sent):.0f} s (--page-timeout "
-                        f"{self.page_timeout:g} s per page) in the {t.stage} stage; worker killed and restarted",
-                        now - (t.started or t.sent),
-                        status=Status.TIMEOUT,
-                    ),
-                )
+                self._lost(a, queue, lambda t: timed_out(t, now, self.page_timeout))
                 if self._want_worker():
                     self._spawn(a.slot)
             elif not a.ready and now - a.spawned > START_TIMEOUT:
