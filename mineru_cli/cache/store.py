@@ -6,6 +6,12 @@ thumbnail (none for pages with no near-duplicate search), never pickles; a
 digest of the payload catches bit rot SQLite itself would not notice.  A file that is not a database, or one SQLite
 reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; a
 schema version mismatch drops and recreates the tables.
+
+A cache that cannot be written (a read-only mount, files of another user) but holds entries is
+opened read-only: hits are served, nothing is stored or touched, and a damaged file is never
+moved aside (it is only a miss). Writing is tried again now and then, for a folder that is
+read-only only for a while. A cache folder on a network filesystem is warned about: SQLite's
+WAL mode needs the byte-range locks and shared memory of a local filesystem.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ SCHEMA_VERSION = 2  # 2: YCbCr thumbnails sized by the short side (1: grayscale,
 FILENAME = "results.sqlite3"
 TOUCH_EVERY_S = 3600  # refresh last_used at most hourly: hits stay read-only
 OPEN_RETRY_S = 5.0  # how long to retry setting up the file while other processes create it
+WRITE_RETRY_S = 60.0  # a read-only cache: how often a store tries to open it for writing again
+# Filesystems where SQLite's WAL locking (fcntl byte ranges + a shared-memory -shm file) is not
+# reliable between machines (mountinfo's type field; FUSE ones as "fuse.<name>").
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre", "gpfs", "beegfs"}
+    | {"fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.rclone", "fuse.glusterfs", "fuse.cephfs", "fuse.juicefs"}
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -92,6 +105,45 @@ def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     return type(e) is sqlite3.DatabaseError or "malformed" in str(e)
 
 
+def filesystem_type(path: Path, mountinfo: str | None = None) -> str | None:
+    """The type of the filesystem holding `path` (its longest mount point prefix in
+    /proc/self/mountinfo, or in the `mountinfo` text given); None where that is unknown."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+                mountinfo = fh.read()
+        except OSError:
+            return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.split():
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return kind
+
+
+def network_filesystem_warning(directory: Path, mountinfo: str | None = None) -> str | None:
+    kind = filesystem_type(directory, mountinfo)
+    if kind not in NETWORK_FILESYSTEMS:
+        return None
+    return (
+        f"cache folder {directory} is on a network filesystem ({kind}): SQLite's WAL mode needs local "
+        "file locking, and processes on several machines sharing it can corrupt it or read stale rows; "
+        "give a local --cache-dir (share results between machines with --cache-url redis://...)"
+    )
+
+
+def _read_only_error(e: sqlite3.OperationalError) -> bool:
+    text = str(e)
+    return "unable to open" in text or "readonly" in text or "read-only" in text
+
+
 class SqliteStore:
     def __init__(self, directory: Path, warn: Callable[[str], None] = print):
         self.dir = Path(directory)
@@ -100,13 +152,74 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
+        self.readonly = False  # opened read-only: hits served, nothing written
+        self._write_tried = 0.0  # monotonic time of the last attempt to open for writing
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self.dir.mkdir(parents=True, exist_ok=True)
+        if (why := network_filesystem_warning(self.dir)) is not None:
+            warn(why)
         self._run(lambda conn: None)  # opens, rebuilding a damaged file
 
     # -- connection and recovery ---------------------------------------------
     def _open(self) -> None:
+        """Open for writing; a cache that exists but cannot be written is opened read-only."""
+        self._write_tried = time.monotonic()
+        try:
+            self._open_rw()
+            if not os.access(self.path, os.W_OK):
+                # SQLite opens a file it may not write read-only without a word (when no -wal
+                # or -shm file has to be made): every write would fail later
+                self.close()
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+            if self.readonly:
+                self.readonly = False
+                self._warn(f"cache folder {self.dir} is writable again: new results are stored")
+            return
+        except sqlite3.OperationalError as e:
+            if not (_read_only_error(e) and self.path.is_file()):
+                raise
+            first_error = e
+        except PermissionError as e:
+            if not self.path.is_file():
+                raise
+            first_error = sqlite3.OperationalError(str(e))
+        try:
+            self._open_ro()
+        except sqlite3.DatabaseError as e:
+            raise sqlite3.OperationalError(f"{first_error}; read-only: {e}") from None
+        if not self.readonly:
+            self.readonly = True
+            self._warn(
+                f"cache folder {self.dir} is read-only ({first_error}): its results are used, "
+                "new results are not stored"
+            )
+
+    def _open_ro(self) -> None:
+        """Read-only, without creating the -wal/-shm files: through those of a writer where they
+        exist, else `immutable` (nothing can write a file nobody may write)."""
+        uri = self.path.absolute().as_uri() + "?mode=ro"
+        for attempt in (uri, uri + "&immutable=1"):
+            conn = sqlite3.connect(attempt, uri=True, timeout=30, isolation_level=None, check_same_thread=False)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            except sqlite3.OperationalError:
+                conn.close()
+                if attempt != uri:
+                    raise
+                continue
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
+            if row is None or row[0] != str(SCHEMA_VERSION):
+                conn.close()
+                raise sqlite3.DatabaseError(f"read-only cache of another schema version ({row and row[0]})")
+            self._conn = conn
+            self._inode = self.path.stat().st_ino
+            self._index.clear()
+            return
+
+    def _open_rw(self) -> None:
         if self.path.exists() and self.path.stat().st_size >= 16:
             with open(self.path, "rb") as f:
                 if f.read(16) != b"SQLite format 3\x00":
@@ -170,7 +283,8 @@ class SqliteStore:
         self._open()
 
     def _run(self, fn):
-        """Run fn(conn); on corruption rebuild once and retry (the retry sees an empty cache)."""
+        """Run fn(conn); on corruption rebuild once and retry (the retry sees an empty cache).
+        A read-only cache is never rebuilt: its damage is only a miss."""
         with self._lock:
             for attempt in (0, 1):
                 try:
@@ -180,7 +294,7 @@ class SqliteStore:
                 except (sqlite3.DatabaseError, CorruptCache) as e:
                     if isinstance(e, sqlite3.DatabaseError) and not _is_corruption(e):
                         raise
-                    if attempt:
+                    if attempt or self.readonly:
                         raise
                     self._rebuild(str(e))
 
@@ -196,7 +310,8 @@ class SqliteStore:
         if digest(payload) != dig:
             # Bit rot inside a row: never serve it; drop the row.
             self._warn(f"cache entry {page_id} failed its checksum; ignored and removed")
-            conn.execute("DELETE FROM entries WHERE id=?", (id_,))
+            if not self.readonly:
+                conn.execute("DELETE FROM entries WHERE id=?", (id_,))
             return None
         return Entry(id_, page_id, w, h, payload)
 
@@ -209,7 +324,7 @@ class SqliteStore:
             ).fetchone()
             if row is None:
                 return None
-            if row[6] < time.time() - TOUCH_EVERY_S:
+            if row[6] < time.time() - TOUCH_EVERY_S and not self.readonly:
                 conn.execute("UPDATE entries SET last_used=? WHERE id=?", (time.time(), row[0]))
             return self._checked(conn, row[:6])
 
@@ -282,6 +397,8 @@ class SqliteStore:
         thumb: bytes,
         created: float | None = None,
     ) -> None:
+        if self.readonly and not self._writable_again():
+            return
         now = time.time()
         row = (
             fingerprint,
@@ -309,6 +426,15 @@ class SqliteStore:
                 row,
             )
         )
+
+    def _writable_again(self) -> bool:
+        """A read-only cache: reopen it for writing at most every WRITE_RETRY_S."""
+        with self._lock:
+            if time.monotonic() - self._write_tried < WRITE_RETRY_S:
+                return False
+            self.close()
+            self._open()
+            return not self.readonly
 
     # -- maintenance (mineru cache ...) --------------------------------------
     def stats(self) -> dict:

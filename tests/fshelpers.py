@@ -1,0 +1,75 @@
+"""Real filesystem conditions for tests: a read-only folder, a small filesystem that fills up.
+
+Root ignores permission bits, so as root a folder is made read-only with a read-only bind mount
+(as a read-only volume would be); elsewhere with chmod. A small filesystem is a tmpfs of a given
+size where mounting is allowed (root); `None` where it is not, and the test falls back to a
+file-size limit (RLIMIT_FSIZE: writes past it fail with EFBIG, as a full disk fails with ENOSPC).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+def _umount(path: Path) -> None:
+    # lazily where a file opened through it is still open (the mount goes when that closes)
+    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def make_read_only(path: Path) -> bool:
+    """Make `path` (a folder) read-only for this process and its children; False where this
+    machine cannot (root without mount rights)."""
+    if os.geteuid() == 0:
+        if not _mount("--bind", str(path), str(path)):
+            return False
+        if not _mount("-o", "remount,ro,bind", str(path)):
+            _umount(path)
+            return False
+        return True
+    for p in [path, *path.rglob("*")]:
+        mode = p.stat().st_mode
+        p.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    return True
+
+
+def make_writable(path: Path) -> None:
+    if os.geteuid() == 0:
+        _umount(path)
+        return
+    for p in [path, *path.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    if not make_read_only(path):
+        pytest.skip("cannot make a folder read-only here (root without mount rights)")
+    try:
+        yield
+    finally:
+        make_writable(path)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Iterator[Path | None]:
+    """A tmpfs of `size` (e.g. "2m") mounted on `path`, or None where mounting is not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or not _mount("-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)):
+        yield None
+        return
+    try:
+        yield path
+    finally:
+        _umount(path)
