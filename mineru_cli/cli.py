@@ -115,9 +115,9 @@ def parse(
         [],
         "--format",
         "-f",
-        help="Also write per-document files: markdown (<stem>.md) or "
+        help="Also write per-document files: markdown (<stem>.md), "
         "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
-        "images/). Repeatable.",
+        "images/) or layout (<stem>_layout.pdf: boxes drawn, numbered in reading order). Repeatable.",
     ),
     out_dir: Path = typer.Option(
         _default("out_dir"), "--out-dir", help="Folder for --format files, one sub-folder per document."

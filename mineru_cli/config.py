@@ -56,6 +56,7 @@ class ExecutorChoice(Word):
 class OutputFormat(Word):
     MARKDOWN = "markdown"  # <stem>.md per document
     CONTENT_LIST = "content-list"  # MinerU's <stem>_content_list.json + <stem>.md + images/
+    LAYOUT = "layout"  # <stem>_layout.pdf: the boxes drawn on each page
 
 
 DEFAULT_PAGE_BATCH = {EngineChoice.OCR: 1, EngineChoice.VLM: 4}  # pages a worker parses together

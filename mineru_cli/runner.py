@@ -427,7 +427,7 @@ def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
 
 
 def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:
-    """--format markdown / content-list: per-document files from `records` (_document_pages)."""
+    """--format markdown / content-list / layout: per-document files from `records` (_document_pages)."""
     from .writers import write_documents
 
     sources = {p.src.rel: p.src for p in plan}
@@ -438,6 +438,7 @@ def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict],
             opts.out_dir,
             {str(f) for f in opts.formats},
             lambda source, index: docs.get(sources[source]).page(index).image,
+            dpi=opts.load.dpi,
         )
     finally:
         docs.close()

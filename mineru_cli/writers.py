@@ -1,8 +1,10 @@
-"""Per-document outputs made from the journal's records: Markdown and MinerU's content_list.json.
+"""Per-document outputs made from the journal's records: Markdown, MinerU's content_list.json and
+the layout PDF.
 
 `--format markdown` writes `<stem>.md`; `--format content-list` writes `<stem>_content_list.json`,
 `<stem>.md` and `images/` (crops of image and table blocks) the way MinerU lays them out, so
-tools that read MinerU's output read ours. Each document gets its own folder under the output
+tools that read MinerU's output read ours; `--format layout` writes `<stem>_layout.pdf` (the
+boxes drawn on each page: layout_pdf.py). Each document gets its own folder under the output
 folder, named after its path relative to the input root (two `report.pdf` never collide).
 
 content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
@@ -21,6 +23,7 @@ import json
 import os
 from itertools import groupby
 from pathlib import Path, PurePosixPath
+from typing import Any, Callable
 
 from .core.blocks import (
     ATTACHED_TO,
@@ -34,7 +37,7 @@ from .core.blocks import (
 from .core.blocks import BlockType as T
 from .markdown import blocks_to_markdown
 
-FORMATS = ("markdown", "content-list")
+FORMATS = ("markdown", "content-list", "layout")
 
 
 def to_block(d: dict) -> Block:
@@ -47,11 +50,16 @@ def document_dir(out_dir: Path, source: str) -> Path:
     return out_dir.joinpath(*rel.parent.parts, rel.stem + rel.suffix.replace(".", "_"))
 
 
-def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_page=None) -> list[Path]:
+def write_documents(
+    records: list[dict], out_dir: Path, formats: set[str], load_page=None, dpi: float = 200
+) -> list[Path]:
     """Write the chosen formats for every document whose pages are all in `records`.
 
-    load_page(source, page_index) -> PIL image, for the crops of content-list; None: no crops."""
+    load_page(source, page_index) -> PIL image, for the crops of content-list and the pages of
+    layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size)."""
     written = []
+    if load_page is not None:
+        load_page = _last_page(load_page)  # a one-page document is rendered once for both formats
     key = lambda r: r["source"]  # noqa: E731
     for source, group in groupby(sorted(records, key=lambda r: (r["source"], r["page_index"])), key):
         pages = [p for p in group if p["status"] == "ok"]
@@ -60,8 +68,9 @@ def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_
         folder = document_dir(out_dir, source)
         folder.mkdir(parents=True, exist_ok=True)
         stem = PurePosixPath(source).stem
-        md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
-        written.append(_atomic_write(folder / f"{stem}.md", md))
+        if formats & {"markdown", "content-list"}:
+            md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
+            written.append(_atomic_write(folder / f"{stem}.md", md))
         if "content-list" in formats:
             items = []
             for page in pages:
@@ -70,7 +79,24 @@ def write_documents(records: list[dict], out_dir: Path, formats: set[str], load_
             written.append(
                 _atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
             )
+        if "layout" in formats and load_page is not None:
+            from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
+
+            path = folder / f"{stem}_layout.pdf"
+            written.append(write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi))
     return written
+
+
+def _last_page(load_page: Callable[[str, int], Any]) -> Callable[[str, int], Any]:
+    """load_page remembering the last page it loaded."""
+    last: list = [None, None]
+
+    def load(source: str, index: int) -> Any:
+        if last[0] != (source, index):
+            last[:] = [(source, index), load_page(source, index)]
+        return last[1]
+
+    return load
 
 
 def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
@@ -145,9 +171,14 @@ def _crop(image, bbox, folder: Path) -> str:
         return ""
     name = hashlib.sha256(crop.tobytes()).hexdigest()[:32] + ".jpg"
     path = folder / "images" / name
-    if not path.exists():
+    if not path.exists():  # the name is the crop's content: one that exists is this crop, whole
         path.parent.mkdir(exist_ok=True)
-        crop.convert("RGB").save(path, quality=90)
+        tmp = path.with_name("." + name + ".tmp")
+        try:
+            crop.convert("RGB").save(tmp, "JPEG", quality=90)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return f"images/{name}"
 
 
@@ -158,7 +189,30 @@ def _distance(a, b) -> float:
 
 
 def _atomic_write(path: Path, text: str) -> Path:
+    """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary."""
     tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
+
+
+DOCUMENT_FILES = ("{stem}.md", "{stem}_content_list.json", "{stem}_layout.pdf")  # what --format writes
+
+
+def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
+    """Remove the per-document files of documents that have no ok page now (every page failed,
+    or the file could not be read): files an earlier run wrote from the document's earlier
+    content must not stand for it. Crops under images/ stay: they are named by their pixels, and
+    a folder name can be shared with another document's (`a.pdf` and a folder `a_pdf`)."""
+    removed = []
+    for source in sources:
+        folder, stem = document_dir(out_dir, source), PurePosixPath(source).stem
+        for pattern in DOCUMENT_FILES:
+            path = folder / pattern.format(stem=stem)
+            if path.is_file():
+                path.unlink()
+                removed.append(path)
+    return removed
