@@ -66,6 +66,7 @@ DEFAULT_PAGE_TIMEOUT = 600.0  # seconds a page may take
 DEFAULT_MAX_WORKER_RSS = "3GB"  # recycle a worker whose RSS is above this after a page
 DEFAULT_CACHE_TTL = "2h"  # how long a result lives in the shared (Redis) tier
 DEFAULT_DPI = 200
+DEFAULT_OUT_DIR = Path("mineru_output")  # where --format files go
 
 
 CACHE_DIR_ENV = "MINERU_CACHE_DIR"
@@ -217,7 +218,7 @@ class RunConfig:
     cache_url: str | None = None
     cache_ttl: int = int(parse_duration(DEFAULT_CACHE_TTL))  # seconds
     formats: frozenset[OutputFormat] = frozenset()
-    out_dir: Path = Path("mineru_output")
+    out_dir: Path = DEFAULT_OUT_DIR
     page_timeout: float = DEFAULT_PAGE_TIMEOUT
     max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)  # bytes; 0: never recycle
     page_batch: int | None = None  # None: default_page_batch(engine)
@@ -274,6 +275,12 @@ class RunConfig:
             put("shard", Shard.parse(str(self.shard)))
         if self.formats and self.out is None:
             raise SetupError("--format needs a journal (out): the per-document files are built from it")
+        if self.out_dir != DEFAULT_OUT_DIR and not self.formats:
+            # an --out-dir given alone would be ignored without a word: no file is written there
+            raise SetupError(
+                f"--out-dir {self.out_dir} needs --format (markdown, content-list): it is where the "
+                "per-document files go, and none are written without one"
+            )
 
     @classmethod
     def from_options(cls, inputs: Any, **options: Any) -> RunConfig:

@@ -428,7 +428,7 @@ def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
 
 def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:
     """--format markdown / content-list / layout: per-document files from `records` (_document_pages)."""
-    from .writers import write_documents
+    from .writers import remove_documents, write_documents
 
     sources = {p.src.rel: p.src for p in plan}
     docs = OpenDocuments(opts.load)
@@ -443,6 +443,12 @@ def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict],
     finally:
         docs.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
+    ok = {r["source"] for r in records if r["status"] == "ok"}
+    removed = remove_documents(opts.out_dir, [p.src.rel for p in plan if p.src.rel not in ok])
+    if removed:
+        reporter.warn(
+            f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"
+        )
 
 
 def _page_filter(spec: str | None):
