@@ -22,7 +22,7 @@ from .config import (
     RunConfig,
     Runtime,
 )
-from .core.errors import SetupError
+from .core.errors import OutputError, SetupError
 from .version import __version__
 
 app = typer.Typer(
@@ -34,7 +34,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _version(value: bool):
@@ -48,7 +48,8 @@ def main_callback(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ):
     """Exit codes: 0 every page ok; 1 some pages failed (see their records); 2 usage or set-up
-    error (nothing was parsed); 130 interrupted (re-run to resume)."""
+    error (nothing was parsed); 3 the output could not be written (disk full: free space and
+    re-run to resume); 130 interrupted (re-run to resume)."""
 
 
 def _default(name: str):
@@ -251,6 +252,11 @@ def parse(
         # Escaped: paths in the message may hold brackets that Rich would read as markup.
         reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_SETUP) from None
+    except OutputError as exc:
+        from rich.markup import escape
+
+        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
     if summary.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)

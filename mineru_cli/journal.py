@@ -9,6 +9,10 @@ latest), so retries and re-runs never leave duplicates. An exclusive lock keeps 
 writing the same file at once; it is taken on the resolved path, so a symlink and its target
 are one journal (and compaction replaces the target, never the link).
 
+A write that fails (a full disk: ENOSPC, a file-size limit: EFBIG, EIO) is cut back to the end
+of the last whole record and raised as an OutputError: the journal stays valid, no later record
+is written, compaction is skipped (it needs room for a copy), and a re-run resumes from it.
+
 Memory stays flat on large dumps: only a small index entry per page (where its latest record
 is in the file, its status and keys) is kept; records are read back from the file on demand,
 and compaction copies lines, it never holds the whole file.
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from .core.errors import SetupError
+from .core.errors import OutputError, SetupError
 
 FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
 # How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
@@ -55,6 +59,7 @@ class Journal:
         self._size = 0
         self._synced = 0.0  # monotonic time of the last fsync
         self._lock: IO[str] | None = None
+        self.broken: OSError | None = None  # a write failed: nothing more is written
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
@@ -90,7 +95,9 @@ class Journal:
             raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
         if self.path.exists():
             self._index_and_repair()
-        self._fh = fh = open(self.path, "ab")
+        # unbuffered: a record is one write() call, and a failed one leaves no bytes in a buffer
+        # for a later flush to add after the cut
+        self._fh = fh = open(self.path, "ab", buffering=0)
         self._size = fh.tell()
 
     def _index_and_repair(self) -> None:
@@ -169,19 +176,43 @@ class Journal:
         """Write one record. It is flushed to the OS at once, so a killed process loses nothing
         written; fsync (against a power cut) runs at most every FSYNC_EVERY seconds and at
         compaction/close, because an fsync per record would cost more than a cache hit."""
+        if self.broken is not None:
+            raise self._output_error(self.broken, record)
         line = _line(record)
-        self._out.write(line)
-        self._out.flush()
-        if time.monotonic() - self._synced >= FSYNC_EVERY:
-            os.fsync(self._out.fileno())
-            self._synced = time.monotonic()
+        try:
+            view = memoryview(line)
+            while view:  # a short write (the disk filling up) leaves the rest to the next call
+                view = view[self._out.write(view) or 0 :]
+            if time.monotonic() - self._synced >= FSYNC_EVERY:
+                os.fsync(self._out.fileno())
+                self._synced = time.monotonic()
+        except OSError as exc:
+            self._cut_back(exc)
+            raise self._output_error(exc, record) from None
         self._remember(record, self._size, len(line))
         self._size += len(line)
+
+    def _cut_back(self, exc: OSError) -> None:
+        """Drop the part of a record that got out before a write failed; nothing more is written."""
+        self.broken = exc
+        try:
+            os.ftruncate(self._out.fileno(), self._size)
+        except OSError:
+            pass  # the file keeps a torn last line, which the next open() cuts off
+
+    def _output_error(self, exc: OSError, record: dict[str, Any]) -> OutputError:
+        return OutputError(
+            f"--out {self.given}: {exc.strerror or exc} while writing the record of {record.get('id')}; "
+            f"the run stopped. The journal holds every record written before it ({len(self.index)} "
+            "page(s)), whole: free space (or fix the cause) and run the same command again to resume"
+        )
 
     def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
         """Rewrite with one record per page id: this run's pages in input order, then records
         of pages not in this run (other inputs written to the same file) as they were. Ids in
         `drop` (pages that no longer exist, e.g. past the end of a PDF that shrank) go."""
+        if self.broken is not None:
+            return  # the disk is full: the journal is valid as it is, the next run compacts it
         drop = set(drop)
         ids = [i for i in dict.fromkeys(order) if i in self.index and i not in drop]
         seen = set(ids)
@@ -190,25 +221,36 @@ class Journal:
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
         offset = 0
-        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-            for pid in ids:
-                e = self.index[pid]
-                src.seek(e.offset)
-                dst.write(src.read(e.length))
-                new_index[pid] = Entry(offset, e.length, e.status, e.source_sha256, e.fingerprint)
-                offset += e.length
-            dst.flush()
-            os.fsync(dst.fileno())
+        try:
+            with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+                for pid in ids:
+                    e = self.index[pid]
+                    src.seek(e.offset)
+                    dst.write(src.read(e.length))
+                    new_index[pid] = Entry(offset, e.length, e.status, e.source_sha256, e.fingerprint)
+                    offset += e.length
+                dst.flush()
+                os.fsync(dst.fileno())
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)  # the journal itself is untouched and valid
+            self.broken = exc
+            raise OutputError(
+                f"--out {self.given}: {exc.strerror or exc} while compacting it; it is valid as it is "
+                "(a later record of a page overrides an earlier one): free space and run again to compact it"
+            ) from None
         self._out.close()
         os.replace(tmp, self.path)  # atomic: a kill here leaves the old, valid journal
         self.index, self.bad_lines = new_index, 0
-        self._fh = open(self.path, "ab")
+        self._fh = open(self.path, "ab", buffering=0)
         self._size = offset
 
     def close(self) -> None:
         if self._fh:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError:
+                if self.broken is None:
+                    raise
             self._fh.close()
             self._fh = None
         if self._lock:

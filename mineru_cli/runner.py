@@ -11,6 +11,7 @@ batch. The busy time of each stage (from the pages' timings) is summed here for 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import signal
 import sys
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Generator, Iterator, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
-from .core.errors import PageError, SetupError
+from .core.errors import OutputError, PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from .pipeline.executor import Executor
 
 STOP_GRACE = 30.0  # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
+# write errors that stop a run (exit 3) rather than fail a page: no room, a size limit, a bad disk
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 
 
 @dataclass
@@ -440,6 +443,15 @@ def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict],
             lambda source, index: docs.get(sources[source]).page(index).image,
             dpi=opts.load.dpi,
         )
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRNOS:
+            raise
+        # a full disk: the journal is complete, the files are written by the next run
+        raise OutputError(
+            f"--out-dir {opts.out_dir}: {exc.strerror or exc} while writing the per-document files "
+            f"({getattr(exc, 'filename', '') or 'a file'}); every page's record is in the journal and no "
+            "file is torn: free space and run the same command again to write them"
+        ) from None
     finally:
         docs.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")

@@ -5,9 +5,16 @@ per-document files) followed by a re-run once there is room again."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from fshelpers import small_filesystem
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -56,3 +63,82 @@ def test_an_out_dir_without_a_format_is_refused(tmp_path):
 
     with pytest.raises(SetupError, match="needs --format"):
         mineru_cli.parse([tmp_path / "p.png"], out=tmp_path / "o.jsonl", out_dir=tmp_path / "docs")
+
+
+def _fill(fs: Path, leave: int) -> Path:
+    """A ballast file that leaves `leave` bytes free on the filesystem at `fs`."""
+    st = os.statvfs(fs)
+    ballast = fs / "ballast"
+    with open(ballast, "wb") as fh:
+        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    return ballast
+
+
+def test_a_full_disk_stops_the_run_whole_and_a_rerun_resumes(tmp_path):
+    """The journal, the cache and the per-document files share a filesystem that fills up mid-run
+    (a small tmpfs where this machine may mount one, else a file-size limit on the run): exit 3,
+    a clear message, no torn record or file, the cache a miss; once there is room the same
+    command resumes and every page has one record."""
+    n = 8
+    (tmp_path / "in").mkdir()
+    for i in range(n):
+        text_page(tmp_path / "in" / f"p{i:02d}.png", f"Page number {i} of the dump")
+    with small_filesystem(tmp_path / "fs", "4m") as fs:
+        base = fs or tmp_path / "out"
+        base.mkdir(exist_ok=True)
+        out, cache, docs = base / "o.jsonl", base / "cache", base / "docs"
+        args = [sys.executable, "-m", "mineru_cli", "parse", "in", "--out", str(out), "--cache-dir", str(cache)]
+        args += ["--engine", "ocr", "--workers", "1", "-f", "markdown", "--out-dir", str(docs)]
+        limit = 6 * 1024  # without a tmpfs: bytes any one file may hold (the journal: ~2 records)
+
+        def limit_files():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        if fs is not None:
+            ballast = _fill(
+                fs, 320 * 1024
+            )  # a few pages: the cache (-shm 32 kB, ~65 kB of WAL a row), records (~2.3 kB)
+        r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, preexec_fn=None if fs else limit_files)
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert f"--out {out}: {'No space left on device' if fs else 'File too large'}" in r.stderr, r.stderr
+        assert "run the same command again to resume" in r.stderr, r.stderr
+        assert "local cache" in r.stderr  # the cache could not store: a warning, not the reason to stop
+        before = read_journal(out)  # every line whole (read_journal checks each newline)
+        ids = [x["id"] for x in before]
+        assert len(ids) == len(set(ids)) and 1 <= len(ids) < n, ids
+        assert not list(base.rglob("*.tmp")) and not docs.exists() or not list(docs.iterdir())
+        if (cache / "results.sqlite3").exists():
+            con = sqlite3.connect(cache / "results.sqlite3")
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            con.close()
+
+        if fs is not None:
+            ballast.unlink()  # room again
+        r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        after = read_journal(out)
+        assert sorted(x["id"] for x in after) == [f"p{i:02d}.png#0" for i in range(n)]
+        kept = {x["id"]: x for x in after}
+        assert all(kept[x["id"]] == x for x in before)  # resumed as written, not redone
+        assert all(x["status"] == "ok" for x in after)
+        assert len(list(docs.rglob("*.md"))) == n
+        if fs is None:
+            return
+
+        # Full again while the per-document files are written (compaction still fits): exit 3,
+        # no torn or temporary file, the journal untouched; then room, and they are all written.
+        whole = {f.relative_to(docs): f.read_bytes() for f in docs.rglob("*.md")}
+        shutil.rmtree(docs)
+        journal = out.read_bytes()
+        ballast = _fill(fs, len(journal) + 4096)  # a copy of the journal, then a small file or two
+        r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 3 and f"--out-dir {docs}: No space left on device" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and out.read_bytes() == journal
+        assert not list(base.rglob("*.tmp"))
+        written = {f.relative_to(docs): f.read_bytes() for f in docs.rglob("*.md")}
+        assert len(written) < n and all(whole[f] == text for f, text in written.items())
+        ballast.unlink()
+        assert subprocess.run(args, cwd=tmp_path, capture_output=True).returncode == 0
+        assert {f.relative_to(docs): f.read_bytes() for f in docs.rglob("*.md")} == whole
+        assert out.read_bytes() == journal

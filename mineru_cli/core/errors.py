@@ -1,4 +1,5 @@
-"""The two errors of a run: a page's (it becomes that page's record) and a set-up one (exit 2)."""
+"""The errors of a run: a page's (it becomes that page's record), a set-up one (exit 2) and an
+output one (exit 3)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,9 @@ class PageError(Exception):
 
 class SetupError(Exception):
     """A usage or set-up problem (bad option, missing model): exit code 2, no pages run."""
+
+
+class OutputError(Exception):
+    """The output could not be written mid-run (a full disk, a file-size limit, an I/O error):
+    exit code 3. What was written before stays whole (a torn record is cut back), so a re-run
+    once the cause is gone resumes."""
