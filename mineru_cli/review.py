@@ -31,9 +31,9 @@ from .config import LoadOptions
 from .journal import read_records
 from .overlay import COLOURS, OTHER, block_source, hex_colour
 
-THUMB_WIDTH = 480  # px: sharp enough to see where a box sits, ~20-40 KB a page as JPEG
-THUMB_QUALITY = 70
-THUMB_DPI = 60  # PDFs are rendered at this DPI (an A4 page: 496 px wide), then downscaled
+THUMB_WIDTH = 360  # px: a card's width on a laptop screen; ~12-18 KB a PDF page (base64 JPEG)
+THUMB_QUALITY = 60
+THUMB_DPI = 45  # PDFs are rendered at this DPI (an A4 page: 372 px wide), then downscaled
 STATUSES = ("ok", "failed", "timeout", "skipped")
 
 
