@@ -8,7 +8,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck install dev redis-server chromium clean bench
+.PHONY: demo test test-fast lint typecheck install dev redis-server chromium cjk-font clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,7 +40,15 @@ chromium:
 	      || echo "warning: could not install chromium; the review page's browser tests will be skipped"; \
 	  else echo "warning: /usr/bin/chromium not found (apt-get install chromium); the review page's browser tests will be skipped"; fi; }
 
-test: dev redis-server chromium
+# The CJK text-layer test needs a CJK font (pdfium draws nothing for a font it does not have).
+cjk-font:
+	@fc-list 2>/dev/null | grep -qi -E 'wqy|noto.*cjk' || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-microhei >/dev/null) \
+	      || echo "warning: could not install fonts-wqy-microhei; the CJK text-layer test will be skipped"; \
+	  else echo "warning: no CJK font (apt-get install fonts-wqy-microhei); the CJK text-layer test will be skipped"; fi; }
+
+test: dev redis-server chromium cjk-font
 	$(BIN)/python -m pytest -q
 
 # The unit tests: everything not marked `e2e` (end-to-end runs of the CLI, the pipeline or

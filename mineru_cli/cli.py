@@ -21,6 +21,7 @@ from .config import (
     OutputFormat,
     RunConfig,
     Runtime,
+    TextLayerChoice,
 )
 from .core.errors import OutputError, SetupError
 from .version import __version__
@@ -93,6 +94,12 @@ def parse(
         LoadOptions.dpi, "--dpi", min=36, max=600, help="PDF render DPI (long side capped at 3500 px)."
     ),
     gif_frames: GifFrames = typer.Option(LoadOptions.gif_frames, "--gif-frames", help="Which GIF frames are pages."),
+    text_layer: TextLayerChoice = typer.Option(
+        LoadOptions.text_layer,
+        "--text-layer",
+        help="PDF pages: auto reads a page's own text where it can be trusted (each record's "
+        "text_layer says whether it was used, and why not); off always reads the pixels.",
+    ),
     force: bool = typer.Option(_default("force"), "--force", help="Re-parse pages that are already done."),
     retry_failed: bool = typer.Option(
         _default("retry_failed"), "--retry-failed", help="Re-parse pages whose record failed."
@@ -219,7 +226,7 @@ def parse(
             include=tuple(include),
             exclude=tuple(exclude),
             pages=pages,
-            load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value),
+            load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value, text_layer=text_layer.value),
             force=force,
             retry_failed=retry_failed,
             cache=not no_cache,

@@ -28,7 +28,8 @@ class EngineChoice(Word):
 
 class Mode(Word):
     VLM = "vlm"  # MinerU's two-step protocol; OCR lines only as a cross-check
-    HYBRID = "hybrid"  # VLM layout, tables and equations; OCR text for confident text blocks
+    HYBRID = "hybrid"  # VLM layout, tables and equations; OCR or text-layer text for confident text blocks
+    STANDARD = "standard"  # the embedded layout and text (text layer or OCR); the VLM reads tables and equations
     OCR = "ocr"  # the embedded engine, whatever the engine option says
 
 
@@ -36,6 +37,11 @@ class Runtime(Word):
     AUTO = "auto"  # onnx when an export is found, else torch
     ONNX = "onnx"
     TORCH = "torch"
+
+
+class TextLayerChoice(Word):
+    AUTO = "auto"  # a PDF page's own text where it can be trusted (text_layer.py), else its pixels
+    OFF = "off"  # always read the pixels
 
 
 class GifFrames(Word):
@@ -98,6 +104,7 @@ class LoadOptions:
     max_page_pixels: int = 3500 * 3500  # larger pages are downscaled to this area
     bomb_pixels: int = 178_956_970  # decoded images above this are refused
     gif_frames: str = GifFrames.FIRST.value
+    text_layer: str = TextLayerChoice.AUTO.value  # PDF pages: read their text layer (auto) or not (off)
 
 
 @dataclass(frozen=True)
@@ -264,6 +271,7 @@ class RunConfig:
         except ValueError as exc:
             raise SetupError(f"--cache-ttl: {exc}") from None
         parse_choice(GifFrames, self.load.gif_frames, "--gif-frames")
+        parse_choice(TextLayerChoice, self.load.text_layer, "--text-layer")
         _at_least(self.load.dpi, 36, "--dpi", 600)
         _at_least(self.cpus, 1, "--cpus")
         _at_least(self.workers, 1, "--workers")
@@ -284,8 +292,8 @@ class RunConfig:
 
     @classmethod
     def from_options(cls, inputs: Any, **options: Any) -> RunConfig:
-        """The API's keywords: the fields above, plus `dpi` and `gif_frames` for `load`."""
-        load = {k: options.pop(k) for k in ("dpi", "gif_frames") if k in options}
+        """The API's keywords: the fields above, plus `dpi`, `gif_frames` and `text_layer` for `load`."""
+        load = {k: options.pop(k) for k in ("dpi", "gif_frames", "text_layer") if k in options}
         if load:
             options["load"] = dataclasses.replace(options.get("load") or LoadOptions(), **load)
         unknown = set(options) - {f.name for f in dataclasses.fields(cls)}

@@ -33,6 +33,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from .config import LoadOptions
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
+from .text_layer import TextLayer, read_text_layer
 
 DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
 
@@ -56,6 +57,9 @@ class Page:
     original_size: tuple[int, int]  # before any downscale (PDF: rendered size before the cap)
     scale: float  # applied downscale factor (1.0 if none)
     warnings: list[str] = field(default_factory=list)
+    # PDF pages: the page's own text in the normalised image's pixels, and whether it is
+    # trusted (text_layer.py); None for images (and for PDF pages with --text-layer off)
+    text_layer: TextLayer | None = None
 
 
 # --------------------------------------------------------------------------- discover
@@ -419,10 +423,14 @@ class PdfDocument(Document):
     def page(self, index: int) -> Page:
         self._check_index(index)
         page = None
+        text: TextLayer | None = None
+        warns: list[str] = []
         try:
             page = self._pdf[index]
             width, height = page.get_size()
             image, original, cap = self._render(page, width, height)
+            if self.opts.text_layer == "auto":
+                text = self._text_layer(page, image, index, warns)
         except PageError:
             raise
         except Exception as exc:  # noqa: BLE001 - a renderer's failure is this page's error
@@ -430,12 +438,24 @@ class PdfDocument(Document):
         finally:
             if page is not None:
                 page.close()
-        warns = (
-            [f"PDF page rendered at {image.width}x{image.height} (long side capped at {self.opts.pdf_max_side})"]
-            if cap < 1.0
-            else []
-        )
-        return _finish_page(image, original, cap, warns, self.opts)
+        if cap < 1.0:
+            warns.append(
+                f"PDF page rendered at {image.width}x{image.height} (long side capped at {self.opts.pdf_max_side})"
+            )
+        out = _finish_page(image, original, cap, warns, self.opts)
+        if text is not None:
+            out.text_layer = text.scaled(out.image.width / image.width)
+        return out
+
+    @staticmethod
+    def _text_layer(page, image: Image.Image, index: int, warns: list[str]) -> TextLayer | None:
+        """The page's text layer, read against its rendered pixels; a text layer pdfium cannot
+        read costs only itself (the page is then read from its pixels, with a warning)."""
+        try:
+            return read_text_layer(page, np.asarray(image.convert("L")))
+        except Exception as exc:  # noqa: BLE001 - the pixels are still good
+            warns.append(f"PDF page {index + 1}: text layer unreadable ({type(exc).__name__}: {exc}); read from pixels")
+            return None
 
     def _render(self, page, width: float, height: float) -> tuple[Image.Image, tuple[int, int], float]:
         # As MinerU: scale = dpi/72, lowered so the long side stays within pdf_max_side.

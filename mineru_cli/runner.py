@@ -273,6 +273,7 @@ class Parser:
             markdown=o.markdown,
             warnings=o.warnings,
             timings=o.timings,
+            text_layer=o.text_layer,
         )
         if o.status is Status.OK:
             self.stages.add(o.timings)

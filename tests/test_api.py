@@ -58,7 +58,7 @@ def test_breaking_out_keeps_what_was_journaled(docs, tmp_path):
 
 
 def test_bad_options_raise_setup_errors_before_any_work(docs, tmp_path):
-    with pytest.raises(SetupError, match="--mode 'fast': choose from vlm, hybrid, ocr"):
+    with pytest.raises(SetupError, match="--mode 'fast': choose from vlm, hybrid, standard, ocr"):
         next(mineru_cli.parse(docs, out=tmp_path / "r.jsonl", mode="fast"))
     with pytest.raises(SetupError, match="unknown option"):
         next(mineru_cli.parse(docs, colour="red"))

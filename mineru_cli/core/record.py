@@ -112,6 +112,8 @@ class PageRecord:
     error: ErrorInfo | None = None
     source_sha256: str | None = None
     image: ImageInfo | None = None
+    # PDF pages: whether the page's own text was used and, if not, why (text_layer.TextLayer.info)
+    text_layer: dict[str, Any] | None = None
     cache: CacheInfo | None = None
     blocks: list[Block] = field(default_factory=list)
     markdown: str = ""
@@ -144,6 +146,7 @@ class PageRecord:
             "error": None if self.error is None else self.error.as_dict(),
             "source_sha256": self.source_sha256,
             "image": None if self.image is None else self.image.as_dict(),
+            "text_layer": self.text_layer,
             "engine": self.engine,
             "fingerprint": self.fingerprint,
             "cache": None if self.cache is None else self.cache.as_dict(),
@@ -167,6 +170,7 @@ class PageRecord:
             error=None if d.get("error") is None else ErrorInfo.from_dict(d["error"]),
             source_sha256=d.get("source_sha256"),
             image=None if d.get("image") is None else ImageInfo.from_dict(d["image"]),
+            text_layer=d.get("text_layer"),
             cache=None if d.get("cache") is None else CacheInfo.from_dict(d["cache"]),
             blocks=[Block.from_dict(b) for b in d.get("blocks") or []],
             markdown=d.get("markdown", ""),

@@ -3,8 +3,9 @@
 `ocr` is the embedded offline engine (RapidOCR + rapid-layout, models inside their wheels).
 `vlm` is MinerU2.5 (needs the model folder: --model, $MINERU_MODEL_PATH or the HF cache).
 `auto` picks vlm when a model and its runtime are available, ocr otherwise.
-The vlm engine's `mode` is "vlm" (MinerU's output, OCR as a cross-check) or "hybrid" (OCR text
-for confident text blocks); mode "ocr" means the embedded engine whatever the engine name.
+The vlm engine's `mode` is "vlm" (MinerU's output, OCR as a cross-check), "hybrid" (OCR text
+for confident text blocks) or "standard" (the embedded engine's layout and text, the VLM for
+tables and equations only); mode "ocr" means the embedded engine whatever the engine name.
 Every engine offers parse_batch (see base.Engine).
 """
 
@@ -112,7 +113,7 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
         model_dir = vlm.locate(spec.model, str(spec.runtime))
         profile = vlm.pick_profile(model_dir, spec.model_profile)
         name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
-        model = vlm.identity(model_dir, str(spec.runtime), profile)
+        model = vlm.identity(model_dir, str(spec.runtime), profile, mode=str(spec.mode))
         options = vlm.options(profile, str(spec.mode), str(spec.runtime))
     else:
         from . import ocr

@@ -8,6 +8,7 @@ from typing import Callable, Protocol, TypeVar
 from PIL import Image
 
 from ..core.blocks import Block
+from ..text_layer import TextLayer
 
 
 @dataclass
@@ -33,17 +34,21 @@ class Engine(Protocol):
         """Load the models now rather than on the first page (pipeline workers call this
         before they take pages, so model loading never counts against a page's timeout)."""
 
-    def parse(self, image: Image.Image) -> EngineResult:
-        """Parse one normalised 8-bit RGB page image; a failure raises."""
+    def parse(self, image: Image.Image, text: TextLayer | None = None) -> EngineResult:
+        """Parse one normalised 8-bit RGB page image; a failure raises. `text` is the page's
+        text layer (PDF pages; in the image's pixels): a trusted one is read instead of OCR."""
 
-    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
-        """Parse several pages together; one entry per image, in input order.
+    def parse_batch(
+        self, images: list[Image.Image], texts: list[TextLayer | None] | None = None
+    ) -> list[EngineResult | Exception]:
+        """Parse several pages together; one entry per image, in input order (`texts`: each
+        page's text layer, as for parse).
 
         An entry is the page's EngineResult, or the Exception that page raised: a page that
         fails never costs the others (the caller turns it into that page's failed record).
         Results equal parse() of each page alone: batching changes speed, never output.
         Nothing is raised for a page's own failure; only a KeyboardInterrupt-style
-        BaseException escapes. parse(image) behaves as parse_batch([image])[0], raised.
+        BaseException escapes. parse(image, text) behaves as parse_batch([image], [text])[0], raised.
         """
 
 

@@ -57,6 +57,10 @@ from mineru_cli.engines.rapid_compat import (
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import column_bands, group_rows, sort_blocks, text_columns
+from mineru_cli.text_layer import TextLayer
+
+# Where a block's text came from (its extra["source"]; the VLM engine adds "vlm").
+OCR, TEXT_LAYER = "ocr", "text_layer"
 
 LANGS = ("en", "ch")  # the PP-OCRv6 recogniser reads both (and Japanese kana); same models
 
@@ -130,7 +134,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.1"  # bump when the same inputs would give different output
+    version = "3.2"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -153,10 +157,17 @@ class OcrEngine:
     def options(self) -> dict:
         return options(self.lang)
 
-    def parse(self, image: Image.Image) -> EngineResult:
-        self.warm_up()
+    def parse(self, image: Image.Image, text: TextLayer | None = None) -> EngineResult:
+        """The page's blocks. A trusted text layer gives the lines (exact, and no OCR model
+        runs); otherwise RapidOCR reads them from the pixels."""
         bgr = _bgr(image)
-        lines, timings = self._text_lines(bgr)
+        timings: dict[str, float]
+        if text is not None and text.trusted:
+            self._load_layout()
+            lines, timings, source = text_layer_lines(text), {}, TEXT_LAYER
+        else:
+            self.warm_up()
+            (lines, timings), source = self._text_lines(bgr), OCR
 
         t = time.perf_counter()
         regions = [(clip(box, image.size), cls, score) for box, cls, score in self._regions(bgr)]
@@ -164,15 +175,21 @@ class OcrEngine:
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, image.size))
+        for block in blocks:
+            block.extra["source"] = source
         markdown = blocks_to_markdown(blocks)
         timings["assemble"] = time.perf_counter() - t
 
         warnings = [] if lines else ["no text found on the page"]
-        return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings)
+        counts = {f"{source}_blocks": len(blocks)}
+        return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings, counts=counts)
 
-    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
+    def parse_batch(
+        self, images: list[Image.Image], texts: list[TextLayer | None] | None = None
+    ) -> list[EngineResult | Exception]:
         """Pages one by one: this engine gains nothing from batching (see base.Engine)."""
-        return parse_each(self.parse, images)
+        pairs = list(zip(images, texts if texts is not None else [None] * len(images)))
+        return parse_each(lambda pair: self.parse(*pair), pairs)
 
     def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
         """Layout regions in page pixels, found on the page shrunk to the model's input size.
@@ -271,6 +288,11 @@ class OcrEngine:
         """The ONNX Runtime session for a model, with this engine's threads and spinning."""
         self._sessions[role] = ort_session(self._models[role], self.threads, self.spinning)
         return self._sessions[role]
+
+
+def text_layer_lines(text: TextLayer) -> list[Line]:
+    """A trusted text layer's lines as the OCR's lines (exact text: score 1)."""
+    return [Line(line.box, line.text, 1.0) for line in text.lines]
 
 
 def _quieten_loggers() -> None:

@@ -60,6 +60,7 @@ from ..core.blocks import Block
 from ..core.errors import SetupError
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
+from ..text_layer import TextLayer
 from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
 from ..vlm.model_dir import resolve_model
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
@@ -71,11 +72,14 @@ from ..vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO, PROFILES, Profile
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
-from .ocr import Line, OcrEngine
+from .ocr import OCR, TEXT_LAYER, Line, OcrEngine, text_layer_lines
 from .ocr import identity as ocr_identity
+from .ocr import options as ocr_options
 
 RUNTIMES = ("torch", "onnx")
-MODES = ("vlm", "hybrid")  # --mode ocr is the OcrEngine itself (engines.resolve_engine)
+MODES = ("vlm", "hybrid", "standard")  # --mode ocr is the OcrEngine itself (engines.resolve_engine)
+# standard mode: the block types the VLM reads (the rest come from the embedded engine)
+STANDARD_VLM_TYPES = frozenset({"table", "equation"})
 OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
@@ -151,7 +155,7 @@ def _read_config(model_dir: Path) -> dict:
     return config
 
 
-def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | None = None) -> dict:
+def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | None = None, mode: str = "vlm") -> dict:
     """The model's identity for the record (what the fingerprint hashes): profile, config,
     weight hashes (an export's: its manifest's), tokenizer, and the OCR models in use."""
     config = _read_config(model_dir) if config is None else config
@@ -181,11 +185,14 @@ def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | Non
         # the pages an earlier version parsed with saturating sums are not reused)
         if exact := graphs_needing_exact_kernels(manifest):
             out["export"]["exact_int8_kernels"] = exact
-    ocr = ocr_identity()  # the OCR's lines change the output in both modes
-    out["ocr"] = {
-        "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
-        "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"},
-    }
+    ocr = ocr_identity()  # the OCR's lines change the output in every mode
+    if mode == "standard":  # the embedded engine's layout model finds the blocks too
+        out["ocr"] = {"models": ocr["models"], "packages": ocr["packages"]}
+    else:
+        out["ocr"] = {
+            "models": [m for m in ocr["models"] if m["role"] in ("det", "cls", "rec")],
+            "packages": {k: v for k, v in ocr["packages"].items() if k != "rapid-layout"},
+        }
     return out
 
 
@@ -203,12 +210,17 @@ def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEF
         "max_new_tokens": max_new_tokens,
         "decoding": "greedy",
         "ocr": fusion.settings(),
+        **(
+            {"standard": {"vlm_types": sorted(STANDARD_VLM_TYPES), "embedded": ocr_options("en")}}
+            if mode == "standard"
+            else {}
+        ),
     }
 
 
 class VlmEngine:
     name = "vlm"
-    version = "0.2"  # bump when the same inputs would give different output
+    version = "0.3"  # bump when the same inputs would give different output
 
     def __init__(
         self,
@@ -238,7 +250,8 @@ class VlmEngine:
         self._config = _read_config(self.model_dir)
         # The embedded OCR (text lines only; its models ship in the rapidocr wheel). Spinning
         # off: its one thread runs beside the VLM's threads and must not burn a core waiting.
-        self.ocr = OcrEngine(threads=OCR_THREADS, spinning=False)
+        # Standard mode runs it in line, before the VLM, with the engine's threads.
+        self.ocr = OcrEngine(threads=self.threads if mode == "standard" else OCR_THREADS, spinning=False)
         self._pool: ThreadPoolExecutor | None = None
         self._runtime = None  # loaded on first parse
         self._identity: dict | None = None
@@ -247,7 +260,7 @@ class VlmEngine:
 
     def identity(self) -> dict:
         if self._identity is None:
-            self._identity = identity(self.model_dir, self.runtime_name, self.profile, self._config)
+            self._identity = identity(self.model_dir, self.runtime_name, self.profile, self._config, self.mode)
         return self._identity
 
     def options(self) -> dict:
@@ -273,9 +286,10 @@ class VlmEngine:
         return self._runtime
 
     def warm_up(self) -> None:
-        """Load the runtime and the OCR's text models now rather than on the first page."""
+        """Load the runtime and the OCR's models now rather than on the first page (standard
+        mode: its layout model too)."""
         _ = self.runtime
-        self.ocr.warm_up(layout=False)
+        self.ocr.warm_up(layout=self.mode == "standard")
 
     def _decode(self, inputs, params) -> list:
         gens = generate(self.runtime, inputs, params, self.tokenizer.stop_ids, self.max_new_tokens)
@@ -311,36 +325,41 @@ class VlmEngine:
 
     # ------------------------------------------------------------------ parse
 
-    def parse(self, image: Image.Image) -> EngineResult:
-        return _raise_if_failed(self.parse_batch([image])[0])
+    def parse(self, image: Image.Image, text: TextLayer | None = None) -> EngineResult:
+        return _raise_if_failed(self.parse_batch([image], [text])[0])
 
-    def parse_batch(self, images: list[Image.Image]) -> list[EngineResult | Exception]:
+    def parse_batch(
+        self, images: list[Image.Image], texts: list[TextLayer | None] | None = None
+    ) -> list[EngineResult | Exception]:
         """The pages' results in input order, each an EngineResult or the page's Exception
         (base.Engine.parse_batch). Post-processing failures are caught per page; when a batched
         step raises, the pages are parsed again one by one, so the exception lands on the page
-        that caused it and the others still get their results."""
+        that caused it and the others still get their results. A page's trusted text layer
+        (`texts`) gives its lines instead of the OCR."""
+        texts = list(texts) if texts is not None else [None] * len(images)
         prepared = parse_each(_loaded_rgb, images)  # a page whose pixels cannot be read fails alone
-        pages = [p for p in prepared if not isinstance(p, Exception)]
+        pages = [(p, t) for p, t in zip(prepared, texts) if not isinstance(p, Exception)]
         results = iter(self._parse_all(pages) if pages else [])
         return [p if isinstance(p, Exception) else next(results) for p in prepared]
 
-    def _parse_all(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
+    def _parse_all(self, pages: list[tuple[Image.Image, TextLayer | None]]) -> list[EngineResult | Exception]:
         """All pages as one batch; if a batched step raises, each page alone (its own error)."""
+        parse = self._parse_standard if self.mode == "standard" else self._parse_pages
         try:
-            return self._parse_pages(pages)
+            return parse(pages)
         except Exception as exc:  # noqa: BLE001 - attributed below
             if len(pages) == 1:
                 return [exc]
-        return parse_each(lambda page: _raise_if_failed(self._parse_pages([page])[0]), pages)
+        return parse_each(lambda page: _raise_if_failed(parse([page])[0]), pages)
 
-    def _parse_pages(self, pages: list[Image.Image]) -> list[EngineResult | Exception]:
+    def _parse_pages(self, pages: list[tuple[Image.Image, TextLayer | None]]) -> list[EngineResult | Exception]:
         n = len(pages)
-        states = [_Page(page, counts={"retries": 0}) for page in pages]
+        states = [_Page(page, counts={"retries": 0}, text=text) for page, text in pages]
         self.ocr.warm_up(layout=False)  # sessions are created here, never in the OCR thread
         ocr = _OcrJobs(self.ocr, pages, self._ocr_pool() if self.overlap else None)
         try:
             t0 = time.perf_counter()
-            for st, (_, layout, gen) in zip(states, self.layouts(pages)):
+            for st, (_, layout, gen) in zip(states, self.layouts([st.page for st in states])):
                 st.blocks = layout.blocks
                 if gen.truncated:
                     st.warnings.append(f"layout answer cut at {len(gen.tokens)} tokens")
@@ -391,6 +410,71 @@ class VlmEngine:
                 results.append(exc)
         return results
 
+    def _parse_standard(self, pages: list[tuple[Image.Image, TextLayer | None]]) -> list[EngineResult | Exception]:
+        """Standard mode: the embedded engine's blocks (its layout model; text from a trusted
+        text layer, else its OCR), and the VLM reads only the tables and equations, all pages'
+        crops decoded together. No VLM layout step runs."""
+        results: list[EngineResult | Exception] = []
+        states: list[tuple[EngineResult, list[int], list[LayoutBlock], Image.Image]] = []
+        for page, text in pages:
+            base = self.ocr.parse(page, text)  # a failure here is this page's (see _parse_all)
+            width, height = page.size
+            picked = [i for i, b in enumerate(base.blocks) if b.type in STANDARD_VLM_TYPES]
+            layout = [
+                LayoutBlock(base.blocks[i].type, _unit_box(base.blocks[i].bbox, width, height), 0) for i in picked
+            ]
+            states.append((base, picked, layout, page))
+        t0 = time.perf_counter()
+        jobs = [
+            (k, crop)
+            for k, (_, _, layout, page) in enumerate(states)
+            for crop in prepare_crops(page, layout, self.profile)
+        ]
+        answers = self.read_crops([crop for _, crop in jobs])
+        content_time = time.perf_counter() - t0
+        for (k, crop), (answer, gen) in zip(jobs, answers):
+            base, picked, layout, _ = states[k]
+            layout[crop.index].content = answer
+            if gen.truncated:
+                base.warnings.append(
+                    f"block {picked[crop.index]} ({layout[crop.index].type}) cut at {len(gen.tokens)} tokens"
+                )
+        for base, picked, layout, page in states:
+            try:
+                results.append(self._finish_standard(base, picked, layout, page, content_time / len(states)))
+            except Exception as exc:  # noqa: BLE001 - this page's post-processing only
+                results.append(exc)
+        return results
+
+    def _finish_standard(
+        self, base: EngineResult, picked: list[int], layout: list[LayoutBlock], page: Image.Image, content_s: float
+    ) -> EngineResult:
+        """The embedded engine's page with its tables and equations replaced by the VLM's."""
+        t0 = time.perf_counter()
+        width, height = page.size
+        warnings = list(base.warnings)
+        answered = [j for j, b in enumerate(layout) if b.content]
+        read = [layout[j] for j in answered]
+        done = post_process(
+            read, self.profile, on_error=lambda step, content, err: warnings.append(f"{step} failed: {err}")
+        )
+        blocks = list(base.blocks)
+        for block, m in zip(done, _match_blocks(done, read)):
+            if m is None or not block.content:  # dropped, or nothing read: the embedded block stays
+                continue
+            i = picked[answered[m]]
+            vlm_block = self._block(block, width, height)
+            vlm_block.bbox = blocks[i].bbox  # the embedded engine's box, in its pixels
+            vlm_block.extra["source"] = "vlm"
+            blocks[i] = vlm_block
+        counts = dict(base.counts)
+        for source in ("vlm", OCR, TEXT_LAYER):
+            counts[f"{source}_blocks"] = sum(1 for b in blocks if b.extra.get("source") == source)
+        timings = {**base.timings, "content": content_s, "post": time.perf_counter() - t0}
+        return EngineResult(
+            blocks=blocks, markdown=blocks_to_markdown(blocks), timings=timings, warnings=warnings, counts=counts
+        )
+
     def _ocr_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=OCR_THREADS, thread_name_prefix="mineru-ocr")
@@ -427,7 +511,7 @@ class VlmEngine:
                 text, line_dicts, score = fusion.read_lines(lines)
                 block.content = text
                 st.filled.add(i)
-                st.info[i] = {"source": "ocr", "lines": line_dicts, "score": score}
+                st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score}
 
     def _cross_check(self, jobs: list[tuple["_Page", Crop]]) -> None:
         """Runaway text answers get a warning and one retry (all retries of the batch decoded
@@ -458,7 +542,7 @@ class VlmEngine:
             elif ocr_text and fusion.trusted(lines):
                 line_dicts = fusion.read_lines(lines)[1]
                 block.content, outcome = ocr_text, f"the retry ran away too ({again}): kept the OCR text"
-                info.update({"source": "ocr", "lines": line_dicts})
+                info.update({"source": st.line_source, "lines": line_dicts})
             else:
                 first = st.answers[crop.index][0]
                 block.content = min((first, text), key=len)
@@ -479,8 +563,7 @@ class VlmEngine:
         for b, index in zip(done, _match_blocks(done, st.blocks)):
             block = self._block(b, width, height)
             info = st.info.get(index, {}) if index is not None else {}
-            if self.mode == "hybrid":
-                block.extra["source"] = "vlm"
+            block.extra["source"] = "vlm"
             for key in ("source", "retried", "lines"):
                 if key in info:
                     block.extra[key] = info[key]
@@ -488,8 +571,8 @@ class VlmEngine:
                 block.score = info["score"]
             out.append(block)
         if self.mode == "hybrid":
-            st.counts["vlm_blocks"] = sum(1 for b in out if b.extra["source"] == "vlm")
-            st.counts["ocr_blocks"] = sum(1 for b in out if b.extra["source"] == "ocr")
+            for source in ("vlm", OCR, TEXT_LAYER):
+                st.counts[f"{source}_blocks"] = sum(1 for b in out if b.extra["source"] == source)
         markdown = blocks_to_markdown(out)
         st.timings["post"] = time.perf_counter() - t0
         return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings, counts=st.counts)
@@ -515,6 +598,7 @@ class _Page:
     """One page's state through parse_batch."""
 
     page: Image.Image
+    text: TextLayer | None = None  # the page's text layer; a trusted one gives the lines
     blocks: list[LayoutBlock] = field(default_factory=list)
     lines: list[list[Line]] | None = None  # OCR lines per block, once OCR is in
     filled: set[int] = field(default_factory=set)  # blocks given OCR text (hybrid)
@@ -524,18 +608,29 @@ class _Page:
     timings: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def line_source(self) -> str:
+        """Where this page's lines come from: its trusted text layer, else the OCR."""
+        return TEXT_LAYER if self.text is not None and self.text.trusted else OCR
+
 
 class _OcrJobs:
     """The pages' OCR lines: submitted to the background thread at once (overlap), or read in
-    line on the first results() call. results(): per page (lines, seconds) or its Exception."""
+    line on the first results() call. results(): per page (lines, seconds) or its Exception.
+    A page with a trusted text layer takes that layer's lines and runs no OCR."""
 
-    def __init__(self, ocr: OcrEngine, pages: list[Image.Image], pool: ThreadPoolExecutor | None):
+    def __init__(
+        self, ocr: OcrEngine, pages: list[tuple[Image.Image, TextLayer | None]], pool: ThreadPoolExecutor | None
+    ):
         # Each thread its own pixels: a lazily loaded PIL image is not safe to share.
-        self._ocr, self._pages = ocr, [p.copy() for p in pages]
+        self._ocr = ocr
+        self._pages = [text if text is not None and text.trusted else p.copy() for p, text in pages]
         self._futures: list[Future] | None = None if pool is None else [pool.submit(self._read, p) for p in self._pages]
         self._done: list | None = None
 
-    def _read(self, page: Image.Image) -> tuple[list[Line], float]:
+    def _read(self, page: Image.Image | TextLayer) -> tuple[list[Line], float]:
+        if isinstance(page, TextLayer):
+            return text_layer_lines(page), 0.0
         lines, timings = self._ocr.text_lines(page)
         return lines, timings["ocr"]
 
@@ -565,6 +660,12 @@ def _raise_if_failed(result):
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def _unit_box(box, width: int, height: int) -> tuple[float, float, float, float]:
+    """A page-pixel box as the layout step's 0..1 fractions (what prepare_crops takes)."""
+    x1, y1, x2, y2 = box
+    return x1 / width, y1 / height, x2 / width, y2 / height
 
 
 def _pixel_box(bbox, width: int, height: int) -> tuple[int, int, int, int]:

@@ -28,6 +28,7 @@ class PageOutcome:
     status: Status
     error: ErrorInfo | None = None
     image: ImageInfo | None = None
+    text_layer: dict[str, Any] | None = None  # the record's text_layer (PDF pages)
     cache: CacheInfo | None = None
     blocks: list[Block] = field(default_factory=list)
     markdown: str = ""

@@ -230,7 +230,8 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
                 results[i] = exc
     todo = [i for i in range(n) if results[i] is None]
     t1 = time.perf_counter()
-    for i, res in zip(todo, engine_batch(engine, [waiting[i].page.image for i in todo])):
+    pages = [waiting[i].page for i in todo]
+    for i, res in zip(todo, engine_batch(engine, [p.image for p in pages], [p.text_layer for p in pages])):
         results[i] = res
     share = (time.perf_counter() - t1) / max(1, len(todo))  # each page's share of the call
     for w, res in zip(waiting, results):
@@ -238,16 +239,18 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
         send(Done(w.task_id, outcome, rss_bytes(), n))
 
 
-def engine_batch(engine, images: list) -> list:
-    """engine.parse_batch(images): one EngineResult or Exception per image, in order.
+def engine_batch(engine, images: list, texts: list | None = None) -> list:
+    """engine.parse_batch(images, texts): one EngineResult or Exception per image, in order;
+    `texts` are the pages' text layers (None for images).
 
     Fallbacks, so the pipeline works with any engine: an engine without parse_batch gets
     engine.parse per page; a parse_batch that raises (against its contract) or answers the
     wrong number of entries gets each page again alone, so one bad page fails only itself."""
+    texts = texts if texts is not None else [None] * len(images)
     batch = getattr(engine, "parse_batch", None)
     if batch is not None:
         try:
-            out = list(batch(images))
+            out = list(batch(images, texts))
             if len(out) == len(images):
                 return out
         except Exception as exc:  # noqa: BLE001
@@ -255,7 +258,7 @@ def engine_batch(engine, images: list) -> list:
                 return [exc]
     from ..engines.base import parse_each
 
-    return parse_each(engine.parse, images)
+    return parse_each(lambda pair: engine.parse(*pair), list(zip(images, texts)))
 
 
 # The kind of error an unexpected exception in each stage is recorded as.
@@ -298,7 +301,7 @@ def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | 
             where = Stage.CACHE
             stage(Stage.CACHE)
             t1 = time.perf_counter()
-            hit = cache.lookup(page.image, page.sha256, fp)
+            hit = cache.lookup(page.image, page.sha256, page_key(fp, page))
             timings["cache"] = time.perf_counter() - t1
             if hit is not None:
                 cache_info = CacheInfo(CacheStatus(hit.kind), hit.source if hit.kind == "near-hit" else None)
@@ -307,6 +310,14 @@ def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | 
         return _Waiting(0, pid, page, image, cache_info, t0, timings)
     except Exception as exc:  # noqa: BLE001 - the page boundary: any failure costs this page only
         return _failed(exc, where, t0)
+
+
+def page_key(fp: str, page) -> str:
+    """The fingerprint a page's result is cached under: a page whose trusted text layer the
+    engine reads is keyed by that text too (two PDFs can render to the same pixels with
+    different text), so a cache hit is never another text's result."""
+    layer = page.text_layer
+    return fp if layer is None or not layer.trusted else f"{fp}:text:{layer.digest()[:32]}"
 
 
 def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> PageOutcome:
@@ -328,7 +339,7 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
             where = Stage.STORE
             stage(Stage.STORE)
             t1 = time.perf_counter()
-            cache.store(w.page.image, w.page.sha256, fp, w.pid, payload)
+            cache.store(w.page.image, w.page.sha256, page_key(fp, w.page), w.pid, payload)
             timings["store"] = time.perf_counter() - t1
         timings["total"] = time.perf_counter() - w.t0
         return _ok(w.page, w.image, w.cache, payload, timings, dict(result.counts))
@@ -342,6 +353,7 @@ def _ok(
     return PageOutcome(
         Status.OK,
         image=image,
+        text_layer=None if page.text_layer is None else page.text_layer.info(),
         cache=cache_info,
         blocks=[Block.from_dict(b) for b in payload["blocks"]],
         markdown=payload["markdown"],

@@ -63,7 +63,7 @@ class _Result:
 class _PageOnly:
     """An engine without parse_batch: the worker loops over parse."""
 
-    def parse(self, image):
+    def parse(self, image, text=None):
         if image == "bad":
             raise ValueError("bad page")
         return _Result(image)
@@ -73,7 +73,7 @@ class _Batching(_PageOnly):
     def __init__(self, misbehave=None):
         self.calls, self.misbehave = [], misbehave
 
-    def parse_batch(self, images):
+    def parse_batch(self, images, texts=None):
         self.calls.append(list(images))
         if self.misbehave == "raise":
             raise RuntimeError("whole batch")

@@ -29,10 +29,10 @@ from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
-    {"type": "title", "bbox": [134, 10, 314, 37], "text": "Tiny Report", "score": None, "angle": 0},
-    {"type": "text", "bbox": [45, 50, 403, 111], "text": "Small pages make fast tests.", "score": None, "angle": 0},
-    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0, "html": TABLE_HTML},
-    {"type": "image", "bbox": [314, 128, 403, 215], "text": "", "score": None, "angle": 0},
+    {"type": "title", "bbox": [134, 10, 314, 37], "text": "Tiny Report", "score": None, "angle": 0, "source": "vlm"},
+    {"type": "text", "bbox": [45, 50, 403, 111], "text": "Small pages make fast tests.", "score": None, "angle": 0, "source": "vlm"},
+    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0, "html": TABLE_HTML, "source": "vlm"},
+    {"type": "image", "bbox": [314, 128, 403, 215], "text": "", "score": None, "angle": 0, "source": "vlm"},
     {
         "type": "equation",
         "bbox": [112, 242, 336, 289],
@@ -40,6 +40,7 @@ EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
         "score": None,
         "angle": 0,
         "latex": "E=mc^{2}",
+        "source": "vlm",
     },
 ]
 EXPECTED_MARKDOWN = f"# Tiny Report\n\nSmall pages make fast tests.\n\n{TABLE_HTML}\n\n$$\nE=mc^{{2}}\n$$\n"

@@ -103,12 +103,12 @@ def test_hybrid_takes_confident_ocr_lines_for_text_blocks(tiny_vlm, shared_runti
     assert by_type["table"].extra["source"] == "vlm" and by_type["table"].extra["html"] == TABLE_HTML
     assert by_type["equation"].extra["source"] == "vlm" and by_type["equation"].extra["latex"] == "E=mc^{2}"
     assert by_type["image"].extra["source"] == "vlm"
-    assert [b.as_dict() for b in mixed.blocks][2:] == [{**b.as_dict(), "source": "vlm"} for b in plain.blocks[2:]]
+    assert [b.as_dict() for b in mixed.blocks][2:] == [b.as_dict() for b in plain.blocks[2:]]
     # Fewer VLM requests: layout + 4 crops in vlm mode, layout + table + equation in hybrid.
     assert vlm.runtime.sequences == 5 and hybrid.runtime.sequences == 3
     assert mixed.counts["ocr_blocks"] == 2 and mixed.counts["vlm_blocks"] == 3
     assert mixed.warnings == [] and plain.warnings == []
-    assert "source" not in plain.blocks[1].extra  # vlm mode output is MinerU's, unmarked
+    assert [b.extra["source"] for b in plain.blocks] == ["vlm"] * 5  # every block says where it came from
     assert {"ocr", "layout", "content", "ocr_wait", "post"} <= set(mixed.timings)
 
 
@@ -137,7 +137,7 @@ def test_mode_is_an_option_and_changes_the_fingerprint(tiny_vlm):
     said = []
     ocr = make_engine("vlm", threads=1, model=model, mode="ocr", say=said.append)
     assert isinstance(ocr, OcrEngine) and said and said[0].startswith("engine: ocr")
-    with pytest.raises(SetupError, match="--mode .fast.: choose from vlm, hybrid, ocr"):
+    with pytest.raises(SetupError, match="--mode .fast.: choose from vlm, hybrid, standard, ocr"):
         make_engine("vlm", threads=1, model=model, mode="fast")
     with pytest.raises(SetupError, match="unknown vlm mode"):
         VlmEngine(model, mode="ocr")
@@ -239,7 +239,7 @@ def test_runaway_answer_is_retried_once_with_raised_penalties(tiny_vlm, shared_r
 
     text = result.blocks[1]
     assert text.text == "Small pages make fast tests." and text.extra["retried"] is True
-    assert "source" not in text.extra  # the retry, a VLM answer, was kept
+    assert text.extra["source"] == "vlm"  # the retry, a VLM answer, was kept
     (warning,) = result.warnings
     assert "block 1 (text): runaway answer (cut at 400 tokens)" in warning and "kept the retry" in warning
     assert result.counts["retries"] == 1

@@ -1,0 +1,109 @@
+"""The engines on born-digital PDF pages: a trusted text layer gives the text (exactly, no OCR
+model runs), and `--mode standard` sends only tables and equations to the VLM."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from helpers import mineru, read_journal
+from pdfs import COLUMN_PARAGRAPHS, PROSE, TABLE_ROWS, TITLE, prose, table_pdf, two_column_pdf, write_pdf
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.inputs import SourceFile, open_document
+
+
+def _page(path: Path, dpi: int = 200):
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
+    try:
+        return doc.page(0)
+    finally:
+        doc.close()
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text.replace("#", ""))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2)
+
+
+def test_a_trusted_two_column_page_reads_exactly_in_column_order(engine, tmp_path):
+    page = _page(two_column_pdf(tmp_path / "cols.pdf"))
+    assert page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    # CER 0 in reading order: the title, then the paragraphs down the left column, then the right
+    assert _squash(result.markdown) == _squash(TITLE + "".join(COLUMN_PARAGRAPHS))
+    assert {b.extra["source"] for b in result.blocks} == {"text_layer"}
+    assert result.counts == {"text_layer_blocks": len(result.blocks)}
+    assert "ocr" not in result.timings and "layout" in result.timings  # no text model ran
+    pixels = engine.parse(page.image)  # the same page read from its pixels
+    assert {b.extra["source"] for b in pixels.blocks} == {"ocr"} and "ocr" in pixels.timings
+
+
+def test_an_untrusted_layer_is_read_from_the_pixels(engine, tmp_path):
+    path = write_pdf(tmp_path / "few.pdf", lambda c: prose(c, lines=["Chapter 3"], size=40))
+    page = _page(path)
+    assert not page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks} == {"ocr"} and "ocr" in result.timings
+
+
+def test_a_ruled_table_gets_its_cells_from_the_text_layer(engine, tmp_path):
+    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    result = engine.parse(page.image, page.text_layer)
+    (table,) = [b for b in result.blocks if b.type == "table"]
+    assert table.extra["cells"] == TABLE_ROWS
+    assert table.text == "\n".join("\t".join(row) for row in TABLE_ROWS)
+
+
+@pytest.mark.e2e
+def test_the_record_says_whether_the_text_layer_was_used_and_resume_and_off_follow_it(tmp_path, record_validator):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    two_column_pdf(docs / "cols.pdf")
+    write_pdf(docs / "few.pdf", lambda c: prose(c, lines=["Chapter 3"]))
+    from PIL import Image, ImageDraw
+
+    shot = Image.new("RGB", (900, 300), "white")
+    ImageDraw.Draw(shot).text((30, 30), PROSE[0], fill="black", font_size=32)
+    shot.save(docs / "shot.png")
+
+    args = ("parse", "docs", "--engine", "ocr", "--workers", "1", "--cpus", "2")
+    first = mineru(*args, "--out", "auto.jsonl", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    records = {r["source"]: r for r in read_journal(tmp_path / "auto.jsonl", record_validator)}
+    cols, few, shot_rec = records["cols.pdf"], records["few.pdf"], records["shot.png"]
+    assert cols["text_layer"]["used"] is True and cols["text_layer"]["chars"] > 1000
+    assert {b["source"] for b in cols["blocks"]} == {"text_layer"}
+    assert _squash(cols["markdown"]) == _squash(TITLE + "".join(COLUMN_PARAGRAPHS))
+    assert few["text_layer"] == {
+        "used": False,
+        "chars": 8,
+        "hidden": 0,
+        "reason": "too_few_chars",
+        "detail": "8 visible characters (fewer than 50)",
+    }
+    assert {b["source"] for b in few["blocks"]} <= {"ocr"}
+    assert shot_rec["text_layer"] is None  # an image has no text layer
+
+    again = mineru(*args, "--out", "auto.jsonl", cwd=tmp_path)  # a re-run redoes nothing
+    assert again.returncode == 0, again.stderr
+    assert read_journal(tmp_path / "auto.jsonl") == list(records.values())  # the same records, none redone
+
+    off = mineru(*args, "--out", "off.jsonl", "--text-layer", "off", "--no-cache", cwd=tmp_path)
+    assert off.returncode == 0, off.stderr
+    pixels = {r["source"]: r for r in read_journal(tmp_path / "off.jsonl", record_validator)}
+    assert all(r["text_layer"] is None for r in pixels.values())
+    assert {b["source"] for b in pixels["cols.pdf"]["blocks"]} == {"ocr"}
+    assert pixels["cols.pdf"]["fingerprint"] != cols["fingerprint"]  # --text-layer is part of it
+    # the same pixels under both settings: only where the text came from differs
+    assert pixels["cols.pdf"]["image"] == cols["image"]
+    assert json.dumps(pixels["shot.png"]["blocks"]).replace('"ocr"', "") == json.dumps(shot_rec["blocks"]).replace(
+        '"ocr"', ""
+    )

@@ -1,0 +1,72 @@
+"""Real PDFs for the tests, written with reportlab (a test dependency): prose, two columns, and
+the helpers the text-layer tests draw their own pages with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import getSampleStyleSheet
+from reportlab.pdfgen import canvas
+from reportlab.platypus import BaseDocTemplate, Frame, PageTemplate, Paragraph
+
+PROSE = [
+    "Born-digital documents carry their text already.",
+    "Reading it is exact and much faster than OCR.",
+    "A text layer can lie, so every page is checked first.",
+    "Only what a reader can see becomes page content.",
+]
+TITLE = "Reading What the Page Already Says"
+COLUMN_PARAGRAPHS = [
+    f"Paragraph {n} explains one idea about parsing documents. "
+    + "The text layer gives each character with its box, so the words come out exactly as written. " * 2
+    for n in range(1, 17)
+]
+
+
+def write_pdf(path: Path, draw: Callable, pagesize=A4, compress: bool = True) -> Path:
+    """One page drawn by `draw(canvas)`; compress=False keeps the streams readable bytes."""
+    c = canvas.Canvas(str(path), pagesize=pagesize, pageCompression=1 if compress else 0)
+    draw(c)
+    c.showPage()
+    c.save()
+    return path
+
+
+def prose(c, lines=PROSE, x=72, top=780, font="Helvetica", size=12) -> None:
+    c.setFont(font, size)
+    for i, line in enumerate(lines):
+        c.drawString(x, top - 18 * i, line)
+
+
+def two_column_pdf(path: Path) -> Path:
+    """A title over two columns of paragraphs that flow from the left column into the right."""
+    styles = getSampleStyleSheet()
+    width, height = A4
+    column = (width - 120) / 2
+    doc = BaseDocTemplate(str(path), pagesize=A4)
+    frames = [Frame(50, 50, column, height - 100, id="left"), Frame(70 + column, 50, column, height - 100, id="right")]
+    doc.addPageTemplates([PageTemplate(id="two", frames=frames)])
+    story = [Paragraph(TITLE, styles["Title"])]
+    story += [Paragraph(p, styles["BodyText"]) for p in COLUMN_PARAGRAPHS]
+    doc.build(story)
+    return path
+
+
+TABLE_ROWS = [["Engine", "Pages", "Seconds"], ["ocr", "120", "95"], ["standard", "120", "410"], ["vlm", "120", "3100"]]
+
+
+def table_pdf(path: Path) -> Path:
+    """A title, prose, and a ruled table: the embedded layout model finds a table region."""
+    from reportlab.lib import colors
+    from reportlab.platypus import SimpleDocTemplate, Spacer, Table, TableStyle
+
+    styles = getSampleStyleSheet()
+    table = Table(TABLE_ROWS, colWidths=[150, 100, 100], rowHeights=28)
+    table.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 1, colors.black), ("FONTSIZE", (0, 0), (-1, -1), 12)]))
+    story = [Paragraph(TITLE, styles["Title"])]
+    story += [Paragraph(p, styles["BodyText"]) for p in COLUMN_PARAGRAPHS[:3]]
+    story += [Spacer(1, 24), table, Spacer(1, 24), Paragraph(COLUMN_PARAGRAPHS[3], styles["BodyText"])]
+    SimpleDocTemplate(str(path), pagesize=A4).build(story)
+    return path

@@ -1,0 +1,265 @@
+"""The PDF text layer: read exactly where it can be trusted, refused with the reason where it
+cannot, and never a character a reader cannot see. Real PDFs written here with reportlab."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+pytest.importorskip("reportlab")
+from pdfs import PROSE
+from pdfs import prose as _prose
+from pdfs import write_pdf as _pdf
+from reportlab.lib.utils import ImageReader
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.ttfonts import TTFont
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.inputs import SourceFile, open_document
+from mineru_cli.pipeline.worker import page_key
+from mineru_cli.text_layer import MIN_CHARS
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+CJK_FONTS = [
+    Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
+    Path("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc"),
+    Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),
+]
+
+
+def _layer(path: Path, index: int = 0, dpi: int = 200):
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
+    try:
+        return doc.page(index)
+    finally:
+        doc.close()
+
+
+def _texts(layer) -> list[str]:
+    return [ln.text for ln in layer.lines]
+
+
+def _ink_under(page, box) -> bool:
+    grey = np.asarray(page.image.convert("L"))
+    x1, y1, x2, y2 = box
+    region = grey[max(0, y1) : y2 + 1, max(0, x1) : x2 + 1]
+    return region.size > 0 and int(region.min()) < 128
+
+
+def test_a_plain_text_page_is_trusted_and_read_exactly(tmp_path):
+    page = _layer(_pdf(tmp_path / "prose.pdf", _prose))
+    layer = page.text_layer
+    assert layer.trusted and layer.reason is None
+    assert _texts(layer) == PROSE  # CER 0 against what was written
+    assert layer.chars == sum(len(t.replace(" ", "")) for t in PROSE) and layer.hidden == 0
+    for line in layer.lines:  # boxes are page pixels, on the line's ink
+        assert 0 <= line.box[0] < line.box[2] <= page.image.width
+        assert 0 <= line.box[1] < line.box[3] <= page.image.height
+        assert _ink_under(page, line.box)
+    assert page.text_layer.info() == {"used": True, "chars": layer.chars, "hidden": 0}
+
+
+def test_boxes_follow_the_render_dpi(tmp_path):
+    path = _pdf(tmp_path / "prose.pdf", _prose)
+    low, high = _layer(path, dpi=100).text_layer, _layer(path, dpi=300).text_layer
+    assert _texts(low) == _texts(high) == PROSE
+    for a, b in zip(low.lines, high.lines):
+        assert b.box[0] == pytest.approx(3 * a.box[0], abs=4) and b.box[3] == pytest.approx(3 * a.box[3], abs=4)
+
+
+def test_the_area_cap_scales_the_boxes_with_the_page(tmp_path):
+    path = _pdf(tmp_path / "prose.pdf", _prose)
+    doc = open_document(SourceFile(path, "p.pdf", "pdf"), LoadOptions(dpi=200, max_page_pixels=800 * 1000))
+    page = doc.page(0)
+    full = _layer(path).text_layer
+    assert page.scale < 1 and _texts(page.text_layer) == PROSE
+    factor = page.image.width / 1654
+    for a, b in zip(full.lines, page.text_layer.lines):
+        assert b.box[2] == pytest.approx(a.box[2] * factor, abs=2)
+        assert _ink_under(page, b.box)
+
+
+def test_white_clipped_tiny_and_off_page_text_is_never_emitted(tmp_path):
+    def draw(c):
+        _prose(c)
+        c.setFillColorRGB(1, 1, 1)
+        c.drawString(72, 600, "WHITE ON WHITE SECRET")
+        c.setFillColorRGB(0, 0, 0)
+        c.saveState()
+        p = c.beginPath()
+        p.rect(0, 0, 5, 5)
+        c.clipPath(p, stroke=0)
+        c.drawString(72, 560, "CLIPPED AWAY SECRET")
+        c.restoreState()
+        c.drawString(900, 520, "OFF THE PAGE SECRET")
+        c.setFont("Helvetica", 0.5)
+        c.drawString(72, 500, "TINY SECRET")
+        c.setFont("Helvetica", 12)
+        text = c.beginText(72, 480)
+        text.setTextRenderMode(3)
+        text.textLine("INVISIBLE SECRET")
+        text.setTextRenderMode(0)
+        c.drawText(text)
+
+    layer = _layer(_pdf(tmp_path / "hidden.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE
+    assert "SECRET" not in " ".join(_texts(layer))
+    secrets = ["WHITEONWHITESECRET", "CLIPPEDAWAYSECRET", "OFFTHEPAGESECRET", "TINYSECRET", "INVISIBLESECRET"]
+    assert layer.hidden == sum(map(len, secrets))
+
+
+def test_two_columns_read_column_by_column(tmp_path):
+    left = [f"Left column line {i} says alpha." for i in range(6)]
+    right = [f"Right column line {i} says omega." for i in range(6)]
+
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        for i in range(6):  # written row by row, across the gutter, as some writers do
+            c.drawString(60, 760 - 16 * i, left[i])
+            c.drawString(320, 760 - 16 * i, right[i])
+
+    layer = _layer(_pdf(tmp_path / "cols.pdf", draw)).text_layer
+    # a gap wider than the split threshold on one baseline ends a line: each line stays in its column
+    assert sorted(_texts(layer)) == sorted(left + right)
+    assert all(ln.box[2] < 320 * 200 / 72 or ln.box[0] > 300 * 200 / 72 for ln in layer.lines)
+
+
+def test_table_cells_are_separate_lines(tmp_path):
+    rows = [["Name", "Value", "Unit"], ["alpha", "1.5", "kg"], ["beta", "22", "m"], ["gamma", "307", "s"]]
+
+    def draw(c):
+        _prose(c, top=780)
+        c.setFont("Helvetica", 11)
+        for r, row in enumerate(rows):
+            for k, cell in enumerate(row):
+                c.drawString(72 + 140 * k, 650 - 20 * r, cell)
+
+    layer = _layer(_pdf(tmp_path / "table.pdf", draw)).text_layer
+    assert _texts(layer) == PROSE + [cell for row in rows for cell in row]
+
+
+def test_a_rotated_page_is_read_upright_in_rendered_pixels(tmp_path):
+    def draw(c):  # content drawn turned a quarter, so that /Rotate 90 shows it upright
+        c.translate(0, 0)
+        c.rotate(90)
+        _prose(c, x=72, top=-72)
+
+    path = _pdf(tmp_path / "turned.pdf", draw)
+    pdf = pdfium.PdfDocument(str(path))
+    pdf[0].set_rotation(90)
+    pdf.save(str(tmp_path / "rotated.pdf"))
+    pdf.close()
+    page = _layer(tmp_path / "rotated.pdf")
+    assert page.image.width > page.image.height  # shown as landscape
+    layer = page.text_layer
+    assert layer.trusted and _texts(layer) == PROSE
+    for line in layer.lines:
+        assert line.box[2] - line.box[0] > 3 * (line.box[3] - line.box[1])  # horizontal on the page
+        assert _ink_under(page, line.box)
+
+
+def test_a_page_whose_text_runs_sideways_is_left_to_the_pixels(tmp_path):
+    path = _pdf(tmp_path / "prose.pdf", lambda c: _prose(c, lines=PROSE * 2))
+    pdf = pdfium.PdfDocument(str(path))
+    pdf[0].set_rotation(90)  # the text now runs top to bottom on the rendered page
+    pdf.save(str(tmp_path / "sideways.pdf"))
+    pdf.close()
+    layer = _layer(tmp_path / "sideways.pdf").text_layer
+    assert not layer.trusted and layer.reason == "rotated_text" and layer.lines == ()
+
+
+def _scan_png(lines) -> bytes:
+    image = Image.new("RGB", (1200, 400), "white")
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.truetype(str(DEJAVU), 28) if DEJAVU.is_file() else ImageFont.load_default()
+    for i, line in enumerate(lines):
+        draw.text((20, 20 + 45 * i), line, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def test_an_invisible_ocr_layer_over_a_scan_is_not_trusted(tmp_path):
+    def draw(c):
+        c.drawImage(ImageReader(io.BytesIO(_scan_png(PROSE))), 36, 500, width=520, height=173)
+        text = c.beginText(40, 650)
+        text.setTextRenderMode(3)  # what OCR tools write over a scan
+        text.setFont("Helvetica", 11)
+        for line in PROSE:
+            text.textLine(line)
+        c.drawText(text)
+
+    page = _layer(_pdf(tmp_path / "scan.pdf", draw))
+    assert not page.text_layer.trusted and page.text_layer.reason == "ocr_layer"
+    assert page.text_layer.info()["used"] is False and "invisible" in page.text_layer.info()["detail"]
+
+
+@pytest.mark.skipif(not DEJAVU.is_file(), reason="needs DejaVuSans.ttf (Debian's fonts-dejavu-core)")
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [(b"E0", "garbage"), (b"00", "unicode_errors")],  # private-use code points; codes mapped to nothing
+)
+def test_a_broken_unicode_map_falls_back_to_pixels_with_the_reason(tmp_path, target, reason):
+    pdfmetrics.registerFont(TTFont("DejaVuTL", str(DEJAVU)))
+    path = _pdf(tmp_path / "font.pdf", lambda c: _prose(c, font="DejaVuTL"), compress=False)
+    good = _layer(path).text_layer
+    assert good.trusted and _texts(good) == PROSE
+    data = path.read_bytes()
+
+    def remap(m: re.Match) -> bytes:  # same byte length: the cross-reference offsets stay right
+        code, low = m.group(1), m.group(2)
+        if code == b"20":
+            return m.group(0)
+        return b"<" + code + b"> <" + (target + low if target == b"E0" else b"0000") + b">"
+
+    broken = re.sub(rb"<([2-7][0-9A-F])> <00([0-9A-F]{2})>", remap, data)
+    assert broken != data and len(broken) == len(data)
+    (tmp_path / "broken.pdf").write_bytes(broken)
+    layer = _layer(tmp_path / "broken.pdf").text_layer
+    assert not layer.trusted and layer.reason == reason and layer.lines == ()
+
+
+def test_too_little_text_and_no_text_are_left_to_the_pixels(tmp_path):
+    few = _layer(_pdf(tmp_path / "few.pdf", lambda c: _prose(c, lines=["Chapter 3"]))).text_layer
+    assert not few.trusted and few.reason == "too_few_chars" and few.chars == 8 < MIN_CHARS
+    report = _layer(EXAMPLES / "report.pdf").text_layer  # pictures of text only
+    assert not report.trusted and report.reason == "no_text"
+
+
+def _cjk_font() -> Path | None:
+    return next((p for p in CJK_FONTS if p.is_file()), None)
+
+
+@pytest.mark.skipif(_cjk_font() is None, reason="no CJK font installed (make test installs fonts-wqy-microhei)")
+def test_cjk_text_is_read_exactly(tmp_path):
+    pdfmetrics.registerFont(TTFont("CJKTL", str(_cjk_font()), subfontIndex=0))
+    lines = [
+        "文档解析把页面变成结构化的文本。",
+        "中文段落没有空格，按原样读出。",
+        "表格和公式交给视觉语言模型。",
+        "重新运行时不会重复已经完成的工作。",
+    ]
+    layer = _layer(_pdf(tmp_path / "cjk.pdf", lambda c: _prose(c, lines=lines, font="CJKTL", size=14))).text_layer
+    assert layer.trusted and _texts(layer) == lines
+
+
+def test_text_layer_off_reads_no_text_layer(tmp_path):
+    path = _pdf(tmp_path / "prose.pdf", _prose)
+    doc = open_document(SourceFile(path, "p.pdf", "pdf"), LoadOptions(text_layer="off"))
+    assert doc.page(0).text_layer is None
+
+
+def test_the_cache_key_of_a_trusted_page_holds_its_text(tmp_path):
+    a = _layer(_pdf(tmp_path / "a.pdf", _prose))
+    b = _layer(_pdf(tmp_path / "b.pdf", lambda c: _prose(c, lines=PROSE[::-1])))
+    few = _layer(_pdf(tmp_path / "few.pdf", lambda c: _prose(c, lines=["Chapter 3"])))
+    assert page_key("fp", a) != page_key("fp", b) != "fp"
+    assert page_key("fp", a) == page_key("fp", _layer(tmp_path / "a.pdf"))  # the same page, the same key
+    assert page_key("fp", few) == "fp"  # an untrusted layer is not read: pixels alone decide

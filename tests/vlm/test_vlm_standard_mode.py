@@ -1,0 +1,107 @@
+"""The VLM engine on pages with a text layer: `--mode standard` (the embedded engine's layout and
+text, the VLM for tables and equations only) and hybrid mode taking a trusted text layer instead
+of its OCR; on the tiny trained MinerU2.5-shaped model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pdfs import table_pdf
+from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.engines.vlm import VlmEngine
+from mineru_cli.inputs import SourceFile, open_document
+from mineru_cli.text_layer import TextLayer, TextLine
+
+
+def _page(path: Path, dpi: int):
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
+    try:
+        return doc.page(0)
+    finally:
+        doc.close()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2)
+
+
+@pytest.fixture(scope="module")
+def shared_runtime(tiny_vlm):
+    return VlmEngine(tiny_vlm / "model", threads=1).runtime
+
+
+class Counting:
+    """A runtime wrapper that records the prompt length of every decoded sequence."""
+
+    def __init__(self, runtime):
+        self.runtime, self.prefills = runtime, []
+
+    def prefill(self, inputs):
+        self.prefills.append([len(x) for x in inputs])
+        return self.runtime.prefill(inputs)
+
+    def step(self, ids):
+        return self.runtime.step(ids)
+
+    def retain(self, rows):
+        self.runtime.retain(rows)
+
+    @property
+    def sequences(self) -> int:
+        return sum(len(b) for b in self.prefills)
+
+
+def test_standard_mode_sends_only_tables_and_equations_to_the_vlm(tiny_vlm, shared_runtime, engine, tmp_path):
+    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    embedded = engine.parse(page.image, page.text_layer)
+    vlm_types = {"table", "equation"}
+    expected = sum(1 for b in embedded.blocks if b.type in vlm_types)
+    assert expected == 1  # the page's ruled table
+
+    standard = VlmEngine(tiny_vlm / "model", threads=1, mode="standard")
+    standard._runtime = Counting(shared_runtime)
+    result = standard.parse(page.image, page.text_layer)
+    # one request per table/equation crop; no layout request (the layout prompt is 1,369 image tokens)
+    assert standard.runtime.sequences == expected
+    assert max(n for batch in standard.runtime.prefills for n in batch) < 1369
+    assert [b.type for b in result.blocks] == [b.type for b in embedded.blocks]
+    for mine, base in zip(result.blocks, embedded.blocks):
+        assert mine.bbox == base.bbox
+        if base.type in vlm_types and mine.extra["source"] == "vlm":
+            assert "html" in mine.extra  # the VLM's table answer
+        else:
+            assert mine.as_dict() == base.as_dict()  # text and titles: the embedded engine's, exactly
+    assert result.counts["text_layer_blocks"] == len(embedded.blocks) - result.counts["vlm_blocks"]
+    assert standard.options()["mode"] == "standard"
+    assert "layout" in {m["role"] for m in standard.identity()["ocr"]["models"]}
+
+
+def test_hybrid_mode_takes_a_trusted_text_layer_instead_of_the_ocr(tiny_vlm, shared_runtime, engine):
+    page = Image.open(tiny_vlm / "page.png").convert("RGB")
+    ocr_lines = engine.text_lines(page)[0]
+    # a text layer with the OCR's boxes and other text: where hybrid fills a block from its lines,
+    # the text must be the layer's
+    layer = TextLayer(tuple(TextLine(ln.box, ln.text.lower()) for ln in ocr_lines), True, None, 99, 0)
+    hybrid = VlmEngine(tiny_vlm / "model", threads=1, mode="hybrid")
+    hybrid._runtime = Counting(shared_runtime)
+    result = hybrid.parse(page, layer)
+    by_type = {b.type: b for b in result.blocks}
+    for kind in ("title", "text"):
+        assert by_type[kind].extra["source"] == "text_layer"
+        assert by_type[kind].text == by_type[kind].text.lower() and by_type[kind].text
+    assert by_type["text"].text == "small pages make fast tests."
+    assert result.counts["text_layer_blocks"] == 2 and result.counts["ocr_blocks"] == 0
+    assert result.timings["ocr"] == 0.0  # no OCR ran
+    plain = VlmEngine(tiny_vlm / "model", threads=1, mode="hybrid")
+    plain._runtime = Counting(shared_runtime)
+    assert {plain.parse(page).blocks[i].extra["source"] for i in (0, 1)} == {"ocr"}
