@@ -155,7 +155,10 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _thumbnails(records: list[dict[str, Any]], root: Path, log: Callable[[str], None]) -> dict[str, str]:
-    """page id -> base64 JPEG thumbnail, for every page whose source is under root unchanged."""
+    """page id -> base64 JPEG thumbnail, for every page whose source is under root unchanged.
+
+    A source that is gone or changed loses its pages' images (one line each); a page that fails
+    to render loses only its own."""
     from .hashing import file_sha256
     from .inputs import SourceFile, open_document
 
@@ -164,18 +167,33 @@ def _thumbnails(records: list[dict[str, Any]], root: Path, log: Callable[[str], 
     for r in records:
         if r.get("image") and r.get("page_count"):
             by_source[r["source"]].append(r)
-    load = LoadOptions(dpi=THUMB_DPI)
+    # every GIF frame may be a page (--gif-frames all); a run that took only the first has no
+    # record of the others, so opening them all costs nothing
+    load = LoadOptions(dpi=THUMB_DPI, gif_frames="all")
+    found = 0
     for source, recs in by_source.items():
         path = root / source
         try:
             if file_sha256(path) != recs[0].get("source_sha256"):
-                log(f"{path}: changed since it was parsed (or not there): its pages have no image")
+                log(f"{path}: changed since it was parsed: its pages have no image")
                 continue
+        except OSError:
+            continue  # not under root: counted below
+        found += 1
+        try:
             with open_document(SourceFile(path, source, "pdf"), load) as doc:  # opened by content, not kind
                 for r in recs:
-                    out[r["id"]] = _jpeg(doc.page(r["page_index"]).image)
-        except Exception as exc:  # noqa: BLE001 - a source that cannot be read again only loses its images
+                    try:
+                        out[r["id"]] = _jpeg(doc.page(r["page_index"]).image)
+                    except Exception as exc:  # noqa: BLE001 - a page that cannot be rendered again loses its image
+                        log(f"{r['id']}: no image ({type(exc).__name__}: {exc})")
+        except Exception as exc:  # noqa: BLE001 - a source that cannot be opened again loses its images
             log(f"{path}: no images ({type(exc).__name__}: {exc})")
+    if len(by_source) > found:
+        log(
+            f"{len(by_source) - found} of {len(by_source)} source file(s) not found under {root}: their pages have "
+            "no image (--root is the folder the records' source paths are relative to: the one given to mineru parse)"
+        )
     return out
 
 

@@ -136,12 +136,13 @@ def run(tmp_path_factory):
     html = root / "report.html"
     r = mineru("review", str(journal), "--html", str(html), "--root", str(root), cwd=root)
     assert r.returncode == 0, r.stderr
-    return {"root": root, "journal": journal, "html": html, "records": records, "stdout": r.stdout}
+    return {"root": root, "journal": journal, "html": html, "records": records, "stdout": r.stdout, "stderr": r.stderr}
 
 
 def test_the_page_is_one_file_that_needs_no_network(run):
     text = run["html"].read_text(encoding="utf-8")
-    assert "5 page(s), 3 image(s)" in run["stdout"]  # report.pdf's two pages and the scan
+    assert "5 page(s), 3 image(s) (1 left out)" in run["stdout"]  # report.pdf's two pages and the scan
+    assert "1 of 3 source file(s) not found" in run["stderr"] and "--root" in run["stderr"]  # slow.png
     # nothing fetched: no external src/href, and a policy that allows nothing else
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", text)
     assert "default-src 'none'" in text
