@@ -77,7 +77,9 @@ DECODE_CONTEXT = 520  # tokens in each decode row's prompt: a 2000-patch crop's 
 # prompt is prefilled (cost scaled from the measured prefill by token count), and the crops decode
 # in batches of 8 with per-sequence stopping, so a batch costs as many steps as its longest crop.
 # Hybrid mode reads text blocks with the embedded OCR, which runs beside the layout step, so only
-# the table and equation crops go through the VLM.
+# the table and equation crops go through the VLM. Standard mode has no VLM layout step either
+# (the embedded layout model finds the blocks, about a second on a CPU; not in this model): its
+# VLM work is the table and equation crops alone.
 LAYOUT_TOKENS = 360
 CROPS = (
     [("text", 400, 30)] * 4 + [("text", 2000, 150)] * 6 + [("table", 4800, 400)] * 2 + [("equation", 400, 40)] * 2
@@ -303,7 +305,7 @@ def bench_full_size(
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     report["page_s"] = {
-        name: {mode: page_seconds(m, mode) for mode in ("vlm", "hybrid")}
+        name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
         for name, m in report["median"].items()
         if PAGE_KEYS <= set(m)
     }
@@ -311,13 +313,15 @@ def bench_full_size(
 
 
 PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}  # what page_seconds reads
+PAGE_MODES = ("vlm", "hybrid", "standard")
 
 
 def page_seconds(m: dict, mode: str = "vlm") -> float:
-    """Seconds of the modelled two-step page from one variant's medians (mode "vlm" reads every
-    crop with the VLM, "hybrid" only tables and equations)."""
+    """Seconds of the modelled page's VLM work from one variant's medians (mode "vlm": the layout
+    step and every crop; "hybrid": the layout step and the table and equation crops; "standard":
+    those crops alone)."""
     crops = [c for c in CROPS if mode == "vlm" or c[0] not in ("text",)]
-    layout = m["vision_s"] + m["prefill_s"] + LAYOUT_TOKENS * m["decode_ms_b1"] / 1000
+    layout = 0.0 if mode == "standard" else m["vision_s"] + m["prefill_s"] + LAYOUT_TOKENS * m["decode_ms_b1"] / 1000
     vision = sum(m.get(f"vision_s_{p}", m["vision_s"] * p / LAYOUT_PATCHES) for _, p, _ in crops)
     prefill = m["prefill_s"] * sum(p / 4 + PROMPT_TOKENS for _, p, _ in crops) / PREFILL_TOKENS
     tokens = sorted((t for _, _, t in crops), reverse=True)
@@ -382,13 +386,14 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
         "page s",
         "page x ref",
         "hybrid page s",
+        "standard page s",
         "peak RSS GiB",
         "size GiB",
     ]
     rows = []
     for name, m in medians.items():
         crops = sum(m.get(f"vision_s_{p}", 0.0) for _, p, _ in CROPS)
-        page, hybrid = pages[name]["vlm"], pages[name]["hybrid"]
+        page, hybrid, standard = pages[name]["vlm"], pages[name]["hybrid"], pages[name]["standard"]
         rss = report.get("peak_rss", {}).get(name)
         size = report.get("bytes", {}).get(name)
         target = report.get("int8_target", {}).get(name)
@@ -403,6 +408,7 @@ def report_table(report: dict) -> tuple[list[str], list[list[str]]]:
                 f"{page:.0f}",
                 f"{ref / page:.2f}",
                 f"{hybrid:.0f}",
+                f"{standard:.0f}",
                 "-" if rss is None else f"{rss / 2**30:.2f}",
                 "-" if size is None else f"{size / 2**30:.2f}",
             ]
