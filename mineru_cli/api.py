@@ -7,8 +7,8 @@
             print(record.id, record.status, len(record.blocks))
 
 The options are RunConfig's fields (strings for the choices are fine), plus `dpi`,
-`gif_frames` and `text_layer`; their defaults are the CLI's. With `out`, the run keeps the CLI's journal:
-every record is written as it finishes, pages already done are not redone (their records
+`gif_frames` and `text_layer`; their defaults are the CLI's. With `out`, the run keeps the
+CLI's journal: every record is written as it finishes, pages already done are not redone (their records
 are yielded from the journal), the journal is compacted at the end. Without `out`, no journal
 is written and nothing is resumed; the result cache is still on by default, as in the CLI
 (cache=False turns it off). Bad pages come back as records with status failed; set-up

@@ -291,7 +291,7 @@ def bench(
 
     Prints vision seconds for the 1036x1036 layout image and for a typical crop set, prefill of a
     1400-token prompt, decode milliseconds per step at batch 1 and 8, the seconds of a modelled
-    two-step page (vlm and hybrid mode), peak RSS and size of each export, and each variant's
+    page (vlm, hybrid and standard mode), peak RSS and size of each export, and each variant's
     speed-up over torch fp32, measured alternately in one run."""
     import json
 
