@@ -370,6 +370,12 @@ def export_cmd(
         "avx-vnni, avx512-vnni, amx (full 8-bit weights; CPUs "
         "without VNNI or AMX run them on slower exact kernels).",
     ),
+    model_profile: Optional[str] = typer.Option(
+        None,
+        "--model-profile",
+        help="2509 | pro: the release to record in the manifest when the model's files cannot tell "
+        "(default: read from its config.json and preprocessor_config.json).",
+    ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),
     force: bool = typer.Option(False, "--force", help="Replace an existing export in OUT."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
@@ -410,6 +416,7 @@ def export_cmd(
             quantize_lm_head=not float_lm_head,
             bias_correction=bias_correction,
             target=target,
+            profile=model_profile.lower() if model_profile else None,
         )
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)

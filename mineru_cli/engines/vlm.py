@@ -63,12 +63,13 @@ from ..markdown import blocks_to_markdown
 from ..text_layer import TextLayer
 from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
 from ..vlm.model_dir import resolve_model
+from ..vlm.model_identity import ModelIdentity, detect, from_manifest
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.protocol.chat import SYSTEM_PROMPT
 from ..vlm.protocol.crops import Crop, layout_image, prepare_crops, to_rgb
 from ..vlm.protocol.layout import LayoutBlock, LayoutParse, parse_layout
 from ..vlm.protocol.postprocess import post_process
-from ..vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO, PROFILES, Profile, SamplingParams
+from ..vlm.protocol.profiles import PROFILES, Profile, SamplingParams
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
@@ -84,21 +85,27 @@ OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
 
+def model_identity(model_dir: Path, strict: bool = True) -> ModelIdentity:
+    """What the folder holds, from its files (an export: from its manifest); SetupError when it
+    is no MinerU2.5 model (or, when strict, its files disagree about the release)."""
+    from ..vlm.export_format import is_export_dir, read_manifest
+
+    if is_export_dir(model_dir):
+        return from_manifest(model_dir, read_manifest(model_dir), strict)
+    return detect(model_dir, strict)
+
+
 def pick_profile(model_dir: Path, explicit: str | None = None) -> Profile:
-    """`explicit` ("2509" | "pro"), else "pro" when the folder or config names a Pro model."""
+    """`explicit` ("2509" | "pro", --model-profile), else the release the folder's files hold
+    (vlm.model_identity): never the folder's name or the config's _name_or_path."""
     if explicit:
         try:
-            return PROFILES[explicit.lower()]
+            profile = PROFILES[explicit.lower()]
         except KeyError:
             raise SetupError(f"unknown model profile {explicit!r}; choose one of {', '.join(PROFILES)}") from None
-    names = [model_dir.name]
-    try:
-        names.append(str(json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("_name_or_path", "")))
-    except (OSError, ValueError):
-        pass
-    if any(re.search(r"(^|[-_/])pro([-_/]|$)", n, re.IGNORECASE) for n in names):
-        return PROFILE_PRO
-    return PROFILE_2509
+        model_identity(model_dir, strict=False)  # still refuses what is no MinerU2.5 model
+        return profile
+    return PROFILES[model_identity(model_dir).profile]
 
 
 def _sampling_dict(sp: SamplingParams) -> dict:

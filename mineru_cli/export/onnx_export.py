@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
-from ..vlm import int8_target
+from ..vlm import int8_target, model_identity
 from ..vlm.export_format import (
     COPIED_FILES,
     FORMAT,
@@ -438,6 +439,7 @@ def export_model(
     int8: bool = False,
     int4: bool = False,
     verify: bool = True,
+    profile: str | None = None,
     *,
     exporter: str = "dynamo",
     opset: int = DEFAULT_OPSET,
@@ -447,6 +449,8 @@ def export_model(
     bias_correction: bool = False,
     force: bool = False,
     target: str | None = None,
+    profile ("2509" | "pro"): the release to record when the files cannot tell (None: from the
+    files, vlm.model_identity); the manifest's source.identity is what the runtime reads.
     log: Callable[[str], None] | None = None,
 ) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
@@ -469,6 +473,8 @@ def export_model(
     if bias_correction and not (int8 or int4):
         raise SetupError("--bias-correction corrects INT8 weights: add --int8 (or --int4)")
     if target is not None and not (int8 or int4):
+    if profile is not None and profile not in model_identity.RELEASES:
+        raise SetupError(f"unknown model profile {profile!r}; choose one of {', '.join(model_identity.RELEASES)}")
         raise SetupError("--target chooses the INT8 weights for a CPU family: add --int8 (or --int4)")
     target = int8_target.resolve_target(target)
     if out_dir.exists():
@@ -490,7 +496,11 @@ def export_model(
     try:
         t0 = time.monotonic()
         _say(log, f"hashing the weights of {model_dir}")
-        source = {"model_dir": str(model_dir.resolve()), **source_weights(model_dir)}
+        # which release it is, from its files: the runtime reads the profile from here
+        identity = model_identity.detect(model_dir, strict=profile is None)
+        if profile is not None:
+            identity = replace(identity, profile=profile, source="--model-profile")
+        source = {"model_dir": str(model_dir.resolve()), **source_weights(model_dir), "identity": identity.as_dict()}
         timings["hash_source"] = time.monotonic() - t0
 
         t0 = time.monotonic()

@@ -30,8 +30,23 @@ from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
 EXPECTED_BLOCKS = [  # page 448x336; boxes are round(fraction * size)
     {"type": "title", "bbox": [134, 10, 314, 37], "text": "Tiny Report", "score": None, "angle": 0, "source": "vlm"},
-    {"type": "text", "bbox": [45, 50, 403, 111], "text": "Small pages make fast tests.", "score": None, "angle": 0, "source": "vlm"},
-    {"type": "table", "bbox": [45, 128, 287, 215], "text": "Name\nx\ty", "score": None, "angle": 0, "html": TABLE_HTML, "source": "vlm"},
+    {
+        "type": "text",
+        "bbox": [45, 50, 403, 111],
+        "text": "Small pages make fast tests.",
+        "score": None,
+        "angle": 0,
+        "source": "vlm",
+    },
+    {
+        "type": "table",
+        "bbox": [45, 128, 287, 215],
+        "text": "Name\nx\ty",
+        "score": None,
+        "angle": 0,
+        "html": TABLE_HTML,
+        "source": "vlm",
+    },
     {"type": "image", "bbox": [314, 128, 403, 215], "text": "", "score": None, "angle": 0, "source": "vlm"},
     {
         "type": "equation",
@@ -161,13 +176,14 @@ def test_identity_and_options(engine, tiny_vlm):
 
 
 def test_profile_choice(tiny_vlm, tmp_path):
+    """From the files, never the folder's name (tests/vlm/test_model_identity.py: the Pro shape)."""
     assert pick_profile(tiny_vlm / "model") is PROFILE_2509
-    pro = tmp_path / "MinerU2.5-Pro-2605-1.2B"
-    pro.mkdir()
-    assert pick_profile(pro) is PROFILE_PRO
-    assert pick_profile(pro, "2509") is PROFILE_2509
+    named = tmp_path / "MinerU2.5-Pro-2605-1.2B"
+    shutil.copytree(tiny_vlm / "model", named)
+    assert pick_profile(named) is PROFILE_2509
+    assert pick_profile(named, "pro") is PROFILE_PRO
     with pytest.raises(SetupError, match="unknown model profile"):
-        pick_profile(pro, "2507")
+        pick_profile(named, "2507")
 
 
 def test_make_engine_picks_vlm_when_a_model_is_found(tiny_vlm, monkeypatch):
