@@ -375,18 +375,9 @@ def measure_parity(reference, candidate, inputs, steps: int = 16) -> dict:
 
 
 def _load_model(model_dir: Path):
-    import torch
-    from transformers import Qwen2VLForConditionalGeneration
-    from transformers.utils import logging as hf_logging
+    from ..vlm.runtime_torch import load_model  # safetensors only, checked whole
 
-    hf_logging.disable_progress_bar()
-    try:
-        model = Qwen2VLForConditionalGeneration.from_pretrained(
-            str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa"
-        )
-    except Exception as exc:
-        raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
-    return model.eval()
+    return load_model(model_dir)
 
 
 def _calibration_means(
@@ -439,7 +430,6 @@ def export_model(
     int8: bool = False,
     int4: bool = False,
     verify: bool = True,
-    profile: str | None = None,
     *,
     exporter: str = "dynamo",
     opset: int = DEFAULT_OPSET,
@@ -449,8 +439,7 @@ def export_model(
     bias_correction: bool = False,
     force: bool = False,
     target: str | None = None,
-    profile ("2509" | "pro"): the release to record when the files cannot tell (None: from the
-    files, vlm.model_identity); the manifest's source.identity is what the runtime reads.
+    profile: str | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
@@ -460,6 +449,8 @@ def export_model(
     the INT8 graphs are bias-corrected (bias_correction.py). target: the CPU family the INT8
     weights are for (int8_target.TARGETS; None or "auto": this CPU's). An existing export in out_dir is
     replaced only with force=True; a folder that is not an export is never overwritten.
+    profile ("2509" | "pro"): the release to record when the files cannot tell (None: from the
+    files, vlm.model_identity); the manifest's source.identity is what the runtime reads.
     """
     from ..vlm.model_dir import missing_files
 
@@ -473,8 +464,6 @@ def export_model(
     if bias_correction and not (int8 or int4):
         raise SetupError("--bias-correction corrects INT8 weights: add --int8 (or --int4)")
     if target is not None and not (int8 or int4):
-    if profile is not None and profile not in model_identity.RELEASES:
-        raise SetupError(f"unknown model profile {profile!r}; choose one of {', '.join(model_identity.RELEASES)}")
         raise SetupError("--target chooses the INT8 weights for a CPU family: add --int8 (or --int4)")
     target = int8_target.resolve_target(target)
     if out_dir.exists():
@@ -484,6 +473,8 @@ def export_model(
             raise SetupError(f"{out_dir} already holds an export; pass --force to replace it")
     if exporter not in ("dynamo", "torchscript"):
         raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
+    if profile is not None and profile not in model_identity.RELEASES:
+        raise SetupError(f"unknown model profile {profile!r}; choose one of {', '.join(model_identity.RELEASES)}")
 
     import torch
 

@@ -15,12 +15,13 @@ Import this module only when the torch runtime is wanted: it imports torch.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 
 from ..core.errors import SetupError
+from .model_identity import read_json, tie_flag
 from .processor import vision_cu_seqlens, vision_position_ids
 from .tokenizer import VlmInput, left_pad
 
@@ -28,22 +29,61 @@ if TYPE_CHECKING:
     from transformers import DynamicCache
 
 
+def check_loaded(model, info: dict, config: dict, model_dir: str | Path) -> None:
+    """Refuse a model transformers loaded incompletely: a weight the checkpoint lacks (left
+    randomly initialised), one it has that the model does not use, a shape mismatch, or an
+    output layer not tied to the input embeddings when config.json says tied (root flag, else
+    text_config's: a transformers release that does not carry Pro's nested flag up would leave
+    a random lm_head, and the ONNX export's parity check compares against that same model)."""
+    problems = []
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+        keys = sorted(str(k) for k in (info.get(kind) or ()))
+        if keys:
+            shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+            problems.append(f"{kind.replace('_', ' ')}: {shown}")
+    if info.get("error_msgs"):
+        problems.append("; ".join(str(m) for m in info["error_msgs"]))
+    if tie_flag(config):
+        out, embed = model.get_output_embeddings().weight, model.get_input_embeddings().weight
+        if out.data_ptr() != embed.data_ptr() and not torch.equal(out, embed):
+            problems.append(
+                "config.json ties the output layer to the input embeddings, but the loaded lm_head is not tied"
+            )
+    if problems:
+        raise SetupError(
+            f"the model in {model_dir} did not load whole ({'; '.join(problems)}): a damaged or foreign checkpoint"
+        )
+
+
+def load_model(model_dir: str | Path):
+    """The model in fp32 from its safetensors, never remote code, checked whole (check_loaded)."""
+    from transformers import Qwen2VLForConditionalGeneration
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar in a batch job's output
+    try:
+        loaded: Any = Qwen2VLForConditionalGeneration.from_pretrained(
+            str(model_dir),
+            dtype=torch.float32,
+            local_files_only=True,
+            attn_implementation="sdpa",
+            use_safetensors=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+        )
+        model, info = loaded  # (model, {missing_keys, unexpected_keys, mismatched_keys, error_msgs})
+    except Exception as exc:
+        raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
+    check_loaded(model, info, read_json(Path(model_dir) / "config.json"), model_dir)
+    return model.eval()
+
+
 class TorchRuntime:
     name = "torch"
 
     def __init__(self, model_dir: str | Path, threads: int = 1, image_token_id: int | None = None):
-        from transformers import Qwen2VLForConditionalGeneration
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar in a batch job's output
         torch.set_num_threads(max(1, int(threads)))
-        try:
-            model = Qwen2VLForConditionalGeneration.from_pretrained(
-                str(model_dir), dtype=torch.float32, local_files_only=True, attn_implementation="sdpa"
-            )
-        except Exception as exc:
-            raise SetupError(f"cannot load the model from {model_dir}: {exc}") from exc
-        self._setup(model, image_token_id)
+        self._setup(load_model(model_dir), image_token_id)
 
     @classmethod
     def from_model(cls, model, image_token_id: int | None = None) -> "TorchRuntime":
