@@ -113,6 +113,8 @@ def _die_with_parent(parent_pid: int, by_thread: bool) -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001 - best effort
         pass
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the main process died while we were starting, before the tie above
 
 
 def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool) -> None:
