@@ -114,7 +114,8 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
         profile = vlm.pick_profile(model_dir, spec.model_profile)
         name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
         model = vlm.identity(model_dir, str(spec.runtime), profile, mode=str(spec.mode))
-        options = vlm.options(profile, str(spec.mode), str(spec.runtime))
+        context = vlm.context_length(vlm.read_config(model_dir))
+        options = vlm.options(profile, str(spec.mode), str(spec.runtime), context=context)
     else:
         from . import ocr
 

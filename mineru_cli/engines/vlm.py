@@ -61,7 +61,7 @@ from ..core.errors import SetupError
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..text_layer import TextLayer
-from ..vlm.generate import DEFAULT_MAX_NEW_TOKENS, generate
+from ..vlm.generate import generate
 from ..vlm.model_dir import resolve_model
 from ..vlm.model_identity import ModelIdentity, detect, from_manifest
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
@@ -154,7 +154,7 @@ def locate(model_dir: str | Path | None, runtime: str) -> Path:
     return resolve_model(model_dir)
 
 
-def _read_config(model_dir: Path) -> dict:
+def read_config(model_dir: Path) -> dict:
     try:
         config: dict = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -165,7 +165,7 @@ def _read_config(model_dir: Path) -> dict:
 def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | None = None, mode: str = "vlm") -> dict:
     """The model's identity for the record (what the fingerprint hashes): profile, config,
     weight hashes (an export's: its manifest's), tokenizer, and the OCR models in use."""
-    config = _read_config(model_dir) if config is None else config
+    config = read_config(model_dir) if config is None else config
     weights = {p.name: file_sha256(p) for p in sorted(model_dir.glob("*.safetensors"))}
     shown = {k: config[k] for k in CONFIG_KEYS if k in config}
     for part in ("text_config", "vision_config"):
@@ -203,8 +203,21 @@ def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | Non
     return out
 
 
-def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
-    """Every setting that changes the output (the record's engine.options)."""
+def context_length(config: dict) -> int | None:
+    """The model's context in tokens (prompt + answer): text_config's max_position_embeddings
+    (the root's in a flat config); None when the config does not say."""
+    text = config.get("text_config")
+    if not isinstance(text, dict):
+        text = {}
+    value = text.get("max_position_embeddings", config.get("max_position_embeddings"))
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def options(
+    profile: Profile, mode: str, runtime: str, max_new_tokens: int | None = None, context: int | None = None
+) -> dict:
+    """Every setting that changes the output (the record's engine.options). max_new_tokens:
+    the cap on an answer (None: up to the context, `context` tokens minus the prompt)."""
     return {
         "mode": mode,
         "profile": profile.name,
@@ -214,7 +227,8 @@ def options(profile: Profile, mode: str, runtime: str, max_new_tokens: int = DEF
         "sampling": {k: _sampling_dict(v) for k, v in profile.sampling.items()},
         "skip_types": sorted(profile.skip_types),
         "layout_size": list(profile.layout_size),
-        "max_new_tokens": max_new_tokens,
+        "max_new_tokens": max_new_tokens if max_new_tokens is not None else "context",
+        "context_length": context,
         "decoding": "greedy",
         "ocr": fusion.settings(),
         **(
@@ -236,7 +250,7 @@ class VlmEngine:
         runtime: str = "torch",
         profile: str | None = None,
         batch_size: int = 8,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        max_new_tokens: int | None = None,
         mode: str = "vlm",
         overlap: bool = True,
     ):
@@ -249,12 +263,14 @@ class VlmEngine:
         self.runtime_name = runtime
         self.profile = pick_profile(self.model_dir, profile)
         self.batch_size = max(1, int(batch_size))
-        self.max_new_tokens = int(max_new_tokens)
+        # None: an answer may run to the context (MinerU's own runs stop there); the runaway
+        # guards (penalties, the n-gram ban, the OCR cross-check) still apply
+        self.max_new_tokens = None if max_new_tokens is None else int(max_new_tokens)
         self.mode = mode
         self.overlap = bool(overlap)
         self.tokenizer = ChatTokenizer.from_dir(self.model_dir)
         self.processor = ImageProcessor(ImageProcessorConfig.from_file(self.model_dir / "preprocessor_config.json"))
-        self._config = _read_config(self.model_dir)
+        self._config = read_config(self.model_dir)
         # The embedded OCR (text lines only; its models ship in the rapidocr wheel). Spinning
         # off: its one thread runs beside the VLM's threads and must not burn a core waiting.
         # Standard mode runs it in line, before the VLM, with the engine's threads.
@@ -271,7 +287,7 @@ class VlmEngine:
         return self._identity
 
     def options(self) -> dict:
-        return options(self.profile, self.mode, self.runtime_name, self.max_new_tokens)
+        return options(self.profile, self.mode, self.runtime_name, self.max_new_tokens, context_length(self._config))
 
     # ------------------------------------------------------------------ runtime
 
@@ -299,7 +315,9 @@ class VlmEngine:
         self.ocr.warm_up(layout=self.mode == "standard")
 
     def _decode(self, inputs, params) -> list:
-        gens = generate(self.runtime, inputs, params, self.tokenizer.stop_ids, self.max_new_tokens)
+        gens = generate(
+            self.runtime, inputs, params, self.tokenizer.stop_ids, self.max_new_tokens, context_length(self._config)
+        )
         return [(self.tokenizer.decode(g.tokens), g) for g in gens]
 
     # ------------------------------------------------------------------ steps

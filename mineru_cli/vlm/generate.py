@@ -11,7 +11,9 @@ Per step and per sequence, on a float32 copy of the logits:
      generated tokens gets -inf (vLLM logits processor of mineru-vl-utils; prompt not counted)
   3. argmax (the first index on ties)
 A stop token ends the sequence (it is not part of the returned tokens); reaching the
-max-new-tokens cap ends it as truncated.
+max-new-tokens cap ends it as truncated. The cap, per sequence: its params.max_new_tokens when
+set, else `max_new_tokens`, and never past the context (`context_length` minus the prompt, as
+vLLM's max_model_len stops MinerU's own runs); with neither given, DEFAULT_MAX_NEW_TOKENS.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from .protocol.profiles import SamplingParams
 
-DEFAULT_MAX_NEW_TOKENS = 8192
+DEFAULT_MAX_NEW_TOKENS = 8192  # the cap when neither a cap nor the context length is given
 
 
 class Runtime(Protocol):
@@ -114,18 +116,29 @@ class _Sequence:
         self.ban.add(token)
 
 
+def token_cap(max_new_tokens: int | None, prompt_tokens: int, context_length: int | None) -> int:
+    """New tokens a sequence may take: the cap, and no more than the context leaves after the
+    prompt (DEFAULT_MAX_NEW_TOKENS when neither is known)."""
+    caps = [int(max_new_tokens)] if max_new_tokens is not None else []
+    if context_length is not None:
+        caps.append(int(context_length) - int(prompt_tokens))
+    return min(caps) if caps else DEFAULT_MAX_NEW_TOKENS
+
+
 def generate(
     runtime: Runtime,
     inputs: Sequence[Any],
     params: Sequence[SamplingParams] | SamplingParams,
     stop_token_ids: Iterable[int],
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    max_new_tokens: int | None = None,
+    context_length: int | None = None,
 ) -> list[Generation]:
     """Decode a batch to the end; results are in input order and do not depend on batching.
 
     params: one SamplingParams per input, or one for all. A sequence's own
-    params.max_new_tokens, when set, replaces `max_new_tokens` (the safety cap).
-    stop_token_ids: read from the tokenizer by the caller (e.g. <|im_end|>, <|endoftext|>).
+    params.max_new_tokens, when set, replaces `max_new_tokens` (the caller's cap; None: none).
+    context_length: the model's context (prompt + answer tokens); a sequence stops as truncated
+    when it fills it. stop_token_ids: read from the tokenizer by the caller (e.g. <|im_end|>).
     """
     if isinstance(params, SamplingParams):
         params = [params] * len(inputs)
@@ -134,9 +147,19 @@ def generate(
     if not inputs:
         return []
     stops = frozenset(int(t) for t in stop_token_ids)
-    seqs = [_Sequence(p, p.max_new_tokens if p.max_new_tokens is not None else max_new_tokens) for p in params]
+    seqs = [
+        _Sequence(
+            p,
+            token_cap(
+                p.max_new_tokens if p.max_new_tokens is not None else max_new_tokens,
+                len(x) if context_length else 0,
+                context_length,
+            ),
+        )
+        for p, x in zip(params, inputs)
+    ]
     if any(s.max_new_tokens < 1 for s in seqs):
-        raise ValueError("max_new_tokens must be at least 1")
+        raise ValueError("max_new_tokens must be at least 1 (or the prompt fills the context)")
     results: list[Generation | None] = [None] * len(inputs)
 
     logits = np.asarray(runtime.prefill(inputs))

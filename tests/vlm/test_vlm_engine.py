@@ -172,6 +172,9 @@ def test_identity_and_options(engine, tiny_vlm):
     assert opts["profile"] == "MinerU2.5-2509-1.2B" and opts["runtime"] == "torch"
     assert opts["prompts"]["table"] == TABLE_PROMPT
     assert opts["sampling"]["table"]["frequency_penalty"] == 0.005
+    # answers may run to the context (the tiny config's max_position_embeddings) minus the prompt
+    assert opts["max_new_tokens"] == "context" and opts["context_length"] == 4096
+    assert VlmEngine(tiny_vlm / "model", max_new_tokens=100).options()["max_new_tokens"] == 100
     json.dumps(opts)
 
 

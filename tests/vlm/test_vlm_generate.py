@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mineru_cli.vlm.generate import Generation, NGramBan, _Sequence, generate
+from mineru_cli.vlm.generate import DEFAULT_MAX_NEW_TOKENS, Generation, NGramBan, _Sequence, generate, token_cap
 from mineru_cli.vlm.protocol.profiles import SamplingParams
 
 V = 40
@@ -168,3 +168,28 @@ def test_argument_checks():
     with pytest.raises(ValueError):
         generate(FakeRuntime(), [[1]], SamplingParams(max_new_tokens=0), [STOP])
     assert generate(FakeRuntime(), [], SamplingParams(), [STOP]) == []
+
+
+class NeverStops(FakeRuntime):
+    @staticmethod
+    def logits_for(history: list[int]) -> np.ndarray:
+        logits = FakeRuntime.logits_for(history)
+        logits[STOP] = -1e9
+        return logits
+
+
+def test_the_cap_is_the_context_minus_the_prompt():
+    """MinerU's runs stop where the context is full, not at a fixed count: each sequence may
+    take context - prompt tokens; a smaller cap (the caller's, then the params') wins."""
+    prompts = [[1] * 3, [2] * 10, [3] * 19]
+    free = SamplingParams(no_repeat_ngram_size=0)
+    out = generate(NeverStops(), prompts, free, [STOP], context_length=24)
+    assert [len(g.tokens) for g in out] == [21, 14, 5] and all(g.truncated for g in out)
+    out = generate(NeverStops(), prompts, free, [STOP], max_new_tokens=8, context_length=24)
+    assert [len(g.tokens) for g in out] == [8, 8, 5]
+    capped = SamplingParams(no_repeat_ngram_size=0, max_new_tokens=2)
+    assert [len(g.tokens) for g in generate(NeverStops(), prompts, capped, [STOP], context_length=24)] == [2, 2, 2]
+    with pytest.raises(ValueError, match="fills the context"):
+        generate(NeverStops(), [[1] * 24], free, [STOP], context_length=24)
+    # neither known: the old safety cap
+    assert token_cap(None, 5, None) == DEFAULT_MAX_NEW_TOKENS == 8192
