@@ -1,5 +1,17 @@
-"""Where the MinerU2.5 model folder is: --model, $MINERU_MODEL_PATH, ./models, or the HF cache.
+"""Where the MinerU2.5 model folder is. The search order (find_model; the first model folder wins):
 
+  1. --model                       (a path the user names must be a model folder, else SetupError)
+  2. $MINERU_MODEL_PATH            (likewise)
+  3. ./models/MinerU2.5-2509-1.2B, then ./models/MinerU2.5-Pro-2605-1.2B
+  4. MinerU's own config: ~/mineru.json (or $MINERU_TOOLS_CONFIG_JSON), its "models-dir" "vlm"
+     folder (the model folder itself, or a folder holding one under either release's name)
+  5. the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub):
+     opendatalab/MinerU2.5-2509-1.2B, then opendatalab/MinerU2.5-Pro-2605-1.2B (refs/main first)
+  6. the ModelScope cache ($MODELSCOPE_CACHE, else ~/.cache/modelscope/hub): models/<owner>/<name>
+     or <owner>/<name>, with older ModelScope's "___" for each "." in the name; 2509 then Pro
+
+At each step 2509 comes before Pro, so an installation that has both keeps the model it used.
+Which release a folder holds is read from its files (model_identity), never from these names.
 A model folder is a Hugging Face model folder: config.json, *.safetensors, tokenizer.json and
 preprocessor_config.json. Nothing is ever downloaded; a missing model is a SetupError that says
 how to get one.
@@ -7,14 +19,19 @@ how to get one.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from ..core.errors import SetupError
 
 REPO_ID = "opendatalab/MinerU2.5-2509-1.2B"
+PRO_REPO_ID = "opendatalab/MinerU2.5-Pro-2605-1.2B"  # MinerU 4's default
+REPO_IDS = (REPO_ID, PRO_REPO_ID)  # the search order within each place
 ENV_VAR = "MINERU_MODEL_PATH"
 LOCAL_DIR = Path("models") / "MinerU2.5-2509-1.2B"  # where the download hint puts it
+LOCAL_DIRS = tuple(Path("models") / r.split("/")[1] for r in REPO_IDS)
+MINERU_CONFIG_ENV = "MINERU_TOOLS_CONFIG_JSON"  # MinerU's own: its config file's name (in ~)
 REQUIRED_FILES = ("config.json", "tokenizer.json", "preprocessor_config.json")
 
 DOWNLOAD_HINT = (
@@ -62,6 +79,50 @@ def hf_cache_snapshot(repo_id: str = REPO_ID, cache_dir: Path | None = None) -> 
     return next((p for p in candidates if is_model_dir(p)), None)
 
 
+def mineru_config_dirs() -> list[Path]:
+    """The VLM models folder MinerU's own config names (~/mineru.json "models-dir"), and the
+    release-named folders inside it; [] when there is no such config."""
+    path = Path.home() / os.environ.get(MINERU_CONFIG_ENV, "mineru.json")  # an absolute name wins
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    models = config.get("models-dir") if isinstance(config, dict) else None
+    value = models.get("vlm") if isinstance(models, dict) else models
+    if not isinstance(value, str) or not value:
+        return []
+    root = Path(value).expanduser()
+    return [root] + [root / r.split("/")[1] for r in REPO_IDS]
+
+
+def modelscope_cache_dir() -> Path:
+    if os.environ.get("MODELSCOPE_CACHE"):
+        return Path(os.environ["MODELSCOPE_CACHE"]).expanduser()
+    return Path.home() / ".cache" / "modelscope" / "hub"
+
+
+def modelscope_dirs(repo_id: str, cache_dir: Path | None = None) -> list[Path]:
+    """Where ModelScope keeps `repo_id` (newer: models/<owner>/<name>; older: <owner>/<name>,
+    and "." written "___")."""
+    root = cache_dir or modelscope_cache_dir()
+    owner, name = repo_id.split("/")
+    return [
+        base / owner / n for base in (root / "models", root) for n in dict.fromkeys((name, name.replace(".", "___")))
+    ]
+
+
+def search_places() -> list[tuple[str, Path]]:
+    """(where, folder) for steps 3-6 of the search, in order; a folder may not exist. The Hugging
+    Face entry is the snapshot folder find_model would take (or the repo's cache folder)."""
+    places: list[tuple[str, Path]] = [("models folder", d) for d in LOCAL_DIRS]
+    places += [("mineru.json models-dir", d) for d in mineru_config_dirs()]
+    for repo in REPO_IDS:
+        snapshot = hf_cache_snapshot(repo)
+        places.append(("Hugging Face cache", snapshot or hub_cache_dir() / f"models--{repo.replace('/', '--')}"))
+    places += [("ModelScope cache", d) for repo in REPO_IDS for d in modelscope_dirs(repo)]
+    return places
+
+
 def _checked(path: Path, source: str) -> Path:
     missing = missing_files(path)
     if missing:
@@ -74,18 +135,15 @@ def _checked(path: Path, source: str) -> Path:
 def find_model(explicit: str | os.PathLike | None = None) -> Path | None:
     """The model folder to use, or None when there is none.
 
-    Order: `explicit` (--model), $MINERU_MODEL_PATH, ./models/MinerU2.5-2509-1.2B, the HF cache
-    snapshot of opendatalab/MinerU2.5-2509-1.2B. A path the user named (explicit or the
-    environment variable) that is not a model folder raises SetupError instead of being skipped.
+    Order: see the module docstring. A path the user named (explicit or the environment
+    variable) that is not a model folder raises SetupError instead of being skipped.
     """
     if explicit:
         return _checked(Path(explicit).expanduser(), "--model")
     env = os.environ.get(ENV_VAR)
     if env:
         return _checked(Path(env).expanduser(), ENV_VAR)
-    if is_model_dir(LOCAL_DIR):
-        return LOCAL_DIR.resolve()
-    return hf_cache_snapshot()
+    return next((path.resolve() for _, path in search_places() if is_model_dir(path)), None)
 
 
 def resolve_model(explicit: str | os.PathLike | None = None) -> Path:
@@ -94,7 +152,8 @@ def resolve_model(explicit: str | os.PathLike | None = None) -> Path:
     if path is None:
         raise SetupError(
             f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, nothing in "
-            f"{LOCAL_DIR.as_posix()} or the Hugging Face cache {hub_cache_dir()}); "
+            f"{' or '.join(d.as_posix() for d in LOCAL_DIRS)}, ~/mineru.json's models-dir, the Hugging Face "
+            f"cache {hub_cache_dir()} or the ModelScope cache {modelscope_cache_dir()}); "
             f"{DOWNLOAD_HINT}"
         )
     return path

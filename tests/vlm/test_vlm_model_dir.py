@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import make_engine
-from mineru_cli.vlm.model_dir import ENV_VAR, find_model, hf_cache_snapshot, resolve_model
+from mineru_cli.vlm.model_dir import ENV_VAR, find_model, hf_cache_snapshot, resolve_model, search_places
 
 HINT = "hf download opendatalab/MinerU2.5-2509-1.2B --local-dir models/MinerU2.5-2509-1.2B"
 
@@ -22,9 +24,11 @@ def _fake_model(path: Path) -> Path:
 
 @pytest.fixture
 def no_model(tmp_path, monkeypatch):
-    """No --model, no env var, no ./models, an empty HF cache."""
+    """No --model, no env var, no ./models, empty HF and ModelScope caches, no ~/mineru.json."""
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "modelscope"))
+    monkeypatch.setenv("MINERU_TOOLS_CONFIG_JSON", str(tmp_path / "mineru.json"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -76,3 +80,37 @@ def test_hf_cache_snapshot(no_model):
     assert find_model(None) == repo / "snapshots" / "aaa"
     _fake_model(repo / "snapshots" / "bbb")
     assert find_model(None) == repo / "snapshots" / "bbb"  # refs/main wins
+
+
+def test_every_place_in_the_documented_order(no_model):
+    """Each place is found alone, and a place earlier in the order wins over every later one
+    (removing them from the front, one at a time)."""
+    places = [
+        _fake_model(no_model / "models" / "MinerU2.5-2509-1.2B"),
+        _fake_model(no_model / "models" / "MinerU2.5-Pro-2605-1.2B"),
+        _fake_model(no_model / "mineru-models" / "vlm"),  # models-dir's vlm folder itself
+        _fake_model(no_model / "mineru-models2" / "MinerU2.5-Pro-2605-1.2B"),  # or a folder holding one
+        _fake_model(no_model / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B" / "snapshots" / "c1"),
+        _fake_model(no_model / "hub" / "models--opendatalab--MinerU2.5-Pro-2605-1.2B" / "snapshots" / "c2"),
+        _fake_model(no_model / "modelscope" / "models" / "opendatalab" / "MinerU2.5-2509-1.2B"),
+        _fake_model(no_model / "modelscope" / "opendatalab" / "MinerU2___5-Pro-2605-1___2B"),  # older ModelScope
+    ]
+    config = no_model / "mineru.json"
+    for i, expected in enumerate(places):
+        if i in (2, 3):
+            config.write_text(
+                json.dumps({"models-dir": {"pipeline": "/x", "vlm": str(expected.parent if i == 3 else expected)}})
+            )
+        else:
+            config.unlink(missing_ok=True)
+        assert find_model(None) == expected.resolve(), i
+        shutil.rmtree(expected)
+    assert find_model(None) is None
+    assert [where for where, _ in search_places()][:2] == ["models folder", "models folder"]
+
+
+def test_a_broken_mineru_json_is_skipped(no_model):
+    (no_model / "mineru.json").write_text("{not json")
+    assert find_model(None) is None
+    (no_model / "mineru.json").write_text(json.dumps({"models-dir": 3}))
+    assert find_model(None) is None
