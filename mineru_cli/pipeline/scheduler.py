@@ -1,0 +1,434 @@
+"""The driver's loop, once, for every way of running pages: what is in flight, dispatch,
+deadlines, blame, retries, the stop and its grace period, and recycling. The process pool
+(pool.py) and the Ray actors (ray_executor.py) are transports under it: they start a worker
+slot, send it pages, report what it says, and kill it.
+
+Design
+  * The scheduler owns every decision; a transport owns only its wire. A transport reports a
+    worker's life as the pipe's messages (messages.py: Ready, Fatal, StageEntered, Notice,
+    Done) plus two of its own here: Lost (the worker is gone; the transport has already freed
+    it) and Unanswered (a batch came back without some of its pages). The pool's workers send
+    those messages themselves; the Ray transport makes them from its calls' answers (a call
+    starts when the one before it answers), so both get the same clocks and records.
+  * Back-pressure: a slot holds at most `page_batch` pages in flight. A transport that
+    `refill`s (the pool: the worker batches what arrives) is topped up as it answers; one that
+    does not (Ray: one engine call per submitted batch) gets a new batch only when it holds
+    nothing. A solo page goes only to a slot holding nothing, and alone.
+  * Deadlines (the pool's contract): render + cache lookup get `page_timeout` from the moment a
+    page enters its render stage; the engine stage of n pages gets n x `page_timeout` from the
+    moment the batch enters it. Past it the slot is killed (a hung native call cannot ignore
+    a kill) and a fresh one started; an answer that arrived just in time is taken instead.
+  * Blame (blame.py): the pages a lost slot had started are the suspects. One: its record
+    (`timeout`, or `failed` with kind `crash`). Several: each is retried alone. Pages not
+    started are re-queued as they were. Answers of a slot already replaced are never read, and
+    an answer for a task the scheduler no longer holds is dropped: one record per page.
+  * Memory: above `max_rss` after a page, a slot gets no more pages and is retired and
+    replaced once it has answered what it holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Protocol, Union
+
+from ..core.errors import SetupError
+from ..core.words import Stage
+from .blame import Task, crashed, split_lost, timed_out
+from .executor import Finished, PageWork
+from .messages import Done, Fatal, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered
+
+START_TIMEOUT = 300.0  # seconds a fresh worker may take to import and load its models
+START_FAILURES = 3  # workers dying before they are ready, in a row: give up (exit 2)
+TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The worker is gone (died, killed from outside); the transport has already freed it.
+    `why`: how, for the record ("killed by SIGKILL", "ActorDiedError: ...")."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A batch came back without these pages (against the worker's contract): each again, alone."""
+
+    task_ids: tuple[int, ...]
+
+
+Event = Union[FromWorker, Lost, Unanswered]
+
+
+class Transport(Protocol):
+    """What carries pages to one kind of worker. `handle`s are the transport's own objects."""
+
+    refill: bool  # top a worker up as it answers (True), or a new batch only when it holds none
+
+    def open(self) -> None:
+        """Get ready to start workers (idempotent)."""
+
+    def close(self) -> None:
+        """After every worker has been stopped: free what open() took."""
+
+    def start(self, slot: int) -> Any:
+        """Start a worker for `slot`; it reports Ready (or Fatal, or is Lost) when loaded."""
+
+    def send(self, handle: Any, tasks: list[PageTask]) -> tuple[int, list[Event]]:
+        """Hand pages over: how many were delivered (the rest go back to the queue) and the
+        events already known (a page that starts now)."""
+
+    def wait(self, handles: list[Any], timeout: float) -> None:
+        """Block until any worker has something to say, or `timeout` seconds."""
+
+    def receive(self, handle: Any) -> Iterator[Event]:
+        """What the worker has said since, in order; Lost last if it is gone."""
+
+    def stop(self, handle: Any, kill: bool) -> None:
+        """Let the worker finish and exit (kill=False, it holds nothing), or kill it now."""
+
+    def kill_now(self, handle: Any) -> None:
+        """Kill from a signal handler: no joins, no waiting."""
+
+    def rss(self, handle: Any) -> int | None:
+        """The worker's RSS measured from outside, or None (use what it last reported)."""
+
+    def crash_message(self, why: str) -> str:
+        """The lone suspect's record: how its worker died ("worker process died (...)")."""
+
+    def start_error(self, why: str) -> str:
+        """Workers keep dying while starting (exit 2)."""
+
+    def start_timeout_error(self) -> str:
+        """Workers do not start within START_TIMEOUT (exit 2)."""
+
+
+@dataclass
+class PoolStats:
+    workers: int = 0  # worker slots
+    busy: int = 0  # holding at least one page now
+    starting: int = 0  # spawning / loading models
+    queued: int = 0  # pages not yet handed to a worker (pool queue depth)
+    done: int = 0  # pages answered by the pool
+    restarts: int = 0  # workers replaced after a crash or timeout
+    recycled: int = 0  # workers replaced for RSS
+    retried: int = 0  # pages re-queued alone after their batch lost its worker
+    inflight: list[int] = field(default_factory=list)  # pages held, per live worker
+    rss: list[int] = field(default_factory=list)  # per live worker, bytes
+
+    def as_dict(self) -> dict:
+        return {
+            "workers": self.workers,
+            "busy": self.busy,
+            "starting": self.starting,
+            "queued": self.queued,
+            "inflight": list(self.inflight),
+            "done": self.done,
+            "restarts": self.restarts,
+            "recycled": self.recycled,
+            "retried": self.retried,
+            "rss_mb": [round(r / (1 << 20)) for r in self.rss],
+        }
+
+
+class _Slot:
+    """A live worker as the scheduler sees it: the pages it holds and its clock."""
+
+    def __init__(self, slot: int, handle: Any):
+        self.slot, self.handle = slot, handle
+        self.ready = False
+        self.retiring = False  # above --max-worker-rss: no more pages, retire when empty
+        self.spawned = time.monotonic()
+        self.tasks: dict[int, Task] = {}  # in flight, in the order sent
+        self.deadline: float | None = None  # kill after this (monotonic), while a page is started
+        self.last_stage: Stage | None = None
+        self.rss = 0
+        self.pages = 0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.tasks)
+
+    def started(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.started is not None]
+
+
+class Scheduler:
+    """An executor (see executor.Executor) over a transport: parses PageWork items on its
+    workers and yields a Finished for each page as it finishes, in completion order."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        workers: int,
+        page_batch: int,
+        page_timeout: float,
+        max_rss: int,
+        warn: Callable[[str], None],
+        info: Callable[[str], None] = lambda m: None,
+    ):
+        self.transport = transport
+        self.n = max(1, workers)
+        self.page_batch = max(1, page_batch)
+        self.page_timeout = page_timeout
+        self.max_rss = max_rss
+        self.warn, self.info = warn, info
+        self.workers: list[_Slot | None] = [None] * self.n
+        self.stats = PoolStats(workers=self.n)
+        self.left: list[PageWork] = []  # after run(): the items not finished
+        self._task_ids = 0
+        self._start_failures = 0
+        self._warned: set[str] = set()
+        self._queue: deque[tuple[PageWork, bool]] = deque()  # (item, solo)
+        self._finished: list[Finished] = []
+        self._stopping = False
+        self._rss_at = 0.0
+
+    # -- slots -----------------------------------------------------------------------------
+    def _spawn(self, slot: int) -> None:
+        self.workers[slot] = _Slot(slot, self.transport.start(slot))
+
+    def _stop(self, w: _Slot, kill: bool) -> None:
+        if self.workers[w.slot] is w:
+            self.workers[w.slot] = None
+        self.transport.stop(w.handle, kill)
+
+    def _gone(self, w: _Slot) -> None:
+        """The transport has freed the worker already (Lost)."""
+        if self.workers[w.slot] is w:
+            self.workers[w.slot] = None
+
+    def close(self, kill: bool = False) -> None:
+        for w in list(self.workers):
+            if w is not None:
+                self._stop(w, kill=kill or w.busy or not w.ready)
+        self.transport.close()
+
+    def kill_all(self) -> None:
+        """From a signal handler: no joins, no pipes."""
+        for w in self.workers:
+            if w is not None:
+                try:
+                    self.transport.kill_now(w.handle)
+                except Exception:  # noqa: BLE001 - a signal handler must not raise
+                    pass
+
+    def __enter__(self) -> Scheduler:
+        self.transport.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(kill=exc[0] is not None)
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(
+        self,
+        items: Iterable[PageWork],
+        should_stop: Callable[[], bool] = lambda: False,
+        grace: float = 10.0,
+        on_tick: Callable[[PoolStats], None] | None = None,
+    ) -> Iterator[Finished]:
+        """Parse all items, yielding each page's Finished as it comes. After a stop request,
+        pages in flight get `grace` seconds; `self.left` then holds the items not finished
+        (in flight past the grace period, and never handed out)."""
+        self.transport.open()
+        queue = self._queue = deque((item, False) for item in items)
+        for slot in range(min(self.n, len(queue))):
+            self._spawn(slot)
+        stop_at = None
+        while True:
+            if should_stop() and stop_at is None:
+                stop_at = time.monotonic() + grace
+                self._stopping = True
+            if stop_at is None:
+                self._dispatch()
+            busy = [w for w in self.workers if w is not None and w.busy]
+            if not busy and (stop_at is not None or not queue):
+                break
+            if stop_at is not None and time.monotonic() > stop_at:
+                for w in busy:  # in flight past the grace period: not journaled
+                    queue.extendleft(reversed([(t.item, False) for t in w.tasks.values()]))
+                    self._stop(w, kill=True)
+                break
+            self._wait()
+            for live in list(self.workers):
+                if live is not None:
+                    self._receive(live)
+            self._check_deadlines()
+            self._update_stats()
+            yield from self._drain()
+            if on_tick is not None:
+                on_tick(self.stats)
+        self._update_stats(rss=False)
+        yield from self._drain()
+        self.left = [item for item, _ in queue]
+
+    def _drain(self) -> Iterator[Finished]:
+        done, self._finished = self._finished, []
+        yield from done
+
+    def _dispatch(self) -> None:
+        """Fill free slots. A solo page goes only to a worker holding nothing, and alone."""
+        queue = self._queue
+        for w in self.workers:
+            if w is None or not w.ready or w.retiring or (w.tasks and not self.transport.refill):
+                continue
+            batch: list[Task] = []
+            while queue:
+                item, solo = queue[0]
+                held = list(w.tasks.values()) + batch
+                if (held and solo) or len(held) >= self.page_batch or any(t.solo for t in held):
+                    break
+                queue.popleft()
+                self._task_ids += 1
+                batch.append(Task(self._task_ids, item, solo, time.monotonic()))
+            if not batch:
+                continue
+            for t in batch:
+                w.tasks[t.id] = t
+            tasks = [PageTask(t.id, t.item.src, t.item.index, t.solo) for t in batch]
+            sent, events = self.transport.send(w.handle, tasks)
+            unsent = batch[sent:]  # died while idle: Lost will tell; the pages go back as they were
+            for t in unsent:
+                del w.tasks[t.id]
+            queue.extendleft(reversed([(t.item, t.solo) for t in unsent]))
+            for ev in events:
+                self._handle(w, ev)
+
+    def _wait(self) -> None:
+        live = [w for w in self.workers if w is not None]
+        timeout = TICK
+        now = time.monotonic()
+        for w in live:
+            if w.deadline is not None:
+                timeout = min(timeout, max(0.0, w.deadline - now))
+        self.transport.wait([w.handle for w in live], timeout)
+
+    def _receive(self, w: _Slot) -> None:
+        for ev in self.transport.receive(w.handle):
+            self._handle(w, ev)
+            if self.workers[w.slot] is not w:  # retired / replaced / lost while handling
+                break
+
+    def _finish(self, w: _Slot, task: Task, outcome: PageOutcome, rss: int, batch: int) -> None:
+        self.stats.done += 1
+        self._finished.append(Finished(task.item, outcome, w.slot, rss, batch))
+
+    def _handle(self, w: _Slot, msg: Event) -> None:
+        if isinstance(msg, Ready):
+            w.ready = True
+            self._start_failures = 0
+        elif isinstance(msg, StageEntered):
+            task = w.tasks.get(msg.task_id)
+            if task is None:
+                return
+            now = time.monotonic()
+            if task.started is None:
+                task.started = now
+            task.stage = msg.stage
+            if msg.stage is Stage.RENDER:  # this page's own clock
+                w.deadline = now + self.page_timeout
+            elif msg.stage is Stage.ENGINE and w.last_stage is not Stage.ENGINE:  # the batch's clock
+                w.deadline = now + msg.batch * self.page_timeout
+            w.last_stage = msg.stage
+        elif isinstance(msg, Notice):
+            if msg.message not in self._warned:
+                self._warned.add(msg.message)
+                self.warn(msg.message)
+        elif isinstance(msg, Fatal):
+            self._stop(w, kill=True)
+            raise SetupError(msg.message)
+        elif isinstance(msg, Done):
+            self._done(w, msg)
+        elif isinstance(msg, Unanswered):
+            again = [w.tasks.pop(t) for t in msg.task_ids if t in w.tasks]
+            self._queue.extendleft(reversed([(t.item, True) for t in again]))
+        elif isinstance(msg, Lost):
+            self._died(w, msg.why)
+
+    def _done(self, w: _Slot, msg: Done) -> None:
+        task = w.tasks.pop(msg.task_id, None)
+        if task is None:  # not held any more (lost and re-queued): dropped, one record per page
+            return
+        w.rss = msg.rss
+        w.pages += 1
+        if not w.started():
+            w.deadline, w.last_stage = None, None
+        self._finish(w, task, msg.outcome, msg.rss, msg.batch)
+        if self.max_rss and msg.rss > self.max_rss and not w.retiring:
+            self.info(
+                f"worker {w.slot}: RSS {msg.rss / (1 << 20):.0f} MB above --max-worker-rss "
+                f"{self.max_rss / (1 << 20):.0f} MB after {w.pages} pages; recycled"
+            )
+            self.stats.recycled += 1
+            w.retiring = True
+        if w.retiring and not w.tasks:
+            self._stop(w, kill=False)
+            if self._want_worker():
+                self._spawn(w.slot)
+
+    def _lost(self, w: _Slot, fault: Callable[[Task], PageOutcome]) -> None:
+        """The pages of a worker that died or was killed: blame a lone suspect, retry the
+        suspects of a batch alone, re-queue the pages it had not started (blame.split_lost)."""
+        lone, retry, later = split_lost(w.tasks.values())
+        if lone is not None:
+            self._finish(w, lone, fault(lone), w.rss, 1)
+        elif retry:
+            self.stats.retried += len(retry)
+            self.info(
+                f"worker {w.slot}: lost with {len(retry)} pages of a batch in the "
+                f"{w.started()[-1].stage} stage; retrying each alone"
+            )
+        self._queue.extendleft(reversed(retry + later))
+        w.tasks.clear()
+
+    def _died(self, w: _Slot, why: str) -> None:
+        self._gone(w)
+        if w.tasks:
+            self.stats.restarts += 1
+            now = time.monotonic()
+            self._lost(w, lambda t: crashed(t, now, self.transport.crash_message(why)))
+        elif not w.ready:
+            self._start_failures += 1
+            if self._start_failures >= START_FAILURES:
+                raise SetupError(self.transport.start_error(why))
+        if self._want_worker():
+            self._spawn(w.slot)
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for w in list(self.workers):
+            if w is None:
+                continue
+            if w.deadline is not None and now > w.deadline:
+                self._receive(w)  # an answer may have arrived just in time: take it rather than kill
+                if self.workers[w.slot] is not w or w.deadline is None or now <= w.deadline:
+                    continue
+                self._stop(w, kill=True)
+                self.stats.restarts += 1
+                self._lost(w, lambda t: timed_out(t, now, self.page_timeout))
+                if self._want_worker():
+                    self._spawn(w.slot)
+            elif not w.ready and now - w.spawned > START_TIMEOUT:
+                self._stop(w, kill=True)
+                self._start_failures += 1
+                if self._start_failures >= START_FAILURES:
+                    raise SetupError(self.transport.start_timeout_error())
+                self._spawn(w.slot)
+
+    def _want_worker(self) -> bool:
+        """Replace a worker that went away? Only while there is work it could take."""
+        return bool(self._queue) and not self._stopping
+
+    def _update_stats(self, rss: bool = True) -> None:
+        live = [w for w in self.workers if w is not None]
+        self.stats.busy = sum(w.busy for w in live)
+        self.stats.starting = sum(not w.ready for w in live)
+        self.stats.queued = len(self._queue)
+        self.stats.inflight = [len(w.tasks) for w in live]
+        now = time.monotonic()
+        if rss and now - self._rss_at >= 1.0:  # measured from outside where it can be: busy workers too
+            self._rss_at = now
+            self.stats.rss = [r if (r := self.transport.rss(w.handle)) is not None else w.rss for w in live]
