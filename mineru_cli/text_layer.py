@@ -11,7 +11,8 @@ no (then the engines read pixels, as for an image):
   characters, unassigned): a broken ToUnicode map;
 * ``ocr_layer``: most characters are invisible (render mode 3 or 7) over a picture, i.e. an
   old OCR layer over a scan, whose text is only as good as that OCR was;
-* ``rotated_text``: most characters do not run left to right on the rendered page.
+* ``rotated_text``: most characters do not run left to right on the rendered page (sideways,
+  upside down, or set in vertical columns).
 
 Characters a reader cannot see are never page content, trusted layer or not: invisible
 render modes, boxes outside the page, text under MIN_HEIGHT_PX tall, and characters with no
@@ -19,9 +20,10 @@ ink under them in the rendered page (white on white, clipped away, covered by a 
 The MinerU 4 standard tier's classifier uses the same signals (its thresholds: 50 characters
 per page, 4 % mapping errors, 3 % garbage).
 
-Lines: characters in the page's content order, broken at line ends, at jumps back or down,
-and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on one
-baseline), so that each line lies inside one layout region. Boxes are pixels of the page as
+Lines: characters in the page's content order, broken where the text leaves its band (the
+next line) and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on
+one baseline), so that each line lies inside one layout region; right-to-left text, ligatures
+split into letters and superscripts stay in their line. Boxes are pixels of the page as
 rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied).
 """
 
@@ -31,6 +33,7 @@ import ctypes
 import hashlib
 import json
 import math
+import statistics
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +54,7 @@ SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a
 UPRIGHT_DEGREES = 10.0
 
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
+_PDFIUM_HYPHEN = 0x02  # what pdfium reports for a hyphen at the end of a line
 SETTINGS = {
     "min_chars": MIN_CHARS,
     "unicode_error_share": UNICODE_ERROR_SHARE,
@@ -100,6 +104,7 @@ class TextLayer:
         """The same layer for the page downscaled by `factor` (inputs' area cap)."""
         if factor == 1.0:
             return self
+
         def scale(box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
             x1, y1, x2, y2 = (int(round(v * factor)) for v in box)
             return x1, y1, x2, y2
@@ -112,7 +117,7 @@ class TextLayer:
 class _Char:
     text: str
     box: tuple[float, float, float, float]  # device pixels
-    line_end: bool = False  # a line break pdfium reports after it
+    line_end: bool = False  # pdfium reports a line break after it
     space: bool = False
 
 
@@ -131,18 +136,24 @@ def read_text_layer(page: pdfium.PdfPage, grey: np.ndarray) -> TextLayer:
     """The text layer of `page` rendered as `grey` (H x W uint8, the page's rendered pixels)."""
     height, width = grey.shape[:2]
     textpage = page.get_textpage()
+    mapper = _DeviceMap(page, width, height)
+    paint = _PaintOrder(page, mapper)
     try:
-        counts = _read_chars(page, textpage, grey, width, height)
+        counts = _read_chars(textpage, grey, mapper, paint)
     finally:
         textpage.close()
-    return _decide(counts, _has_picture(page))
+    return _decide(counts, paint.has_picture)
 
 
-def _read_chars(page, textpage, grey: np.ndarray, width: int, height: int) -> _Counts:
+def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
+    height, width = grey.shape[:2]
     counts = _Counts()
-    mapper = _DeviceMap(page, width, height)
+    rect = pdfium_c.FS_RECTF()
+    matrix = pdfium_c.FS_MATRIX()
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+        if code == _PDFIUM_HYPHEN:
+            code = ord("-")  # pdfium's mark for a hyphen that ends a line: the hyphen on the page
         ch = chr(code) if 0 < code < 0x110000 else "\ufffd"
         if ch in "\r\n":
             if counts.visible:
@@ -162,11 +173,12 @@ def _read_chars(page, textpage, grey: np.ndarray, width: int, height: int) -> _C
             counts.garbage += 1
         visible = True
         obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
-        if obj and pdfium_c.FPDFTextObj_GetTextRenderMode(obj) in _INVISIBLE_MODES:
+        pdfium_c.FPDFText_GetLooseCharBox(textpage, i, rect)
+        box = mapper.box(rect.left, rect.bottom, rect.right, rect.top)
+        if obj and (pdfium_c.FPDFTextObj_GetTextRenderMode(obj) in _INVISIBLE_MODES or paint.covers(obj, box)):
             counts.invisible += 1
             visible = False
-        box = mapper.box(textpage.get_charbox(i, loose=True))
-        if visible and not _upright(textpage, i, mapper):
+        if visible and pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) and not mapper.upright(matrix):
             counts.rotated += 1
             visible = False
         if visible and not _seen(box, grey, width, height):
@@ -179,36 +191,42 @@ def _read_chars(page, textpage, grey: np.ndarray, width: int, height: int) -> _C
 
 
 class _DeviceMap:
-    """pdfium's page -> bitmap pixel mapping for a render of the whole page at this size."""
+    """pdfium's page -> bitmap pixel mapping for a render of the whole page at this size.
+
+    The mapping is affine, so it is read from pdfium once (three points, far apart so that
+    its integer pixels round to nothing) and applied here: a ctypes call per corner of every
+    character cost more than all the rest of the reader."""
 
     def __init__(self, page, width: int, height: int):
-        self.page, self.width, self.height = page, width, height
-        self._x, self._y = ctypes.c_int(), ctypes.c_int()
+        x, y = ctypes.c_int(), ctypes.c_int()
 
-    def point(self, x: float, y: float) -> tuple[int, int]:
-        pdfium_c.FPDF_PageToDevice(self.page, 0, 0, self.width, self.height, 0, x, y, self._x, self._y)
-        return self._x.value, self._y.value
+        def device(px: float, py: float) -> tuple[float, float]:
+            pdfium_c.FPDF_PageToDevice(page, 0, 0, width, height, 0, px, py, x, y)
+            return float(x.value), float(y.value)
 
-    def box(self, pdf_box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-        left, bottom, right, top = pdf_box
-        corners = [self.point(x, y) for x in (left, right) for y in (bottom, top)]
-        xs, ys = [c[0] for c in corners], [c[1] for c in corners]
-        return float(min(xs)), float(min(ys)), float(max(xs)), float(max(ys))
+        far = 10000.0
+        ox, oy = device(0.0, 0.0)
+        ax, ay = device(far, 0.0)
+        bx, by = device(0.0, far)
+        self.o = (ox, oy)
+        self.dx = ((ax - ox) / far, (ay - oy) / far)  # device step for one point along page x
+        self.dy = ((bx - ox) / far, (by - oy) / far)  # ... and along page y
 
+    def point(self, x: float, y: float) -> tuple[float, float]:
+        return self.o[0] + x * self.dx[0] + y * self.dy[0], self.o[1] + x * self.dx[1] + y * self.dy[1]
 
-def _upright(textpage, i: int, mapper: _DeviceMap) -> bool:
-    """Whether the character runs left to right on the rendered page (its text matrix's x
-    axis, through the page's rotation, is within UPRIGHT_DEGREES of the page's x axis)."""
-    m = pdfium_c.FS_MATRIX()
-    if not pdfium_c.FPDFText_GetMatrix(textpage, i, m):
-        return True
-    norm = math.hypot(m.a, m.b)
-    if norm == 0:
-        return True
-    x0, y0 = mapper.point(m.e, m.f)
-    x1, y1 = mapper.point(m.e + 100 * m.a / norm, m.f + 100 * m.b / norm)
-    angle = math.degrees(math.atan2(y1 - y0, x1 - x0))
-    return abs(angle) <= UPRIGHT_DEGREES
+    def box(self, left: float, bottom: float, right: float, top: float) -> tuple[float, float, float, float]:
+        (x1, y1), (x2, y2) = self.point(left, bottom), self.point(right, top)
+        return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)
+
+    def upright(self, m) -> bool:
+        """Whether a character with text matrix `m` runs left to right on the rendered page
+        (its x axis, through the page's rotation, within UPRIGHT_DEGREES of the page's)."""
+        vx = m.a * self.dx[0] + m.b * self.dy[0]
+        vy = m.a * self.dx[1] + m.b * self.dy[1]
+        if vx == 0 and vy == 0:
+            return True
+        return abs(math.degrees(math.atan2(vy, vx))) <= UPRIGHT_DEGREES
 
 
 def _seen(box, grey: np.ndarray, width: int, height: int) -> bool:
@@ -232,8 +250,70 @@ def _is_garbage(ch: str) -> bool:
     return category in ("Co", "Cn", "Cs") or (category == "Cc" and ch != "\t")
 
 
-def _has_picture(page) -> bool:
-    return any(obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects(max_depth=2))
+class _PaintOrder:
+    """The page's pictures in paint order: a character a picture is painted over (an opaque
+    one, not clipped away there) is hidden however much ink the picture has. Its text is
+    what the page's pixels do not show: the text under a scan in an "image over text" PDF,
+    or a passage pasted over."""
+
+    MAX_DEPTH = 8  # form XObjects inside form XObjects
+
+    def __init__(self, page, mapper: _DeviceMap):
+        self.has_picture = False
+        self.pictures: list[tuple[tuple[int, ...], tuple[float, float, float, float]]] = []
+        self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
+        self._mapper = mapper
+        self._walk(page, pdfium_c.FPDFPage_GetObject, pdfium_c.FPDFPage_CountObjects(page), ())
+
+    def _walk(self, parent, get, count: int, where: tuple[int, ...]) -> None:
+        for k in range(count):
+            obj = get(parent, k)
+            kind = pdfium_c.FPDFPageObj_GetType(obj)
+            at = (*where, k)
+            if kind == pdfium_c.FPDF_PAGEOBJ_TEXT:
+                self.text_at[_address(obj)] = at
+            elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+                self.has_picture = True
+                box = None if pdfium_c.FPDFPageObj_HasTransparency(obj) else self._painted_box(obj)
+                if box is not None:
+                    self.pictures.append((at, box))
+            elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and len(at) < self.MAX_DEPTH:
+                self._walk(obj, pdfium_c.FPDFFormObj_GetObject, pdfium_c.FPDFFormObj_CountObjects(obj), at)
+
+    def _painted_box(self, obj) -> tuple[float, float, float, float] | None:
+        """Where an image paints, in device pixels: its bounds within its clip paths' bounds."""
+        left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+        if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+            return None
+        box = [left.value, bottom.value, right.value, top.value]
+        clip = pdfium_c.FPDFPageObj_GetClipPath(obj)
+        for path in range(pdfium_c.FPDFClipPath_CountPaths(clip) if clip else 0):
+            xs, ys = [], []
+            x, y = ctypes.c_float(), ctypes.c_float()
+            for seg in range(pdfium_c.FPDFClipPath_CountPathSegments(clip, path)):
+                segment = pdfium_c.FPDFClipPath_GetPathSegment(clip, path, seg)
+                if segment and pdfium_c.FPDFPathSegment_GetPoint(segment, x, y):
+                    xs.append(x.value)
+                    ys.append(y.value)
+            if xs:
+                box = [max(box[0], min(xs)), max(box[1], min(ys)), min(box[2], max(xs)), min(box[3], max(ys))]
+        if box[0] >= box[2] or box[1] >= box[3]:
+            return None
+        return self._mapper.box(*box)
+
+    def covers(self, text_obj, box: tuple[float, float, float, float]) -> bool:
+        """Whether a picture painted after `text_obj` covers the character box's centre."""
+        if not self.pictures:
+            return False
+        at = self.text_at.get(_address(text_obj))
+        if at is None:
+            return False
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        return any(p_at > at and p[0] <= cx <= p[2] and p[1] <= cy <= p[3] for p_at, p in self.pictures)
+
+
+def _address(obj) -> int:
+    return ctypes.cast(obj, ctypes.c_void_p).value or 0
 
 
 def _decide(counts: _Counts, picture: bool) -> TextLayer:
@@ -246,62 +326,133 @@ def _decide(counts: _Counts, picture: bool) -> TextLayer:
     if counts.total == 0:
         return untrusted("no_text", "the page has no text layer")
     if picture and counts.invisible / total >= INVISIBLE_SHARE:
-        return untrusted("ocr_layer", f"{counts.invisible} of {counts.total} characters invisible over a picture")
+        return untrusted("ocr_layer", f"{counts.invisible} of {counts.total} characters invisible or under a picture")
     if counts.unicode_errors / total >= UNICODE_ERROR_SHARE:
         return untrusted("unicode_errors", f"{counts.unicode_errors} of {counts.total} characters without Unicode")
     if counts.garbage / total >= GARBAGE_SHARE:
         return untrusted("garbage", f"{counts.garbage} of {counts.total} characters are not text")
     if counts.rotated / total >= ROTATED_SHARE:
         return untrusted("rotated_text", f"{counts.rotated} of {counts.total} characters not upright")
+    downwards = _downwards(counts.visible)
+    if downwards / total >= ROTATED_SHARE:
+        return untrusted("rotated_text", f"{downwards} of {counts.total} characters run top to bottom")
     if visible < MIN_CHARS:
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     return TextLayer(tuple(_lines(counts.visible)), True, None, visible, counts.hidden)
 
 
+def _downwards(chars: list[_Char]) -> int:
+    """Characters that follow the one before them straight down: vertical writing (CJK set in
+    columns) has upright glyphs, but lines of one character each read across its columns."""
+    n = 0
+    for a, b in zip(chars, chars[1:]):
+        h = a.box[3] - a.box[1]
+        overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+        below = -0.3 * h <= b.box[1] - a.box[3] <= h
+        if below and overlap >= 0.5 * min(a.box[2] - a.box[0], b.box[2] - b.box[0]):
+            n += 1
+    return n
+
+
+class _Run:
+    """The line being built: its characters and their extent, kept as characters join."""
+
+    def __init__(self, ch: _Char):
+        self.chars = [ch]
+        self.x1, self.y1, self.x2, self.y2 = ch.box
+
+    @property
+    def height(self) -> float:
+        return max(1.0, self.y2 - self.y1)
+
+    def add(self, ch: _Char) -> None:
+        self.chars.append(ch)
+        self.x1, self.y1 = min(self.x1, ch.box[0]), min(self.y1, ch.box[1])
+        self.x2, self.y2 = max(self.x2, ch.box[2]), max(self.y2, ch.box[3])
+
+
 def _lines(chars: list[_Char]) -> list[TextLine]:
+    """Characters -> lines: the content order cut where the text leaves its band (a line
+    end), then each piece cut at its wide horizontal gaps (columns and cells on one baseline).
+    The gaps are found on the characters sorted left to right, not in content order:
+    right-to-left text comes in reading order, leftwards, a line mixing it with digits or
+    Latin jumps both ways, and the letters of a ligature glyph (pdfium splits "ffi" into
+    three) share the glyph's box. Each line keeps the content order of its characters."""
     lines: list[TextLine] = []
-    current: list[_Char] = []
+    run: _Run | None = None
     for ch in chars:
-        if current and _breaks(current, ch):
-            lines.append(_line(current))
-            current = []
-        current.append(ch)
-        if ch.line_end:
-            lines.append(_line(current))
-            current = []
-    if current:
-        lines.append(_line(current))
+        if run is not None and _leaves_band(run, ch):
+            lines += _split_at_gaps(run)
+            run = None
+        if run is None:
+            run = _Run(ch)
+        else:
+            run.add(ch)
+    if run is not None:
+        lines += _split_at_gaps(run)
     return [ln for ln in lines if ln.text]
 
 
-def _breaks(current: list[_Char], ch: _Char) -> bool:
-    """Whether `ch` starts a new line after `current` (same line: same band, moving right)."""
-    y1 = min(c.box[1] for c in current)
-    y2 = max(c.box[3] for c in current)
-    h = max(1.0, y2 - y1)
-    prev = current[-1]
+def _leaves_band(run: _Run, ch: _Char) -> bool:
+    """Whether `ch` is on another text line than `run` (its centre outside the run's band)."""
+    h = run.height
     centre = (ch.box[1] + ch.box[3]) / 2
-    if not y1 - 0.2 * h <= centre <= y2 + 0.2 * h:
+    if not run.y1 - 0.2 * h <= centre <= run.y2 + 0.2 * h:
         return True
-    gap = ch.box[0] - prev.box[2]
-    return gap < -0.5 * h or gap > GAP_SPLIT * h
+    # pdfium also ends a line where a superscript lifts the baseline; the text that follows
+    # on the line's own band continues the line
+    return run.chars[-1].line_end and not _same_band(run.chars[0], ch, h)
 
 
-def _line(chars: list[_Char]) -> TextLine:
-    y1 = min(c.box[1] for c in chars)
-    y2 = max(c.box[3] for c in chars)
-    h = max(1.0, y2 - y1)
-    text = ""
-    for i, ch in enumerate(chars):
-        if i:
-            prev = chars[i - 1]
-            if prev.space or ch.box[0] - prev.box[2] > SPACE_GAP * h:
-                text += " "
+def _split_at_gaps(run: _Run) -> list[TextLine]:
+    h = run.height
+    order = sorted(range(len(run.chars)), key=lambda k: run.chars[k].box[0])
+    piece = [0] * len(run.chars)
+    right, n = run.chars[order[0]].box[2], 0
+    for k in order[1:]:
+        box = run.chars[k].box
+        if box[0] - right > GAP_SPLIT * h:
+            n += 1
+        piece[k], right = n, max(right, box[2])
+    if n == 0:
+        return [_line(run.chars, run)]
+    groups: list[list[_Char]] = [[] for _ in range(n + 1)]
+    for k, ch in enumerate(run.chars):
+        groups[piece[k]].append(ch)
+    return [_line(group) for group in groups]
+
+
+def _same_band(a: _Char, b: _Char, h: float) -> bool:
+    return abs(a.box[1] - b.box[1]) <= 0.15 * h and abs(a.box[3] - b.box[3]) <= 0.15 * h
+
+
+def _is_rtl(text: str) -> bool:
+    return unicodedata.bidirectional(text[0]) in ("R", "AL")
+
+
+def _gap(prev: _Char, ch: _Char) -> float:
+    """The blank between two characters in the direction the text runs."""
+    leftwards = ch.box[0] + ch.box[2] < prev.box[0] + prev.box[2]
+    if leftwards and (_is_rtl(prev.text) or _is_rtl(ch.text)):
+        return prev.box[0] - ch.box[2]
+    return ch.box[0] - prev.box[2]
+
+
+def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
+    if run is None:
+        run = _Run(chars[0])
+        for ch in chars[1:]:
+            run.add(ch)
+    h = run.height
+    gaps = [_gap(a, b) for a, b in zip(chars, chars[1:])]
+    # letter spacing (tracking) widens every gap of the line alike; a word break is a gap
+    # wider than the line's usual one
+    usual = [g for g, a in zip(gaps, chars) if not a.space]
+    tracking = max(0.0, statistics.median(usual)) if usual else 0.0
+    text = chars[0].text
+    for prev, ch, gap in zip(chars, chars[1:], gaps):
+        if prev.space or gap - tracking > SPACE_GAP * h:
+            text += " "
         text += ch.text
-    box = (
-        int(math.floor(min(c.box[0] for c in chars))),
-        int(math.floor(y1)),
-        int(math.ceil(max(c.box[2] for c in chars))),
-        int(math.ceil(y2)),
-    )
+    box = (int(math.floor(run.x1)), int(math.floor(run.y1)), int(math.ceil(run.x2)), int(math.ceil(run.y2)))
     return TextLine(box, " ".join(text.split()))

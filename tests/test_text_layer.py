@@ -263,3 +263,127 @@ def test_the_cache_key_of_a_trusted_page_holds_its_text(tmp_path):
     assert page_key("fp", a) != page_key("fp", b) != "fp"
     assert page_key("fp", a) == page_key("fp", _layer(tmp_path / "a.pdf"))  # the same page, the same key
     assert page_key("fp", few) == "fp"  # an untrusted layer is not read: pixels alone decide
+
+
+def _text_run(c, x, y, parts, font="Helvetica", size=12) -> None:
+    """One text object of (text, rise, size) parts: superscripts and subscripts in a line."""
+    text = c.beginText(x, y)
+    for part, rise, part_size in parts:
+        text.setFont(font, part_size or size)
+        text.setRise(rise)
+        text.textOut(part)
+    c.drawText(text)
+
+
+def test_a_hyphen_at_a_line_end_is_read_as_the_hyphen_written(tmp_path):
+    # pdfium reports a hyphen that ends a line as U+0002; it is the hyphen on the page
+    lines = ["The end of this line breaks a word with a hyphen-", "ated ending and carries on."]
+    layer = _layer(_pdf(tmp_path / "hyphen.pdf", lambda c: _prose(c, lines=PROSE + lines))).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + lines
+
+
+@pytest.mark.skipif(not DEJAVU.is_file(), reason="needs DejaVuSans.ttf (Debian's fonts-dejavu-core)")
+def test_ligatures_keep_their_words_on_one_line(tmp_path):
+    # pdfium splits a ligature glyph into its letters, each with the whole glyph's box
+    pdfmetrics.registerFont(TTFont("DejaVuTL", str(DEJAVU)))
+    written = ["The \ufb01rst \ufb02ow of o\ufb03ce work is \ufb01ne."]
+    layer = _layer(_pdf(tmp_path / "lig.pdf", lambda c: _prose(c, lines=PROSE + written, font="DejaVuTL"))).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["The first flow of office work is fine."]
+
+
+def test_superscripts_subscripts_and_footnote_marks_stay_in_their_line(tmp_path):
+    def draw(c):
+        _prose(c)
+        parts = [("E = mc", 0, 0), ("2", 5, 7), (" and H", 0, 0), ("2", -3, 7), ("O with a footnote", 0, 0)]
+        _text_run(c, 72, 600, parts + [("12", 6, 7), (" here.", 0, 0)])
+
+    layer = _layer(_pdf(tmp_path / "super.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["E = mc2 and H2O with a footnote12 here."]
+
+
+def test_letter_spaced_words_are_not_split_into_letters(tmp_path):
+    def draw(c):
+        _prose(c)
+        text = c.beginText(72, 600)
+        text.setFont("Helvetica", 12)
+        text.setCharSpace(6)  # tracking, as titles and headings are set
+        text.textLine("Spaced out letters here")
+        text.setCharSpace(0)
+        c.drawText(text)
+
+    layer = _layer(_pdf(tmp_path / "tracked.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["Spaced out letters here"]
+
+
+@pytest.mark.skipif(not DEJAVU.is_file(), reason="needs DejaVuSans.ttf (Debian's fonts-dejavu-core)")
+def test_right_to_left_lines_are_read_whole_in_reading_order(tmp_path):
+    pdfmetrics.registerFont(TTFont("DejaVuTL", str(DEJAVU)))
+    hebrew = ["שלום עולם", "ספר טוב מאוד"]  # in reading order
+    drawn = [line[::-1] for line in hebrew]  # glyphs left to right, as PDF writers place them
+
+    layer = _layer(_pdf(tmp_path / "rtl.pdf", lambda c: _prose(c, lines=PROSE + drawn, font="DejaVuTL"))).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + hebrew
+
+
+def _photo_png(width=400, height=100) -> bytes:
+    """A picture with texture everywhere (noise), so that its own pixels show contrast."""
+    rng = np.random.default_rng(0)
+    out = io.BytesIO()
+    Image.fromarray((rng.random((height, width)) * 255).astype("uint8")).convert("RGB").save(out, "PNG")
+    return out.getvalue()
+
+
+def test_text_under_a_picture_is_never_emitted_and_text_over_one_is(tmp_path):
+    def draw(c):
+        _prose(c)
+        c.drawString(72, 520, "UNDER THE PICTURE SECRET")
+        c.drawImage(ImageReader(io.BytesIO(_photo_png())), 60, 500, width=400, height=50)
+        c.drawImage(ImageReader(io.BytesIO(_photo_png())), 60, 400, width=400, height=50)
+        c.setFillColorRGB(1, 1, 0)
+        c.drawString(72, 420, "Caption over the photo")
+        c.setFillColorRGB(0, 0, 0)
+        c.drawString(72, 320, "HID")
+        c.drawString(300, 320, "Beside a clipped photo")
+        c.saveState()
+        clip = c.beginPath()
+        clip.rect(60, 300, 100, 50)  # the photo shows only here
+        c.clipPath(clip, stroke=0)
+        c.drawImage(ImageReader(io.BytesIO(_photo_png())), 60, 300, width=400, height=50)
+        c.restoreState()
+
+    layer = _layer(_pdf(tmp_path / "covered.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["Caption over the photo", "Beside a clipped photo"]
+    assert layer.hidden == len("UNDERTHEPICTURESECRET") + len("HID")
+
+
+def test_visible_text_under_a_scanned_page_is_not_trusted(tmp_path):
+    # "image over text" PDFs: the OCR text painted first (render mode 0), the scan over it
+    def draw(c):
+        _prose(c, top=650, size=11)
+        c.drawImage(ImageReader(io.BytesIO(_scan_png(PROSE))), 36, 500, width=520, height=173)
+
+    layer = _layer(_pdf(tmp_path / "under.pdf", draw)).text_layer
+    assert not layer.trusted and layer.reason == "ocr_layer" and layer.lines == ()
+
+
+@pytest.mark.skipif(_cjk_font() is None, reason="no CJK font installed (make test installs fonts-wqy-microhei)")
+def test_vertical_cjk_columns_are_left_to_the_pixels(tmp_path):
+    # upright glyphs, but each column reads top to bottom: lines of one character each would
+    # read across the columns
+    pdfmetrics.registerFont(TTFont("CJKTL", str(_cjk_font()), subfontIndex=0))
+    columns = [
+        "文档解析把页面变成结构化的文本",
+        "中文段落没有空格按原样读出来",
+        "表格和公式交给视觉语言模型读",
+        "重新运行时不会重复已经完成的",
+    ]
+
+    def draw(c):
+        c.setFont("CJKTL", 16)
+        for k, column in enumerate(columns):  # columns from the right, each top to bottom
+            for i, ch in enumerate(column):
+                c.drawString(500 - 30 * k, 780 - 18 * i, ch)
+
+    layer = _layer(_pdf(tmp_path / "vertical.pdf", draw)).text_layer
+    assert layer.chars == sum(map(len, columns)) >= MIN_CHARS
+    assert not layer.trusted and layer.reason == "rotated_text" and "top to bottom" in layer.detail
