@@ -510,6 +510,52 @@ def schema():
     typer.echo(json.dumps(load_schema(), indent=2))
 
 
+models_app = typer.Typer(
+    help="The MinerU2.5 model folders and ONNX exports this installation finds.", invoke_without_command=True
+)
+
+
+@models_app.callback()
+def models(
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Also look at this folder (as parse --model)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: {ok, entries: [...]}."),
+):
+    """List every model folder and export found (--model, $MINERU_MODEL_PATH, ./models, ~/mineru.json's
+    models-dir, the Hugging Face and ModelScope caches, onnx/ inside each): where, which release
+    (read from its files), size, export format and quantization, whether its files match their
+    manifest. Exit 1 when one is damaged or no MinerU2.5 model, else 0."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .models import discover, render
+
+    entries = discover(model)
+    typer.echo(render(entries, json_out))
+    raise typer.Exit(EXIT_OK if all(e.ok for e in entries) else EXIT_FAILED)
+
+
+@models_app.command("verify")
+def models_verify(
+    path: Path = typer.Argument(..., help="A model folder or ONNX export (or a model folder holding onnx/)."),
+    json_out: bool = typer.Option(False, "--json", help="The entry as JSON."),
+):
+    """Check one model folder or export fully: every file of an export hashed again against its
+    manifest, a model folder's safetensors against their headers (and their Hugging Face cache
+    blobs' sha256), its release from its files. Exit 0 when whole, 1 when not, 2 when PATH is no
+    model folder or export."""
+    from .models import render, verify
+
+    try:
+        entry = verify(path)
+    except SetupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_SETUP) from None
+    typer.echo(render([entry], json_out))
+    raise typer.Exit(EXIT_OK if entry.ok else EXIT_FAILED)
+
+
+app.add_typer(models_app, name="models")
+
 from .cache.cli import cache_app  # noqa: E402  (a light import: sqlite3, typer)
 
 app.add_typer(cache_app, name="cache", help="Inspect and manage the result cache.")

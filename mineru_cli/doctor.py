@@ -153,81 +153,45 @@ def ocr_models_check() -> Check:
 
 
 def model_checks(model: str | None) -> list[Check]:
-    """The MinerU2.5 model parse would use and every ONNX export found beside it, verified."""
+    """The MinerU2.5 model parse would use, then every model folder and ONNX export found
+    (models.discover, the listing `mineru models` prints), exports verified."""
+    from .models import EXPORT, discover
     from .vlm.export_format import is_export_dir
-    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, LOCAL_DIR, find_model, is_model_dir
+    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, find_model, is_model_dir
 
     checks = []
+    model_dir: Path | None = None
     given = Path(model).expanduser() if model else None
     if given is not None and not is_model_dir(given) and (is_export_dir(given) or is_export_dir(given / "onnx")):
         # an export alone is enough for the onnx runtime (engines.vlm.locate)
         checks.append(Check("model", INFO, f"--model {given} is an ONNX export (no model folder: runtime onnx only)"))
-        return checks + [export_check(e) for e in _exports(model, None)]
-    try:
-        model_dir = find_model(model)
-    except SetupError as exc:
-        return [Check("model", FAIL, str(exc).split("; get it with")[0], DOWNLOAD_HINT)]
-    if model_dir is None:
-        checks.append(
-            Check(
-                "model",
-                INFO,
-                f"no MinerU2.5 model (no --model, ${ENV_VAR} or {LOCAL_DIR.as_posix()}, none in the Hugging Face "
-                "cache): --engine auto runs the embedded ocr engine",
-            )
-        )
     else:
-        checks.append(Check("model", OK, f"MinerU2.5 model {model_dir}"))
-    for export in _exports(model, model_dir):
-        checks.append(export_check(export))
+        try:
+            model_dir = find_model(model)
+        except SetupError as exc:
+            return [Check("model", FAIL, str(exc).split("; get it with")[0], DOWNLOAD_HINT)]
+        if model_dir is None:
+            checks.append(
+                Check(
+                    "model",
+                    INFO,
+                    f"no MinerU2.5 model (no --model or ${ENV_VAR}, none in ./models, ~/mineru.json's models-dir or "
+                    "the Hugging Face or ModelScope caches): --engine auto runs the embedded ocr engine",
+                )
+            )
+    for entry in discover(model):
+        release = entry.release or f"release unknown: {entry.identity_error}"
+        if entry.kind == EXPORT:
+            detail = entry.detail if entry.status == FAIL else f"{entry.detail}; {entry.quantization}; {release}"
+            checks.append(Check(f"export {entry.path}", entry.status, detail, entry.fix))
+        elif model_dir is not None and Path(entry.path) == model_dir:
+            status = FAIL if entry.status == FAIL or entry.identity_error else OK
+            checks.insert(0, Check("model", status, f"{release} in {model_dir}; {entry.detail}", entry.fix))
+        else:
+            checks.append(Check(f"model {entry.path}", INFO, f"{release} ({entry.where}), not the one parse uses"))
+    if model_dir is not None and not any(c.name == "model" for c in checks):
+        checks.insert(0, Check("model", OK, f"MinerU2.5 model {model_dir}"))
     return checks
-
-
-def _exports(model: str | None, model_dir: Path | None) -> list[Path]:
-    from .vlm.export_format import is_export_dir
-
-    candidates = []
-    for value in (model, os.environ.get("MINERU_MODEL_PATH"), model_dir):
-        if value:
-            candidates += [Path(value).expanduser(), Path(value).expanduser() / "onnx"]
-    models = Path("models")
-    if models.is_dir():  # ./models/<name>/onnx and ./models/<name> (mineru export's default places)
-        for child in sorted(models.iterdir()):
-            candidates += [child, child / "onnx"]
-    found: dict[Path, None] = {}
-    for c in candidates:
-        if is_export_dir(c):
-            found.setdefault(c.resolve())
-    return list(found)
-
-
-def export_check(export: Path) -> Check:
-    """One export folder against its manifest (size and sha256 of every file)."""
-    from .vlm.export_format import verify_export
-
-    try:
-        manifest = verify_export(export)
-    except SetupError as exc:
-        return Check(f"export {export}", FAIL, str(exc).split("; export it again")[0], _export_fix(export))
-    quant = manifest.get("quantization") or {}
-    kind = quant.get("scheme") or ("quantized" if quant else "fp32")
-    target = quant.get("target")
-    detail = f"matches its manifest ({len(manifest['files'])} files; {kind}{f' for {target}' if target else ''})"
-    graphs = int8_target.graphs_needing_exact_kernels(manifest)
-    if graphs:
-        return Check(
-            f"export {export}",
-            WARN,
-            detail + f"; its {' and '.join(graphs)} weights run on the exact, slower INT8 kernels here",
-            "mineru export --int8 --target avx2 --force (an avx2 export is right on every CPU)",
-        )
-    return Check(f"export {export}", OK, detail)
-
-
-def _export_fix(export: Path) -> str:
-    model = export.parent if export.name == "onnx" else None
-    where = f"--model {model} " if model is not None else ""
-    return f"mineru export {where}--out {export} --force (add --int8 if it was an INT8 export)"
 
 
 # --------------------------------------------------------------------------- the cache

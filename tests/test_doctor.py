@@ -4,6 +4,7 @@ unreachable Redis URL: what it prints, its JSON and its exit code."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -25,18 +26,35 @@ def doctor(tmp_path, env, *args):
     return r.returncode, report, {c["name"]: c for c in report["checks"]}
 
 
+# what model_identity reads of a MinerU2.5 2509 folder
+STAND_IN_FILES = {
+    "config.json": json.dumps(
+        {
+            "architectures": ["Qwen2VLForConditionalGeneration"],
+            "model_type": "qwen2_vl",
+            "tie_word_embeddings": True,
+            "text_config": {},
+            "vision_config": {},
+        }
+    ),
+    "tokenizer.json": "{}",
+    "preprocessor_config.json": json.dumps({"min_pixels": 3136}),
+}
+
+
 def make_export(model: Path) -> Path:
     """A model folder with an ONNX export in model/onnx: small stand-in files, but the real
     manifest (written by the exporter's write_manifest, checked by the runtime's verify_export)."""
     model.mkdir(parents=True)
-    for name in ("config.json", "tokenizer.json", "preprocessor_config.json"):
-        (model / name).write_text("{}")
-    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    for name, text in STAND_IN_FILES.items():
+        (model / name).write_text(text)
+    (model / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")  # a valid, empty safetensors
     export = model / "onnx"
     export.mkdir()
     for name in GRAPHS.values():
         (export / name).write_bytes(bytes(range(256)) * 16)
-    (export / "config.json").write_text("{}")
+    for name, text in STAND_IN_FILES.items():
+        (export / name).write_text(text)
     write_manifest(
         export,
         {"format": FORMAT, "format_version": FORMAT_VERSION, "graphs": dict(GRAPHS), "model": {}, "quantization": None},

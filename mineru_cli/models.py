@@ -1,0 +1,217 @@
+"""`mineru models`: every MinerU2.5 model folder and ONNX export this installation can find,
+and `mineru models verify PATH`: one of them checked fully. `mineru doctor` lists the same
+entries (discover() is the one search both use).
+
+Where it looks: --model and $MINERU_MODEL_PATH (and their onnx/ subfolders), the places
+vlm.model_dir searches (./models/<release>, ~/mineru.json's models-dir, the Hugging Face and
+ModelScope caches), every folder in ./models and the onnx/ folder inside each model folder.
+
+Each entry says where it was found, which release it holds (vlm.model_identity: from its files,
+an export's from its manifest), its size, for an export the format and quantization, and
+whether its files match: an export against its manifest (size and sha256 of every file; a
+listing trusts the stamps of files already hashed, verify hashes everything again), a model
+folder's safetensors against their own headers and, in a Hugging Face cache snapshot, against
+the sha256 its blob is named by (verify only). Nothing is changed and torch is never imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .core.errors import SetupError
+from .hashing import file_sha256
+from .vlm import int8_target
+from .vlm.export_format import FORMAT, is_export_dir, read_manifest, verify_export
+from .vlm.model_dir import ENV_VAR, is_model_dir, missing_files, search_places
+from .vlm.model_identity import detect, from_manifest
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+MODEL, EXPORT = "model", "export"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class Entry:
+    path: str
+    kind: str  # model | export
+    where: str  # how it was found: --model, $MINERU_MODEL_PATH, models folder, Hugging Face cache, ...
+    status: str = OK  # ok | warn | fail: whether its files are whole (warn: runs slower here)
+    detail: str = ""  # what the check found (the problem when not ok)
+    fix: str = ""
+    release: str | None = None  # e.g. MinerU2.5-Pro-2605-1.2B; None: unknown (identity_error says why)
+    profile: str | None = None
+    identity_error: str | None = None
+    bytes: int = 0
+    format: str | None = None  # export: "mineru-cli-onnx v4"
+    quantization: str | None = None  # export: fp32 | int8 | int4 (for a CPU target)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL and self.identity_error is None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        release = self.release or f"unknown ({self.identity_error})"
+        kind = f"export {self.format}, {self.quantization}" if self.kind == EXPORT else "model folder"
+        fix = f" -> fix: {self.fix}" if self.fix else ""
+        return (
+            f"[{self.status:>4}] {self.path}\n       {kind}; {release}; {self.bytes / 1e9:.2f} GB; "
+            f"found via {self.where}; {self.detail}{fix}"
+        )
+
+
+# --------------------------------------------------------------------------- finding
+
+
+def candidates(model: str | None = None) -> list[tuple[str, Path]]:
+    """(where, folder) to look at, in order; folders may repeat or not exist."""
+    out: list[tuple[str, Path]] = []
+    for where, value in (("--model", model), (f"${ENV_VAR}", os.environ.get(ENV_VAR))):
+        if value:
+            out += [(where, Path(value).expanduser()), (where, Path(value).expanduser() / "onnx")]
+    for where, path in search_places():
+        out += [(where, path), (where, path / "onnx")]
+    models = Path("models")
+    if models.is_dir():  # ./models/<name> and ./models/<name>/onnx (mineru export's default places)
+        for child in sorted(p for p in models.iterdir() if p.is_dir()):
+            out += [("models folder", child), ("models folder", child / "onnx")]
+    return out
+
+
+def discover(model: str | None = None, full: bool = False) -> list[Entry]:
+    """Every model folder and export found (each once, under the first place it was found)."""
+    seen: set[Path] = set()
+    entries = []
+    for where, path in candidates(model):
+        if not (is_export_dir(path) or is_model_dir(path)):
+            continue
+        real = path.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        entries.append(inspect(real, where, full))
+    return entries
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def inspect(path: str | Path, where: str = "given", full: bool = False) -> Entry:
+    """One folder: an export (manifest.json) or a model folder; full: hash every file again."""
+    path = Path(path)
+    if is_export_dir(path):
+        return _inspect_export(path, where, full)
+    entry = Entry(str(path), MODEL, where)
+    missing = missing_files(path)
+    if missing:
+        entry.status, entry.detail = FAIL, f"not a model folder (missing: {', '.join(missing)})"
+        return entry
+    entry.bytes = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    try:
+        ident = detect(path)
+        entry.release, entry.profile = ident.release, ident.profile
+    except SetupError as exc:
+        entry.identity_error = str(exc)
+    problems = []
+    tensors = 0
+    for weights in sorted(path.glob("*.safetensors")):
+        count, problem = _safetensors_check(weights)
+        tensors += count
+        if problem:
+            problems.append(problem)
+        elif full and (blob := _hub_blob_sha256(weights)) is not None and file_sha256(weights) != blob:
+            problems.append(f"{weights.name} does not match the sha256 its Hugging Face cache blob is named by")
+    if problems:
+        entry.status, entry.detail = FAIL, "; ".join(problems)
+        entry.fix = "download the model again (hf download ... --force-download), or remove the damaged files"
+    else:
+        hub = any(_hub_blob_sha256(w) for w in path.glob("*.safetensors"))
+        checked = "headers and the sha256 of their cache blobs" if full and hub else "headers"
+        entry.detail = f"{tensors} tensors in its safetensors ({checked} checked)"
+    return entry
+
+
+def _inspect_export(path: Path, where: str, full: bool) -> Entry:
+    entry = Entry(str(path), EXPORT, where, format=FORMAT)
+    entry.bytes = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    try:
+        manifest = read_manifest(path)
+        entry.format = f"{FORMAT} v{manifest.get('format_version')}"
+        quant = manifest.get("quantization") or {}
+        scheme = quant.get("scheme") or ("quantized" if quant else "fp32")
+        entry.quantization = scheme + (f" for {quant['target']}" if quant.get("target") else "")
+        manifest = verify_export(path, manifest, trust_stamps=not full)
+    except SetupError as exc:
+        entry.status, entry.detail = FAIL, str(exc).split("; export it again")[0]
+        model = path.parent if path.name == "onnx" else None
+        where = f"--model {model} " if model else ""
+        entry.fix = f"mineru export {where}--out {path} --force (add --int8 if it was an INT8 export)"
+        return entry
+    try:
+        ident = from_manifest(path, manifest)
+        entry.release, entry.profile = ident.release, ident.profile
+        entry.extra["identity_from"] = ident.source
+    except SetupError as exc:
+        entry.identity_error = str(exc)
+    entry.detail = f"matches its manifest ({len(manifest['files'])} files)"
+    graphs = int8_target.graphs_needing_exact_kernels(manifest)
+    if graphs:
+        entry.status = WARN
+        entry.detail += f"; its {' and '.join(graphs)} weights run on the exact, slower INT8 kernels here"
+        entry.fix = "mineru export --int8 --target avx2 --force (an avx2 export is right on every CPU)"
+    return entry
+
+
+def _safetensors_check(path: Path) -> tuple[int, str | None]:
+    """(tensors, problem): the header parses and the data it describes fills the file exactly."""
+    try:
+        with open(path, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            if n > 100_000_000:
+                return 0, f"{path.name}: not a safetensors file (header of {n} bytes)"
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, struct.error) as exc:
+        return 0, f"{path.name}: unreadable safetensors header ({exc})"
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+    size = path.stat().st_size
+    if 8 + n + end != size:
+        return len(tensors), f"{path.name} has {size} bytes, its header describes {8 + n + end} (cut short or padded)"
+    return len(tensors), None
+
+
+def _hub_blob_sha256(path: Path) -> str | None:
+    """The sha256 a Hugging Face cache snapshot's file links to (its blob's name), or None."""
+    if not path.is_symlink():
+        return None
+    name = Path(os.readlink(path)).name
+    return name if _SHA256.match(name) else None
+
+
+def verify(path: str | Path) -> Entry:
+    """One folder checked fully (every file hashed again, not trusting earlier stamps)."""
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise SetupError(f"{path} is not a folder")
+    if not is_export_dir(path) and not is_model_dir(path) and is_export_dir(path / "onnx"):
+        path = path / "onnx"
+    if not is_export_dir(path) and missing_files(path) == ["the folder itself"]:
+        raise SetupError(f"{path} is not a folder")
+    return inspect(path.resolve(), "given", full=True)
+
+
+def render(entries: list[Entry], as_json: bool = False) -> str:
+    """What `mineru models` prints: two lines per entry, or one JSON object."""
+    if as_json:
+        return json.dumps({"ok": all(e.ok for e in entries), "entries": [e.as_dict() for e in entries]}, indent=2)
+    if not entries:
+        return "no MinerU2.5 model folder or ONNX export found (see mineru models --help for where it looks)"
+    return "\n".join(e.line() for e in entries)

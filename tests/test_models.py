@@ -1,0 +1,127 @@
+"""`mineru models` and `mineru models verify` on folders with a good export, a tampered one and
+none: the tiny trained model (Pro-shaped in ./models, 2509-shaped in a Hugging Face cache
+snapshot whose weights link to their sha256-named blob) and a real TorchScript export of it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import mineru
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))
+from model_shapes import COMMIT, pro_shaped
+from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="module")
+def site(tiny_vlm, tmp_path_factory):
+    pytest.importorskip("onnx")
+    from mineru_cli.export.onnx_export import export_model
+
+    root = tmp_path_factory.mktemp("site")
+    pro = pro_shaped(tiny_vlm / "model", root / "models" / "MinerU2.5-Pro-2605-1.2B")
+    export_model(pro, pro / "onnx", verify=False, exporter="torchscript", threads=1)
+    tampered = root / "models" / "tampered-export"
+    shutil.copytree(pro / "onnx", tampered)
+    data = bytearray((tampered / "decoder.onnx").read_bytes())
+    data[-10] ^= 0xFF  # same size, other bytes: only the sha256 tells
+    (tampered / "decoder.onnx").write_bytes(bytes(data))
+    # a Hugging Face cache snapshot of the 2509 shape, no export: files link to their blobs
+    repo = root / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
+    snap, blobs = repo / "snapshots" / COMMIT, repo / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    for src in (tiny_vlm / "model").iterdir():
+        blob = blobs / hashlib.sha256(src.read_bytes()).hexdigest()
+        shutil.copy(src, blob)
+        os.symlink(os.path.relpath(blob, snap), snap / src.name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    return {"root": root, "pro": pro, "export": pro / "onnx", "tampered": tampered, "hub": snap}
+
+
+def env_for(root: Path) -> dict:
+    return {
+        "HF_HUB_CACHE": str(root / "hub"),
+        "MODELSCOPE_CACHE": str(root / "modelscope"),
+        "MINERU_TOOLS_CONFIG_JSON": str(root / "mineru.json"),
+        "MINERU_MODEL_PATH": "",
+        "MINERU_CACHE_DIR": str(root / "cache"),
+    }
+
+
+def models(root: Path, *args: str):
+    r = mineru("models", *args, cwd=root, env=env_for(root), timeout=120)
+    return r, (json.loads(r.stdout) if "--json" in args and r.stdout.strip() else None)
+
+
+def test_models_lists_every_folder_and_export(site):
+    root = site["root"]
+    r, report = models(root, "--json")
+    entries = {Path(e["path"]): e for e in report["entries"]}
+    assert r.returncode == 1 and report["ok"] is False, r.stdout + r.stderr  # the tampered export
+    pro, export, tampered, hub = (entries[site[k].resolve()] for k in ("pro", "export", "tampered", "hub"))
+    assert (pro["kind"], pro["release"], pro["status"], pro["where"]) == (
+        "model",
+        "MinerU2.5-Pro-2605-1.2B",
+        "ok",
+        "models folder",
+    )
+    assert pro["bytes"] == sum(p.stat().st_size for p in site["pro"].iterdir() if p.is_file())
+    assert (export["kind"], export["release"], export["status"]) == ("export", "MinerU2.5-Pro-2605-1.2B", "ok")
+    assert export["format"] == "mineru-cli-onnx v4" and export["quantization"] == "fp32"
+    assert export["extra"]["identity_from"] == "manifest"
+    assert tampered["status"] == "fail" and "decoder.onnx does not match its sha256" in tampered["detail"]
+    assert "mineru export" in tampered["fix"]
+    assert (hub["release"], hub["status"], hub["where"]) == ("MinerU2.5-2509-1.2B", "ok", "Hugging Face cache")
+    assert len(entries) == 4
+    # the human form: each entry with its release and state; doctor lists the same exports
+    r, _ = models(root)
+    assert r.returncode == 1 and "[fail] " + str(site["tampered"].resolve()) in r.stdout
+    assert r.stdout.count("MinerU2.5-Pro-2605-1.2B") >= 2
+    d = mineru("doctor", "--json", cwd=root, env=env_for(root), timeout=120)
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert checks[f"export {site['tampered'].resolve()}"]["status"] == "fail"
+    assert checks[f"export {site['export'].resolve()}"]["status"] == "ok"
+    assert "MinerU2.5-Pro-2605-1.2B" in checks["model"]["detail"]
+
+
+def test_verify_checks_one_fully(site, tmp_path):
+    root = site["root"]
+    for key in ("pro", "export", "hub"):
+        r, report = models(root, "verify", str(site[key]), "--json")
+        assert r.returncode == 0 and report["entries"][0]["status"] == "ok", (key, r.stdout, r.stderr)
+    r, report = models(root, "verify", str(site["hub"]), "--json")
+    assert "sha256 of their cache blobs" in report["entries"][0]["detail"]
+    r, _ = models(root, "verify", str(site["tampered"]))
+    assert r.returncode == 1 and "does not match its sha256" in r.stdout
+    # a weight changed in place (header and size intact): the listing's header check passes,
+    # verify's hash against the blob's name does not
+    hub = tmp_path / "hub-copy"
+    shutil.copytree(site["hub"].parents[2], hub, symlinks=True)
+    snap = hub / "models--opendatalab--MinerU2.5-2509-1.2B" / "snapshots" / COMMIT
+    blob = (snap / "model.safetensors").resolve()
+    data = bytearray(blob.read_bytes())
+    data[-3] ^= 0x01
+    blob.write_bytes(bytes(data))
+    r, report = models(root, "verify", str(snap), "--json")
+    assert r.returncode == 1 and "does not match the sha256" in report["entries"][0]["detail"]
+    r, _ = models(root, "verify", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and "not a folder" in r.stderr
+
+
+def test_nothing_found(tmp_path):
+    r, report = models(tmp_path, "--json")
+    assert r.returncode == 0 and report == {"ok": True, "entries": []}
+    r, _ = models(tmp_path)
+    assert r.returncode == 0 and "no MinerU2.5 model folder or ONNX export found" in r.stdout
+    (tmp_path / "models" / "some-folder").mkdir(parents=True)
+    (tmp_path / "models" / "some-folder" / "config.json").write_text("{}")
+    r, report = models(tmp_path, "--json")
+    assert report["entries"] == []  # not a model folder: not listed (doctor and parse name what it lacks)
