@@ -49,6 +49,7 @@ INVISIBLE_SHARE = 0.5  # of the characters invisible, over a picture: an OCR lay
 ROTATED_SHARE = 0.5
 MIN_HEIGHT_PX = 4.0  # a line box (ascent to descent) this small has glyphs about 2 px tall
 INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a visible glyph
+FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST from the paper
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
@@ -63,6 +64,7 @@ SETTINGS = {
     "rotated_share": ROTATED_SHARE,
     "min_height_px": MIN_HEIGHT_PX,
     "ink_contrast": INK_CONTRAST,
+    "faint_ink": FAINT_INK,
     "gap_split": GAP_SPLIT,
     "space_gap": SPACE_GAP,
 }
@@ -146,7 +148,6 @@ def read_text_layer(page: pdfium.PdfPage, grey: np.ndarray) -> TextLayer:
 
 
 def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
-    height, width = grey.shape[:2]
     counts = _Counts()
     rect = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
@@ -181,7 +182,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         if visible and pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) and not mapper.upright(matrix):
             counts.rotated += 1
             visible = False
-        if visible and not _seen(box, grey, width, height):
+        if visible and not _seen(box, grey, _paint(obj)):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -229,8 +230,10 @@ class _DeviceMap:
         return abs(math.degrees(math.atan2(vy, vx))) <= UPRIGHT_DEGREES
 
 
-def _seen(box, grey: np.ndarray, width: int, height: int) -> bool:
-    """A reader sees the character: on the page, tall enough, with ink under it."""
+def _seen(box, grey: np.ndarray, paint: int | None) -> bool:
+    """A reader sees the character: on the page, tall enough, with ink under it. `paint`:
+    the text's own colour as a grey level, where pdfium gives it."""
+    height, width = grey.shape[:2]
     x1, y1, x2, y2 = box
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
         return False
@@ -241,7 +244,25 @@ def _seen(box, grey: np.ndarray, width: int, height: int) -> bool:
     ]
     if region.size == 0:
         return False
-    return int(region.max()) - int(region.min()) >= INK_CONTRAST
+    lightest, darkest = int(region.max()), int(region.min())
+    if lightest - darkest >= INK_CONTRAST:
+        return True
+    # the thin strokes of small or light text antialias to less contrast than that (a 6 pt
+    # 0.8-grey "l" at 100 DPI); such a glyph still shows where the text's colour stands out
+    # from what is under it, and white on white or clipped text leaves no ink at all
+    if paint is None or lightest - darkest < FAINT_INK:
+        return False
+    return max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
+
+
+def _paint(obj) -> int | None:
+    """A text object's fill colour as the grey level Pillow's convert("L") would give it."""
+    if not obj:
+        return None
+    r, g, b, a = (ctypes.c_uint() for _ in range(4))
+    if not pdfium_c.FPDFPageObj_GetFillColor(obj, r, g, b, a):
+        return None
+    return (r.value * 299 + g.value * 587 + b.value * 114) // 1000
 
 
 def _is_garbage(ch: str) -> bool:

@@ -387,3 +387,18 @@ def test_vertical_cjk_columns_are_left_to_the_pixels(tmp_path):
     layer = _layer(_pdf(tmp_path / "vertical.pdf", draw)).text_layer
     assert layer.chars == sum(map(len, columns)) >= MIN_CHARS
     assert not layer.trusted and layer.reason == "rotated_text" and "top to bottom" in layer.detail
+
+
+@pytest.mark.parametrize("dpi", [72, 100])
+def test_faint_thin_letters_of_visible_light_grey_text_are_kept(tmp_path, dpi):
+    # small 0.8-grey text at a low DPI: a thin "l" antialiases to less contrast than a glyph
+    # needs, but its colour is the text's, not the paper's; dropping it read "smal"
+    def draw(c):
+        _prose(c)
+        c.setFillGray(0.8)
+        c.setFont("Helvetica", 6)
+        c.drawString(72, 600, "Light small text that a reader sees")
+
+    layer = _layer(_pdf(tmp_path / "faint.pdf", draw), dpi=dpi).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["Light small text that a reader sees"]
+    assert layer.hidden == 0
