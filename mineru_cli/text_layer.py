@@ -130,6 +130,7 @@ class _Counts:
     garbage: int = 0
     invisible: int = 0
     rotated: int = 0
+    turned: dict[int, list[_Char]] = field(default_factory=lambda: {1: [], 2: [], 3: []})  # in their own frame
     hidden: int = 0  # invisible + outside + tiny + no ink
     visible: list[_Char] = field(default_factory=list)
 
@@ -151,19 +152,20 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
     counts = _Counts()
     rect = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
+    last: _Char | None = None  # the last character kept: line ends and spaces mark it
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
         if code == _PDFIUM_HYPHEN:
             code = ord("-")  # pdfium's mark for a hyphen that ends a line: the hyphen on the page
         ch = chr(code) if 0 < code < 0x110000 else "\ufffd"
         if ch in "\r\n":
-            if counts.visible:
-                counts.visible[-1].line_end = True
+            if last is not None:
+                last.line_end = True
             continue
         generated = bool(pdfium_c.FPDFText_IsGenerated(textpage, i))
         if ch.isspace():
-            if counts.visible:
-                counts.visible[-1].space = True
+            if last is not None:
+                last.space = True
             continue
         if generated:
             continue
@@ -179,15 +181,17 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         if obj and (pdfium_c.FPDFTextObj_GetTextRenderMode(obj) in _INVISIBLE_MODES or paint.covers(obj, box)):
             counts.invisible += 1
             visible = False
-        if visible and pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) and not mapper.upright(matrix):
+        turns = mapper.quarter_turns(matrix) if pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) else 0
+        if visible and turns != 0:
             counts.rotated += 1
-            visible = False
+            visible = turns is not None  # text at a slant is no line of the page's grid
         if visible and not _seen(box, grey, _paint(obj)):
             visible = False
         if not visible:
             counts.hidden += 1
             continue
-        counts.visible.append(_Char(ch, box))
+        last = _Char(ch, _turn(box, turns)) if turns else _Char(ch, box)
+        (counts.turned[turns] if turns else counts.visible).append(last)
     return counts
 
 
@@ -220,14 +224,26 @@ class _DeviceMap:
         (x1, y1), (x2, y2) = self.point(left, bottom), self.point(right, top)
         return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)
 
-    def upright(self, m) -> bool:
-        """Whether a character with text matrix `m` runs left to right on the rendered page
-        (its x axis, through the page's rotation, within UPRIGHT_DEGREES of the page's)."""
+    def quarter_turns(self, m) -> int | None:
+        """How the character with text matrix `m` runs on the rendered page: 0 left to right,
+        1 top to bottom, 2 right to left (upside down), 3 bottom to top (its x axis, through
+        the page's rotation, within UPRIGHT_DEGREES of that); None at any other slant."""
         vx = m.a * self.dx[0] + m.b * self.dy[0]
         vy = m.a * self.dx[1] + m.b * self.dy[1]
         if vx == 0 and vy == 0:
-            return True
-        return abs(math.degrees(math.atan2(vy, vx))) <= UPRIGHT_DEGREES
+            return 0
+        angle = math.degrees(math.atan2(vy, vx)) % 360  # pixel rows grow downwards: 90 is down
+        turns = int(round(angle / 90)) % 4
+        return turns if abs(angle - 90 * round(angle / 90)) <= UPRIGHT_DEGREES else None
+
+
+def _turn(box: tuple[float, float, float, float], turns: int) -> tuple[float, float, float, float]:
+    """`box` in the frame where text that runs `turns` quarter turns clockwise from left to
+    right runs left to right (each turn: (x, y) -> (y, -x)); 4 - turns turns it back."""
+    x1, y1, x2, y2 = box
+    for _ in range(turns % 4):
+        x1, y1, x2, y2 = y1, -x2, y2, -x1
+    return x1, y1, x2, y2
 
 
 def _seen(box, grey: np.ndarray, paint: int | None) -> bool:
@@ -338,7 +354,7 @@ def _address(obj) -> int:
 
 
 def _decide(counts: _Counts, picture: bool) -> TextLayer:
-    visible = len(counts.visible)
+    visible = len(counts.visible) + sum(map(len, counts.turned.values()))
     total = max(1, counts.total)
 
     def untrusted(reason: str, detail: str) -> TextLayer:
@@ -359,7 +375,15 @@ def _decide(counts: _Counts, picture: bool) -> TextLayer:
         return untrusted("rotated_text", f"{downwards} of {counts.total} characters run top to bottom")
     if visible < MIN_CHARS:
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
-    return TextLayer(tuple(_lines(counts.visible)), True, None, visible, counts.hidden)
+    lines = _lines(counts.visible)
+    for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
+        lines += [TextLine(_int_box(_turn(ln.box, 4 - turns)), ln.text) for ln in _lines(chars)]
+    return TextLayer(tuple(lines), True, None, visible, counts.hidden)
+
+
+def _int_box(box: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = box
+    return int(x1), int(y1), int(x2), int(y2)
 
 
 def _downwards(chars: list[_Char]) -> int:

@@ -402,3 +402,34 @@ def test_faint_thin_letters_of_visible_light_grey_text_are_kept(tmp_path, dpi):
     layer = _layer(_pdf(tmp_path / "faint.pdf", draw), dpi=dpi).text_layer
     assert layer.trusted and _texts(layer) == PROSE + ["Light small text that a reader sees"]
     assert layer.hidden == 0
+
+
+def test_a_label_turned_a_quarter_or_half_on_an_upright_page_is_read_in_its_direction(tmp_path):
+    # an axis label in a vector chart: a reader turns their head; the OCR it replaces reads it
+    def draw(c):
+        _prose(c)
+        for angle, x, y, text in [(90, 300, 300, "Pages per minute"), (-90, 400, 500, "Seconds per page"),
+                                  (180, 500, 200, "Upside down note")]:  # fmt: skip
+            c.saveState()
+            c.translate(x, y)
+            c.rotate(angle)
+            c.setFont("Helvetica", 12)
+            c.drawString(0, 0, text)
+            c.restoreState()
+        c.saveState()
+        c.translate(200, 200)
+        c.rotate(30)
+        c.drawString(0, 0, "Thirty degrees")  # not a line of the page's grid: left out
+        c.restoreState()
+
+    page = _layer(_pdf(tmp_path / "labels.pdf", draw))
+    layer = page.text_layer
+    assert layer.trusted and _texts(layer)[:4] == PROSE
+    assert sorted(_texts(layer)[4:]) == ["Pages per minute", "Seconds per page", "Upside down note"]
+    turned = {ln.text: ln.box for ln in layer.lines[4:]}
+    for text in ("Pages per minute", "Seconds per page"):  # tall, narrow boxes on the page's ink
+        x1, y1, x2, y2 = turned[text]
+        assert y2 - y1 > 3 * (x2 - x1) and _ink_under(page, turned[text])
+    x1, y1, x2, y2 = turned["Upside down note"]
+    assert x2 - x1 > 3 * (y2 - y1) and _ink_under(page, turned["Upside down note"])
+    assert layer.hidden == len("Thirtydegrees")
