@@ -29,6 +29,7 @@ rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied)
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import hashlib
 import json
@@ -185,7 +186,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         if visible and turns != 0:
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
-        if visible and not _seen(box, grey, _paint(obj)):
+        if visible and not _seen(box, grey, obj):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -246,9 +247,9 @@ def _turn(box: tuple[float, float, float, float], turns: int) -> tuple[float, fl
     return x1, y1, x2, y2
 
 
-def _seen(box, grey: np.ndarray, paint: int | None) -> bool:
-    """A reader sees the character: on the page, tall enough, with ink under it. `paint`:
-    the text's own colour as a grey level, where pdfium gives it."""
+def _seen(box, grey: np.ndarray, text_obj) -> bool:
+    """A reader sees the character (of pdfium text object `text_obj`): on the page, tall
+    enough, with ink under it."""
     height, width = grey.shape[:2]
     x1, y1, x2, y2 = box
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
@@ -266,9 +267,10 @@ def _seen(box, grey: np.ndarray, paint: int | None) -> bool:
     # the thin strokes of small or light text antialias to less contrast than that (a 6 pt
     # 0.8-grey "l" at 100 DPI); such a glyph still shows where the text's colour stands out
     # from what is under it, and white on white or clipped text leaves no ink at all
-    if paint is None or lightest - darkest < FAINT_INK:
+    if lightest - darkest < FAINT_INK:
         return False
-    return max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
+    paint = _paint(text_obj)
+    return paint is not None and max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
 
 
 def _paint(obj) -> int | None:
@@ -300,6 +302,8 @@ class _PaintOrder:
         self.pictures: list[tuple[tuple[int, ...], tuple[float, float, float, float]]] = []
         self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
         self._mapper = mapper
+        self._ats: list[tuple[int, ...]] = []
+        self._later: list[tuple[float, float, float, float]] | None = None
         self._walk(page, pdfium_c.FPDFPage_GetObject, pdfium_c.FPDFPage_CountObjects(page), ())
 
     def _walk(self, parent, get, count: int, where: tuple[int, ...]) -> None:
@@ -345,8 +349,22 @@ class _PaintOrder:
         at = self.text_at.get(_address(text_obj))
         if at is None:
             return False
+        if self._later is None:  # the pictures are in paint order: for each, the extent of it and all later ones
+            self._ats = [p_at for p_at, _ in self.pictures]
+            self._later = []
+            extent = (math.inf, math.inf, -math.inf, -math.inf)
+            for _, p in reversed(self.pictures):
+                extent = (min(extent[0], p[0]), min(extent[1], p[1]), max(extent[2], p[2]), max(extent[3], p[3]))
+                self._later.append(extent)
+            self._later.reverse()
+        first = bisect.bisect_right(self._ats, at)  # the first picture painted after the text
+        if first == len(self.pictures):
+            return False
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        return any(p_at > at and p[0] <= cx <= p[2] and p[1] <= cy <= p[3] for p_at, p in self.pictures)
+        e = self._later[first]
+        if not (e[0] <= cx <= e[2] and e[1] <= cy <= e[3]):
+            return False
+        return any(p[0] <= cx <= p[2] and p[1] <= cy <= p[3] for _, p in self.pictures[first:])
 
 
 def _address(obj) -> int:
