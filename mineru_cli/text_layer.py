@@ -462,9 +462,19 @@ def _leaves_band(run: _Run, ch: _Char) -> bool:
     centre = (ch.box[1] + ch.box[3]) / 2
     if not run.y1 - 0.2 * h <= centre <= run.y2 + 0.2 * h:
         return True
-    # pdfium also ends a line where a superscript lifts the baseline; the text that follows
-    # on the line's own band continues the line
-    return run.chars[-1].line_end and not _same_band(run.chars[0], ch, h)
+    # a line end pdfium reports, or a jump back left (lines set so tight that their boxes
+    # overlap, which pdfium joins with a space), ends the line unless the text goes on along
+    # the line's own band: pdfium also ends a line where a superscript lifts the baseline
+    prev = run.chars[-1]
+    if prev.line_end or _jumps_back(prev, ch, h):
+        return not _same_band(run.chars[0], ch, h)
+    return False
+
+
+def _jumps_back(prev: _Char, ch: _Char, h: float) -> bool:
+    """Left-to-right text going back left, past the previous character's start (the letters
+    of a ligature glyph, which pdfium splits, share the glyph's box: no jump)."""
+    return ch.box[0] < prev.box[0] - 0.5 * h and not (_is_rtl(prev.text) or _is_rtl(ch.text))
 
 
 def _split_at_gaps(run: _Run) -> list[TextLine]:

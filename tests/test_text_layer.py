@@ -433,3 +433,21 @@ def test_a_label_turned_a_quarter_or_half_on_an_upright_page_is_read_in_its_dire
     x1, y1, x2, y2 = turned["Upside down note"]
     assert x2 - x1 > 3 * (y2 - y1) and _ink_under(page, turned["Upside down note"])
     assert layer.hidden == len("Thirtydegrees")
+
+
+def test_a_display_title_set_with_tight_leading_keeps_its_lines(tmp_path):
+    # 40 pt type on 28 pt leading: the line boxes overlap and pdfium joins the lines with a
+    # space; the jump back to the left margin ends the line
+    title = ["Reading What the Page", "Already Says, Exactly"]
+
+    def draw(c):
+        text = c.beginText(72, 760)
+        text.setFont("Helvetica-Bold", 40)
+        text.setLeading(28)
+        for line in title:
+            text.textLine(line)
+        c.drawText(text)
+        _prose(c, top=620)
+
+    layer = _layer(_pdf(tmp_path / "title.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == title + PROSE
