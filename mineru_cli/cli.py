@@ -177,6 +177,13 @@ def parse(
         max=256,
         help="vlm: block crops decoded together. Never changes a record.",
     ),
+    max_new_tokens: Optional[int] = typer.Option(
+        _default("max_new_tokens"),
+        "--max-new-tokens",
+        min=1,
+        help="vlm: the most tokens one answer may take (default: up to the model's context minus the prompt, "
+        "as MinerU runs it). Part of the fingerprint.",
+    ),
     shard: Optional[str] = typer.Option(
         _default("shard"),
         "--shard",
@@ -243,6 +250,7 @@ def parse(
             page_batch=page_batch,
             batch_wait_ms=batch_wait_ms,
             crop_batch=crop_batch,
+            max_new_tokens=max_new_tokens,
             shard=shard,
             executor=executor,
             ray_address=ray_address,

@@ -153,6 +153,7 @@ class EngineSpec:
     model_profile: str | None = None  # vlm: "2509" | "pro" (None: from the model folder)
     runtime: Runtime | None = None  # vlm: ONNX or TORCH
     crop_batch: int = DEFAULT_CROP_BATCH
+    max_new_tokens: int | None = None  # vlm: the cap on an answer (None: up to the context)
 
 
 def parse_choice(kind: type[Word], value: Any, option: str) -> Any:
@@ -170,6 +171,7 @@ _NUMBERS = (
     ("page_batch", int),
     ("batch_wait_ms", int),
     ("crop_batch", int),
+    ("max_new_tokens", int),
     ("page_timeout", float),
 )
 
@@ -231,6 +233,7 @@ class RunConfig:
     page_batch: int | None = None  # None: default_page_batch(engine)
     batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
     crop_batch: int = DEFAULT_CROP_BATCH
+    max_new_tokens: int | None = None  # vlm: the cap on an answer (None: the context minus the prompt)
     shard: Shard | None = None  # this machine's share of the files ("K/N"); None: all of them
     executor: ExecutorChoice = ExecutorChoice.LOCAL
     ray_address: str | None = None  # executor ray: None starts a private local instance
@@ -279,6 +282,7 @@ class RunConfig:
         _at_least(self.page_batch, 1, "--page-batch", 64)
         _at_least(self.batch_wait_ms, 0, "--batch-wait-ms", 60000)
         _at_least(self.crop_batch, 1, "--crop-batch", 256)
+        _at_least(self.max_new_tokens, 1, "--max-new-tokens")
         if self.shard is not None and not isinstance(self.shard, Shard):
             put("shard", Shard.parse(str(self.shard)))
         if self.formats and self.out is None:

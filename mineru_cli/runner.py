@@ -143,6 +143,7 @@ class Parser:
             model_profile=cfg.model_profile,
             lang=cfg.lang,
             crop_batch=cfg.crop_batch,
+            max_new_tokens=cfg.max_new_tokens,
             say=reporter.info,
             warn=reporter.warn,
         )

@@ -34,6 +34,7 @@ def resolve_engine(
     model_profile: str | None = None,
     lang: str = "en",
     crop_batch: int | None = None,
+    max_new_tokens: int | None = None,
     say: Callable[[str], None] = print,
     warn: Callable[[str], None] | None = None,
 ) -> EngineSpec:
@@ -63,7 +64,14 @@ def resolve_engine(
             model_dir = vlm.locate(where, chosen)  # or the clear "where to get it" error
             profile = vlm.pick_profile(model_dir, model_profile)
             spec = EngineSpec(
-                EngineChoice.VLM, mode or Mode.VLM, lang, str(model_dir), model_profile, Runtime(chosen), crop_batch
+                EngineChoice.VLM,
+                mode or Mode.VLM,
+                lang,
+                str(model_dir),
+                model_profile,
+                Runtime(chosen),
+                crop_batch,
+                max_new_tokens,
             )
             if name is EngineChoice.AUTO:
                 say(f"engine: vlm ({profile.name} from {model_dir}, {chosen} runtime, mode {spec.mode})")
@@ -98,6 +106,7 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
             profile=spec.model_profile,
             mode=str(spec.mode),
             batch_size=spec.crop_batch,
+            max_new_tokens=spec.max_new_tokens,
         )
     from .ocr import OcrEngine  # deferred: imports the OCR libraries
 
@@ -115,7 +124,7 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
         name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
         model = vlm.identity(model_dir, str(spec.runtime), profile, mode=str(spec.mode))
         context = vlm.context_length(vlm.read_config(model_dir))
-        options = vlm.options(profile, str(spec.mode), str(spec.runtime), context=context)
+        options = vlm.options(profile, str(spec.mode), str(spec.runtime), spec.max_new_tokens, context)
     else:
         from . import ocr
 

@@ -266,3 +266,16 @@ def test_make_tiny_vlm_script_converges_with_another_seed(tmp_path):
     engine = VlmEngine(tmp_path / "tiny" / "model", threads=1)
     result = engine.parse(Image.open(tmp_path / "tiny" / "page.png"))
     assert [b.as_dict() for b in result.blocks] == EXPECTED_BLOCKS, case
+
+
+def test_cli_max_new_tokens_caps_every_answer(tiny_vlm, tmp_path):
+    shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
+    args = ["parse", "page.png", "--engine", "vlm", "--model", str(tiny_vlm / "model"), "--no-cache", "--cpus", "1"]
+    proc = mineru(*args, "--max-new-tokens", "12", "--out", "x.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert rec["engine"]["options"]["max_new_tokens"] == 12
+    assert "layout answer cut at 12 tokens" in rec["warnings"]  # the layout takes ~20 tokens a block
+    assert len(rec["blocks"]) < len(EXPECTED_BLOCKS)
+    proc = mineru(*args, "--max-new-tokens", "0", "--out", "y.jsonl", cwd=tmp_path)
+    assert proc.returncode == 2 and "--max-new-tokens" in proc.stderr
