@@ -9,14 +9,17 @@ no (then the engines read pixels, as for an image):
   (pdfium reports U+FFFD or a mapping error: a font whose codes are glyph numbers, not text);
 * ``garbage``: at least GARBAGE_SHARE are code points no text holds (private use, control
   characters, unassigned): a broken ToUnicode map;
-* ``ocr_layer``: most characters are invisible (render mode 3 or 7) over a picture, i.e. an
-  old OCR layer over a scan, whose text is only as good as that OCR was;
+* ``ocr_layer``: most characters are invisible (render mode 3 or 7, or fully transparent)
+  or painted under a picture, on a page with a picture, i.e. an old OCR layer over (or
+  under) a scan, whose text is only as good as that OCR was;
 * ``rotated_text``: most characters do not run left to right on the rendered page (sideways,
   upside down, or set in vertical columns).
 
 Characters a reader cannot see are never page content, trusted layer or not: invisible
-render modes, boxes outside the page, text under MIN_HEIGHT_PX tall, and characters with no
-ink under them in the rendered page (white on white, clipped away, covered by a picture).
+render modes and fully transparent text, characters an opaque picture is painted over, boxes
+outside the page, text under MIN_HEIGHT_PX tall, and characters with no ink under them in the
+rendered page (white on white, clipped away). Text turned a quarter or half turn is read in
+its own direction; text at other slants is left out.
 The MinerU 4 standard tier's classifier uses the same signals (its thresholds: 50 characters
 per page, 4 % mapping errors, 3 % garbage).
 
@@ -154,6 +157,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
     rect = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
     last: _Char | None = None  # the last character kept: line ends and spaces mark it
+    painted: dict[int, bool] = {}  # text object address -> whether it paints nothing
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
         if code == _PDFIUM_HYPHEN:
@@ -179,7 +183,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
         pdfium_c.FPDFText_GetLooseCharBox(textpage, i, rect)
         box = mapper.box(rect.left, rect.bottom, rect.right, rect.top)
-        if obj and (pdfium_c.FPDFTextObj_GetTextRenderMode(obj) in _INVISIBLE_MODES or paint.covers(obj, box)):
+        if obj and (_paints_nothing(obj, painted) or paint.covers(obj, box)):
             counts.invisible += 1
             visible = False
         turns = mapper.quarter_turns(matrix) if pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) else 0
@@ -271,6 +275,26 @@ def _seen(box, grey: np.ndarray, text_obj) -> bool:
         return False
     paint = _paint(text_obj)
     return paint is not None and max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
+
+
+def _paints_nothing(obj, known: dict[int, bool]) -> bool:
+    """Whether a text object paints nothing: an invisible render mode, or fully transparent
+    (fill alpha 0, as some OCR tools hide their text over a scan). Read once per object."""
+    key = _address(obj)
+    if key not in known:
+        mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj)
+        if mode in _INVISIBLE_MODES:
+            known[key] = True
+        else:
+            fill = _alpha(obj, pdfium_c.FPDFPageObj_GetFillColor) if mode in (0, 2, 4, 6) else 0
+            stroke = _alpha(obj, pdfium_c.FPDFPageObj_GetStrokeColor) if mode in (1, 2, 5, 6) else 0
+            known[key] = fill == 0 and stroke == 0
+    return known[key]
+
+
+def _alpha(obj, get_colour) -> int:
+    r, g, b, a = (ctypes.c_uint() for _ in range(4))
+    return a.value if get_colour(obj, r, g, b, a) else 255
 
 
 def _paint(obj) -> int | None:

@@ -451,3 +451,14 @@ def test_a_display_title_set_with_tight_leading_keeps_its_lines(tmp_path):
 
     layer = _layer(_pdf(tmp_path / "title.pdf", draw)).text_layer
     assert layer.trusted and _texts(layer) == title + PROSE
+
+
+def test_fully_transparent_text_over_a_scan_is_an_ocr_layer(tmp_path):
+    # the other way OCR tools hide their text: painted (render mode 0) with fill alpha 0
+    def draw(c):
+        c.drawImage(ImageReader(io.BytesIO(_scan_png(PROSE))), 36, 500, width=520, height=173)
+        c.setFillAlpha(0)
+        _prose(c, top=650, size=11)
+
+    layer = _layer(_pdf(tmp_path / "transparent.pdf", draw)).text_layer
+    assert not layer.trusted and layer.reason == "ocr_layer" and layer.lines == ()
