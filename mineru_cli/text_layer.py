@@ -142,9 +142,9 @@ class _Counts:
 def read_text_layer(page: pdfium.PdfPage, grey: np.ndarray) -> TextLayer:
     """The text layer of `page` rendered as `grey` (H x W uint8, the page's rendered pixels)."""
     height, width = grey.shape[:2]
-    textpage = page.get_textpage()
     mapper = _DeviceMap(page, width, height)
     paint = _PaintOrder(page, mapper)
+    textpage = page.get_textpage()
     try:
         counts = _read_chars(textpage, grey, mapper, paint)
     finally:
@@ -293,18 +293,19 @@ def _paints_nothing(obj, known: dict[int, bool]) -> bool:
 
 
 def _alpha(obj, get_colour) -> int:
-    r, g, b, a = (ctypes.c_uint() for _ in range(4))
-    return a.value if get_colour(obj, r, g, b, a) else 255
+    colour = _colour(obj, get_colour)
+    return 255 if colour is None else colour[3]
 
 
 def _paint(obj) -> int | None:
     """A text object's fill colour as the grey level Pillow's convert("L") would give it."""
-    if not obj:
-        return None
+    colour = _colour(obj, pdfium_c.FPDFPageObj_GetFillColor) if obj else None
+    return None if colour is None else (colour[0] * 299 + colour[1] * 587 + colour[2] * 114) // 1000
+
+
+def _colour(obj, get_colour) -> tuple[int, int, int, int] | None:
     r, g, b, a = (ctypes.c_uint() for _ in range(4))
-    if not pdfium_c.FPDFPageObj_GetFillColor(obj, r, g, b, a):
-        return None
-    return (r.value * 299 + g.value * 587 + b.value * 114) // 1000
+    return (r.value, g.value, b.value, a.value) if get_colour(obj, r, g, b, a) else None
 
 
 def _is_garbage(ch: str) -> bool:
