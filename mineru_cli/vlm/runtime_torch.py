@@ -46,8 +46,12 @@ def check_loaded(model, info: dict, config: dict, model_dir: str | Path) -> None
     if tie_flag(config):
         out, embed = model.get_output_embeddings().weight, model.get_input_embeddings().weight
         if out.data_ptr() != embed.data_ptr() and not torch.equal(out, embed):
+            import transformers
+
             problems.append(
-                "config.json ties the output layer to the input embeddings, but the loaded lm_head is not tied"
+                "config.json ties the output layer to the input embeddings, but the loaded lm_head is not tied "
+                f"(transformers {transformers.__version__}; one that does not read text_config's tie flag "
+                "leaves it random: install the version pyproject.toml pins)"
             )
     if problems:
         raise SetupError(
