@@ -158,6 +158,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
     matrix = pdfium_c.FS_MATRIX()
     last: _Char | None = None  # the last character kept: line ends and spaces mark it
     painted: dict[int, bool] = {}  # text object address -> whether it paints nothing
+    turned: dict[int, int | None] = {}  # text object address -> its quarter turns
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
         if code == _PDFIUM_HYPHEN:
@@ -186,7 +187,12 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         if obj and (_paints_nothing(obj, painted) or paint.covers(obj, box)):
             counts.invisible += 1
             visible = False
-        turns = mapper.quarter_turns(matrix) if pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) else 0
+        key = _address(obj)
+        if key and key in turned:  # pdfium gives a character its text object's matrix: read once per object
+            turns = turned[key]
+        else:
+            turns = mapper.quarter_turns(matrix) if pdfium_c.FPDFText_GetMatrix(textpage, i, matrix) else 0
+            turned[key] = turns
         if visible and turns != 0:
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
