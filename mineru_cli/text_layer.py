@@ -182,12 +182,12 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
             counts.garbage += 1
         visible = True
         obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
+        key = _address(obj)  # the text object, as a dictionary key
         pdfium_c.FPDFText_GetLooseCharBox(textpage, i, rect)
         box = mapper.box(rect.left, rect.bottom, rect.right, rect.top)
-        if obj and (_paints_nothing(obj, painted) or paint.covers(obj, box)):
+        if key and (_paints_nothing(obj, key, painted) or paint.covers(key, box)):
             counts.invisible += 1
             visible = False
-        key = _address(obj)
         if key and key in turned:  # pdfium gives a character its text object's matrix: read once per object
             turns = turned[key]
         else:
@@ -283,10 +283,10 @@ def _seen(box, grey: np.ndarray, text_obj) -> bool:
     return paint is not None and max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
 
 
-def _paints_nothing(obj, known: dict[int, bool]) -> bool:
-    """Whether a text object paints nothing: an invisible render mode, or fully transparent
-    (fill alpha 0, as some OCR tools hide their text over a scan). Read once per object."""
-    key = _address(obj)
+def _paints_nothing(obj, key: int, known: dict[int, bool]) -> bool:
+    """Whether text object `obj` (at address `key`) paints nothing: an invisible render mode,
+    or fully transparent (fill alpha 0, as some OCR tools hide their text over a scan). Read
+    once per object."""
     if key not in known:
         mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj)
         if mode in _INVISIBLE_MODES:
@@ -373,11 +373,12 @@ class _PaintOrder:
             return None
         return self._mapper.box(*box)
 
-    def covers(self, text_obj, box: tuple[float, float, float, float]) -> bool:
-        """Whether a picture painted after `text_obj` covers the character box's centre."""
+    def covers(self, text_key: int, box: tuple[float, float, float, float]) -> bool:
+        """Whether a picture painted after the text object at address `text_key` covers the
+        character box's centre."""
         if not self.pictures:
             return False
-        at = self.text_at.get(_address(text_obj))
+        at = self.text_at.get(text_key)
         if at is None:
             return False
         if self._later is None:  # the pictures are in paint order: for each, the extent of it and all later ones
