@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
+from PIL import Image
 
 MIN_CHARS = 50
 UNICODE_ERROR_SHARE = 0.04
@@ -139,20 +140,22 @@ class _Counts:
     visible: list[_Char] = field(default_factory=list)
 
 
-def read_text_layer(page: pdfium.PdfPage, grey: np.ndarray) -> TextLayer:
-    """The text layer of `page` rendered as `grey` (H x W uint8, the page's rendered pixels)."""
+def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
+    """The text layer of `page` rendered as `pixels` (H x W x 3 RGB or H x W grey, uint8)."""
+    rgb = pixels if pixels.ndim == 3 else None
+    grey = pixels if rgb is None else np.asarray(Image.fromarray(rgb).convert("L"))
     height, width = grey.shape[:2]
     mapper = _DeviceMap(page, width, height)
     paint = _PaintOrder(page, mapper)
     textpage = page.get_textpage()
     try:
-        counts = _read_chars(textpage, grey, mapper, paint)
+        counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
     return _decide(counts, paint.has_picture)
 
 
-def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
+def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
     counts = _Counts()
     rect = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
@@ -196,7 +199,7 @@ def _read_chars(textpage, grey: np.ndarray, mapper: _DeviceMap, paint: _PaintOrd
         if visible and turns != 0:
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
-        if visible and not _seen(box, grey, obj):
+        if visible and not _seen(box, grey, rgb, obj):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -257,23 +260,27 @@ def _turn(box: tuple[float, float, float, float], turns: int) -> tuple[float, fl
     return x1, y1, x2, y2
 
 
-def _seen(box, grey: np.ndarray, text_obj) -> bool:
+def _seen(box, grey: np.ndarray, rgb: np.ndarray | None, text_obj) -> bool:
     """A reader sees the character (of pdfium text object `text_obj`): on the page, tall
-    enough, with ink under it."""
+    enough, with ink under it (in grey, or in colour where `rgb` is given)."""
     height, width = grey.shape[:2]
     x1, y1, x2, y2 = box
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
         return False
     if y2 - y1 < MIN_HEIGHT_PX:
         return False
-    region = grey[
-        max(0, int(y1)) : min(height, int(math.ceil(y2)) + 1), max(0, int(x1)) : min(width, int(math.ceil(x2)) + 1)
-    ]
+    rows = slice(max(0, int(y1)), min(height, int(math.ceil(y2)) + 1))
+    columns = slice(max(0, int(x1)), min(width, int(math.ceil(x2)) + 1))
+    region = grey[rows, columns]
     if region.size == 0:
         return False
     lightest, darkest = int(region.max()), int(region.min())
     if lightest - darkest >= INK_CONTRAST:
         return True
+    if rgb is not None:  # red on a green of the same grey: no contrast in grey, plain to a reader
+        colours = rgb[rows, columns].reshape(-1, 3)
+        if int((colours.max(axis=0) - colours.min(axis=0)).max()) >= INK_CONTRAST:
+            return True
     # the thin strokes of small or light text antialias to less contrast than that (a 6 pt
     # 0.8-grey "l" at 100 DPI); such a glyph still shows where the text's colour stands out
     # from what is under it, and white on white or clipped text leaves no ink at all

@@ -462,3 +462,23 @@ def test_fully_transparent_text_over_a_scan_is_an_ocr_layer(tmp_path):
 
     layer = _layer(_pdf(tmp_path / "transparent.pdf", draw)).text_layer
     assert not layer.trusted and layer.reason == "ocr_layer" and layer.lines == ()
+
+
+def test_coloured_text_on_a_band_of_the_same_grey_is_kept(tmp_path):
+    # red on green of the same luminance: no contrast in grey, plain to a reader
+    def draw(c):
+        _prose(c)
+        c.setFillColorRGB(0, 130 / 255, 0)
+        c.rect(60, 540, 300, 30, fill=1, stroke=0)
+        c.setFillColorRGB(1, 0, 0)
+        c.setFont("Helvetica", 14)
+        c.drawString(72, 550, "Red on green of one grey")
+        c.setFillColorRGB(0, 130 / 255, 0)
+        c.drawString(72, 500, "Green on white")  # and the same green off the band: kept as before
+        c.rect(60, 440, 300, 30, fill=1, stroke=0)
+        c.setFillColorRGB(0, 130 / 255, 0)
+        c.drawString(72, 450, "GREEN ON GREEN")  # the band's own colour: no ink
+
+    layer = _layer(_pdf(tmp_path / "colour.pdf", draw)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["Red on green of one grey", "Green on white"]
+    assert layer.hidden == len("GREENONGREEN")
