@@ -71,6 +71,11 @@ class _Item:
     def src(self) -> SourceFile:
         return self.planned.src
 
+    @property
+    def stat(self) -> tuple[int, int] | None:
+        """(size, mtime_ns) when the file was hashed: a Ray worker checks its node's copy against it."""
+        return self.planned.stat
+
 
 class _Interrupts:
     """SIGINT/SIGTERM: the first asks the run to stop taking work (pages in flight finish,

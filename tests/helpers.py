@@ -39,3 +39,34 @@ def mineru(
         timeout=timeout,
         **kw,
     )
+
+
+def wait_for_event(proc: subprocess.Popen, lines: list[str], pred, limit: float = 120) -> None:
+    """Read a --log-json run's stderr into `lines` until pred(event) holds for one of its JSON
+    events; AssertionError (with the last lines) if it ends or `limit` seconds pass first."""
+    import time
+
+    assert proc.stderr is not None
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("{") and pred(json.loads(line)):
+            return
+    raise AssertionError("condition not reached: " + "".join(lines[-5:]))
+
+
+def start_parse(src: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    """`mineru parse SRC --out OUT --no-cache --engine ocr --log-json EXTRA` started, not waited
+    for (heartbeats every 0.2 s): the test reads its stderr events as they come (wait_for_event)."""
+    cmd = [sys.executable, "-m", "mineru_cli", "parse", str(src), "--out", str(out), "--no-cache", "--engine", "ocr"]
+    return subprocess.Popen(
+        [*cmd, "--log-json", *extra],
+        cwd=out.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MINERU_HEARTBEAT_S": "0.2", **(env or {})},
+    )

@@ -6,7 +6,8 @@ Worker processes (spawned: ONNX Runtime and fork do not mix) each hold one engin
 `engine.parse_batch` call for the cache misses, then cache store per page. The main process
 keeps the deadlines, kills and replaces hung or dead workers, and retries the pages of a lost
 batch one by one so only the culprit gets the failure record. See executor.py (the interface
-the runner relies on), messages.py, pool.py and worker.py.
+the runner relies on), scheduler.py (the one driver loop), pool.py and ray_executor.py (its
+transports), messages.py and worker.py.
 """
 
 from .executor import Executor, Finished, PageWork

@@ -26,10 +26,11 @@ import sys
 import threading
 import time
 from multiprocessing.connection import wait
-from typing import Callable, Iterator
+from typing import Iterator
 
+from .blame import Task
 from .messages import Finish, PageTask, WorkerSpec
-from .scheduler import START_TIMEOUT, Event, Lost, PoolStats, Scheduler
+from .scheduler import Event, Lost, PoolStats, Scheduler
 from .worker import WORKER_ENV, rss_bytes, worker_main
 
 __all__ = ["PoolStats", "WorkerPool", "describe_exit"]
@@ -71,6 +72,7 @@ class ProcessTransport:
     """Worker processes on this machine (see scheduler.Transport)."""
 
     refill = True  # the worker batches what it holds: top it up as it answers
+    noun, nouns = "worker process", "worker processes"
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
@@ -110,10 +112,10 @@ class ProcessTransport:
         child.close()
         return _Proc(proc, parent)
 
-    def send(self, h: _Proc, tasks: list[PageTask]) -> tuple[int, list[Event]]:
-        for i, task in enumerate(tasks):
+    def send(self, h: _Proc, tasks: list[Task]) -> tuple[int, list[Event]]:
+        for i, t in enumerate(tasks):
             try:
-                h.conn.send(task)
+                h.conn.send(PageTask(t.id, t.item.src, t.item.index, t.solo))
             except OSError:  # died while idle: its sentinel will tell
                 return i, []
         return len(tasks), []
@@ -162,28 +164,13 @@ class ProcessTransport:
     def rss(self, h: _Proc) -> int | None:
         return rss_bytes(h.proc.pid) if h.proc.pid else 0
 
-    def crash_message(self, why: str) -> str:
-        return f"worker process died ({why})"
-
-    def start_error(self, why: str) -> str:
-        return f"worker processes keep dying while starting ({why}){_script_hint()}"
-
-    def start_timeout_error(self) -> str:
-        return f"worker processes did not start within {START_TIMEOUT:g} s"
+    def start_hint(self) -> str:
+        return _script_hint()
 
 
 class WorkerPool(Scheduler):
     """The process executor (see executor.Executor): parses PageWork items on worker processes
     and yields a Finished for each page as it finishes, in completion order."""
 
-    def __init__(
-        self,
-        workers: int,
-        spec: WorkerSpec,
-        page_timeout: float,
-        max_rss: int,
-        warn: Callable[[str], None],
-        info: Callable[[str], None] = lambda m: None,
-    ):
-        super().__init__(ProcessTransport(spec), workers, spec.page_batch, page_timeout, max_rss, warn, info)
-        self.spec = spec
+    def make_transport(self) -> ProcessTransport:
+        return ProcessTransport(self.spec)

@@ -38,12 +38,15 @@ from typing import Any, Callable, Iterator
 
 from ..core.errors import SetupError
 from ..core.words import Stage
-from .messages import Done, Fatal, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
-from .scheduler import START_TIMEOUT, Event, Lost, Scheduler, Unanswered
+from .blame import Task
+from .messages import Done, Fatal, Notice, PageOutcome, Ready, StageEntered, WorkerSpec
+from .scheduler import Event, Lost, Scheduler, Unanswered
 from .worker import FAULTS_ENV, WORKER_ENV
 
 RAY_PIP = "pip install 'mineru-cli[ray]'"
 OBJECT_STORE_BYTES = 256 << 20  # private instance: results are small, pixels never cross
+SAME_VERSIONS = "install the same Ray and Python versions on the driver and every node"
+SHARED = "inputs must be on a filesystem shared at the same path on every node"
 
 
 def import_ray() -> Any:
@@ -67,7 +70,7 @@ class _PageActor:
         self.notices: list[str] = []
 
     def start(self) -> tuple[str, Any]:
-        """Load the engine: ("ready", pid) or ("fatal", message)."""
+        """Load the engine: ("ready", who this worker is: identity()) or ("fatal", message)."""
         from ..core.errors import SetupError as _SetupError
         from .worker import parse_faults
 
@@ -97,16 +100,50 @@ class _PageActor:
         from ..inputs import OpenDocuments
 
         self.docs = OpenDocuments(spec.load)
-        return "ready", os.getpid()
+        try:
+            return "ready", self.identity()
+        except Exception as exc:  # noqa: BLE001 - a worker that cannot say what it runs is not used
+            return "fatal", f"worker could not describe its engine: {type(exc).__name__}: {exc}"
+
+    def identity(self) -> dict[str, Any]:
+        """What the driver checks before it hands this worker a page: where it runs, its Ray and
+        Python, and the engine fingerprint computed here, from this node's own files."""
+        import platform
+        import socket
+
+        import ray
+
+        from ..core.record import fingerprint
+        from ..engines import describe
+
+        fp = fingerprint(describe(self.spec.engine), dataclasses.asdict(self.spec.load))
+        if self.faults.get("fingerprint"):  # test hook: a node whose engine or models differ
+            fp = "0" * len(fp)
+        ctx = ray.get_runtime_context()
+        return {
+            "pid": os.getpid(),
+            "node": ctx.get_node_id(),
+            "host": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+            "ray": ray.__version__,
+            "python": platform.python_version(),
+            "fingerprint": fp,
+        }
 
     def _notices(self) -> list[str]:
         out, self.notices = self.notices, []
         return out
 
-    def render(self, task_id: int, src: Any, index: int) -> tuple[PageOutcome | None, int, list[str]]:
-        """Render + cache lookup: the page's outcome (hit or failure), or None (waits for engine)."""
+    def render(
+        self, task_id: int, src: Any, index: int, planned: tuple[int, int] | None = None
+    ) -> tuple[PageOutcome | None, int, list[str]]:
+        """Render + cache lookup: the page's outcome (hit or failure), or None (waits for engine).
+        `planned`: the file's (size, mtime_ns) when the driver hashed it; another file here is
+        this page's error, never another file's result."""
         from .worker import prepare_page, rss_bytes
 
+        if planned is not None and (mismatch := _check_planned(src.path, planned)) is not None:
+            return mismatch, rss_bytes(), self._notices()
         out = prepare_page(self.cache, self.docs, self.spec.fingerprint, src, index, lambda s: None)
         if isinstance(out, PageOutcome):
             return out, rss_bytes(), self._notices()
@@ -116,27 +153,15 @@ class _PageActor:
 
     def parse(self, task_ids: list[int]) -> tuple[list[tuple[int, PageOutcome]], int, int, list[str]]:
         """One engine call for the pages of `task_ids` that wait; then store and answer each."""
-        from .worker import _fault, engine_batch, finish_page, rss_bytes
+        from .worker import finish_page, parse_waiting, rss_bytes
 
         waiting = [self.waiting.pop(t) for t in task_ids if t in self.waiting]
-        n = len(waiting)
-        results: list = [None] * n
-        if self.faults:
-            for i, w in enumerate(waiting):
-                try:
-                    _fault(self.faults, w.pid)
-                except Exception as exc:  # noqa: BLE001 - an injected per-page failure
-                    results[i] = exc
-        todo = [i for i in range(n) if results[i] is None]
-        t1 = time.perf_counter()
-        for i, res in zip(todo, engine_batch(self.engine, [waiting[i].page.image for i in todo])):
-            results[i] = res
-        share = (time.perf_counter() - t1) / max(1, len(todo))
+        results, share = parse_waiting(self.engine, waiting, self.faults)
         done = [
             (w.task_id, finish_page(self.cache, self.spec.fingerprint, w, res, share, lambda s: None))
             for w, res in zip(waiting, results)
         ]
-        return done, rss_bytes(), n, self._notices()
+        return done, rss_bytes(), len(waiting), self._notices()
 
 
 @dataclass
@@ -152,6 +177,8 @@ class _Actor:
     handle: Any
     start_ref: Any
     ready: bool = False
+    node: str | None = None  # the Ray node id it runs on (from its identity)
+    where: str = "?"  # its host and IP, for messages
     calls: deque[_Call] = field(default_factory=deque)  # submitted, not answered, in order
     waiting: set[int] = field(default_factory=set)  # rendered, waiting for the engine call
 
@@ -162,6 +189,7 @@ class RayTransport:
     answered: that is when its StageEntered is reported."""
 
     refill = False  # one engine call per submitted batch: a new batch only when idle
+    noun, nouns = "Ray worker actor", "Ray worker actors"
 
     def __init__(
         self, spec: WorkerSpec, info: Callable[[str], None], address: str | None = None, num_cpus: int | None = None
@@ -214,7 +242,7 @@ class RayTransport:
             where = f"at --ray-address {self.address}" if self.address else "(a private local instance)"
             self._started_ray = True  # whatever it got to: shut it down
             self.close()
-            raise SetupError(f"could not start or reach Ray {where}: {type(exc).__name__}: {exc}") from None
+            raise SetupError(_init_error(exc, where)) from None
         finally:
             init_log.removeHandler(relay)
             init_log.propagate = init_propagate
@@ -253,12 +281,13 @@ class RayTransport:
         handle = self._actor_cls.options(name=None).remote(self.spec)
         return _Actor(slot, handle, handle.start.remote())
 
-    def send(self, a: _Actor, tasks: list[PageTask]) -> tuple[int, list[Event]]:
+    def send(self, a: _Actor, tasks: list[Task]) -> tuple[int, list[Event]]:
         idle = not a.calls
-        for task in tasks:
-            src = _absolute(task.source)  # actors do not share the driver's working directory
-            a.calls.append(_Call(a.handle.render.remote(task.task_id, src, task.index), "render", [task.task_id]))
-        ids = [t.task_id for t in tasks]
+        for t in tasks:
+            src = _absolute(t.item.src)  # actors do not share the driver's working directory
+            planned = getattr(t.item, "stat", None)  # (size, mtime_ns) when the driver hashed it
+            a.calls.append(_Call(a.handle.render.remote(t.id, src, t.item.index, planned), "render", [t.id]))
+        ids = [t.id for t in tasks]
         a.calls.append(_Call(a.handle.parse.remote(ids), "parse", ids))
         return len(tasks), self._begun(a) if idle else []
 
@@ -290,21 +319,24 @@ class RayTransport:
             try:
                 kind, value = ray.get(a.start_ref)
             except Exception as exc:  # noqa: BLE001 - the actor died while loading
-                self._kill(a)
-                yield Lost(_brief(exc))
+                yield self._lost(a, exc)
                 return
             if kind == "fatal":
                 yield Fatal(str(value))
                 return
+            a.node, a.where = value["node"], f"{value['host']} ({value['ip']})"
+            refused = self._refuse(value)
+            if refused is not None:
+                yield Fatal(refused)
+                return
             a.ready = True
-            yield Ready(value)
+            yield Ready(value["pid"])
         while a.calls and self._answered(a.calls[0].ref):
             call = a.calls.popleft()
             try:
                 value = ray.get(call.ref)
             except Exception as exc:  # noqa: BLE001 - the actor died (or its method raised)
-                self._kill(a)
-                yield Lost(_brief(exc))
+                yield self._lost(a, exc)
                 return
             if call.kind == "render":
                 outcome, rss, notices = value
@@ -325,6 +357,45 @@ class RayTransport:
                 yield Notice(message)
             yield from self._begun(a)
 
+    def _refuse(self, who: dict[str, Any]) -> str | None:
+        """Why the driver will not use this worker (exit 2), or None: another Ray or Python than
+        the driver's, or another engine fingerprint (its node's package, models or export differ)."""
+        import platform
+
+        node = f"the worker on node {who['host']} ({who['ip']})"
+        mismatch = version_mismatch(
+            {"ray": self.ray.__version__, "python": platform.python_version()},
+            {"ray": who["ray"], "python": who["python"]},
+        )
+        if mismatch is not None:
+            return f"{node} runs {mismatch}: {SAME_VERSIONS}"
+        if who["fingerprint"] != self.spec.fingerprint:
+            return (
+                f"{node} computes engine fingerprint {who['fingerprint']}, the driver {self.spec.fingerprint}: "
+                "its mineru-cli version, engine packages, models or export differ from the driver's "
+                "(install the same ones on every node); refused, so no page gets another engine's answer"
+            )
+        return None
+
+    def _lost(self, a: _Actor, exc: BaseException) -> Lost:
+        """An actor whose call raised: killed (its other answers are never read); whether its
+        node went away (then its pages are not to blame)."""
+        self._kill(a)
+        if self._node_died(a, exc):
+            return Lost(f"node {a.where} lost: {_brief(exc)}", node=True)
+        return Lost(_brief(exc))
+
+    def _node_died(self, a: _Actor, exc: BaseException) -> bool:
+        if "its node has died" in str(exc):  # Ray's ActorDiedError for a node that went away
+            return True
+        if a.node is None:
+            return False
+        try:
+            nodes = self.ray.nodes()
+        except Exception:  # noqa: BLE001 - no answer from the GCS: not evidence of a node loss
+            return False
+        return any(n.get("NodeID") == a.node and not n.get("Alive", True) for n in nodes)
+
     def _kill(self, a: _Actor) -> None:
         try:
             self.ray.kill(a.handle, no_restart=True)
@@ -340,35 +411,22 @@ class RayTransport:
     def rss(self, a: _Actor) -> int | None:
         return None  # as the actor last reported it
 
-    def crash_message(self, why: str) -> str:
-        return f"Ray worker actor died ({why})"
-
-    def start_error(self, why: str) -> str:
-        return f"Ray worker actors keep dying while starting: {why}"
-
-    def start_timeout_error(self) -> str:
-        return f"Ray worker actors did not start within {START_TIMEOUT:g} s"
+    def start_hint(self) -> str:
+        return ""
 
 
 class RayExecutor(Scheduler):
     """The Ray executor (see executor.Executor): parses PageWork items on Ray actors and yields
-    a Finished for each page as it finishes, in completion order."""
+    a Finished for each page as it finishes, in completion order. `address`: the cluster to
+    attach to (None: a private local instance of `num_cpus` CPUs, default workers x threads)."""
 
-    def __init__(
-        self,
-        workers: int,
-        spec: WorkerSpec,
-        page_timeout: float,
-        max_rss: int,
-        warn: Callable[[str], None],
-        info: Callable[[str], None] = lambda m: None,
-        address: str | None = None,
-        num_cpus: int | None = None,
-    ):
-        n = max(1, workers)
-        transport = RayTransport(spec, info, address, num_cpus or n * max(1, spec.threads))
-        super().__init__(transport, n, spec.page_batch, page_timeout, max_rss, warn, info)
-        self.spec = spec
+    def __init__(self, *args: Any, address: str | None = None, num_cpus: int | None = None, **kwargs: Any):
+        self.address, self.num_cpus = address, num_cpus
+        super().__init__(*args, **kwargs)
+
+    def make_transport(self) -> RayTransport:
+        cpus = self.num_cpus or self.n * max(1, self.spec.threads)
+        return RayTransport(self.spec, self.info, self.address, cpus)
 
 
 def _absolute(src: Any) -> Any:
@@ -377,6 +435,64 @@ def _absolute(src: Any) -> Any:
     if path is None or not dataclasses.is_dataclass(src) or isinstance(src, type):
         return src
     return dataclasses.replace(src, path=Path(path).absolute())
+
+
+def _init_error(exc: BaseException, where: str) -> str:
+    """ray.init's failure, said plainly: a cluster of another Ray or Python, or the error itself."""
+    import platform
+    import re
+
+    found = re.search(r"Version mismatch: The cluster was started with:\s*Ray:\s*(\S+)\s*Python:\s*(\S+)", str(exc))
+    if found:
+        import ray
+
+        theirs = {"ray": found.group(1), "python": found.group(2)}
+        mismatch = version_mismatch({"ray": ray.__version__, "python": platform.python_version()}, theirs)
+        if mismatch is not None:
+            return f"the Ray cluster {where} runs {mismatch}: {SAME_VERSIONS}"
+    return f"could not start or reach Ray {where}: {type(exc).__name__}: {exc}"
+
+
+def version_mismatch(driver: dict[str, str], worker: dict[str, str]) -> str | None:
+    """Where the worker's Ray or Python differs from the driver's (Ray refuses a Python that
+    differs in its patch level too): "Ray X on Python Y, the driver Ray A on Python B"; else None."""
+    if (driver["ray"], driver["python"]) == (worker["ray"], worker["python"]):
+        return None
+    theirs = f"Ray {worker['ray']} on Python {worker['python']}"
+    return f"{theirs}, the driver Ray {driver['ray']} on Python {driver['python']}"
+
+
+def _check_planned(path: Path, planned: tuple[int, int]) -> PageOutcome | None:
+    """This node's file against the driver's plan: None if it is the same (size and mtime), else
+    the page's error record."""
+    import socket
+
+    from ..core.words import ErrorKind
+
+    here = socket.gethostname()
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return PageOutcome.failed(
+            ErrorKind.NOT_FOUND if isinstance(exc, FileNotFoundError) else ErrorKind.UNREADABLE,
+            Stage.OPEN,
+            f"{path} cannot be read on node {here} ({exc.strerror or exc}); {SHARED}",
+            0.0,
+        )
+    if (st.st_size, st.st_mtime_ns) == tuple(planned):
+        return None
+    size, mtime = planned
+    return PageOutcome.failed(
+        ErrorKind.UNREADABLE,
+        Stage.OPEN,
+        f"{path} on node {here} is {st.st_size} bytes, modified {_when(st.st_mtime_ns)}; the driver planned "
+        f"{size} bytes, modified {_when(mtime)}: the file changed since, or this node sees another copy ({SHARED})",
+        0.0,
+    )
+
+
+def _when(mtime_ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mtime_ns / 1e9)) + f".{mtime_ns % 10**9:09d} UTC"
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

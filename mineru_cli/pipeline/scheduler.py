@@ -22,6 +22,9 @@ Design
     (`timeout`, or `failed` with kind `crash`). Several: each is retried alone. Pages not
     started are re-queued as they were. Answers of a slot already replaced are never read, and
     an answer for a task the scheduler no longer holds is dropped: one record per page.
+  * Node loss (a cluster transport): the pages of a worker whose machine went away go back to
+    the queue as they were, without blame, up to NODE_REQUEUES times each (a page that keeps
+    losing nodes is then blamed like any other).
   * Memory: above `max_rss` after a page, a slot gets no more pages and is retired and
     replaced once it has answered what it holds.
 """
@@ -37,19 +40,22 @@ from ..core.errors import SetupError
 from ..core.words import Stage
 from .blame import Task, crashed, split_lost, timed_out
 from .executor import Finished, PageWork
-from .messages import Done, Fatal, FromWorker, Notice, PageOutcome, PageTask, Ready, StageEntered
+from .messages import Done, Fatal, FromWorker, Notice, PageOutcome, Ready, StageEntered, WorkerSpec
 
 START_TIMEOUT = 300.0  # seconds a fresh worker may take to import and load its models
 START_FAILURES = 3  # workers dying before they are ready, in a row: give up (exit 2)
 TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
+NODE_REQUEUES = 3  # times a page goes back blameless after losing its worker's node; then blamed
 
 
 @dataclass(frozen=True)
 class Lost:
     """The worker is gone (died, killed from outside); the transport has already freed it.
-    `why`: how, for the record ("killed by SIGKILL", "ActorDiedError: ...")."""
+    `why`: how, for the record ("killed by SIGKILL", "ActorDiedError: ..."). `node`: the
+    machine it ran on went away, so nothing it held is to blame."""
 
     why: str
+    node: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class Transport(Protocol):
     """What carries pages to one kind of worker. `handle`s are the transport's own objects."""
 
     refill: bool  # top a worker up as it answers (True), or a new batch only when it holds none
+    noun: str  # what a worker is, in messages: "worker process", "Ray worker actor"
+    nouns: str  # and several of them: "worker processes", "Ray worker actors"
 
     def open(self) -> None:
         """Get ready to start workers (idempotent)."""
@@ -76,7 +84,7 @@ class Transport(Protocol):
     def start(self, slot: int) -> Any:
         """Start a worker for `slot`; it reports Ready (or Fatal, or is Lost) when loaded."""
 
-    def send(self, handle: Any, tasks: list[PageTask]) -> tuple[int, list[Event]]:
+    def send(self, handle: Any, tasks: list[Task]) -> tuple[int, list[Event]]:
         """Hand pages over: how many were delivered (the rest go back to the queue) and the
         events already known (a page that starts now)."""
 
@@ -95,14 +103,8 @@ class Transport(Protocol):
     def rss(self, handle: Any) -> int | None:
         """The worker's RSS measured from outside, or None (use what it last reported)."""
 
-    def crash_message(self, why: str) -> str:
-        """The lone suspect's record: how its worker died ("worker process died (...)")."""
-
-    def start_error(self, why: str) -> str:
-        """Workers keep dying while starting (exit 2)."""
-
-    def start_timeout_error(self) -> str:
-        """Workers do not start within START_TIMEOUT (exit 2)."""
+    def start_hint(self) -> str:
+        """What to add when workers keep dying at start (the usual cause), or ""."""
 
 
 @dataclass
@@ -156,22 +158,22 @@ class _Slot:
 
 
 class Scheduler:
-    """An executor (see executor.Executor) over a transport: parses PageWork items on its
-    workers and yields a Finished for each page as it finishes, in completion order."""
+    """An executor (see executor.Executor) over the transport `make_transport` gives: parses
+    PageWork items on its workers and yields a Finished for each page as it finishes, in
+    completion order."""
 
     def __init__(
         self,
-        transport: Transport,
         workers: int,
-        page_batch: int,
+        spec: WorkerSpec,
         page_timeout: float,
         max_rss: int,
         warn: Callable[[str], None],
         info: Callable[[str], None] = lambda m: None,
     ):
-        self.transport = transport
         self.n = max(1, workers)
-        self.page_batch = max(1, page_batch)
+        self.spec = spec
+        self.page_batch = max(1, spec.page_batch)
         self.page_timeout = page_timeout
         self.max_rss = max_rss
         self.warn, self.info = warn, info
@@ -185,6 +187,14 @@ class Scheduler:
         self._finished: list[Finished] = []
         self._stopping = False
         self._rss_at = 0.0
+        self._node_losses: dict[int, int] = {}  # id(item) -> times its worker's node was lost
+        self.transport = self.make_transport()
+
+    def make_transport(self) -> Transport:
+        raise NotImplementedError  # WorkerPool: worker processes; RayExecutor: Ray actors
+
+    def _crash(self, why: str) -> str:
+        return f"{self.transport.noun} died ({why})"
 
     # -- slots -----------------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
@@ -288,8 +298,7 @@ class Scheduler:
                 continue
             for t in batch:
                 w.tasks[t.id] = t
-            tasks = [PageTask(t.id, t.item.src, t.item.index, t.solo) for t in batch]
-            sent, events = self.transport.send(w.handle, tasks)
+            sent, events = self.transport.send(w.handle, batch)
             unsent = batch[sent:]  # died while idle: Lost will tell; the pages go back as they were
             for t in unsent:
                 del w.tasks[t.id]
@@ -346,7 +355,7 @@ class Scheduler:
             again = [w.tasks.pop(t) for t in msg.task_ids if t in w.tasks]
             self._queue.extendleft(reversed([(t.item, True) for t in again]))
         elif isinstance(msg, Lost):
-            self._died(w, msg.why)
+            self._died(w, msg.why, msg.node)
 
     def _done(self, w: _Slot, msg: Done) -> None:
         task = w.tasks.pop(msg.task_id, None)
@@ -384,18 +393,39 @@ class Scheduler:
         self._queue.extendleft(reversed(retry + later))
         w.tasks.clear()
 
-    def _died(self, w: _Slot, why: str) -> None:
+    def _died(self, w: _Slot, why: str, node: bool = False) -> None:
         self._gone(w)
         if w.tasks:
             self.stats.restarts += 1
             now = time.monotonic()
-            self._lost(w, lambda t: crashed(t, now, self.transport.crash_message(why)))
-        elif not w.ready:
+            if node:
+                self._node_lost(w, why, now)
+            else:
+                self._lost(w, lambda t: crashed(t, now, self._crash(why)))
+        elif not w.ready and not node:  # a node lost under a starting worker is not its failure
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
-                raise SetupError(self.transport.start_error(why))
+                raise SetupError(
+                    f"{self.transport.nouns} keep dying while starting ({why}){self.transport.start_hint()}"
+                )
         if self._want_worker():
             self._spawn(w.slot)
+
+    def _node_lost(self, w: _Slot, why: str, now: float) -> None:
+        """The pages of a worker whose node went away: back to the queue as they were, without
+        blame, unless a page has lost its node NODE_REQUEUES times already."""
+        again = []
+        for t in w.tasks.values():
+            n = self._node_losses[id(t.item)] = self._node_losses.get(id(t.item), 0) + 1
+            if n > NODE_REQUEUES:
+                lost = f"{self._crash(why)}; the page's node was lost {n} times"
+                self._finish(w, t, crashed(t, now, lost), w.rss, 1)
+            else:
+                again.append((t.item, t.solo))
+        if again:
+            self.info(f"worker {w.slot}: its node was lost ({why}); {len(again)} page(s) re-queued without blame")
+        self._queue.extendleft(reversed(again))
+        w.tasks.clear()
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -413,9 +443,12 @@ class Scheduler:
                     self._spawn(w.slot)
             elif not w.ready and now - w.spawned > START_TIMEOUT:
                 self._stop(w, kill=True)
-                self._start_failures += 1
+                # A slot that cannot start while others run (a cluster short of a lost node's
+                # CPUs) is tried again, not fatal: only starts that fail with nothing running are.
+                if not any(o is not None and o.ready for o in self.workers):
+                    self._start_failures += 1
                 if self._start_failures >= START_FAILURES:
-                    raise SetupError(self.transport.start_timeout_error())
+                    raise SetupError(f"{self.transport.nouns} did not start within {START_TIMEOUT:g} s")
                 self._spawn(w.slot)
 
     def _want_worker(self) -> bool:

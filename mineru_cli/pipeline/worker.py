@@ -18,11 +18,14 @@ page of a batch whose worker died or hung that way, so one poison page costs onl
 (see pool.py).
 
 Test hook (off unless the variable is set; used by tests/test_pipeline*.py):
-  MINERU_TEST_FAULTS="hang=<glob>;abort=<glob>;kill=<glob>;raise=<glob>;leak=<glob>"
+  MINERU_TEST_FAULTS="hang=<glob>;abort=<glob>;kill=<glob>;raise=<glob>;leak=<glob>;slow=<glob>"
   makes the worker, on a page whose id matches the fnmatch glob, at the engine stage (in a
   batch: just before the batch's engine call): hang (sleep forever), os.abort() (SIGABRT),
-  SIGKILL itself, raise RuntimeError (that page alone fails, as a parse_batch entry would), or
-  keep 64 MiB more memory alive (for the RSS recycling path). Several globs: "hang=a*,b*".
+  SIGKILL itself, raise RuntimeError (that page alone fails, as a parse_batch entry would),
+  keep 64 MiB more memory alive (for the RSS recycling path), or sleep 1 s first ("slow": keeps
+  workers busy, e.g. while a test takes a Ray node away). Several globs: "hang=a*,b*".
+  The Ray actor also reads "fingerprint=*": it reports another engine fingerprint than the
+  driver's, as a node with other packages or models would.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..core.words import CacheStatus, ErrorKind, Stage, Status
 from .messages import Done, Fatal, Finish, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
+SLOW_FAULT_S = 1.0  # MINERU_TEST_FAULTS "slow": seconds the page takes at its engine stage
 WORKER_ENV = "MINERU_WORKER"  # set in every worker process's environment
 
 
@@ -89,6 +93,8 @@ def _fault(faults: dict[str, list[str]], pid: str) -> None:
         raise RuntimeError("injected fault")
     if hit("leak"):
         _LEAKED.append(bytearray(os.urandom(1)) * (64 << 20))
+    if hit("slow"):
+        time.sleep(SLOW_FAULT_S)
 
 
 def _die_with_parent(parent_pid: int, by_thread: bool) -> None:
@@ -223,6 +229,17 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
     n = len(waiting)
     for w in waiting:
         send(StageEntered(w.task_id, Stage.ENGINE, n))
+    results, share = parse_waiting(engine, waiting, faults)
+    for w, res in zip(waiting, results):
+        outcome = finish_page(cache, fp, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
+        send(Done(w.task_id, outcome, rss_bytes(), n))
+
+
+def parse_waiting(engine, waiting: list[_Waiting], faults) -> tuple[list, float]:
+    """The engine step of a batch (the process worker's and the Ray actor's): one EngineResult
+    or Exception per waiting page, in order (an injected fault first), and each page's share of
+    the engine call's seconds."""
+    n = len(waiting)
     results: list = [None] * n
     if faults:
         for i, w in enumerate(waiting):
@@ -235,10 +252,7 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
     pages = [waiting[i].page for i in todo]
     for i, res in zip(todo, engine_batch(engine, [p.image for p in pages], [p.text_layer for p in pages])):
         results[i] = res
-    share = (time.perf_counter() - t1) / max(1, len(todo))  # each page's share of the call
-    for w, res in zip(waiting, results):
-        outcome = finish_page(cache, fp, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
-        send(Done(w.task_id, outcome, rss_bytes(), n))
+    return results, (time.perf_counter() - t1) / max(1, len(todo))  # each page's share of the call
 
 
 def engine_batch(engine, images: list, texts: list | None = None) -> list:

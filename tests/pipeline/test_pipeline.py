@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers import mineru, read_journal
+from helpers import mineru, read_journal, start_parse, wait_for_event
 from PIL import Image, ImageDraw, ImageFont
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
@@ -227,43 +225,6 @@ def test_workers_are_recycled_above_the_rss_limit(pages, reference, tmp_path):
     assert [e for e in evs if e["event"] == "summary"][0]["recycled"] == 3
 
 
-def _start(pages: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "mineru_cli",
-        "parse",
-        str(pages),
-        "--out",
-        str(out),
-        "--no-cache",
-        "--engine",
-        "ocr",
-        "--log-json",
-        *extra,
-    ]
-    return subprocess.Popen(
-        cmd,
-        cwd=out.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "MINERU_HEARTBEAT_S": "0.2", **(env or {})},
-    )
-
-
-def _wait_for(proc: subprocess.Popen, lines: list[str], pred, limit: float = 120) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("{") and pred(json.loads(line)):
-            return
-    raise AssertionError("condition not reached: " + "".join(lines[-5:]))
-
-
 def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, record_validator):
     d = tmp_path / "in"
     d.mkdir()
@@ -271,10 +232,10 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
     for i in range(n):
         text_page(d / f"p{i:02d}.png", f"Line of text {i}", size=(900, 600), font=36)
     out = tmp_path / "o.jsonl"
-    proc = _start(d, out, "--cpus", "2")
+    proc = start_parse(d, out, "--cpus", "2")
     lines: list[str] = []
     done = []
-    _wait_for(proc, lines, lambda e: e["event"] == "page" and done.append(e) is None and len(done) >= 3)
+    wait_for_event(proc, lines, lambda e: e["event"] == "page" and done.append(e) is None and len(done) >= 3)
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(lines) + rest
@@ -303,14 +264,14 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
 def test_second_signal_stops_at_once_and_the_journal_stays_valid(pages, tmp_path, record_validator):
     out = tmp_path / "o.jsonl"
     # p0 parses; every other page hangs, so the first SIGTERM would wait for the grace period.
-    proc = _start(
+    proc = start_parse(
         pages, out, "--cpus", "2", "--page-timeout", "300", env={"MINERU_TEST_FAULTS": "hang=p[1-9]*;hang=q*"}
     )
     lines: list[str] = []
-    _wait_for(proc, lines, lambda e: e["event"] == "page" and e["id"] == "p0.png#0")
-    _wait_for(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 2)
+    wait_for_event(proc, lines, lambda e: e["event"] == "page" and e["id"] == "p0.png#0")
+    wait_for_event(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 2)
     proc.send_signal(signal.SIGTERM)
-    _wait_for(proc, lines, lambda e: e["event"] == "warning" and "stopping" in e["message"])
+    wait_for_event(proc, lines, lambda e: e["event"] == "warning" and "stopping" in e["message"])
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)

@@ -5,14 +5,13 @@ page exactly one record. Skipped when Ray is not installed (`pip install 'mineru
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from helpers import mineru, read_journal
+from helpers import mineru, read_journal, start_parse, wait_for_event
 from PIL import Image, ImageDraw, ImageFont
 
 pytest.importorskip("ray")
@@ -58,6 +57,11 @@ def parse(src: Path, out: Path, *extra: str, env: dict | None = None):
         cwd=out.parent,
         env=env,
     )
+
+
+def start_ray(src: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    """`mineru parse ... --executor ray --log-json` started, not waited for (helpers.start_parse)."""
+    return start_parse(src, out, "--cpus", "2", "--executor", "ray", *extra, env=env)
 
 
 def test_examples_parse_to_the_same_records_as_the_local_executor(tmp_path, record_validator):
@@ -139,17 +143,9 @@ def test_sigterm_stops_gracefully_then_resume_does_every_page_once(tmp_path, rec
     words = [f"Word{i}" for i in range(10)]
     src = text_pages(tmp_path / "in", words)
     out = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "mineru_cli", "parse", str(src), "--out", str(out), "--no-cache", "--engine", "ocr"]
-    cmd += ["--cpus", "2", "--executor", "ray", "--log-json"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
+    proc = start_ray(src, out)
     lines: list[str] = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the first record, then SIGTERM (our handler, not Ray's)
-        line = proc.stderr.readline()
-        lines.append(line)
-        if not line or (line.startswith("{") and json.loads(line)["event"] == "page"):
-            break
+    wait_for_event(proc, lines, lambda e: e["event"] == "page")  # the first record, then SIGTERM (ours, not Ray's)
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(lines) + rest
@@ -172,3 +168,51 @@ def test_actors_above_the_rss_limit_are_recycled(tmp_path, record_validator):
     recs = read_journal(out, record_validator)
     assert len({x["id"] for x in recs}) == len(recs) == 4 and all(x["status"] == "ok" for x in recs)
     assert summary(r.stderr)["recycled"] >= 1
+
+
+def test_a_worker_with_another_engine_fingerprint_is_refused(tmp_path):
+    # MINERU_TEST_FAULTS fingerprint: the actor reports a fingerprint as a node with other
+    # engine packages or models would
+    out = tmp_path / "o.jsonl"
+    r = parse(EXAMPLES / "prose.png", out, "--executor", "ray", env={"MINERU_TEST_FAULTS": "fingerprint=*"})
+    assert r.returncode == 2, r.stderr
+    assert "computes engine fingerprint 000" in r.stderr and "refused" in r.stderr, r.stderr
+    assert not out.exists() or read_journal(out) == []  # no page got another engine's answer
+
+
+def test_a_file_that_is_not_what_the_driver_planned_is_that_page_s_error(tmp_path, record_validator):
+    src = text_pages(tmp_path / "in", WORDS[:3])
+    out = tmp_path / "o.jsonl"
+    proc = start_ray(src, out)
+    lines: list[str] = []
+    wait_for_event(proc, lines, lambda e: e.get("message", "").startswith("pipeline:"))  # the files are hashed by now
+    later = src / "p2.png"
+    st = later.stat()
+    # what a node that sees another copy (or a file rewritten since) has: same size, other mtime
+    os.utime(later, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 1, "".join(lines) + rest
+    by_id = {rec["id"]: rec for rec in read_journal(out, record_validator)}
+    assert by_id["p0.png#0"]["status"] == by_id["p1.png#0"]["status"] == "ok"
+    err = by_id["p2.png#0"]["error"]
+    assert by_id["p2.png#0"]["status"] == "failed" and err["stage"] == "open", err
+    assert "the driver planned" in err["message"] and "shared at the same path on every node" in err["message"], err
+
+
+def test_version_mismatch_says_both_sides():
+    from mineru_cli.pipeline.ray_executor import _init_error, version_mismatch
+
+    same = {"ray": "2.60.0", "python": "3.11.7"}
+    assert version_mismatch(same, dict(same)) is None
+    said = version_mismatch(same, {"ray": "2.60.0", "python": "3.11.2"})
+    assert said == "Ray 2.60.0 on Python 3.11.2, the driver Ray 2.60.0 on Python 3.11.7"
+    # ray.init's own words for a cluster of another version (ray._private.utils.check_version_info)
+    raised = RuntimeError(
+        "Version mismatch: The cluster was started with:\n    Ray: 2.59.0\n    Python: 3.12.1\n"
+        "This process on node 127.0.0.1 was started with:\n    Ray: 2.60.0\n    Python: 3.11.7\n"
+    )
+    text = _init_error(raised, "at --ray-address 127.0.0.1:6379")
+    assert text.startswith(
+        "the Ray cluster at --ray-address 127.0.0.1:6379 runs Ray 2.59.0 on Python 3.12.1, the driver"
+    )
+    assert "install the same Ray and Python versions" in text
