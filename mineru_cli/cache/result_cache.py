@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from . import similarity as sim
+from .node import node_local_dir
 from .redis_tier import RedisTier
 from .store import SqliteStore
 
@@ -51,7 +52,7 @@ class ResultCache:
         if path is None:
             return  # disabled: every lookup misses, store is a no-op
         try:
-            self._store = SqliteStore(Path(path), self._warn)
+            self._store = SqliteStore(node_local_dir(Path(path)), self._warn)
         except Exception as e:  # noqa: BLE001 - unusable directory, disk full, ...
             self._warn(f"local cache {path} unavailable ({type(e).__name__}: {e}); running without it")
         if redis_url:

@@ -1,0 +1,22 @@
+"""`{node}` in a cache folder: the machine's own name, so one --cache-dir serves a cluster.
+
+The SQLite tier must stay on each machine's local disk (WAL needs local locking; a folder on a
+network filesystem is warned about, store.network_filesystem_warning). On a cluster every
+worker gets the driver's --cache-dir; `--cache-dir /var/cache/mineru/{node}` gives each
+machine its own folder under the same path (share results between machines with --cache-url).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+NODE = "{node}"
+
+
+def node_local_dir(directory: Path) -> Path:
+    """`directory` with every `{node}` replaced by this machine's host name."""
+    text = str(directory)
+    if NODE not in text:
+        return Path(directory)
+    return Path(text.replace(NODE, socket.gethostname() or "localhost"))
