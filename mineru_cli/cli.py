@@ -108,7 +108,8 @@ def parse(
     cache_dir: Optional[Path] = typer.Option(
         _default("cache_dir"),
         "--cache-dir",
-        help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir).",
+        help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir); {node} in it is each "
+        "machine's host name (a node-local cache on a Ray cluster).",
     ),
     cache_near: CacheNear = typer.Option(
         _default("cache_near"), "--cache-near", help="verify: reuse verified near-duplicates."
