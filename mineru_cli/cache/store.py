@@ -190,10 +190,9 @@ class SqliteStore:
             raise sqlite3.OperationalError(f"{first_error}; read-only: {e}") from None
         if not self.readonly:
             self.readonly = True
-            self._warn(
-                f"cache folder {self.dir} is read-only ({first_error}): its results are used, "
-                "new results are not stored"
-            )
+            # the same words from every worker (not SQLite's, which differ by what it could not
+            # open), so the run shows it once
+            self._warn(f"cache folder {self.dir} is read-only: its results are used, new results are not stored")
 
     def _open_ro(self) -> None:
         """Read-only, without creating the -wal/-shm files: through those of a writer where they
