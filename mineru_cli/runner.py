@@ -274,12 +274,12 @@ class Parser:
             status=o.status,
             error=o.error,
             image=o.image,
+            text_layer=o.text_layer,
             cache=o.cache,
             blocks=o.blocks,
             markdown=o.markdown,
             warnings=o.warnings,
             timings=o.timings,
-            text_layer=o.text_layer,
         )
         if o.status is Status.OK:
             self.stages.add(o.timings)
