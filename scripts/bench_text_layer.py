@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_real_pages import DOCS, TEX, cer, char_f1, cpu_model, document, squash
+from eval_real_pages import DOCS, TEX, cer, char_f1, cpu_model, document, missing_documents, squash
 
 # (package, path, first page, last page, kind): 1-based, inclusive
 MANIFEST: list[tuple[str, str, int, int, str]] = [
@@ -86,9 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     entries = [e for e in MANIFEST if not args.kind or e[4] in args.kind]
-    missing = sorted(
-        {str(document(args.docs, p, path)) for p, path, *_ in entries if not document(args.docs, p, path).is_file()}
-    )
+    missing = missing_documents(args.docs, entries)
     if missing:
         print(f"missing documents (python scripts/eval_real_pages.py --fetch): {missing}", file=sys.stderr)
         return 2

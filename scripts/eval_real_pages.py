@@ -115,6 +115,11 @@ def document(docs: Path, package: str, path: str) -> Path:
     return docs / path
 
 
+def missing_documents(docs: Path, entries) -> list[str]:
+    """The documents of these manifest entries ((package, path, ...) each) not on disk."""
+    return sorted({str(document(docs, p, path)) for p, path, *_ in entries if not document(docs, p, path).is_file()})
+
+
 def squash(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
 
@@ -317,9 +322,7 @@ def main(argv=None) -> int:
         fetch(args.docs)
         return 0
     entries = [e for e in MANIFEST if not args.kind or e[3] in args.kind]
-    missing = sorted(
-        {str(document(args.docs, p, path)) for p, path, *_ in entries if not document(args.docs, p, path).is_file()}
-    )
+    missing = missing_documents(args.docs, entries)
     if missing:
         print(f"missing documents (run with --fetch): {missing}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from PIL import Image
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
+from tiny_fixtures import Counting, tiny_vlm  # noqa: F401  (fixture)
 
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.record import fingerprint
@@ -27,27 +27,6 @@ from mineru_cli.vlm.protocol.profiles import SamplingParams
 from mineru_cli.vlm.tokenizer import build_input
 
 TABLE_HTML = '<table><tr><td colspan="2">Name</td></tr><tr><td>x</td><td>y</td></tr></table>'
-
-
-class Counting:
-    """A runtime wrapper that counts the sequences of every prefill (one per decoded request)."""
-
-    def __init__(self, runtime):
-        self.runtime, self.batches = runtime, []
-
-    def prefill(self, inputs):
-        self.batches.append([len(x) for x in inputs])
-        return self.runtime.prefill(inputs)
-
-    def step(self, ids):
-        return self.runtime.step(ids)
-
-    def retain(self, rows):
-        self.runtime.retain(rows)
-
-    @property
-    def sequences(self) -> int:
-        return sum(len(b) for b in self.batches)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from pdfs import table_pdf
-from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
+from tiny_fixtures import Counting, tiny_vlm  # noqa: F401  (fixture)
 
 from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
@@ -40,27 +40,6 @@ def shared_runtime(tiny_vlm):
     return VlmEngine(tiny_vlm / "model", threads=1).runtime
 
 
-class Counting:
-    """A runtime wrapper that records the prompt length of every decoded sequence."""
-
-    def __init__(self, runtime):
-        self.runtime, self.prefills = runtime, []
-
-    def prefill(self, inputs):
-        self.prefills.append([len(x) for x in inputs])
-        return self.runtime.prefill(inputs)
-
-    def step(self, ids):
-        return self.runtime.step(ids)
-
-    def retain(self, rows):
-        self.runtime.retain(rows)
-
-    @property
-    def sequences(self) -> int:
-        return sum(len(b) for b in self.prefills)
-
-
 def test_standard_mode_sends_only_tables_and_equations_to_the_vlm(tiny_vlm, shared_runtime, engine, tmp_path):
     page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100)
     embedded = engine.parse(page.image, page.text_layer)
@@ -73,7 +52,7 @@ def test_standard_mode_sends_only_tables_and_equations_to_the_vlm(tiny_vlm, shar
     result = standard.parse(page.image, page.text_layer)
     # one request per table/equation crop; no layout request (the layout prompt is 1,369 image tokens)
     assert standard.runtime.sequences == expected
-    assert max(n for batch in standard.runtime.prefills for n in batch) < 1369
+    assert max(n for batch in standard.runtime.batches for n in batch) < 1369
     assert [b.type for b in result.blocks] == [b.type for b in embedded.blocks]
     for mine, base in zip(result.blocks, embedded.blocks):
         assert mine.bbox == base.bbox

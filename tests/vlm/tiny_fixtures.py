@@ -93,3 +93,25 @@ class Recorder:
     def retain(self, rows):
         self.live = [self.live[r] for r in rows]
         self.runtime.retain(rows)
+
+
+class Counting:
+    """A runtime wrapper that counts the sequences of every prefill (one per decoded request);
+    `batches` holds each prefill's prompt lengths."""
+
+    def __init__(self, runtime):
+        self.runtime, self.batches = runtime, []
+
+    def prefill(self, inputs):
+        self.batches.append([len(x) for x in inputs])
+        return self.runtime.prefill(inputs)
+
+    def step(self, ids):
+        return self.runtime.step(ids)
+
+    def retain(self, rows):
+        self.runtime.retain(rows)
+
+    @property
+    def sequences(self) -> int:
+        return sum(len(b) for b in self.batches)
