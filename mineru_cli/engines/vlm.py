@@ -443,11 +443,7 @@ class VlmEngine:
         states: list[tuple[EngineResult, list[int], list[LayoutBlock], Image.Image]] = []
         for page, text in pages:
             base = self.ocr.parse(page, text)  # a failure here is this page's (see _parse_all)
-            width, height = page.size
-            picked = [i for i, b in enumerate(base.blocks) if b.type in STANDARD_VLM_TYPES]
-            layout = [
-                LayoutBlock(base.blocks[i].type, _unit_box(base.blocks[i].bbox, width, height), 0) for i in picked
-            ]
+            picked, layout = standard_vlm_blocks(base.blocks, page.size)
             states.append((base, picked, layout, page))
         t0 = time.perf_counter()
         jobs = [
@@ -685,6 +681,18 @@ def _raise_if_failed(result):
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def standard_vlm_blocks(blocks: list[Block], size: tuple[int, int]) -> tuple[list[int], list[LayoutBlock]]:
+    """Standard mode: which of the embedded engine's blocks the VLM reads (their indices) and
+    them as layout blocks for prepare_crops. A block of a page the engine read turned keeps its
+    `angle`, so its crop is turned upright the way the VLM's own layout angles are."""
+    picked = [i for i, b in enumerate(blocks) if b.type in STANDARD_VLM_TYPES]
+    layout = [
+        LayoutBlock(blocks[i].type, _unit_box(blocks[i].bbox, *size), int(blocks[i].extra.get("angle", 0)))
+        for i in picked
+    ]
+    return picked, layout
 
 
 def _unit_box(box, width: int, height: int) -> tuple[float, float, float, float]:

@@ -17,9 +17,11 @@ from tiny_fixtures import Counting, tiny_vlm  # noqa: F401  (fixture)
 
 from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
-from mineru_cli.engines.vlm import VlmEngine
+from mineru_cli.engines.vlm import VlmEngine, standard_vlm_blocks
 from mineru_cli.inputs import SourceFile, open_document
 from mineru_cli.text_layer import TextLayer, TextLine
+from mineru_cli.vlm.protocol.crops import prepare_crops
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509
 
 
 def _page(path: Path, dpi: int):
@@ -84,3 +86,19 @@ def test_hybrid_mode_takes_a_trusted_text_layer_instead_of_the_ocr(tiny_vlm, sha
     plain = VlmEngine(tiny_vlm / "model", threads=1, mode="hybrid")
     plain._runtime = Counting(shared_runtime)
     assert {plain.parse(page).blocks[i].extra["source"] for i in (0, 1)} == {"ocr"}
+
+
+def test_standard_mode_crops_a_turned_page_s_table_upright(engine, tmp_path):
+    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100).image
+    turned = page.rotate(90, expand=True)  # a scan that came in sideways
+    crops = {}
+    for name, image in (("upright", page), ("turned", turned)):
+        blocks = engine.parse(image).blocks
+        _, layout = standard_vlm_blocks(blocks, image.size)
+        (table,) = [b for b in layout if b.type == "table"]
+        assert table.angle == (270 if name == "turned" else 0)
+        (crop,) = prepare_crops(image, [table], PROFILE_2509)
+        crops[name] = crop.image
+    # the ruled table is wider than tall; read from the turned page it is cropped upright again
+    assert crops["upright"].width > crops["upright"].height and crops["turned"].width > crops["turned"].height
+    assert abs(crops["turned"].width - crops["upright"].width) <= 0.05 * crops["upright"].width
