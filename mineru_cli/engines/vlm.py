@@ -489,8 +489,7 @@ class VlmEngine:
             vlm_block.extra["source"] = "vlm"
             blocks[i] = vlm_block
         counts = dict(base.counts)
-        for source in ("vlm", OCR, TEXT_LAYER):
-            counts[f"{source}_blocks"] = sum(1 for b in blocks if b.extra.get("source") == source)
+        counts.update(source_counts(blocks))
         timings = {**base.timings, "content": content_s, "post": time.perf_counter() - t0}
         return EngineResult(
             blocks=blocks, markdown=blocks_to_markdown(blocks), timings=timings, warnings=warnings, counts=counts
@@ -592,8 +591,7 @@ class VlmEngine:
                 block.score = info["score"]
             out.append(block)
         if self.mode == "hybrid":
-            for source in ("vlm", OCR, TEXT_LAYER):
-                st.counts[f"{source}_blocks"] = sum(1 for b in out if b.extra["source"] == source)
+            st.counts.update(source_counts(out))
         markdown = blocks_to_markdown(out)
         st.timings["post"] = time.perf_counter() - t0
         return EngineResult(blocks=out, markdown=markdown, timings=st.timings, warnings=st.warnings, counts=st.counts)
@@ -693,6 +691,14 @@ def standard_vlm_blocks(blocks: list[Block], size: tuple[int, int]) -> tuple[lis
         for i in picked
     ]
     return picked, layout
+
+
+def source_counts(blocks: list[Block]) -> dict[str, int]:
+    """The record's counts of blocks by where their text came from (vlm, ocr, text_layer)."""
+    return {
+        f"{source}_blocks": sum(1 for b in blocks if b.extra.get("source") == source)
+        for source in ("vlm", OCR, TEXT_LAYER)
+    }
 
 
 def _unit_box(box, width: int, height: int) -> tuple[float, float, float, float]:
