@@ -23,7 +23,7 @@ from .config import (
     Runtime,
     TextLayerChoice,
 )
-from .core.errors import OutputError, SetupError
+from .core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_SETUP, OutputError, SetupError
 from .version import __version__
 
 app = typer.Typer(
@@ -34,8 +34,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _version(value: bool):

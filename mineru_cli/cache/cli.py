@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from ..config import user_cache_dir
+from ..core.errors import EXIT_SETUP
 from ..units import parse_duration, parse_size
 from .similarity import unpack_thumb
 from .store import SqliteStore, digest
@@ -24,6 +25,19 @@ CacheDir = typer.Option(
 
 def _open(cache_dir: Optional[Path]) -> SqliteStore:
     return SqliteStore(cache_dir or user_cache_dir(), warn=lambda m: typer.echo(m, err=True))
+
+
+def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
+    """The store, opened for writing, or a clear refusal: a read-only cache serves reads (a
+    parse, `stats`, `export`) but cannot be cleared, pruned or imported into, and saying
+    "removed 0 entries" or "imported 5 entries" there would be false."""
+    directory = cache_dir or user_cache_dir()
+    store = SqliteStore(directory, warn=lambda m: None)  # the refusal below says it instead
+    if store.readonly:
+        store.close()
+        typer.echo(f"error: cannot {action}: cache folder {directory} is read-only", err=True)
+        raise typer.Exit(EXIT_SETUP)
+    return store
 
 
 def _human(n: float) -> str:
@@ -53,7 +67,7 @@ def stats(
 @cache_app.command()
 def clear(cache_dir: Optional[Path] = CacheDir) -> None:
     """Remove every entry."""
-    typer.echo(f"removed {_open(cache_dir).clear()} entries")
+    typer.echo(f"removed {_open_for_writing(cache_dir, 'clear the cache').clear()} entries")
 
 
 @cache_app.command()
@@ -68,7 +82,7 @@ def prune(
         size = parse_size(max_size) if max_size else None
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    typer.echo(f"removed {_open(cache_dir).prune(age, size)} entries")
+    typer.echo(f"removed {_open_for_writing(cache_dir, 'prune the cache').prune(age, size)} entries")
 
 
 @cache_app.command("export")
@@ -94,7 +108,7 @@ def import_(
     """Add the entries of an export; damaged lines (their payload no longer matches its
     checksum, or unreadable) are skipped and counted. An entry whose thumbnail does not decode
     (damaged, or from an older mineru-cli) is kept for exact hits only."""
-    store, n, bad, exact_only = _open(cache_dir), 0, 0, 0
+    store, n, bad, exact_only = _open_for_writing(cache_dir, f"import {file}"), 0, 0, 0
     with open(file, encoding="utf-8") as f:
         for line in f:
             if not line.strip():

@@ -8,6 +8,10 @@ from typing import Any
 
 from .words import ErrorKind, Stage
 
+# The exit codes of every command: all pages ok; some pages failed; a usage or set-up problem
+# (nothing run); the output could not be written; stopped by Ctrl-C / SIGTERM.
+EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
 
 @dataclass(frozen=True)
 class ErrorInfo:

@@ -3,6 +3,7 @@ warning, never a failed run. A cache on a network filesystem is warned about."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
@@ -144,3 +145,30 @@ def test_parse_with_a_read_only_cache_uses_its_hits(tmp_path):
     assert r.stderr.count("is read-only") == 1, r.stderr
     assert "local cache" not in r.stderr, r.stderr  # neither "unavailable" nor a per-page error
     assert os.access(cache / FILENAME, os.W_OK)
+
+
+def test_cache_commands_that_write_refuse_a_read_only_cache_and_those_that_read_work(tmp_path):
+    """`clear`, `prune` and `import` cannot do their job on a read-only cache: a clear error and
+    exit 2, never a traceback or a count of entries that were not removed or added; `stats` and
+    `export` read it."""
+    cache = tmp_path / "cache"
+    with ResultCache(cache) as c:
+        put(c, 1)
+        put(c, 2)
+    args = ["--cache-dir", str(cache)]
+    dump = tmp_path / "dump.jsonl"
+    assert mineru("cache", "export", str(dump), *args, cwd=tmp_path).returncode == 0
+    with read_only(cache):
+        for command in (["clear"], ["prune", "--older-than", "0s"], ["import", str(dump)]):
+            r = mineru("cache", *command, *args, cwd=tmp_path)
+            assert r.returncode == 2, (command, r.stdout, r.stderr)
+            assert f"cache folder {cache} is read-only" in r.stderr and "Traceback" not in r.stderr, r.stderr
+            assert "removed" not in r.stdout and "imported" not in r.stdout, r.stdout
+        r = mineru("cache", "stats", "--json", *args, cwd=tmp_path)
+        assert r.returncode == 0 and json.loads(r.stdout)["entries"] == 2, r.stderr
+        r = mineru("cache", "export", str(tmp_path / "again.jsonl"), *args, cwd=tmp_path)
+        assert r.returncode == 0 and "exported 2 entries" in r.stdout, r.stderr
+    assert rows(cache) == 2
+    r = mineru("cache", "clear", *args, cwd=tmp_path)  # writable again
+    assert r.returncode == 0 and "removed 2 entries" in r.stdout, r.stderr
+    assert rows(cache) == 0
