@@ -287,6 +287,12 @@ def bench(
     int8: bool = typer.Option(True, "--int8/--no-int8", help="Also measure the INT8 export."),
     int4: bool = typer.Option(False, "--int4", help="Also measure an INT4 (MatMulNBits) export."),
     rss: bool = typer.Option(True, "--rss/--no-rss", help="Measure each export's peak RSS in a fresh process."),
+    roofline: bool = typer.Option(
+        True,
+        "--roofline/--no-roofline",
+        help="Measure the machine's kernel roofline (fp32 and INT8 MatMul at the vision shapes, read "
+        "bandwidth; a few seconds) and each phase's fraction of it.",
+    ),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Rounds (variants alternate); medians are reported."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON."),
@@ -299,7 +305,9 @@ def bench(
     Prints vision seconds for the 1036x1036 layout image and for a typical crop set, prefill of a
     1400-token prompt, decode milliseconds per step at batch 1 and 8, the seconds of a modelled
     page (vlm, hybrid and standard mode), peak RSS and size of each export, and each variant's
-    speed-up over torch fp32, measured alternately in one run."""
+    speed-up over torch fp32, measured alternately in one run; then the machine's kernel
+    roofline, measured in the same run, and each phase's achieved fraction of it. The CPU
+    model and its ISA flags head every run."""
     import json
 
     from rich.console import Console
@@ -308,7 +316,8 @@ def bench(
     from .budget import available_cpus
 
     try:
-        from .export.bench import bench_full_size, report_table
+        from .export.bench import bench_full_size, report_table, roofline_table
+        from .vlm.int8_target import cpu_summary
     except ImportError as exc:
         typer.echo(
             f"error: mineru bench needs torch, transformers, onnx, onnxscript: "
@@ -316,27 +325,38 @@ def bench(
             err=True,
         )
         raise typer.Exit(EXIT_SETUP) from None
+    cpu = cpu_summary()
+    isa = " ".join(cpu["isa"]) or "no listed ISA flags"
+    typer.echo(f"CPU: {cpu['model']} ({cpu['machine']}; {isa}); INT8 target {cpu['int8_target']}", err=True)
     report = bench_full_size(
         work_dir,
         threads=threads or available_cpus(),
         int8=int8,
         int4=int4,
         rss=rss,
+        roofline=roofline,
         repeats=repeat,
         log=lambda m: typer.echo(m, err=True),
     )
     cols, rows = report_table(report)
-    cpu = report["cpu"]
     table = Table(
         title=f"mineru bench: medians of {repeat} alternating rounds, {report['threads']} threads",
-        caption=f"{cpu['model']} ({cpu['machine']}; {' '.join(cpu['isa']) or 'no listed ISA flags'}); "
-        f"INT8 target {cpu['int8_target']}",
+        caption=f"{cpu['model']} ({cpu['machine']}; {isa}); INT8 target {cpu['int8_target']}",
     )
     for i, col in enumerate(cols):
         table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
-    Console(width=max(160, Console().width)).print(table)  # never squeezed in a log file
+    console = Console(width=max(160, Console().width))  # never squeezed in a log file
+    console.print(table)
+    if "roofline_fraction" in report:
+        title, cols, rows = roofline_table(report)
+        roof_table = Table(title=title, caption=f"{cpu['model']} ({cpu['machine']}; {isa})")
+        for i, col in enumerate(cols):
+            roof_table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        for row in rows:
+            roof_table.add_row(*row)
+        console.print(roof_table)
     if json_out:
         json_out.write_text(json.dumps(report, indent=2, default=str))
 

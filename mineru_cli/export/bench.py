@@ -13,6 +13,8 @@ crops of 400, 2000 and 4800 patches, prefill seconds for a prompt of `prefill_to
 image + text), decode ms per step at each batch size (one step appends one token to every row);
 per export, its bytes on disk and the peak RSS of a fresh process running it (peak_rss).
 `page_seconds` turns one variant's medians into the seconds of a modelled two-step page.
+bench_full_size also measures the machine's kernel roofline in the same run (roofline.py: fp32
+and INT8 MatMul at the vision shapes, read bandwidth) and each phase's fraction of it.
 
 Imports torch (the reference runtime and model building).
 """
@@ -30,6 +32,7 @@ import numpy as np
 from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
+from .roofline import decoder_weights, measure_roofline, phase_fractions
 
 
 class _TokenIds(TypedDict):
@@ -239,11 +242,15 @@ def bench_full_size(
     log: Callable[[str], None] | None = print,
     int4: bool = False,
     rss: bool = True,
+    roofline: bool = True,
+    bandwidth_bytes: int | None = None,
     **bench_kw,
 ) -> dict:
     """Build (or reuse) the random full-size model and its exports under work_dir, then
     compare torch fp32, ORT fp32 and (with int8 / int4) the quantized exports; with rss, each
-    export's peak RSS is measured first in a fresh process (peak_rss)."""
+    export's peak RSS is measured first in a fresh process (peak_rss); with roofline, the
+    machine's kernel roofline right before the variants (report["roofline"]) and each
+    variant's fraction of it per phase (report["roofline_fraction"])."""
     import torch
 
     from ..vlm.export_format import is_export_dir, read_manifest
@@ -301,15 +308,100 @@ def bench_full_size(
             )["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
+    if roofline:
+        report["roofline"] = _roofline(config, threads, bandwidth_bytes, bench_kw, log)
     runtimes: dict[str, TorchRuntime | OnnxRuntime] = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
+    if roofline:
+        report["roofline_fraction"] = {
+            name: _fractions(name, report["median"][name], report["roofline"], config, exports, bench_kw)
+            for name in report["median"]
+        }
     report["page_s"] = {
         name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
         for name, m in report["median"].items()
         if PAGE_KEYS <= set(m)
     }
     return report
+
+
+def _patches(config, image_hw) -> int:
+    p = int(config.vision_config.patch_size)
+    return (int(image_hw[0]) // p) * (int(image_hw[1]) // p)
+
+
+def _vision_sizes(config, bench_kw: dict) -> dict[str, int]:
+    """{median key: patches} of the vision phases bench_runtimes measures with these arguments."""
+    image_hw = bench_kw.get("image_hw", (1036, 1036))
+    crops = bench_kw.get("crop_sizes")
+    crops = CROP_IMAGES if crops is None else crops
+    sizes = {f"vision_s_{n}": _patches(config, hw) for n, hw in crops.items()}
+    if image_hw:
+        sizes["vision_s"] = _patches(config, image_hw)
+    return sizes
+
+
+def _roofline(config, threads: int, bandwidth_bytes: int | None, bench_kw: dict, log) -> dict:
+    """The kernel roofline at the vision MLP's shapes for the largest image the bench runs."""
+    v = config.vision_config
+    e = int(v.embed_dim)
+    m = max(_vision_sizes(config, bench_kw).values(), default=LAYOUT_PATCHES)
+    extra = {} if bandwidth_bytes is None else {"bandwidth_bytes": bandwidth_bytes}
+    roof = measure_roofline(threads, m, e, int(e * float(v.mlp_ratio)), **extra)
+    if log:
+        shape = "x".join(map(str, roof["shapes"][0]))
+        log(
+            f"roofline ({roof['seconds']:.1f} s): fp32 MatMul {roof['fp32_gflops']:.0f} GFLOP/s, INT8 "
+            f"({roof['int8_weights']['weight_type']}) {roof['int8_gops']:.0f} GOP/s at {shape}, "
+            f"read bandwidth {roof['bandwidth_gbs']:.1f} GB/s"
+        )
+    return roof
+
+
+def _fractions(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
+    """phase_fractions for one variant: torch fp32 computes in fp32 with fp32 weights; an
+    export's INT8 graphs and decoder weight bytes come from its manifest."""
+    from ..vlm.export_format import read_manifest
+
+    if name in exports:
+        manifest = read_manifest(exports[name])
+        quantization = manifest.get("quantization") or {}
+        int8_graphs = {
+            role
+            for role in ("vision", "decoder")
+            if isinstance(quantization.get(role), dict) and quantization[role].get("bits") != 4
+        }
+        files = manifest["files"]
+        weight_bytes = sum(f["bytes"] for path, f in files.items() if path.startswith("decoder.onnx"))
+    else:
+        int8_graphs, weight_bytes = set(), 4 * decoder_weights(config)
+    return phase_fractions(
+        medians,
+        roof,
+        config,
+        int8_graphs,
+        weight_bytes,
+        _vision_sizes(config, bench_kw),
+        bench_kw.get("prefill_tokens", PREFILL_TOKENS),
+        bench_kw.get("decode_context", DECODE_CONTEXT),
+        bench_kw.get("decode_steps", 16),
+    )
+
+
+def roofline_table(report: dict) -> tuple[str, list[str], list[list[str]]]:
+    """Title, columns and rows of the roofline table: each variant's achieved fraction of the
+    roofline per phase (percent)."""
+    roof = report["roofline"]
+    fractions = report["roofline_fraction"]
+    keys = sorted({k for f in fractions.values() for k in f}, key=lambda k: (not k.startswith("vision"), k))
+    title = (
+        f"roofline (measured in this run, {roof['threads']} threads): fp32 MatMul {roof['fp32_gflops']:.0f} GFLOP/s, "
+        f"INT8 {roof['int8_weights']['weight_type']} {roof['int8_gops']:.0f} GOP/s "
+        f"(at {'x'.join(map(str, roof['shapes'][0]))}), read bandwidth {roof['bandwidth_gbs']:.1f} GB/s"
+    )
+    rows = [[name, *(f"{100 * f[k]:.0f}" if k in f else "-" for k in keys)] for name, f in fractions.items()]
+    return title, ["variant", *(f"{k} % roof" for k in keys)], rows
 
 
 PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}  # what page_seconds reads

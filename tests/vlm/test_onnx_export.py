@@ -299,8 +299,23 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
         decode_context=20,
         log=None,
         crop_sizes={16: (56, 56)},
+        bandwidth_bytes=16 << 20,
     )
     assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"}
+    # the kernel roofline of this machine, measured in the same run at the vision MLP's shape of
+    # the largest image (56x84 px: 24 patches x 32 x 128), and each phase's fraction of it
+    roof = report["roofline"]
+    assert roof["shapes"] == [[24, 32, 128]] and roof["threads"] == 1
+    assert roof["fp32_gflops"] > 0 and roof["int8_gops"] > 0 and roof["bandwidth_gbs"] > 0
+    assert set(report["roofline_fraction"]) == set(report["median"])
+    for name, fractions in report["roofline_fraction"].items():
+        assert set(fractions) == set(report["median"][name]), name
+        assert all(f > 0 for f in fractions.values()), fractions
+    from mineru_cli.export.bench import roofline_table
+
+    title, cols, rows = roofline_table(report)
+    assert "GFLOP/s" in title and "GB/s" in title
+    assert cols[0] == "variant" and [row[0] for row in rows] == list(report["median"])
     # the CPU the figures were taken on, and the INT8 export's target (this CPU's)
     assert report["cpu"] == int8_target.cpu_summary() and report["cpu"]["model"]
     assert report["int8_target"] == {"onnx_fp32": None, "onnx_int8": int8_target.detect_target()}

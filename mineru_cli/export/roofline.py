@@ -1,0 +1,244 @@
+"""The machine's kernel roofline, measured in the bench's own run, and each phase's fraction of it.
+
+A speed figure alone does not say whether a runtime is slow or the machine is: the roofline
+measures what this CPU's kernels reach at the model's own shapes, with the bench's threads,
+right before the variants run (so on the same load):
+
+- fp32 MatMul and the INT8 product (dynamic per-channel quantization with the weight kind the
+  export writes for this CPU: int8_target.int8_settings) at the vision MLP's first product for
+  the largest image (N x E x 4E: 5476 x 1280 x 5120 for MinerU2.5's layout image), the best
+  GFLOP/s (int8: GOP/s) of a few runs of onnxruntime (the second product, N x 4E x E, measured
+  the same or slower, so one shape keeps the probe to a few seconds);
+- read bandwidth: onnxruntime ReduceSum over a buffer far larger than the last-level cache
+  (256 MiB), the best of a few runs, in GB/s: what streaming the decoder's weights each step
+  can reach.
+
+phase_fractions then puts each phase's measured time against it: vision and prefill as the
+time their FLOPs take at the roofline (products at the fp32 or INT8 rate, as the variant's graph
+has them; attention at the fp32 rate) over the measured time; a decoding step as the bytes it
+must read (the decoder's weights and the rows' keys and values) per second over the bandwidth.
+A fraction near 1 is the machine's limit; the FLOP counts are the model's, so work a runtime
+does beyond them shows as a lower fraction.
+
+    roof = measure_roofline(threads=2, m=5476, e=1280, mlp=5120)
+    fractions = phase_fractions(medians, roof, config, weights)
+
+Imports onnx and onnxruntime (the quantizer); never torch.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..vlm.int8_target import detect_target, int8_settings
+
+BANDWIDTH_BYTES = 256 << 20  # far past any last-level cache (an EPYC's L3 is 32 MiB per CCX)
+RUNS = 3
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, threads)
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _best_seconds(fn: Callable[[], object], runs: int) -> float:
+    fn()  # warm-up: packing, allocation
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _matmul_model(path: Path, k: int, n: int, rng) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def _reduce_model(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+        "stream",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def measure_roofline(
+    threads: int,
+    m: int,
+    e: int,
+    mlp: int,
+    target: str | None = None,
+    bandwidth_bytes: int = BANDWIDTH_BYTES,
+    runs: int = RUNS,
+) -> dict:
+    """{"fp32_gflops", "int8_gops", "bandwidth_gbs", "int8_weights", "shapes", "seconds"}: the
+    best rates of onnxruntime's fp32 and INT8 MatMul at (m x e x mlp) with `threads` threads,
+    and its read bandwidth over `bandwidth_bytes`. target: the INT8 target whose weight kind is
+    measured (default: this CPU's)."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    t_start = time.perf_counter()
+    settings = int8_settings(target or detect_target())["vision"]
+    rng = np.random.default_rng(0)
+    fp32: list[float] = []
+    int8: list[float] = []
+    shapes = [(m, e, mlp)]
+    with tempfile.TemporaryDirectory(prefix="mineru-roofline-") as tmp:
+        for i, (rows, k, n) in enumerate(shapes):
+            src = _matmul_model(Path(tmp) / f"fp32_{i}.onnx", k, n, rng)
+            dst = Path(tmp) / f"int8_{i}.onnx"
+            muted = logging.root.manager.disable
+            logging.disable(logging.WARNING)  # the quantizer's hint to pre-process the model
+            try:
+                quantize_dynamic(
+                    str(src),
+                    str(dst),
+                    weight_type=QuantType[settings["weight_type"]],
+                    reduce_range=bool(settings["reduce_range"]),
+                    per_channel=True,
+                    op_types_to_quantize=["MatMul"],
+                    extra_options={"MatMulConstBOnly": True},
+                )
+            finally:
+                logging.disable(muted)
+            x = rng.standard_normal((rows, k)).astype(np.float32)
+            flops = 2.0 * rows * k * n
+            for path, rates in ((src, fp32), (dst, int8)):
+                sess = _session(path, threads)
+                rates.append(flops / _best_seconds(lambda s=sess, x=x: s.run(None, {"x": x}), runs) / 1e9)
+                del sess
+        stream = _session(_reduce_model(Path(tmp) / "stream.onnx"), threads)
+        buf = np.ones(max(1, bandwidth_bytes // 4), dtype=np.float32)
+        bandwidth = buf.nbytes / _best_seconds(lambda s=stream, x=buf: s.run(None, {"x": x}), runs) / 1e9
+    return {
+        "fp32_gflops": max(fp32),
+        "int8_gops": max(int8),
+        "bandwidth_gbs": bandwidth,
+        "int8_weights": settings,
+        "shapes": [list(s) for s in shapes],
+        "per_shape": {"fp32_gflops": fp32, "int8_gops": int8},
+        "bandwidth_bytes": int(bandwidth_bytes),
+        "threads": threads,
+        "seconds": time.perf_counter() - t_start,
+    }
+
+
+# --------------------------------------------------------------- the model's work per phase
+
+
+def vision_flops(config, patches: int) -> tuple[float, float]:
+    """(products, attention) FLOPs of the vision encoder for one image of `patches` patches: the
+    patch embedding, each block's qkv, projection and MLP products and the merger (products),
+    and the blocks' full attention, QK^T and PV (attention)."""
+    v = config.vision_config
+    e, depth = int(v.embed_dim), int(v.depth)
+    hidden_mlp = int(e * float(v.mlp_ratio))
+    patch_dim = int(v.in_channels) * int(v.temporal_patch_size) * int(v.patch_size) ** 2
+    merge = int(v.spatial_merge_size) ** 2
+    n = float(patches)
+    per_block = 2 * n * (3 * e * e + e * e + 2 * e * hidden_mlp)
+    merger = 2 * (n / merge) * (merge * e * merge * e + merge * e * int(v.hidden_size))
+    products = 2 * n * patch_dim * e + depth * per_block + merger
+    attention = depth * 4 * n * n * e
+    return products, attention
+
+
+def _text(config):
+    t = config.text_config
+    hidden, heads = int(t.hidden_size), int(t.num_attention_heads)
+    head_dim = int(getattr(t, "head_dim", None) or hidden // heads)
+    return t, hidden, heads, int(t.num_key_value_heads), head_dim
+
+
+def decoder_weights(config) -> int:
+    """Weights a decoding step reads: every layer's products and the output layer (the
+    embedding table is only looked up)."""
+    t, hidden, heads, kv, d = _text(config)
+    per_layer = hidden * heads * d * 2 + 2 * hidden * kv * d + 3 * hidden * int(t.intermediate_size)
+    return int(t.num_hidden_layers) * per_layer + int(t.vocab_size) * hidden
+
+
+def prefill_flops(config, tokens: int) -> tuple[float, float]:
+    """(products, attention) FLOPs of one prompt of `tokens` tokens: every token through every
+    layer's products, the output layer for the last token, causal attention (half of T^2)."""
+    t, hidden, heads, kv, d = _text(config)
+    vocab = int(t.vocab_size)
+    layer_weights = decoder_weights(config) - vocab * hidden
+    products = 2.0 * tokens * layer_weights + 2.0 * vocab * hidden
+    attention = int(t.num_hidden_layers) * 4.0 * heads * d * tokens * tokens / 2
+    return products, attention
+
+
+def step_bytes(config, batch: int, context: int, weight_bytes: float) -> float:
+    """Bytes one decoding step reads at `batch` rows of about `context` tokens: the decoder's
+    weights once, and each row's keys and values (float32) in every layer."""
+    t, _hidden, _heads, kv, d = _text(config)
+    return weight_bytes + batch * int(t.num_hidden_layers) * 2 * kv * context * d * 4
+
+
+def phase_fractions(
+    medians: dict,
+    roof: dict,
+    config,
+    int8_graphs: set[str],
+    decoder_weight_bytes: float,
+    patches: dict[str, int],
+    prefill_tokens: int,
+    decode_context: int,
+    decode_steps: int,
+) -> dict:
+    """One variant's achieved fraction of the roofline per measured phase, {key: fraction}.
+    medians: its bench medians (vision_s, vision_s_<n>, prefill_s, decode_ms_b<b>);
+    int8_graphs: which of "vision", "decoder" compute their products in INT8; patches: the
+    image size of each vision key; decoder_weight_bytes: what its decoder's weights take."""
+    fp32 = roof["fp32_gflops"] * 1e9
+    out: dict[str, float] = {}
+
+    def rate(role: str) -> float:
+        return roof["int8_gops"] * 1e9 if role in int8_graphs else fp32
+
+    for key, n in patches.items():
+        if medians.get(key):
+            products, attention = vision_flops(config, n)
+            out[key] = (products / rate("vision") + attention / fp32) / medians[key]
+    if medians.get("prefill_s") and prefill_tokens:
+        products, attention = prefill_flops(config, prefill_tokens)
+        out["prefill_s"] = (products / rate("decoder") + attention / fp32) / medians["prefill_s"]
+    bandwidth = roof["bandwidth_gbs"] * 1e9
+    for key, ms in medians.items():
+        if key.startswith("decode_ms_b") and ms:
+            batch = int(key.removeprefix("decode_ms_b"))
+            context = decode_context + 3 * (batch - 1) / 2 + decode_steps / 2  # the rows' mean length
+            out[key] = step_bytes(config, batch, int(context), decoder_weight_bytes) / (ms / 1000) / bandwidth
+    return out

@@ -1,0 +1,81 @@
+"""The bench's kernel roofline (mineru_cli/export/roofline.py): measured on small shapes, and the
+model's work per phase counted from its config."""
+
+from __future__ import annotations
+
+import pytest
+
+from mineru_cli.export.bench import mineru25_config
+from mineru_cli.export.roofline import (
+    decoder_weights,
+    measure_roofline,
+    phase_fractions,
+    prefill_flops,
+    step_bytes,
+    vision_flops,
+)
+from mineru_cli.vlm import int8_target
+
+pytest.importorskip("onnxruntime")
+
+
+def test_roofline_measures_fp32_int8_and_bandwidth_with_this_cpus_weight_kind():
+    roof = measure_roofline(threads=1, m=256, e=64, mlp=256, bandwidth_bytes=32 << 20, runs=2)
+    assert roof["fp32_gflops"] > 0.1 and roof["int8_gops"] > 0.1 and roof["bandwidth_gbs"] > 0.1
+    assert roof["int8_weights"] == int8_target.int8_settings(int8_target.detect_target())["vision"]
+    assert roof["shapes"] == [[256, 64, 256]] and roof["threads"] == 1
+    # another target's weight kind, on request
+    amx = measure_roofline(threads=1, m=64, e=32, mlp=64, target="amx", bandwidth_bytes=1 << 20, runs=1)
+    assert amx["int8_weights"]["weight_type"] == "QInt8"
+
+
+def test_the_full_size_models_work_per_phase_matches_its_parameter_count():
+    import torch
+
+    from mineru_cli.export.bench import random_model
+
+    small = mineru25_config(
+        text=dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        ),
+        vision=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2),
+    )
+    model = random_model(small)
+    lm = model.model.language_model
+    # every weight matrix of the decoder's layers and the output layer (no biases, norms, embeddings)
+    layer_weights = sum(p.numel() for n, p in lm.layers.named_parameters() if n.endswith("weight") and p.dim() == 2)
+    assert decoder_weights(small) == layer_weights + model.lm_head.weight.numel()
+    vis = model.model.visual
+    vision_weights = sum(p.numel() for n, p in vis.named_parameters() if n.endswith("weight") and p.dim() >= 2)
+    # one patch per weight: 2 FLOPs per weight per patch, the merger's products on a quarter of them
+    merger = sum(p.numel() for n, p in vis.merger.named_parameters() if n.endswith("weight") and p.dim() == 2)
+    products, attention = vision_flops(small, 100)
+    assert products == pytest.approx(2 * 100 * (vision_weights - merger) + 2 * 25 * merger)
+    assert attention == 2 * 4 * 100 * 100 * 32  # depth x (QK^T + PV) over the embed width
+    products, attention = prefill_flops(small, 10)
+    assert products == 2 * 10 * layer_weights + 2 * model.lm_head.weight.numel()
+    assert attention == 2 * 4 * 4 * 16 * 10 * 10 / 2
+    # a step reads the weights once and each row's keys and values in every layer
+    assert step_bytes(small, 8, 100, 1e6) == 1e6 + 8 * 2 * 2 * 2 * 100 * 16 * 4
+    del torch
+
+
+def test_phase_fractions_put_each_phase_against_its_roofline():
+    config = mineru25_config()
+    roof = {"fp32_gflops": 100.0, "int8_gops": 200.0, "bandwidth_gbs": 10.0}
+    products, attention = vision_flops(config, 5476)
+    at_roof = products / 200e9 + attention / 100e9
+    weights = 4.9e8
+    step = step_bytes(config, 1, 520 + 8, weights)
+    medians = {"vision_s": 2 * at_roof, "decode_ms_b1": 1000 * step / 10e9 * 4}
+    int8 = phase_fractions(medians, roof, config, {"vision", "decoder"}, weights, {"vision_s": 5476}, 0, 520, 16)
+    assert int8 == pytest.approx({"vision_s": 0.5, "decode_ms_b1": 0.25})
+    # the same times from fp32 products: further from the roofline of fp32 work
+    fp32 = phase_fractions(medians, roof, config, set(), weights, {"vision_s": 5476}, 0, 520, 16)
+    assert fp32["vision_s"] == pytest.approx((products / 100e9 + attention / 100e9) / (2 * at_roof))
