@@ -8,7 +8,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck install dev redis-server chromium cjk-font clean bench
+.PHONY: demo test test-fast lint typecheck install dev pro-oracle redis-server chromium cjk-font clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,20 @@ install: $(BIN)/python
 
 dev: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	$(MAKE) --no-print-directory pro-oracle
+
+# The Pro protocol's conformance oracle (test-only, never shipped): mineru-vl-utils 2.x, the
+# client MinerU 4.0.x runs MinerU2.5-Pro with (`mineru-vl-utils>=2.0.5,<3`). It cannot share the
+# venv with 0.1.22, the 2509 oracle (same package name), so it goes into its own folder and
+# tests/vlm/pro_oracle.py runs it in a subprocess with that folder first on sys.path. --no-deps:
+# the packages it imports (httpx, httpx-retries, aiofiles, pillow, pydantic, loguru, tqdm) are
+# already in the venv through the dev extra (0.1.22's own dependencies; tqdm via transformers).
+PRO_ORACLE := mineru-vl-utils==2.0.7
+PRO_ORACLE_DIR := $(VENV)/pro-oracle
+
+pro-oracle: $(BIN)/python
+	@test -f $(PRO_ORACLE_DIR)/.$(PRO_ORACLE) || { rm -rf $(PRO_ORACLE_DIR) && \
+	  $(BIN)/pip install -q --no-deps --target $(PRO_ORACLE_DIR) '$(PRO_ORACLE)' && touch $(PRO_ORACLE_DIR)/.$(PRO_ORACLE); }
 
 demo: install
 	$(BIN)/mineru parse examples/ --out results.jsonl

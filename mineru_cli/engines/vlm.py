@@ -52,7 +52,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from PIL import Image
 
@@ -69,7 +69,9 @@ from ..vlm.protocol.chat import SYSTEM_PROMPT
 from ..vlm.protocol.crops import Crop, layout_image, prepare_crops, to_rgb
 from ..vlm.protocol.layout import LayoutBlock, LayoutParse, parse_layout
 from ..vlm.protocol.postprocess import post_process
+from ..vlm.protocol.pro import select_blocks
 from ..vlm.protocol.profiles import PROFILES, Profile, SamplingParams
+from ..vlm.protocol.table_images import font_file as table_image_font
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
@@ -213,6 +215,21 @@ def context_length(config: dict) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
+def post_process_switches(profile: Profile) -> dict:
+    """The profile's post-processing steps that are on (Pro), for the record; a table's masked
+    images are drawn with a font that depends on the machine, so it is named too."""
+    switches = {
+        "drop_figure_captions": profile.drop_figure_captions,
+        "table_images": profile.table_images,
+        "text_fixes": profile.text_fixes,
+        "table_formula_tags": profile.table_formula_tags,
+    }
+    out: dict[str, Any] = {k: v for k, v in switches.items() if v}
+    if profile.table_images:
+        out["table_image_font"] = table_image_font() or "pillow-default"
+    return out
+
+
 def options(
     profile: Profile, mode: str, runtime: str, max_new_tokens: int | None = None, context: int | None = None
 ) -> dict:
@@ -226,6 +243,8 @@ def options(
         "system_prompt": SYSTEM_PROMPT,
         "sampling": {k: _sampling_dict(v) for k, v in profile.sampling.items()},
         "skip_types": sorted(profile.skip_types),
+        # (only where a step is on: a 2509 fingerprint stays what it was)
+        **({"post_process": switches} if (switches := post_process_switches(profile)) else {}),
         "layout_size": list(profile.layout_size),
         "max_new_tokens": max_new_tokens if max_new_tokens is not None else "context",
         "context_length": context,
@@ -241,7 +260,7 @@ def options(
 
 class VlmEngine:
     name = "vlm"
-    version = "0.3"  # bump when the same inputs would give different output
+    version = "0.4"  # bump when the same inputs would give different output
 
     def __init__(
         self,
@@ -385,7 +404,8 @@ class VlmEngine:
         try:
             t0 = time.perf_counter()
             for st, (_, layout, gen) in zip(states, self.layouts([st.page for st in states])):
-                st.blocks = layout.blocks
+                # Pro: captions inside figures dropped, images inside tables marked (protocol.pro)
+                st.blocks = select_blocks(layout.blocks, self.profile)
                 if gen.truncated:
                     st.warnings.append(f"layout answer cut at {len(gen.tokens)} tokens")
                 if layout.skipped:
@@ -410,6 +430,7 @@ class VlmEngine:
             ]
             for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
                 st.blocks[crop.index].content = text
+                st.blocks[crop.index].image_tokens = crop.image_tokens or None  # Pro tables
                 st.answers[crop.index] = (text, gen)
                 if gen.truncated and st.blocks[crop.index].type not in fusion.TEXT_TYPES:
                     # (a text-like block's cut answer gets the cross-check's warning instead)
@@ -580,7 +601,7 @@ class VlmEngine:
             st.blocks, self.profile, on_error=lambda step, content, err: st.warnings.append(f"{step} failed: {err}")
         )
         out = []
-        for b, index in zip(done, _match_blocks(done, st.blocks)):
+        for b, index in zip(done, _match_blocks(done, st.blocks, self.profile.content_rename)):
             block = self._block(b, width, height)
             info = st.info.get(index, {}) if index is not None else {}
             block.extra["source"] = "vlm"
@@ -712,17 +733,25 @@ def _pixel_box(bbox, width: int, height: int) -> tuple[int, int, int, int]:
     return round(x1 * width), round(y1 * height), round(x2 * width), round(y2 * height)
 
 
-def _match_blocks(done: list[LayoutBlock], blocks: list[LayoutBlock]) -> list[int | None]:
+def _match_blocks(
+    done: list[LayoutBlock], blocks: list[LayoutBlock], renamed: Mapping[str, str] | None = None
+) -> list[int | None]:
     """Index in `blocks` of each post-processed block: post_process keeps the order, drops some
     blocks and puts merged equations at an equation_block's place with its box, so a forward
-    walk matching box, angle and type (equation for an equation_block) finds each one (None: no
-    match). The type matters: a dropped block may share its box and angle with the next one."""
+    walk matching box, angle and type (equation for an equation_block; `renamed`, the profile's
+    content_rename: Pro's list_item -> text) finds each one (None: no match). The type matters:
+    a dropped block may share its box and angle with the next one."""
+    renamed = renamed or {}
 
     def same(a: LayoutBlock, b: LayoutBlock) -> bool:
         return (
             a.bbox == b.bbox
             and a.angle == b.angle
-            and (a.type == b.type or (a.type == "equation_block" and b.type == "equation"))
+            and (
+                a.type == b.type
+                or (a.type == "equation_block" and b.type == "equation")
+                or renamed.get(a.type) == b.type
+            )
         )
 
     out: list[int | None] = []

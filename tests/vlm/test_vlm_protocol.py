@@ -1,7 +1,8 @@
-"""The protocol against mineru-vl-utils' own helpers, on generated and hand-written outputs.
+"""The 2509 protocol against mineru-vl-utils 0.1.22's own helpers (the release paired with
+MinerU2.5-2509, installed in the venv by the dev extra), on generated and hand-written outputs.
 
-With mineru-vl-utils 0.1.x installed (the release paired with MinerU2.5-2509) the 2509 profile
-is checked; with 2.x the parts of the Pro profile we implement are checked.
+The Pro profile is checked against the 2.x client MinerU 4 runs, which cannot share the venv:
+tests/vlm/test_pro_conformance.py.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from mineru_cli.vlm.protocol.latex import (
 from mineru_cli.vlm.protocol.layout import ANGLES, LayoutBlock, parse_layout
 from mineru_cli.vlm.protocol.otsl import otsl_to_html
 from mineru_cli.vlm.protocol.postprocess import post_process
-from mineru_cli.vlm.protocol.profiles import PROFILE_2509, PROFILE_PRO
+from mineru_cli.vlm.protocol.profiles import PROFILE_2509
 
 mvu = pytest.importorskip("mineru_vl_utils")
 from mineru_vl_utils import mineru_client as mc  # noqa: E402
@@ -46,13 +47,13 @@ from mineru_vl_utils.post_process.otsl2html import convert_otsl_to_html  # noqa:
 from mineru_vl_utils.structs import ContentBlock  # noqa: E402
 from mineru_vl_utils.version import __version__ as MVU_VERSION  # noqa: E402
 
-PRO = int(MVU_VERSION.split(".")[0]) >= 2
-PROFILE = PROFILE_PRO if PRO else PROFILE_2509
+assert MVU_VERSION.startswith("0.1."), f"the 2509 oracle is mineru-vl-utils 0.1.22, not {MVU_VERSION}"
+PROFILE = PROFILE_2509
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _helper():
-    kwargs = dict(
+    return mc.MinerUClientHelper(
         backend="transformers",
         prompts=mc.DEFAULT_PROMPTS,
         sampling_params=mc.DEFAULT_SAMPLING_PARAMS,
@@ -65,9 +66,6 @@ def _helper():
         abandon_paratext=False,
         debug=False,
     )
-    if PRO:
-        kwargs["image_analysis"] = False
-    return mc.MinerUClientHelper(**kwargs)
 
 
 HELPER = _helper()
@@ -157,8 +155,6 @@ def layout_line(draw):
 @st.composite
 def layout_output(draw):
     lines = draw(st.lists(layout_line(), max_size=25))
-    if PRO and lines and draw(st.booleans()):  # several elements on one line
-        return "".join(lines)
     return "\n".join(lines)
 
 
@@ -183,8 +179,6 @@ def _check_layout(output):
     ours = parse_layout(output, PROFILE)
     theirs = _quiet(HELPER.parse_layout_output, output)
     _same_blocks(ours.blocks, theirs)
-    if PRO:
-        assert [b.merge_prev for b in ours.blocks] == [b.get("merge_prev", False) for b in theirs]
 
 
 @pytest.mark.parametrize("output", HAND_WRITTEN_LAYOUTS)
@@ -211,11 +205,7 @@ def test_layout_counts_problems():
 
 # --------------------------------------------------------------------------- crops
 
-CROP_TYPES = [
-    t
-    for t in sorted(map(str, PROFILE.block_types))
-    if not PRO or t not in ("image", "chart", "image_block", "image_caption")
-]
+CROP_TYPES = sorted(map(str, PROFILE.block_types))
 
 
 @st.composite
@@ -455,8 +445,6 @@ def test_equation_steps():
 # --------------------------------------------------------------------------- whole post-process
 
 POST_TYPES = ["table", "equation", "equation", "equation_block", "text", "list", "header", "title"]
-if PRO:
-    POST_TYPES += ["list_item", "footer"]
 
 
 @st.composite

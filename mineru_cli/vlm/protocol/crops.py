@@ -3,18 +3,23 @@
 Step 2 reads every block that is not skipped: it is cropped from the full-resolution page,
 rotated upright, padded and upscaled where needed, and sent with its type's prompt and sampling.
 Colour conversion and resampling follow MinerU's, so a crop is the image MinerU would send.
+Pro: the page's blocks first go through pro.select_blocks; a table's crop has the images inside
+it masked with tokens (table_images), which the crop carries for post-processing.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from PIL import Image
 
 from .layout import LayoutBlock
+from .pro import table_images
 from .profiles import PROFILE_2509, Profile, SamplingParams
+from .table_images import mask_table_images
 
 
 @dataclass
@@ -23,6 +28,7 @@ class Crop:
     image: Image.Image
     prompt: str
     sampling: SamplingParams
+    image_tokens: dict[str, str] = field(default_factory=dict)  # Pro tables: token -> image
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -56,15 +62,22 @@ def layout_image(page: Image.Image, profile: Profile = PROFILE_2509) -> Image.Im
 
 
 def prepare_crops(
-    page: Image.Image, blocks: Sequence[LayoutBlock], profile: Profile = PROFILE_2509, skip_types: Iterable[str] = ()
+    page: Image.Image,
+    blocks: Sequence[LayoutBlock],
+    profile: Profile = PROFILE_2509,
+    skip_types: Iterable[str] = (),
+    seed: int = 0,
 ) -> list[Crop]:
-    """Step-2 inputs for every block that is read (not skipped), in layout order."""
+    """Step-2 inputs for every block that is read (not skipped), in layout order. `seed` draws the
+    tokens of the images masked in the page's tables (Pro)."""
     page = to_rgb(page)
     width, height = page.size
     skip = set(profile.skip_types) | {t for t in skip_types if t in profile.block_types}
+    held = table_images(blocks, skip) if profile.table_images else {}
+    rng = random.Random(seed)
     crops = []
     for index, block in enumerate(blocks):
-        if block.type in skip:
+        if block.type in skip or block.absorbed:
             continue
         x1, y1, x2, y2 = block.bbox
         # PIL rounds a float box half-to-even, as Python's round() does
@@ -72,8 +85,11 @@ def prepare_crops(
         if box[2] - box[0] < 1 or box[3] - box[1] < 1:
             continue
         image = page.crop(box)
-        if block.angle in (90, 180, 270):
+        tokens: dict[str, str] = {}
+        if index in held:
+            image, tokens = mask_table_images(page, block, [blocks[i] for i in held[index]], image, rng)
+        elif block.angle in (90, 180, 270):
             image = image.rotate(block.angle, expand=True)
         image = fit_crop(image, profile.min_edge, profile.max_aspect)
-        crops.append(Crop(index, image, profile.prompt_for(block.type), profile.sampling_for(block.type)))
+        crops.append(Crop(index, image, profile.prompt_for(block.type), profile.sampling_for(block.type), tokens))
     return crops

@@ -30,7 +30,9 @@ class LayoutBlock:
     bbox: tuple[float, float, float, float]
     angle: int | None = None  # 0/90/180/270, None when the model gave no rotate token
     content: str | None = None
-    merge_prev: bool = False  # Pro: text continues the previous block
+    merge_prev: bool = False  # Pro: text continues the previous block (<|txt_contd_tgt|>)
+    absorbed: bool = False  # Pro: an image inside a table, read as part of it (protocol.pro)
+    image_tokens: dict[str, str] | None = None  # Pro: a table's image tokens -> data URIs
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, "bbox": list(self.bbox), "angle": self.angle, "content": self.content}

@@ -1,6 +1,7 @@
 """Step 3, a page's read blocks made final: OTSL tables to HTML, equation repairs, multi-equation
-blocks merged, display equations wrapped, the Pro profile's renames and [Non-Text] cleanup, and
-the optional dropping of lists and paratext.
+blocks merged, display equations wrapped, and the optional dropping of lists and paratext. The
+Pro profile adds: a table's images put back and its formulas tagged <eq>, list_item->text,
+[Non-Text] cleanup, a text block's Markdown fixes, images held by tables dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from ...core.geometry import covered
 from .latex import combine_equations, fix_equation, wrap_display_equation
 from .layout import LayoutBlock
 from .otsl import otsl_to_html
+from .pro import fix_text, tag_table_formulas
 from .profiles import PROFILE_2509, Profile
+from .table_images import put_back_images
 
 
 def merge_equation_blocks(blocks: list[LayoutBlock]) -> list[LayoutBlock]:
@@ -64,7 +67,8 @@ def post_process(
     drop_paratext: bool = False,
     on_error: Callable[[str, str, Exception], None] | None = None,
 ) -> list[LayoutBlock]:
-    """Tables to HTML, equation repairs, equation_block merging and \\[ \\] wrapping.
+    """Tables to HTML, equation repairs, equation_block merging and \\[ \\] wrapping (and the
+    Pro steps), in MinerU's order.
 
     Returns new blocks; the input is not modified. A step that fails on one block leaves that
     block's content as it was and is reported to on_error(step, content, error).
@@ -82,6 +86,10 @@ def post_process(
                 block.content = otsl_to_html(block.content)
             except Exception as error:  # noqa: BLE001 - never lose a page to a malformed table
                 failed("otsl_to_html", block.content, error)
+            if block.image_tokens:
+                block.content = put_back_images(block.content, block.image_tokens)
+            if profile.table_formula_tags:
+                block.content = tag_table_formulas(block.content)
         block.type = profile.content_rename.get(block.type, block.type)
         out.append(block)
     if profile.non_text_cleanup:
@@ -92,8 +100,19 @@ def post_process(
                 block.content = fix_equation(block.content, profile)
             except Exception as error:  # noqa: BLE001 - never lose a page to a malformed equation
                 failed("fix_equation", block.content, error)
+        elif block.type == "text" and block.content and profile.text_fixes:
+            try:
+                block.content = fix_text(block.content)
+            except Exception as error:  # noqa: BLE001 - never lose a page to one block's text
+                failed("fix_text", block.content, error)
     out = merge_equation_blocks(out)
     for block in out:
         if block.type == "equation" and block.content:
             block.content = wrap_display_equation(block.content)
-    return [b for b in out if not (drop_list and b.type == "list") and not (drop_paratext and b.type in PARATEXT)]
+    return [
+        b
+        for b in out
+        if not (b.type == "image" and b.absorbed)  # read as part of its table
+        and not (drop_list and b.type == "list")
+        and not (drop_paratext and b.type in PARATEXT)
+    ]

@@ -2,7 +2,7 @@
 skipped types, the Pro post-processing switches), and the per-request SamplingParams.
 
 Facts were read from mineru-vl-utils: 0.1.22 (the release paired with MinerU2.5-2509-1.2B) for
-PROFILE_2509, and 2.0.7 for the parts of PROFILE_PRO that are implemented (see the note after
+PROFILE_2509, and 2.0.7 (the release MinerU 4.0.x runs) for PROFILE_PRO (see the note after
 it). The block types are core.blocks.BlockType values, the one vocabulary of every engine.
 """
 
@@ -121,6 +121,10 @@ class Profile:
     tolerate_bad_arrays: bool = False
     content_rename: Mapping[str, str] = field(default_factory=dict)
     non_text_cleanup: bool = False
+    drop_figure_captions: bool = False  # an image_caption inside an image/chart/image_block
+    table_images: bool = False  # images inside a table masked in its crop, put back as <img>
+    text_fixes: bool = False  # display->inline formulas, macro spacing, blanks out of formulas
+    table_formula_tags: bool = False  # \\( \\) and \\[ \\] in a table -> <eq> </eq> (MinerU 4)
 
     def prompt_for(self, block_type: str) -> str:
         return self.prompts.get(block_type) or self.prompts["[default]"]
@@ -169,7 +173,7 @@ PROFILE_PRO = Profile(
         "[default]": _TEXT_PARAMS,
         "[layout]": SamplingParams(),
     },
-    # image analysis is off by default in mineru-vl-utils 2.x, so image/chart are skipped too
+    # image/chart analysis is not done (see the note below): the images are not read
     skip_types=frozenset({"list", "equation_block", "image_block", "image", "chart"}),
     layout_rename={"unknown": "image"},
     layout_ignore=frozenset({"inline_formula"}),
@@ -179,16 +183,24 @@ PROFILE_PRO = Profile(
     tolerate_bad_arrays=True,
     content_rename={"list_item": "text"},
     non_text_cleanup=True,
+    drop_figure_captions=True,
+    table_images=True,
+    text_fixes=True,
+    table_formula_tags=True,
 )
-# PROFILE_PRO is PARTIAL: read from mineru-vl-utils 2.0.7, not checked against the Pro model.
+# PROFILE_PRO is the client MinerU 4.0.x runs (mineru-vl-utils 2.0.7, `>=2.0.5,<3` in MinerU
+# 4.0.12), configured as MinerU configures it (mineru/model/vlm/runtime.py), and conformance-tested
+# against it (tests/vlm/test_pro_conformance.py); not yet checked against the real Pro weights.
 #
-# Implemented: block types, prompts, sampling, skip list, the layout grammar (several elements on
-# one line, rotate token right after <|ref_end|>), unknown->image, inline_formula dropped,
-# duplicate-box suppression (IoU > 0.9, same type and angle), text/equation blocks inside tables
-# dropped, the text block's merge_prev flag (<|txt_contd_tgt|>), list_item->text, [Non-Text]
-# placeholders, equation \[ \] delimiter stripping.
-# Not implemented: image/chart analysis post-processing, masking images inside table crops,
-# captions inside image blocks, the Markdown text fixes (display->inline, macro spacing,
-# underscores), cross-page table merging.
+# Done: block types, prompts, sampling, skip list; the layout grammar (several elements on one
+# line, rotate token right after <|ref_end|>), unknown->image, inline_formula boxes dropped,
+# duplicate boxes (IoU > 0.9, same type and angle) dropped, text/equation boxes inside tables
+# dropped, the text block's merge_prev flag (<|txt_contd_tgt|>); image captions inside figures
+# dropped, images inside tables masked in the table's crop and put back as <img> (protocol.
+# table_images); list_item->text, [Non-Text] placeholders; equation \[ \] stripping; a text
+# block's Markdown fixes and a table's <eq> formula tags (protocol.pro).
+# Not done: image/chart analysis (MinerU 4 turns it on; its class/caption parsing is small, but
+# the chart and Mermaid flowchart repairs behind it are ~1,500 lines not yet ported, so our output
+# is MinerU's with image analysis off); cross-page table merging (off in MinerU 4 too).
 
 PROFILES = {"2509": PROFILE_2509, "pro": PROFILE_PRO}
