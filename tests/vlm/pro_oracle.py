@@ -105,6 +105,9 @@ def op_equation(s):
     except Exception:
         return s  # the chain failed: MinerU keeps the content
 
+def op_put_back(s, tokens):
+    return tip.replace_table_image_tokens(s, tokens)
+
 def op_table_formulas(s):
     return tip.replace_table_formula_delimiters(s, enabled=True)
 

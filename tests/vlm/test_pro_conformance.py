@@ -24,6 +24,7 @@ from mineru_cli.vlm.protocol.layout import ANGLES, LayoutBlock, parse_layout
 from mineru_cli.vlm.protocol.postprocess import post_process
 from mineru_cli.vlm.protocol.pro import fix_text, select_blocks, tag_table_formulas
 from mineru_cli.vlm.protocol.profiles import PROFILE_PRO as PRO
+from mineru_cli.vlm.protocol.table_images import put_back_images
 
 pytestmark = pytest.mark.skipif(not pro_oracle.available(), reason="the Pro oracle is not installed (make pro-oracle)")
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
@@ -266,6 +267,34 @@ CASES = [
         {"equation": "\\[ \\end{array} \\left( x \\tag{1} \\]"},
     ),
     (
+        "an image in two overlapping tables goes to the smaller; one at a table's edge; an unknown token",
+        "\n".join(
+            [
+                el("table", 50, 50, 950, 600),
+                el("table", 100, 100, 600, 500),
+                el("image", 150, 150, 400, 400),  # inside both: the smaller table holds it
+                el("image", 880, 480, 960, 590),  # 87.5% inside the big table: not held
+                el("image", 860, 60, 950, 120),  # at the big table's right edge: held
+            ]
+        ),
+        (((150, 150, 400, 400), (10, 200, 10)), ((860, 60, 950, 120), (255, 255, 255))),
+        {"table": "<fcel>[{tok0}]<fcel>[ZZZZ]<fcel>[{tok1}][{tok0}]<nl>"},
+    ),
+    (
+        "tables upside down and turned left, each with images",
+        "\n".join(
+            [
+                el("table", 50, 50, 950, 450, rotate="<|rotate_down|>"),
+                el("image", 100, 100, 300, 200),
+                el("image", 500, 300, 900, 440),
+                el("table", 50, 500, 950, 950, rotate="<|rotate_left|>"),
+                el("image", 600, 600, 900, 900),
+            ]
+        ),
+        (((100, 100, 300, 200), (0, 0, 255)), ((500, 300, 900, 440), (90, 90, 90)), ((600, 600, 900, 900), (0, 0, 0))),
+        {"table": "<fcel>[{tok0}] [{tok1}] [{tok2}]<nl>"},
+    ),
+    (
         "a table turned on its side with an image in it",
         "\n".join([el("table", 100, 100, 700, 900, rotate="<|rotate_right|>"), el("image", 200, 200, 400, 500)]),
         (((200, 200, 400, 500), (250, 250, 250)),),
@@ -415,3 +444,14 @@ def test_table_formula_tags_generated(oracle, content):
 @given(TEXT)
 def test_equations_generated(oracle, latex):
     assert fix_equation(latex, PRO) == oracle.call("equation", s=latex)
+
+
+TOKEN_TEXT = st.lists(
+    st.sampled_from(["[AC2D]", "[ AC2D ]", "[\tXY34 ]", "[AC2]", "[[AC2D]]", "AC2D", "x", " "]), max_size=8
+)
+
+
+@SETTINGS
+@given(TOKEN_TEXT.map("".join), st.sampled_from([{}, {"[AC2D]": "data:A"}, {"[AC2D]": "data:A", "[XY34]": "data:B"}]))
+def test_put_back_images_generated(oracle, content, tokens):
+    assert put_back_images(content, tokens) == oracle.call("put_back", s=content, tokens=tokens)
