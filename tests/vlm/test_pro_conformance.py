@@ -70,8 +70,10 @@ def page_image(seed=0, size=(600, 800), pictures=()):
     return page
 
 
-def answer_for(block: LayoutBlock, i: int, answers: dict) -> str:
-    return answers.get(block.type, "plain text {i}").replace("{i}", str(i))
+def answer_for(block: LayoutBlock, i: int, answers: dict, tokens=()) -> str:
+    """The answer for the i-th crop; "{tokens}" in it stands for the tokens drawn on the crop."""
+    answer = answers.get(block.type, "plain text {i}").replace("{i}", str(i))
+    return answer.replace("{tokens}", "".join(f"<fcel>{t}" for t in tokens))
 
 
 def run_both(oracle, layout: str, page: Image.Image, answers: dict | None = None, seed: int = 0):
@@ -79,7 +81,7 @@ def run_both(oracle, layout: str, page: Image.Image, answers: dict | None = None
     answers = answers or {}
     blocks = select_blocks(parse_layout(layout, PRO).blocks, PRO)
     crops = prepare_crops(page, blocks, PRO, seed=seed)
-    texts = [answer_for(blocks[c.index], k, answers) for k, c in enumerate(crops)]
+    texts = [answer_for(blocks[c.index], k, answers, c.image_tokens) for k, c in enumerate(crops)]
     for crop, text in zip(crops, texts):
         blocks[crop.index].content = text
         blocks[crop.index].image_tokens = crop.image_tokens or None
@@ -364,15 +366,31 @@ def element(draw):
 
 
 @st.composite
+def table_with_images(draw):
+    """A table and images mostly inside it (some held, some not), angles mixed."""
+    x1, y1 = draw(st.integers(0, 50)) * 10, draw(st.integers(0, 50)) * 10
+    x2, y2 = x1 + draw(st.integers(10, 50)) * 10, y1 + draw(st.integers(10, 50)) * 10
+    out = [el("table", x1, y1, x2, y2, rotate=draw(st.sampled_from(ROTATES)))]
+    for _ in range(draw(st.integers(1, 3))):
+        ix1 = draw(st.integers(x1 - 20, x2 - 20))
+        iy1 = draw(st.integers(y1 - 20, y2 - 20))
+        ix2 = ix1 + draw(st.integers(5, 200))
+        iy2 = iy1 + draw(st.integers(5, 200))
+        out.append(el("image", max(ix1, 0), max(iy1, 0), min(ix2, 1000), min(iy2, 1000)))
+    return "\n".join(out)
+
+
+@st.composite
 def layout_answer(draw):
-    elements = draw(st.lists(element(), max_size=14))
+    elements = draw(st.lists(element() | table_with_images(), max_size=14))
     return draw(st.sampled_from(["\n", ""])).join(elements)
 
 
 FORMULAS = ["x", "\\[ a \\]", "\\( b \\)", "\\(\\timesX\\)", "___", "\\[ 1-2 \\]", "\\left( y", "{", "<", "\\eqqcolon"]
 TEXT = st.lists(st.sampled_from(FORMULAS + [" ", "word", "[Non-Text]", "\n"]), max_size=8).map("".join)
 OTSL = st.lists(
-    st.sampled_from(["<fcel>", "<ecel>", "<lcel>", "<ucel>", "<nl>", "a", "\\( c \\)", "[AAAA]"]), max_size=12
+    st.sampled_from(["<fcel>", "<ecel>", "<lcel>", "<ucel>", "<nl>", "a", "\\( c \\)", "[AAAA]", "{tokens}"]),
+    max_size=12,
 )
 
 
