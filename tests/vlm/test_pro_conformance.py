@@ -10,6 +10,8 @@ prompts, sampling) and the same final blocks.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pro_oracle
 import pytest
@@ -27,7 +29,12 @@ from mineru_cli.vlm.protocol.profiles import PROFILE_PRO as PRO
 from mineru_cli.vlm.protocol.table_images import put_back_images
 
 pytestmark = pytest.mark.skipif(not pro_oracle.available(), reason="the Pro oracle is not installed (make pro-oracle)")
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+# $MINERU_PRO_EXAMPLES raises the generated cases per test for a longer run (docs/benchmarks.md)
+SETTINGS = settings(
+    max_examples=int(os.environ.get("MINERU_PRO_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.fixture(scope="module")
