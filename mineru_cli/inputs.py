@@ -67,21 +67,26 @@ class Page:
 
 def discover(paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[SourceFile]:
     """Expand files and folders into SourceFiles, in a stable order, each `rel` once."""
+    return list(iter_sources(paths, include, exclude))
+
+
+def iter_sources(paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Iterator[SourceFile]:
+    """discover() as a stream: each SourceFile as the walk reaches it (folders are listed one at
+    a time), so a planner can start on the first file of a huge dump at once."""
     args = _unique_args(paths)
     root = _input_root(args)
-    found: list[SourceFile] = []
+    # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first. One argument
+    # cannot (a walk reaches each name once), so a single folder's dump keeps no set of names.
+    seen: set[str] | None = set() if len(args) > 1 else None
     for arg in args:
-        found.extend(_discover_arg(arg, _rel_to(root, arg)))
-
-    seen: set[str] = set()
-    result = []
-    for src in found:
-        # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first.
-        if src.rel in seen or not _selected(src.rel, include, exclude):
-            continue
-        seen.add(src.rel)
-        result.append(src)
-    return result
+        for src in _discover_arg(arg, _rel_to(root, arg)):
+            if not _selected(src.rel, include, exclude):
+                continue
+            if seen is not None:
+                if src.rel in seen:
+                    continue
+                seen.add(src.rel)
+            yield src
 
 
 def _unique_args(paths) -> list[Path]:

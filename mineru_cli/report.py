@@ -129,8 +129,14 @@ class Reporter:
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(message)}")
 
-    def start(self, total: int) -> None:
-        pass
+    def start(self, total: int | None) -> None:
+        """The run begins; `total`: its pages, or None while the planner is still finding them."""
+
+    def found(self, total: int) -> None:
+        """The pages found so far (the total grows as the planner plans files)."""
+
+    def planned(self, total: int, files: int) -> None:
+        """Every file is planned: the run's `total` pages, of `files` files."""
 
     def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
         pass
@@ -225,10 +231,14 @@ class ProgressReporter(Reporter):
     def info(self, message: str) -> None:
         self.console.print(escape(message))
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         self.t0 = time.monotonic()
         self.progress.start()
         self.task = self.progress.add_task("pages", total=total, rate="", failed="")
+
+    def found(self, total: int) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, total=total)  # grows as files are planned
 
     def heartbeat(self, stats: dict) -> None:
         rss = "/".join(str(r) for r in stats["rss_mb"]) or "-"
@@ -280,8 +290,11 @@ class JsonReporter(Reporter):
     def warn(self, message: str) -> None:
         self._emit("warning", message=message)
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         self._emit("start", pages=total)
+
+    def planned(self, total: int, files: int) -> None:
+        self._emit("planned", pages=total, files=files)
 
     def page(self, record: dict, resumed: bool = False, worker: dict | None = None) -> None:
         extra = (

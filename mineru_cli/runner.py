@@ -1,7 +1,8 @@
-"""`mineru parse`: inputs -> plan -> resume check -> worker pool -> journal.
+"""`mineru parse`: inputs -> plan -> resume check -> worker pool -> journal, as one stream.
 
-The main process discovers and plans the inputs, decides which pages still need work (resume),
-and is the only writer of the journal. The pages themselves are parsed by worker processes
+The main process discovers and plans the inputs (planner.py: threads beside the parsing, a
+bounded window ahead of it), decides page by page which still need work (resume) as the plan
+reaches them, and is the only writer of the journal. The pages themselves are parsed by worker processes
 (`pipeline/`): each holds one engine and does load/render -> cache lookup -> engine -> cache
 store on small batches of pages (`--page-batch`), so a page that hangs or crashes a native
 library costs only that page. Every problem becomes a record, so one bad file never stops the
@@ -12,52 +13,41 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator, Iterator, cast
+from typing import TYPE_CHECKING, Generator, Iterable, Iterator, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
-from .core.errors import OutputError, PageError, SetupError
+from .core.errors import OutputError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
 from .engines import describe, resolve_engine
-from .inputs import LoadOptions, OpenDocuments, SourceFile, discover, file_sha256, open_document, parse_page_ranges
+from .inputs import OpenDocuments, SourceFile, parse_page_ranges
 from .journal import Journal, NoJournal
+from .planner import Planned, Planner
 from .report import Reporter, StageTimes, Summary
 
 if TYPE_CHECKING:
     from .pipeline.executor import Executor
 
+FEED_WAIT = 0.05  # before the workers start: how long the driver waits for the planner's next file
+LOOK_AHEAD = 0.5  # seconds the first page to do waits for more before the workers start
 STOP_GRACE = 30.0  # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
 # write errors that stop a run (exit 3) rather than fail a page: no room, a size limit, a bad disk
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 
 
-@dataclass
-class _Planned:
-    """A source file after the planning pass: hashed and counted, or failed."""
-
-    src: SourceFile
-    sha256: str | None = None
-    page_count: int | None = None
-    indices: list[int] = field(default_factory=list)
-    error: PageError | None = None
-    stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
-
-    def changed_since_planned(self) -> bool:
-        """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
-        try:
-            st = os.stat(self.src.path)
-        except OSError:
-            return True
-        return (st.st_size, st.st_mtime_ns) != self.stat
+_Planned = Planned  # the planner's result for one file (its old name here)
+SETTLED_MAX = 256  # records of resumed / failed-at-planning pages held before the driver yields them
 
 
 @dataclass
@@ -159,52 +149,113 @@ class Parser:
         t0 = time.monotonic()
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
         self.journal = journal
-        with journal, _Interrupts(reporter, install=self.signals) as stop:
+        out_dir = os.path.abspath(cfg.out_dir) + os.sep
+
+        def ours(src: SourceFile) -> bool:
+            if os.path.abspath(src.path).startswith(out_dir):
+                return False  # our own per-document output (crops are images): never an input
+            return cfg.shard is None or cfg.shard.holds(src.rel)  # another machine's file: not hashed
+
+        self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
+        self._settled: deque[PageRecord] = deque()  # resumed / failed at planning, not yet yielded
+        self._order: list[str] = []  # this run's page ids in input order (compaction)
+        self._fixed_counts: dict[str, int] = {}  # PDFs' and TIFFs' page counts (pages past the end)
+        self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
+        self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
+        self._settled_pages = 0
+        self._wait_s = 0.0
+        with journal, _Interrupts(reporter, install=self.signals) as stop, planner:
             if journal.repaired_bytes:
                 reporter.warn(
                     f"{cfg.out}: cut off a torn last line ({journal.repaired_bytes} bytes) left by an interrupted run"
                 )
             if journal.bad_lines:
                 reporter.warn(f"{cfg.out}: {journal.bad_lines} lines that are not records will be dropped")
-            order: list[str] = []
-            plan: list[_Planned] = []
             try:
-                out_dir = os.path.abspath(cfg.out_dir) + os.sep
-                for src in discover(list(cfg.inputs), list(cfg.include), list(cfg.exclude)):
-                    if stop.requested:
+                reporter.start(None)  # the total grows as files are planned (reporter.found)
+                feed = self._feed(planner, stop)
+                # Look ahead until there are pages for every worker the budget allows, the plan
+                # ends, or LOOK_AHEAD s after the first page to do: no more workers start than a
+                # small run has pages, a run whose pages are all done starts none, and a dump of
+                # mostly done pages does not keep its workers waiting.
+                cap = plan_cpus(cfg.cpus, cfg.workers, engine=self.spec.engine.value).workers
+                ahead: list[_Item] = []
+                until = float("inf")
+                self._wait_s = FEED_WAIT
+                for item in feed:
+                    yield from self._drain_settled()
+                    if item is not None:
+                        ahead.append(item)
+                        until = min(until, time.monotonic() + LOOK_AHEAD)
+                    if len(ahead) >= cap or time.monotonic() > until or stop.requested:
                         break
-                    if os.path.abspath(src.path).startswith(out_dir):
-                        continue  # our own per-document output (crops are images): never an input
-                    if cfg.shard is not None and not cfg.shard.holds(src.rel):
-                        continue  # another machine's file (--shard): not hashed, not opened
-                    plan.append(_plan(src, select, cfg.load))
-                unselected = [p.src.rel for p in plan if p.error is None and p.page_count and not p.indices]
-                if unselected:
-                    reporter.warn(f"--pages selects no page of {len(unselected)} file(s), e.g. {unselected[0]}")
-                order = [page_id(p.src.rel, i) for p in plan for i in (p.indices or [0])]
-                summary.pages = len(order)
-                reporter.start(summary.pages)
-                todo: list[_Item] = []
-                for planned in plan:
-                    yield from self._queue_source(planned, todo)
-                if todo and not stop.requested:
-                    cpu = plan_cpus(cfg.cpus, cfg.workers, pages=len(todo), engine=self.spec.engine.value)
-                    yield from self._run_pool(todo, cpu, stop)
-                    todo = self.left
-                summary.unfinished = len(todo) if stop.requested else 0
+                yield from self._drain_settled()
+                self._wait_s = 0.0  # from here the scheduler's loop waits, not the feed
+                if ahead and not stop.requested:
+                    known = len(ahead) if self._feed_done else None
+                    cpu = plan_cpus(cfg.cpus, cfg.workers, pages=known, engine=self.spec.engine.value)
+                    yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop)
+                yield from self._drain_settled()
+                if stop.requested:  # pages found and not settled: those of files not taken yet too
+                    summary.pages = max(summary.pages, planner.total())
+                    summary.unfinished = summary.pages - self._settled_pages
                 summary.interrupted = stop.requested
             except KeyboardInterrupt:
                 summary.interrupted = True
                 if not self.signals:
                     raise
             finally:
-                journal.compact(order, drop=_vanished_pages(journal.index, plan))
+                planner.close()
+                journal.compact(self._order, drop=_pages_past_end(journal.index, self._fixed_counts))
                 summary.seconds = time.monotonic() - t0
             if cfg.formats and not summary.interrupted:
-                _write_documents(
-                    cfg, plan, list(journal.records(_document_pages(journal.index, plan, self.fp))), reporter
-                )
+                _write_documents(cfg, self._docs, journal, self.fp, reporter)
         summary.seconds = time.monotonic() - t0
+
+    # -- the stream of pages -------------------------------------------------------------
+    def _feed(self, planner: Planner, stop: _Interrupts) -> Iterator[_Item | None]:
+        """The pages still to do, as the planner plans their files; None: none ready now (or
+        records of done pages wait to be yielded). Pages already done are settled here, page by
+        page, as their file comes: resume checks happen on the fly."""
+        self._feed_done = False
+        while not stop.requested:
+            if len(self._settled) >= SETTLED_MAX:
+                yield None  # the driver yields those records first
+                continue
+            planned = planner.take(self._wait_s)
+            if planned is None:
+                if planner.done:
+                    self._planning_done()
+                    self._feed_done = True
+                    return
+                yield None
+                continue
+            self._found(planned)
+            yield from self._queue_source(planned)
+
+    def _found(self, planned: Planned) -> None:
+        """A planned file joins the run: its pages count, their ids keep the input order."""
+        rel, pages = planned.src.rel, planned.pages
+        self._order.extend(page_id(rel, i) for i in pages)
+        self.summary.pages += len(pages)
+        if planned.error is None:
+            if planned.page_count and not planned.indices:
+                self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)
+            if planned.src.kind == "pdf" or rel.lower().endswith(_FIXED_PAGE_COUNT):
+                self._fixed_counts[rel] = cast(int, planned.page_count)
+        if self.config.formats:
+            self._docs.append((planned.src, planned.sha256))
+        self.reporter.found(self.planner.total())
+
+    def _planning_done(self) -> None:
+        count, first = self._unselected
+        if count:
+            self.reporter.warn(f"--pages selects no page of {count} file(s), e.g. {first}")
+        self.reporter.planned(self.summary.pages, self.planner.files)
+
+    def _drain_settled(self) -> Iterator[PageRecord]:
+        while self._settled:
+            yield self._settled.popleft()
 
     # -- records -------------------------------------------------------------------------
     def _record(self, planned: _Planned, index: int, **fields) -> PageRecord:
@@ -226,6 +277,7 @@ class Parser:
 
     def _count(self, rec: dict, resumed: bool, worker: dict | None = None) -> None:
         s = self.summary
+        self._settled_pages += 1
         if resumed:
             s.resumed += 1
         elif rec["status"] == Status.OK:
@@ -248,23 +300,24 @@ class Parser:
         self._count(rec, resumed=True)
         return PageRecord.from_dict(rec)
 
-    def _queue_source(self, planned: _Planned, todo: list[_Item]) -> Iterator[PageRecord]:
-        """Record a file that failed planning; add its pages that are not done yet to `todo`;
-        yield the records of pages already done (resumed) or failed here."""
+    def _queue_source(self, planned: _Planned) -> Iterator[_Item | None]:
+        """Record a file that failed planning; settle its pages already done (resumed); yield
+        the pages still to do (and None while the settled records wait to be yielded)."""
         if planned.error is not None:
             done = self._done_before(planned, 0)
-            if done is not None:
-                yield done
-                return
-            status = planned.src.status if planned.error is planned.src.error else Status.FAILED
-            yield self._emit(self._record(planned, 0, status=Status(status), error=planned.error.info))
+            if done is None:
+                status = planned.src.status if planned.error is planned.src.error else Status.FAILED
+                done = self._emit(self._record(planned, 0, status=Status(status), error=planned.error.info))
+            self._settled.append(done)
             return
         for i in planned.indices:
             done = self._done_before(planned, i)
-            if done is not None:
-                yield done
+            if done is None:
+                yield _Item(planned, i)
             else:
-                todo.append(_Item(planned, i))
+                self._settled.append(done)
+                if len(self._settled) >= SETTLED_MAX:
+                    yield None
 
     def _on_result(self, item: _Item, outcome, worker: dict) -> PageRecord:
         o = outcome
@@ -292,7 +345,7 @@ class Parser:
             rec.source_sha256 = None
         return self._emit(rec, worker)
 
-    def _run_pool(self, todo: list[_Item], cpu: CpuPlan, stop: _Interrupts) -> Iterator[PageRecord]:
+    def _run_pool(self, todo: Iterable[_Item | None], cpu: CpuPlan, stop: _Interrupts) -> Iterator[PageRecord]:
         from .pipeline import WorkerPool, WorkerSpec
 
         cfg = self.config
@@ -300,7 +353,7 @@ class Parser:
         self.reporter.info(
             f"pipeline: {cpu.workers} worker(s) x {cpu.threads} thread(s) "
             f"(--cpus {cpu.budget}; {cpu.why}); page batch {batch}, "
-            f"mode {self.spec.mode}; {len(todo)} page(s) to do"
+            f"mode {self.spec.mode}; pages handed out as their files are planned"
         )
         spec = WorkerSpec(
             self.spec,
@@ -332,6 +385,8 @@ class Parser:
             self.reporter.heartbeat(
                 {
                     **stats.as_dict(),
+                    "pages": self.planner.total(),  # found so far: the total grows while planning
+                    "planning": not self._feed_done,
                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3),
                     "stages": self.stages.shares(now - t0, cpu.workers),
                 }
@@ -361,14 +416,14 @@ class Parser:
                 info=self.reporter.info,
             )
         stop.pool = pool
-        self.left = todo
         try:
             with pool:
                 for done in pool.run(
                     todo, should_stop=lambda: stop.requested, grace=min(STOP_GRACE, cfg.page_timeout), on_tick=tick
                 ):
-                    yield self._on_result(cast(_Item, done.item), done.outcome, done.worker_info())
-                self.left = cast("list[_Item]", pool.left)
+                    if done is not None:
+                        yield self._on_result(cast(_Item, done.item), done.outcome, done.worker_info())
+                    yield from self._drain_settled()  # pages resumed meanwhile, in the driver's turn
         finally:
             stop.pool = None
             self.summary.stages = self.stages.as_dict(time.monotonic() - t0, cpu.workers)
@@ -395,13 +450,13 @@ def _check_out_dir(out_dir: Path) -> None:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
 
 
-def _document_pages(index, plan: list[_Planned], fp: str) -> list[str]:
-    """Ids of every page the journal holds of this run's files, in file and page order: the
-    per-document files are built from all of them, not only from the pages --pages chose now;
-    but only from records of the file's current content made with this run's fingerprint (a
-    page parsed before the file changed, or by another engine version or options, and not
-    chosen now is left out, not mixed in)."""
-    current = {p.src.rel: p.sha256 for p in plan}
+def _document_pages(index, docs: list[tuple[SourceFile, str | None]], fp: str) -> dict[str, list[str]]:
+    """Ids of every page the journal holds of this run's files, per file in input order and page
+    order: the per-document files are built from all of them, not only from the pages --pages
+    chose now; but only from records of the file's current content made with this run's
+    fingerprint (a page parsed before the file changed, or by another engine version or options,
+    and not chosen now is left out, not mixed in)."""
+    current = {src.rel: sha for src, sha in docs}
     pages: dict[str, list[tuple[int, str]]] = {}
     for pid, entry in index.items():
         source, number = split_page_id(pid)
@@ -411,45 +466,60 @@ def _document_pages(index, plan: list[_Planned], fp: str) -> list[str]:
             and (entry.source_sha256, entry.fingerprint) == (current[source], fp)
         ):
             pages.setdefault(source, []).append((number, pid))
-    return [pid for p in plan for _, pid in sorted(pages.get(p.src.rel, []))]
+    return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, _ in docs if src.rel in pages}
 
 
 _FIXED_PAGE_COUNT = (".tif", ".tiff")  # images whose frame count no option changes (GIFs': --gif-frames)
 
 
-def _vanished_pages(index, plan: list[_Planned]) -> list[str]:
-    """Ids of pages past the current page count of a PDF or TIFF of this run (one that shrank):
-    their old records would otherwise stay in the output for ever. GIFs are left alone (their
-    frame count follows --gif-frames), and so is a file that fails to open now (its first page's
-    record is the failure; it may be unreadable only for a moment)."""
-    pages = {
-        p.src.rel: p.page_count
+def _vanished_pages(index, plan: Iterable[_Planned]) -> list[str]:
+    """_pages_past_end for planned files (what is a fixed page count: see there)."""
+    counts = {
+        p.src.rel: cast(int, p.page_count)
         for p in plan
         if p.error is None and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))
     }
+    return _pages_past_end(index, counts)
+
+
+def _pages_past_end(index, counts: dict[str, int]) -> list[str]:
+    """Ids of pages past the current page count of a PDF or TIFF of this run (one that shrank):
+    their old records would otherwise stay in the output for ever. `counts` holds only those:
+    GIFs are left alone (their frame count follows --gif-frames), and so is a file that fails
+    to open now (its first page's record is the failure; it may be unreadable only for a moment)."""
     gone = []
     for pid in index:
         source, number = split_page_id(pid)
-        count = pages.get(source)
+        count = counts.get(source)
         if count is not None and number is not None and number >= count:
             gone.append(pid)
     return gone
 
 
-def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict], reporter: Reporter) -> None:
-    """--format markdown / content-list / layout: per-document files from `records` (_document_pages)."""
+def _write_documents(
+    opts: RunConfig, docs: list[tuple[SourceFile, str | None]], journal, fp: str, reporter: Reporter
+) -> None:
+    """--format markdown / content-list / layout: per-document files from the journal's records
+    (_document_pages), one document at a time (its records only are read back at once)."""
     from .writers import remove_documents, write_documents
 
-    sources = {p.src.rel: p.src for p in plan}
-    docs = OpenDocuments(opts.load)
+    sources = {src.rel: src for src, _ in docs}
+    pages = _document_pages(journal.index, docs, fp)
+    opened = OpenDocuments(opts.load)
+    written: list[Path] = []
+    ok: set[str] = set()
     try:
-        written = write_documents(
-            records,
-            opts.out_dir,
-            {str(f) for f in opts.formats},
-            lambda source, index: docs.get(sources[source]).page(index).image,
-            dpi=opts.load.dpi,
-        )
+        for rel, ids in pages.items():
+            records = list(journal.records(ids))
+            if any(r["status"] == "ok" for r in records):
+                ok.add(rel)
+            written += write_documents(
+                records,
+                opts.out_dir,
+                {str(f) for f in opts.formats},
+                lambda source, index: opened.get(sources[source]).page(index).image,
+                dpi=opts.load.dpi,
+            )
     except OSError as exc:
         if exc.errno not in OUTPUT_ERRNOS:
             raise
@@ -460,10 +530,9 @@ def _write_documents(opts: RunConfig, plan: list[_Planned], records: list[dict],
             "file is torn: free space and run the same command again to write them"
         ) from None
     finally:
-        docs.close()
+        opened.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
-    ok = {r["source"] for r in records if r["status"] == "ok"}
-    removed = remove_documents(opts.out_dir, [p.src.rel for p in plan if p.src.rel not in ok])
+    removed = remove_documents(opts.out_dir, [src.rel for src, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"
@@ -475,19 +544,3 @@ def _page_filter(spec: str | None):
         return parse_page_ranges(spec)
     except ValueError as exc:
         raise SetupError(f"--pages {spec!r}: {exc}") from None
-
-
-def _plan(src: SourceFile, select, load: LoadOptions) -> _Planned:
-    if src.error is not None:
-        return _Planned(src, error=src.error)
-    try:
-        st = os.stat(src.path)
-        sha = file_sha256(src.path)
-        with open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames); renders nothing
-            count = doc.page_count
-    except PageError as exc:
-        return _Planned(src, error=exc)
-    except OSError as exc:
-        return _Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
-    indices = [i for i in range(count) if select is None or select(i + 1)]
-    return _Planned(src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns))

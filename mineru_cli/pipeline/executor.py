@@ -1,10 +1,11 @@
 """What an executor must offer the runner: the one interface every way of running pages
 (worker processes here, a Ray cluster next) implements exactly.
 
-The runner hands an executor the pages still to do and consumes what it yields; it never
-looks inside. An executor owns the failure contract for the pages it runs: every item it is
-given either comes back exactly once as a Finished (parsed, failed, timed out, crashed) or is
-listed in `left` (only after a stop request), never both and never twice.
+The runner hands an executor the pages still to do, as a stream (planned while the first ones
+parse), and consumes what it yields; it never looks inside. An executor owns the failure
+contract for the pages it runs: every item it takes from the stream either comes back exactly
+once as a Finished (parsed, failed, timed out, crashed) or is listed in `left` (only after a
+stop request), never both and never twice.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ class Executor(Protocol):
 
     def run(
         self,
-        items: Iterable[PageWork],
+        items: Iterable[PageWork | None],
         should_stop: Callable[[], bool] = ...,
         grace: float = ...,
         on_tick: Callable[[ExecutorStats], None] | None = None,
-    ) -> Iterator[Finished]:
-        """Yield each page's Finished as it finishes (any order). When should_stop() turns
-        true, hand out nothing more and give pages in flight `grace` seconds."""
+    ) -> Iterator[Finished | None]:
+        """Yield each page's Finished as it finishes (any order), and None at a wake-up where
+        none did (the caller's turn for records of its own). `items` is a stream, pulled as
+        workers need pages: a None in it means none is ready yet. When should_stop() turns
+        true, pull and hand out nothing more and give pages in flight `grace` seconds."""
         ...
 
     def kill_all(self) -> None:

@@ -27,6 +27,12 @@ Design
     losing nodes is then blamed like any other).
   * Memory: above `max_rss` after a page, a slot gets no more pages and is retired and
     replaced once it has answered what it holds.
+  * The items are a stream (the runner plans files beside the parsing): the loop pulls them as
+    its queue runs short, holding at most a few batches per slot beyond what is in flight; a
+    None from the stream means "none planned yet" (asked again at the next wake-up). Slots are
+    started as there are pages for them, so a stream whose pages are all done starts none.
+    The loop yields None at a wake-up where nothing finished: the caller's turn to emit records
+    of its own (pages resumed from the journal) without waiting for a page to finish.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Union
 
 from ..core.errors import SetupError
 from ..core.words import Stage
@@ -45,6 +51,8 @@ from .messages import Done, Fatal, FromWorker, Notice, PageOutcome, Ready, Stage
 START_TIMEOUT = 300.0  # seconds a fresh worker may take to import and load its models
 START_FAILURES = 3  # workers dying before they are ready, in a row: give up (exit 2)
 TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
+FEED_TICK = 0.05  # wake-up interval while the queue is short and the stream may have more
+AHEAD = 2  # batches per slot pulled from the stream beyond what is in flight
 NODE_REQUEUES = 3  # times a page goes back blameless after losing its worker's node; then blamed
 
 
@@ -184,6 +192,9 @@ class Scheduler:
         self._start_failures = 0
         self._warned: set[str] = set()
         self._queue: deque[tuple[PageWork, bool]] = deque()  # (item, solo)
+        self._source: Iterator[PageWork | None] = iter(())  # the stream run() pulls from
+        self._exhausted = True  # the stream has ended
+        self._ahead = self.n * self.page_batch * AHEAD
         self._finished: list[Finished] = []
         self._stopping = False
         self._rss_at = 0.0
@@ -235,27 +246,30 @@ class Scheduler:
     # -- the loop --------------------------------------------------------------------------
     def run(
         self,
-        items: Iterable[PageWork],
+        items: Iterable[PageWork | None],
         should_stop: Callable[[], bool] = lambda: False,
         grace: float = 10.0,
         on_tick: Callable[[PoolStats], None] | None = None,
-    ) -> Iterator[Finished]:
-        """Parse all items, yielding each page's Finished as it comes. After a stop request,
-        pages in flight get `grace` seconds; `self.left` then holds the items not finished
-        (in flight past the grace period, and never handed out)."""
+    ) -> Iterator[Optional[Finished]]:
+        """Parse all items, yielding each page's Finished as it comes, and None at a wake-up
+        where nothing finished. `items` is pulled as the queue runs short (None in it: nothing
+        ready yet). After a stop request nothing more is pulled, pages in flight get `grace`
+        seconds; `self.left` then holds the items pulled and not finished (in flight past the
+        grace period, and never handed out)."""
         self.transport.open()
-        queue = self._queue = deque((item, False) for item in items)
-        for slot in range(min(self.n, len(queue))):
-            self._spawn(slot)
+        queue = self._queue = deque()
+        self._source, self._exhausted = iter(items), False
         stop_at = None
         while True:
             if should_stop() and stop_at is None:
                 stop_at = time.monotonic() + grace
                 self._stopping = True
             if stop_at is None:
+                self._pull()
+                self._fill_slots()
                 self._dispatch()
             busy = [w for w in self.workers if w is not None and w.busy]
-            if not busy and (stop_at is not None or not queue):
+            if not busy and (stop_at is not None or (not queue and self._exhausted)):
                 break
             if stop_at is not None and time.monotonic() > stop_at:
                 for w in busy:  # in flight past the grace period: not journaled
@@ -268,7 +282,10 @@ class Scheduler:
                     self._receive(live)
             self._check_deadlines()
             self._update_stats()
+            finished = bool(self._finished)
             yield from self._drain()
+            if not finished:
+                yield None
             if on_tick is not None:
                 on_tick(self.stats)
         self._update_stats(rss=False)
@@ -278,6 +295,31 @@ class Scheduler:
     def _drain(self) -> Iterator[Finished]:
         done, self._finished = self._finished, []
         yield from done
+
+    def _pull(self) -> None:
+        """Top the queue up from the stream, up to a few batches per slot."""
+        while not self._exhausted and len(self._queue) < self._ahead:
+            try:
+                item = next(self._source)
+            except StopIteration:
+                self._exhausted = True
+                return
+            if item is None:  # nothing planned yet: ask again at the next wake-up
+                return
+            self._queue.append((item, False))
+
+    def _fill_slots(self) -> None:
+        """Start a worker in each empty slot while there are more queued pages than idle workers
+        (at the start, and when pages come after a slot was left empty for want of them)."""
+        if self._stopping:
+            return
+        want = len(self._queue) - sum(1 for w in self.workers if w is not None and not w.tasks)
+        for slot, w in enumerate(self.workers):
+            if want <= 0:
+                break
+            if w is None:
+                self._spawn(slot)
+                want -= 1
 
     def _dispatch(self) -> None:
         """Fill free slots. A solo page goes only to a worker holding nothing, and alone."""
@@ -308,7 +350,8 @@ class Scheduler:
 
     def _wait(self) -> None:
         live = [w for w in self.workers if w is not None]
-        timeout = TICK
+        # the stream may have pages by now: look again soon while the queue is short
+        timeout = TICK if self._exhausted or len(self._queue) >= self._ahead else FEED_TICK
         now = time.monotonic()
         for w in live:
             if w.deadline is not None:
@@ -459,7 +502,7 @@ class Scheduler:
         live = [w for w in self.workers if w is not None]
         self.stats.busy = sum(w.busy for w in live)
         self.stats.starting = sum(not w.ready for w in live)
-        self.stats.queued = len(self._queue)
+        self.stats.queued = len(self._queue)  # pulled from the stream, not yet handed to a worker
         self.stats.inflight = [len(w.tasks) for w in live]
         now = time.monotonic()
         if rss and now - self._rss_at >= 1.0:  # measured from outside where it can be: busy workers too

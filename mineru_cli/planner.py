@@ -1,0 +1,219 @@
+"""The streaming planner: discover -> hash + count pages, as a stream beside the parsing.
+
+A large dump must not wait for its last file to be hashed before its first page starts, and the
+driver's memory must not grow with it. So planning is two bounded stages in threads of the
+driver process, and the driver takes their results as it needs them:
+
+* discovery (one thread) walks the inputs in their stable order (inputs.discover is a
+  generator), drops our own output folder and other shards' files, and hands the files on;
+* planning (a small thread pool) hashes each file and counts its pages (pypdfium2 / Pillow
+  headers; nothing is rendered). File reads and sha256 release the GIL, so hashing overlaps the
+  driver's own loop; PDFium is not thread-safe, so page counting holds one lock.
+
+Results come out in discovery order (the journal's compaction order and the resume decisions do
+not depend on which thread finished first), at most `ahead` files beyond what the driver has
+taken: the planner blocks when the driver is behind, so a million-file dump costs the driver
+only that window. `done` turns true when the last file has been taken.
+
+The progress total: a census thread walks the inputs once more, counting the files it finds and
+holding none, so the total grows as files are found, long before they are planned; `total()` is
+the pages of the files planned so far plus one per file found and not planned yet (a PDF's
+pages are known once it is opened), exact when the last file is planned.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .config import LoadOptions
+from .core.errors import PageError
+from .inputs import SourceFile, file_sha256, iter_sources, open_document
+
+PLAN_AHEAD = 256  # files planned (hashed, counted) beyond what the driver has taken
+PLAN_THREADS = 4  # hashing threads: I/O and sha256 release the GIL; more buys nothing on a disk
+_PDFIUM = threading.Lock()  # PDFium is not thread-safe: one document open at a time in the planner
+_END = object()  # the discovery thread's last item
+
+
+@dataclass
+class Planned:
+    """A source file after planning: hashed and counted, or failed."""
+
+    src: SourceFile
+    sha256: str | None = None
+    page_count: int | None = None
+    indices: list[int] = field(default_factory=list)
+    error: PageError | None = None
+    stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
+
+    def changed_since_planned(self) -> bool:
+        """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
+        try:
+            st = os.stat(self.src.path)
+        except OSError:
+            return True
+        return (st.st_size, st.st_mtime_ns) != self.stat
+
+    @property
+    def pages(self) -> list[int]:
+        """The page indices this run settles: the selected ones, or page 0 (the file's one record)
+        for a file that failed or has no selected page."""
+        return self.indices or [0]
+
+
+def plan_file(src: SourceFile, select: Callable[[int], bool] | None, load: LoadOptions) -> Planned:
+    """Hash a file and count its pages; a problem is the file's error, never an exception."""
+    if src.error is not None:
+        return Planned(src, error=src.error)
+    try:
+        st = os.stat(src.path)
+        sha = file_sha256(src.path)
+        with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
+            count = doc.page_count
+    except PageError as exc:
+        return Planned(src, error=exc)
+    except OSError as exc:
+        return Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
+    indices = [i for i in range(count) if select is None or select(i + 1)]
+    return Planned(src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns))
+
+
+class Planner:
+    """Plans the files of `inputs` in threads; `take()` gives them in discovery order.
+
+    `keep(src)`: whether a discovered file is this run's (not our own output, this shard's)."""
+
+    def __init__(
+        self,
+        inputs: Iterable[Path],
+        include: Iterable[str],
+        exclude: Iterable[str],
+        select: Callable[[int], bool] | None,
+        load: LoadOptions,
+        keep: Callable[[SourceFile], bool] = lambda src: True,
+        ahead: int = PLAN_AHEAD,
+        threads: int = PLAN_THREADS,
+    ):
+        paths, inc, exc = list(inputs), list(include), list(exclude)
+        self._walk = lambda: iter_sources(paths, inc, exc)
+        self._select, self._load, self._keep = select, load, keep
+        # futures in discovery order; bounded: discovery blocks while the driver is behind
+        self._planned: queue.Queue[object] = queue.Queue(maxsize=max(1, ahead))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="mineru-plan")
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._discover, name="mineru-discover", daemon=True)
+        self._census = threading.Thread(target=self._count, name="mineru-census", daemon=True)
+        self._counts = threading.Lock()
+        self.found = 0  # files the census has found so far
+        self.counted = False  # the census has walked everything
+        self._planned_files = 0  # files planned (by the threads) so far, and their pages
+        self._planned_pages = 0
+        self._head: object | None = None  # the next result, taken from the queue, not yet ready
+        self._error: BaseException | None = None
+        self.done = False  # every file found has been handed out
+        self.files = 0  # files handed out so far
+
+    def __enter__(self) -> Planner:
+        self._thread.start()
+        self._census.start()
+        return self
+
+    def total(self) -> int:
+        """Pages known so far: those of the files planned, plus one per file found and not
+        planned yet; exact once every file is planned."""
+        with self._counts:
+            return self._planned_pages + max(0, self.found - self._planned_files)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop discovering and planning (a stop request, the end of the run)."""
+        self._closed.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        try:  # unblock a discovery thread waiting for room
+            while True:
+                self._planned.get_nowait()
+        except queue.Empty:
+            pass
+        self._thread.join(timeout=5)
+        self._census.join(timeout=5)
+
+    def _count(self) -> None:
+        try:
+            for src in self._walk():
+                if self._closed.is_set():
+                    return
+                if self._keep(src):
+                    with self._counts:
+                        self.found += 1
+        except Exception:  # noqa: BLE001 - only the progress total; discovery reports the error
+            return
+        self.counted = True
+
+    def _plan(self, src: SourceFile) -> Planned:
+        planned = plan_file(src, self._select, self._load)
+        with self._counts:
+            self._planned_files += 1
+            self._planned_pages += len(planned.pages)
+        return planned
+
+    def _discover(self) -> None:
+        try:
+            for src in self._walk():
+                if self._closed.is_set():
+                    return
+                if self._keep(src):
+                    self._put(self._pool.submit(self._plan, src))
+        except BaseException as exc:  # noqa: BLE001 - a bug in discovery: the driver raises it
+            self._error = exc
+        finally:
+            self._put(_END)
+
+    def _put(self, item: object) -> None:
+        while not self._closed.is_set():
+            try:
+                self._planned.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def take(self, timeout: float = 0.0) -> Planned | None:
+        """The next planned file in discovery order, or None: not planned yet (wait up to
+        `timeout` seconds for it) or none left (`done`)."""
+        if self.done:
+            return None
+        if self._head is None:
+            try:
+                self._head = self._planned.get(timeout=timeout) if timeout > 0 else self._planned.get_nowait()
+            except queue.Empty:
+                return None
+        head = self._head
+        if head is _END:
+            self._head = None
+            self.done = True
+            if self._error is not None:
+                raise self._error
+            return None
+        assert isinstance(head, Future)
+        try:
+            planned: Planned = head.result(timeout=timeout if timeout > 0 else 0)
+        except FutureTimeout:
+            return None
+        self._head = None
+        self.files += 1
+        return planned
+
+    def __iter__(self) -> Iterator[Planned]:
+        """Every planned file, blocking for each (for callers without a loop of their own)."""
+        while not self.done:
+            planned = self.take(timeout=0.2)
+            if planned is not None:
+                yield planned
