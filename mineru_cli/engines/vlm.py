@@ -12,7 +12,9 @@ parse_batch(pages) (parse(page) is parse_batch([page])[0]):
      results do not depend on batching or on which pages share a batch (INT8 steps aside: their
      activation scales are per call).
   3. post-processing per page (protocol.postprocess.post_process): OTSL tables -> HTML, equation repairs,
-     merged equation blocks, display equations wrapped in \\[ \\].
+     merged equation blocks, display equations wrapped in \\[ \\]. The Pro profile adds its client's
+     own steps (protocol.pro, protocol.table_images): figure captions dropped after step 1,
+     images inside tables masked in the table's crop and put back in its HTML, text fixes.
 Meanwhile the embedded OCR (RapidOCR det + cls + rec, one thread) reads the text lines of the same
 pages in a background thread (onnxruntime releases the GIL, so it overlaps the layout step;
 `overlap=False` runs it in line, for comparison). Its lines serve, per `mode`:
