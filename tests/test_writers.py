@@ -83,3 +83,24 @@ def test_write_documents_one_folder_per_document(tmp_path):
     items = json.loads((a / "report_content_list.json").read_text())
     assert [it["page_idx"] for it in items] == [0, 1]
     assert len(written) == 4
+
+
+def test_a_pro_continuation_flag_joins_nothing(tmp_path):
+    """Pro's `merge_prev` (<|txt_contd_tgt|>: the block continues the previous one, on its page or
+    the last) stays in the record, but MinerU 4.0.12 drops it before it writes anything
+    (mineru/backend/analysis/pdf/normalization.py, _normalize_pdf_model_list) and so do we: each
+    block its own paragraph and content_list item, without the flag."""
+    first = {"type": "text", "bbox": [100, 100, 1900, 900], "text": "A paragraph that goes", "score": None}
+    same_page = {**first, "bbox": [100, 920, 1900, 990], "text": "on below,", "merge_prev": True}
+    next_page = {**first, "bbox": [100, 50, 1900, 200], "text": "and over the page.", "merge_prev": True}
+    recs = [page("pro.pdf", 0, [first, same_page]), page("pro.pdf", 1, [next_page])]
+    write_documents(recs, tmp_path, {"content-list"})
+    folder = document_dir(tmp_path, "pro.pdf")
+    assert (folder / "pro.md").read_text() == "A paragraph that goes\n\non below,\n\nand over the page.\n"
+    items = json.loads((folder / "pro_content_list.json").read_text())
+    assert [(it["text"], it["page_idx"]) for it in items] == [
+        ("A paragraph that goes", 0),
+        ("on below,", 0),
+        ("and over the page.", 1),
+    ]
+    assert not any("merge_prev" in it for it in items)
