@@ -1,7 +1,7 @@
 """ONNX Runtime's INT8 MatMul kernels at MinerU2.5's shapes, one MatMul per graph: the kernel-level
 figures behind mineru_cli/vlm/int8_target.py (which weights each CPU family gets).
 
-    python scripts/int8_kernels.py [--threads 2] [--json OUT]
+    python scripts/int8_kernels.py [--threads 2] [--json OUT] [--shapes NAME ...] [--variants NAME ...]
 
 Each shape is quantized as `mineru export --int8` quantizes (dynamic, per-channel weights) with
 each weight setting, and the variants are timed alternately (medians of 5, or 3 for the largest),
@@ -37,6 +37,7 @@ SHAPES = {  # (M, K, N)
     "decoder step b1 MLP": (1, 896, 4864),
     "decoder step b8 down": (8, 4864, 896),
     "lm_head b8": (8, 896, 151936),
+    "lm_head b1": (1, 896, 151936),
 }
 # name: (weight type, reduce_range, exact kernels); None: fp32
 VARIANTS = {
@@ -62,12 +63,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--shapes", nargs="*", help="names of SHAPES to run (default: all)")
+    ap.add_argument("--variants", nargs="*", help="names of VARIANTS to run (default: all)")
+    ap.add_argument("--rounds", type=int, help="rounds per shape (default: 5, 3 for the largest)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     tmp = Path(tempfile.mkdtemp())
     report = {"cpu": cpu_summary(), "threads": args.threads, "onnxruntime": ort.__version__, "shapes": {}}
     print(json.dumps(report["cpu"]), flush=True)
+    variants = {v: q for v, q in VARIANTS.items() if not args.variants or v in args.variants}
     for name, (m, k, n) in SHAPES.items():
+        if args.shapes and name not in args.shapes:
+            continue
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
         x = rng.standard_normal((m, k)).astype(np.float32)
         x[:, rng.choice(k, 8, replace=False)] *= 30
@@ -81,7 +88,7 @@ def main() -> None:
         src = tmp / "fp32.onnx"
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(src))
         sessions = {}
-        for variant, q in VARIANTS.items():
+        for variant, q in variants.items():
             if q is None:
                 sessions[variant] = session(src, args.threads, False)
                 continue
@@ -99,7 +106,7 @@ def main() -> None:
             sessions[variant] = session(dst, args.threads, q[2])
         ref = x.astype(np.float64) @ w.astype(np.float64)
         errors = {v: float(np.abs(s.run(None, {"x": x})[0] - ref).max()) for v, s in sessions.items()}
-        rounds, inner = (3 if m * k * n > 3e10 else 5), max(1, int(2e9 // (m * k * n)))
+        rounds, inner = args.rounds or (3 if m * k * n > 3e10 else 5), max(1, int(2e9 // (m * k * n)))
         times: dict[str, list[float]] = {v: [] for v in sessions}
         for _ in range(rounds):
             for v, s in sessions.items():

@@ -32,7 +32,7 @@ import numpy as np
 from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
-from .roofline import decoder_weights, measure_roofline, phase_fractions
+from .roofline import BANDWIDTH_BYTES, decoder_weights, measure_roofline, phase_fractions
 
 
 class _TokenIds(TypedDict):
@@ -309,13 +309,13 @@ def bench_full_size(
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     if roofline:
-        report["roofline"] = _roofline(config, threads, bandwidth_bytes, bench_kw, log)
+        report["roofline"] = roofline_for(config, threads, bandwidth_bytes, bench_kw, log)
     runtimes: dict[str, TorchRuntime | OnnxRuntime] = {"torch_fp32": TorchRuntime(folder, threads)}
     runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     if roofline:
         report["roofline_fraction"] = {
-            name: _fractions(name, report["median"][name], report["roofline"], config, exports, bench_kw)
+            name: fractions_for(name, report["median"][name], report["roofline"], config, exports, bench_kw)
             for name in report["median"]
         }
     report["page_s"] = {
@@ -342,13 +342,14 @@ def _vision_sizes(config, bench_kw: dict) -> dict[str, int]:
     return sizes
 
 
-def _roofline(config, threads: int, bandwidth_bytes: int | None, bench_kw: dict, log) -> dict:
+def roofline_for(config, threads: int, bandwidth_bytes: int | None, bench_kw: dict, log) -> dict:
     """The kernel roofline at the vision MLP's shapes for the largest image the bench runs."""
     v = config.vision_config
     e = int(v.embed_dim)
     m = max(_vision_sizes(config, bench_kw).values(), default=LAYOUT_PATCHES)
-    extra = {} if bandwidth_bytes is None else {"bandwidth_bytes": bandwidth_bytes}
-    roof = measure_roofline(threads, m, e, int(e * float(v.mlp_ratio)), **extra)
+    roof = measure_roofline(
+        threads, m, e, int(e * float(v.mlp_ratio)), bandwidth_bytes=bandwidth_bytes or BANDWIDTH_BYTES
+    )
     if log:
         shape = "x".join(map(str, roof["shapes"][0]))
         log(
@@ -359,7 +360,7 @@ def _roofline(config, threads: int, bandwidth_bytes: int | None, bench_kw: dict,
     return roof
 
 
-def _fractions(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
+def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
     """phase_fractions for one variant: torch fp32 computes in fp32 with fp32 weights; an
     export's INT8 graphs and decoder weight bytes come from its manifest."""
     from ..vlm.export_format import read_manifest
