@@ -15,6 +15,9 @@ from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP
 
 Box = Sequence[float]
 
+# A column of a page is at least this share of the width of what it stands beside.
+MIN_COLUMN_SHARE = 0.2
+
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
     """Indices of `boxes` in reading order: headers, body (XY-cut), footers.
@@ -114,20 +117,33 @@ def _is_multi_column(boxes: Sequence[Box], idx: list[int]) -> bool:
 def _merge_column_bands(boxes: Sequence[Box], bands: list[list[int]]) -> list[list[int]]:
     """Re-join consecutive horizontal bands that continue the same columns.
 
-    Two bands merge when their union still has a vertical gutter and at least
-    one of them is itself multi-column; two single-column bands (a right-aligned
-    date above a left-aligned salutation) stay in top-to-bottom order.
+    Two bands merge when at least one of them is itself multi-column and their union is split
+    by a gutter into columns that are each at least MIN_COLUMN_SHARE of the union's width. Two
+    single-column bands (a right-aligned date above a left-aligned salutation) stay in
+    top-to-bottom order, and so does a slide's title under a navigation bar whose last entry
+    lies right of everything below it: that entry is too narrow to be a column (merged, it was
+    read after the whole slide).
     """
     merged: list[list[int]] = []
     for band in bands:
         if merged:
             prev = merged[-1]
             union = prev + band
-            if _is_multi_column(boxes, union) and (_is_multi_column(boxes, prev) or _is_multi_column(boxes, band)):
+            if (_is_multi_column(boxes, prev) or _is_multi_column(boxes, band)) and _has_columns(boxes, union):
                 merged[-1] = union
                 continue
         merged.append(list(band))
     return merged
+
+
+def _has_columns(boxes: Sequence[Box], idx: list[int]) -> bool:
+    """Whether a gutter splits these boxes into two or more columns, each at least
+    MIN_COLUMN_SHARE of their width."""
+    columns = _split(boxes, idx, axis=0)
+    if len(columns) < 2:
+        return False
+    width = max(1.0, max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx))
+    return all(max(boxes[i][2] for i in c) - min(boxes[i][0] for i in c) >= MIN_COLUMN_SHARE * width for c in columns)
 
 
 def text_columns(boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2) -> list[list[int]]:

@@ -21,6 +21,16 @@ def test_short_left_column_tail_stays_in_its_column():
     assert [boxes[i] for i in xy_cut(boxes)] == [L1, L2, tail, R1, R2]
 
 
+def test_a_title_under_a_navigation_bar_does_not_make_the_bar_a_column():
+    """A slide's navigation bar (four entries) over a title and a body: the bar's rightmost entry
+    lies right of everything below it, but the title runs across the bar's gutters, so the
+    bands stay apart (merged, the entry was read as a column of its own after the slide)."""
+    bar = [(14, 0, 173, 15), (190, 0, 341, 15), (409, 0, 611, 15), (677, 0, 742, 19)]
+    title, body = (13, 55, 544, 85), (67, 168, 652, 292)
+    boxes = [body, bar[3], title, bar[1], bar[0], bar[2]]
+    assert [boxes[i] for i in xy_cut(boxes)] == [*bar, title, body]
+
+
 def test_single_column_lines_stay_top_to_bottom():
     date = (800, 50, 1100, 80)  # right-aligned line above...
     greeting = (100, 120, 400, 150)  # ...a left-aligned one: not two columns

@@ -46,7 +46,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
 from mineru_cli.engines import orientation, table
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
@@ -126,6 +126,11 @@ GROUPING = {
     "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
+    "duplicate_region": 0.7,  # IoU at which two regions of any classes are one found twice
+    "background_figure": 0.6,  # share of the page a "figure" covers to be the page's background
+    "text_figure": 0.3,  # share of a figure's area its body-size lines cover to make it text
+    "text_figure_chars": 120,  # or the characters of its body-size lines (a paragraph's worth)
+    "body_line": 0.8,  # a line at least this x the page's median line height is body text
 }
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model
@@ -389,7 +394,7 @@ def assemble_blocks(
     Text blocks never run across columns: the lines of a text region, or of a paragraph of
     loose lines, that a vertical gutter splits into side-by-side columns become one block per
     column (reading_order.text_columns), so the page order reads each column down."""
-    regions = _without_envelopes(regions)
+    regions = _figures_of_text(_without_envelopes(_without_duplicates(regions)), lines, page_size)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
     for line in lines:
@@ -441,6 +446,47 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
         elif inner:
             dropped.add(inner[0])
     return [r for i, r in enumerate(regions) if i not in dropped]
+
+
+def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
+    """Of two regions over nearly the same box (IoU >= duplicate_region), whatever their classes,
+    keep the one the model is surer of. The layout model often boxes one list or paragraph as
+    both `text` and `title` (or `figure_caption`): each line then went to whichever box held it
+    a pixel better, and the two blocks, one over the other, read their lines interleaved."""
+    kept: list[tuple[Box, str, float]] = []
+    for region in sorted(regions, key=lambda r: -r[2]):
+        if all(iou(region[0], other[0]) < GROUPING["duplicate_region"] for other in kept):
+            kept.append(region)
+    return kept
+
+
+def _figures_of_text(
+    regions: Sequence[tuple[Box, str, float]], lines: Sequence[Line], page_size: tuple[int, int]
+) -> list[tuple[Box, str, float]]:
+    """Figure regions that are really text, as text: a slide template's picture is no picture.
+
+    A "figure" with text covering most of the page (background_figure) is the page's background
+    (a title slide drawn over a photo): it goes, and its lines are read as text. A figure whose lines
+    at body size (body_line x the page's median line height) cover text_figure of its area, or
+    hold text_figure_chars characters, is text set in a frame or over a coloured panel, or a
+    form's ruled fields: it becomes a text region. A chart or a diagram keeps its labels (a
+    few short or small lines) as a figure's text."""
+    if not lines:
+        return list(regions)
+    median_h = statistics.median(ln.height for ln in lines)
+    page_area = max(1.0, float(page_size[0] * page_size[1]))
+    out = []
+    for box, cls, score in regions:
+        if LAYOUT_TYPES.get(cls) == T.IMAGE:
+            inside = [ln for ln in lines if covered(ln.box, box) >= GROUPING["line_in_region"]]
+            if inside and area(box) >= GROUPING["background_figure"] * page_area:
+                continue
+            body = [ln for ln in inside if ln.height >= GROUPING["body_line"] * median_h]
+            covering = sum(area(ln.box) for ln in body) >= GROUPING["text_figure"] * max(1.0, area(box))
+            if covering or sum(len(ln.text) for ln in body) >= GROUPING["text_figure_chars"]:
+                cls = "text"
+        out.append((box, cls, score))
+    return out
 
 
 def _paragraphs(lines: list[Line]) -> list[list[Line]]:

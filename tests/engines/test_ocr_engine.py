@@ -13,6 +13,7 @@ from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, assemble_blocks, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
+from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import sort_blocks
 
 LEFT = ["Apples grow on the", "hill behind the old", "farm every autumn."]
@@ -207,6 +208,39 @@ def test_loose_lines_form_paragraphs_and_empty_figures_stay():
     assert set(by_text) == {"", "first paragraph line one and line two", "second paragraph"}
     assert by_text[""].type == "image" and by_text[""].score == 0.8
     assert len(by_text["first paragraph line one and line two"].extra["lines"]) == 2
+
+
+def test_one_list_boxed_twice_as_text_and_title_reads_in_order():
+    """The layout model boxes a slide's list as `text` (0.8) and again as `title` (0.6): one
+    block, its items in order (each line had gone to whichever box held it better: 1, 3, 2)."""
+    items = [_line(100, 100 + 40 * k, 600 + 10 * k, 125 + 40 * k, f"item {k + 1}") for k in range(3)]
+    regions = [((95, 95, 620, 210), "text", 0.8), ((97, 96, 625, 212), "title", 0.6)]
+    (block,) = assemble_blocks(items, regions, (1000, 1000))
+    assert (block.type, block.text) == ("text", "item 1 item 2 item 3")
+
+
+def test_chart_labels_stay_in_the_image_block_and_out_of_the_markdown():
+    """Following MinerU's pipeline, a figure's inside is no page text: its labels stay in the
+    image block (text and lines) and the Markdown leaves the image out."""
+    body = [_line(100, 100, 900, 130, "Sales grew in every quarter."), _line(100, 140, 700, 170, "See the chart.")]
+    labels = [_line(150, 600, 190, 624, "Q1"), _line(300, 600, 340, 624, "Q2"), _line(120, 300, 160, 324, "40")]
+    regions = [((100, 250, 800, 650), "figure", 0.9), ((95, 95, 905, 175), "text", 0.9)]
+    blocks = sort_blocks(assemble_blocks(body + labels, regions, (1000, 1000)))
+    image = next(b for b in blocks if b.type == "image")
+    assert sorted(image.text.split()) == ["40", "Q1", "Q2"] and len(image.extra["lines"]) == 3
+    assert blocks_to_markdown(blocks) == "Sales grew in every quarter. See the chart.\n"
+
+
+def test_a_figure_filled_with_body_text_is_text():
+    """A template slide boxes its text panel as a `figure`: lines of body size covering much of
+    it make it text (in the Markdown), and a page-wide background figure does not hold the text."""
+    lines = [_line(100, 300 + 40 * k, 800, 325 + 40 * k, f"panel line {k}") for k in range(4)]
+    (block,) = assemble_blocks(lines, [((90, 290, 810, 460), "figure", 0.9)], (1000, 1000))
+    assert (block.type, block.text) == ("text", "panel line 0 panel line 1 panel line 2 panel line 3")
+    title = _line(100, 100, 700, 150, "A Title Slide")
+    blocks = assemble_blocks([title, *lines], [((0, 0, 1000, 980), "figure", 0.8)], (1000, 1000))
+    assert "image" not in {b.type for b in blocks}
+    assert "panel line 0 panel line 1" in blocks_to_markdown(sort_blocks(blocks))
 
 
 def test_lone_number_at_the_foot_is_a_page_number():
