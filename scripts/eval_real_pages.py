@@ -2,8 +2,10 @@
 
 The pages come from documents shipped in Debian packages (MANIFEST: package, path inside it,
 1-based page, kind). Each page is cut into a one-page PDF and parsed with the public API
-(`mineru_cli.parse(..., engine="ocr", cache=False, dpi=...)`) at each DPI, so it takes the
-same PDF render path a user's document does. The ground truth is the page's text layer, in
+(`mineru_cli.parse(..., engine="ocr", cache=False, dpi=..., text_layer="off")`) at each DPI, so
+it takes the same PDF render path a user's document does and is read from its pixels, as a scan
+of it would be (`--text-layer auto` lets born-digital pages take their text layer's lines: then
+only the layout and the order are measured). The ground truth is the page's text layer, in
 the order the PDF's producer wrote it (pypdfium2's text page: for these TeX documents, each
 column top to bottom, left column first). `pdftotext`'s own reading-order analysis was tried
 first and is not used: it cuts columns apart at headings that span two lines (elsarticle 5p,
@@ -180,11 +182,17 @@ def one_page_pdfs(entries, docs: Path, folder: Path) -> list[Path]:
     return paths
 
 
-def run(entries, docs: Path, dpis: list[int], threads_note: str = "") -> dict:
+def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
     import mineru_cli
 
     truths = [squash(truth_text(document(docs, p, path), page, mode)) for p, path, page, _k, mode in entries]
-    results: dict = {"cpu": cpu_model(), "python": platform.python_version(), "pages": [], "timings": {}}
+    results: dict = {
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "text_layer": text_layer,
+        "pages": [],
+        "timings": {},
+    }
     with tempfile.TemporaryDirectory(prefix="eval-pages-") as tmp:
         pdfs = one_page_pdfs(entries, docs, Path(tmp))
         by_name = {p.name: n for n, p in enumerate(pdfs)}
@@ -194,7 +202,7 @@ def run(entries, docs: Path, dpis: list[int], threads_note: str = "") -> dict:
         ]
         for dpi in dpis:
             t = time.perf_counter()
-            for record in mineru_cli.parse(pdfs, engine="ocr", cache=False, dpi=dpi):
+            for record in mineru_cli.parse(pdfs, engine="ocr", cache=False, dpi=dpi, text_layer=text_layer):
                 n = by_name[Path(record.source).name]
                 if not record.ok:
                     print(f"  page {n} failed: {record.error}", file=sys.stderr)
@@ -298,6 +306,13 @@ def main(argv=None) -> int:
     ap.add_argument("--fetch", action="store_true", help="apt-get download and extract the packages, then stop")
     ap.add_argument("--dpi", type=int, nargs="+", default=[150, 300])
     ap.add_argument("--kind", choices=KINDS, nargs="+", help="only these kinds")
+    ap.add_argument(
+        "--text-layer",
+        choices=("off", "auto"),
+        default="off",
+        help="off (default): every page is read from its pixels, as a scan would be; auto: born-digital "
+        "pages take their text layer's lines (then only the layout and the order are measured)",
+    )
     ap.add_argument("--json", type=Path, help="write the per-page results here")
     ap.add_argument("--pages", action="store_true", help="print every page's figures")
     ap.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), help="compare two --json files")
@@ -311,7 +326,7 @@ def main(argv=None) -> int:
         return 0
     if args.rescore:
         results = rescore(json.loads(args.rescore.read_text()), args.docs)
-        args.rescore.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+        args.rescore.write_text(json.dumps(results, indent=1))
         print("\n".join((per_page(results) if args.pages else []) + summary(results)))
         return 0
     if args.manifest:
@@ -326,9 +341,9 @@ def main(argv=None) -> int:
     if missing:
         print(f"missing documents (run with --fetch): {missing}", file=sys.stderr)
         return 2
-    results = run(entries, args.docs, args.dpi)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    results = run(entries, args.docs, args.dpi, args.text_layer)
+    if args.json:  # ASCII: a text layer may hold lone surrogates, which UTF-8 cannot write
+        args.json.write_text(json.dumps(results, indent=1))
     if args.pages:
         print("\n".join(per_page(results)))
     print("\n".join(summary(results)))
