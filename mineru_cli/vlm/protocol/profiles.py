@@ -202,5 +202,10 @@ PROFILE_PRO = Profile(
 # Not done: image/chart analysis (MinerU 4 turns it on; its class/caption parsing is small, but
 # the chart and Mermaid flowchart repairs behind it are ~1,500 lines not yet ported, so our output
 # is MinerU's with image analysis off); cross-page table merging (off in MinerU 4 too).
+# Differs on purpose: an equation_block over two or more equations of which one was not read
+# (its crop is under a pixel) makes the client's post-processing raise, and it falls back to the
+# blocks as they stood (equation_block kept, no \[ \], [Non-Text] text kept); ours merges the
+# equations, the unread one as empty, as it does for 2509, whose client falls back alike
+# (tests/vlm/test_pro_review.py).
 
 PROFILES = {"2509": PROFILE_2509, "pro": PROFILE_PRO}
