@@ -12,7 +12,8 @@ PYTHONPATH set to the tree; the script reads its events as they come and samples
 * `mixed`: 20,000 files, three of them real text pages and the rest empty (each its `failed`
   record, written by the driver), run to the end: the whole run's driver peak and wall time.
 
-Printed per run and as medians: seconds to the first record (any) and to the first ok record,
+Printed per run and as medians: seconds to the executor's start (its "pipeline:" line: the
+workers begin to load), to the first record (any) and to the first ok record,
 the driver's RSS at its first event and its peak (VmHWM), the wall time, the records written and
 the driver's own CPU seconds (its workers not included) per record; with the CPU model, its ISA
 flags and the load average.
@@ -90,7 +91,7 @@ def one_run(tree: Path, dump: Path, out: Path, stop_after: float | None) -> dict
     proc = subprocess.Popen(
         [*cmd, "--log-json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=out.parent
     )
-    first = first_ok = start_rss = None
+    first = first_ok = start_rss = pool = None
     peak = 0.0
     cpu = 0.0
     pages = 0
@@ -107,6 +108,8 @@ def one_run(tree: Path, dump: Path, out: Path, stop_after: float | None) -> dict
         event = json.loads(line)
         if start_rss is None:
             start_rss = st.get("VmRSS")
+        if event["event"] == "info" and event["message"].startswith("pipeline:") and pool is None:
+            pool = now  # the executor starts: its workers are being spawned
         if event["event"] == "page":
             pages += 1
             first = first if first is not None else now
@@ -120,6 +123,7 @@ def one_run(tree: Path, dump: Path, out: Path, stop_after: float | None) -> dict
             stop_at = float("inf")
     proc.wait()
     return {
+        "pool_start_s": pool,
         "first_record_s": first,
         "first_ok_s": first_ok,
         "rss_start_mb": start_rss,
@@ -176,7 +180,7 @@ def main() -> None:
     print("medians (min-max):")
     for (dump, name), rs in results.items():
         cells = []
-        keys = ("first_record_s", "first_ok_s", "rss_start_mb", "rss_peak_mb", "wall_s", "pages")
+        keys = ("pool_start_s", "first_record_s", "first_ok_s", "rss_start_mb", "rss_peak_mb", "wall_s", "pages")
         for key in (*keys, "driver_cpu_s", "driver_ms_per_page", "steady_ms_per_page", "load"):
             values = [r[key] for r in rs if r[key] is not None]
             if values:

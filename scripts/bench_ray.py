@@ -8,12 +8,13 @@ and recovery time after killing a worker actor's process and after losing a node
   driver's descendants) once it is up, before any actor.
 * worker killed: `mineru parse --executor ray` on ten text pages (1 s a page with the test
   hook), SIGKILL to one actor's process once both actors have answered a page; figures are the
-  seconds from the kill to that page's `crash` record (the loss seen) and to the next ok record
-  of the slot's replacement (pages flow again on that slot).
+  seconds from the kill to that page's `crash` record (the loss seen), to the first ok record
+  of the slot's replacement (pages flow again on that slot) and to the end of the run.
 * node lost: a two-node `ray.cluster_utils.Cluster` (two 1-CPU nodes, the GCS health check at
   500 ms x 2, as tests/pipeline/test_ray_cluster.py), the worker node removed without grace
   (SIGKILL of its raylet and workers) once both actors have answered; figures are the seconds
-  to the "re-queued without blame" line and to the next ok record after it.
+  to the "re-queued without blame" line and to the end of the run (the other node parses what
+  is left, the lost page first).
 """
 
 from __future__ import annotations
@@ -120,8 +121,10 @@ def actor_pids(driver: int) -> list[int]:
 
 
 def recovery(work: Path, kill) -> dict[str, float | None]:
-    """Run ten pages; once both slots answered, `kill(proc)`; seconds to the loss being seen (a
-    crash record, or the node-loss line) and to the next ok record after that."""
+    """Run ten pages; once both slots answered, `kill(proc)`; seconds from the kill to the loss
+    being seen (a crash record, or the node-loss line), to the first ok record of that slot's
+    replacement (a worker killed; a lost node's slot gets none: its CPU went with it), and to the
+    end of the run, with the pages still to do at the kill."""
     src = text_pages(work / "in", 10)
     out = work / "o.jsonl"
     out.unlink(missing_ok=True)
@@ -129,24 +132,32 @@ def recovery(work: Path, kill) -> dict[str, float | None]:
     assert proc.stderr is not None
     workers: set[int] = set()
     killed_at = seen = again = None
+    slot = None
+    done = left = 0
     for line in proc.stderr:
         if not line.startswith("{"):
             continue
         event = json.loads(line)
         now = time.monotonic()
+        if event["event"] == "page":
+            done += 1
         if killed_at is None:
             if event["event"] == "page":
                 workers.add(event["worker"])
             if len(workers) == 2:
                 kill(proc)
                 killed_at = time.monotonic()
+                left = 10 - done
             continue
         if seen is None and kill.seen(event):
             seen = now - killed_at
+            slot = kill.slot(event)
         elif seen is not None and again is None and event["event"] == "page" and event["status"] == "ok":
-            again = now - killed_at
+            if event["worker"] == slot:
+                again = now - killed_at
     proc.wait()
-    return {"seen_s": seen, "next_ok_s": again, "rc": proc.returncode}
+    end = time.monotonic() - killed_at if killed_at is not None else None
+    return {"seen_s": seen, "replacement_ok_s": again, "end_s": end, "left": left, "rc": proc.returncode}
 
 
 class KillActor:
@@ -160,6 +171,10 @@ class KillActor:
     def seen(event: dict) -> bool:
         return event["event"] == "page" and event["status"] != "ok"
 
+    @staticmethod
+    def slot(event: dict) -> int | None:
+        return event["worker"]
+
 
 class LoseNode:
     def __init__(self, cluster, node):
@@ -172,6 +187,10 @@ class LoseNode:
     @staticmethod
     def seen(event: dict) -> bool:
         return event["event"] == "info" and "re-queued without blame" in event.get("message", "")
+
+    @staticmethod
+    def slot(event: dict) -> int | None:
+        return int(event["message"].split(":")[0].split()[1])  # "worker N: its node was lost ..."
 
 
 def node_loss(work: Path) -> dict[str, float | None]:
