@@ -259,9 +259,11 @@ def quantize_int8(
     per_channel: bool = True,
     exclude: list[str] | None = None,
     reduce_range: bool = False,
+    only: list[str] | None = None,
 ) -> dict:
-    """onnxruntime's dynamic quantizer over every MatMul with a constant weight; reduce_range
-    keeps weights in 7 bits (int8_target: what a CPU without VNNI needs for signed weights)."""
+    """onnxruntime's dynamic quantizer over every MatMul with a constant weight (or only the
+    nodes named in `only`); reduce_range keeps weights in 7 bits (int8_target: what a CPU
+    without VNNI needs for signed weights)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _root_log_level(logging.ERROR):  # "consider pre-processing" warnings on stderr
@@ -273,6 +275,7 @@ def quantize_int8(
             reduce_range=reduce_range,
             weight_type=getattr(QuantType, weight_type),
             nodes_to_exclude=list(exclude or []),
+            nodes_to_quantize=list(only or []),
             use_external_data_format=True,
             # DefaultTensorType: onnx's shape inference gives no type past the
             # onnxruntime-only ops (SimplifiedLayerNormalization); all are float
@@ -516,15 +519,16 @@ def export_model(
         quantization: dict[str, Any] | None = None  # the manifest's table; None: fp32
         if quantized:
             t0 = time.monotonic()
-            exclude = []
-            if not quantize_lm_head:
-                exclude = [
-                    name
-                    for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
-                    if shape and shape[-1] == table["vocab_size"]
-                ]
-            quantization = {}
+            lm_head = [
+                name
+                for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
+                if shape and shape[-1] == table["vocab_size"]
+            ]
             settings = int8_target.int8_settings(target)
+            # the output layer's own weights (int8_target.lm_head_settings), quantized apart
+            lm_head_settings = int8_target.lm_head_settings(target) if int8 and quantize_lm_head else None
+            exclude = lm_head if not quantize_lm_head or lm_head_settings else []
+            quantization = {}
             means = None
             if bias_correction:
                 _say(log, "measuring the mean inputs of the weight products on calibration pages")
@@ -537,9 +541,19 @@ def export_model(
                 if int8 or role == "vision":
                     # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
                     # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
-                    quantization[role] = quantize_int8(
-                        src, dst, **settings[role], exclude=exclude if role == "decoder" else None
-                    )
+                    if role == "decoder" and lm_head_settings and lm_head:
+                        # two passes: every product but the output layer, then the output layer
+                        rest = work / ".lm_head" / GRAPHS[role]
+                        rest.parent.mkdir(exist_ok=True)
+                        quantization[role] = quantize_int8(src, rest, **settings[role], exclude=exclude)
+                        quantize_int8(rest, dst, **lm_head_settings, only=lm_head)
+                        quantization[role]["lm_head"] = {**lm_head_settings, "nodes": lm_head}
+                        quantization[role]["excluded_nodes"] = []  # nothing is left in float
+                        shutil.rmtree(rest.parent)
+                    else:
+                        quantization[role] = quantize_int8(
+                            src, dst, **settings[role], exclude=exclude if role == "decoder" else None
+                        )
                     if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",

@@ -58,6 +58,12 @@ _SETTINGS = {
     "avx2": {"weight_type": "QUInt8", "reduce_range": False},
     "vnni": {"weight_type": "QInt8", "reduce_range": False},
 }
+# The decoder's output layer (vocab x hidden: 151,936 x 896) on plain AVX2 takes signed 7-bit
+# weights: at batch 8 onnxruntime's u8 x u8 kernel ran it in 31-33 ms against 19.5 ms for the
+# u8 x s8 kernel on 7-bit weights (scripts/int8_kernels.py), the largest product a decoding step
+# has, while its logits lose almost nothing to the lost bit (the activations' per-tensor scale
+# dominates the error: docs/benchmarks.md). Recorded in the decoder's table as "lm_head".
+_LM_HEAD = {"avx2": {"weight_type": "QInt8", "reduce_range": True}}
 ROLES = ("vision", "decoder")
 
 
@@ -124,6 +130,12 @@ def int8_settings(target: str) -> dict[str, dict]:
     return {role: dict(settings) for role in ROLES}
 
 
+def lm_head_settings(target: str) -> dict | None:
+    """The output layer's own weight settings for `target` (None: the decoder's)."""
+    settings = _LM_HEAD.get(target)
+    return dict(settings) if settings else None
+
+
 def saturates(settings) -> bool:
     """Whether weights quantized with these settings (a graph's quantization table as the
     manifest records it) can overflow a u8 x s8 kernel without VNNI. Only 7-bit signed weights
@@ -134,6 +146,8 @@ def saturates(settings) -> bool:
         return settings is not None
     if settings.get("bits") == 4:
         return False
+    if "lm_head" in settings and saturates(settings["lm_head"]):  # the output layer's own weights
+        return True
     weight_type = settings.get("weight_type")
     return not (weight_type == "QUInt8" or (weight_type == "QInt8" and settings.get("reduce_range") is True))
 

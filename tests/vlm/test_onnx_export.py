@@ -410,9 +410,21 @@ def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_pa
     assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
     for role in ("vision", "decoder"):
         assert q[role]["weight_type"] == "QUInt8" and q[role]["reduce_range"] is False
-        graph = onnx.load(str(tmp_path / "avx2" / f"{role}.onnx"), load_external_data=False).graph
-        stored = {t.data_type for t in graph.initializer if t.name.endswith("_quantized")}
-        assert stored == {onnx.TensorProto.UINT8}, (role, stored)  # not one signed weight
+        from onnx import numpy_helper
+
+        graph = onnx.load(str(tmp_path / "avx2" / f"{role}.onnx"))
+        stored = {t.name: t for t in graph.graph.initializer if t.name.endswith("_quantized")}
+        if role == "decoder":
+            # the output layer alone has signed 7-bit weights (the u8 x s8 kernel, exact within 7 bits)
+            lm_head = q[role]["lm_head"]
+            assert {k: lm_head[k] for k in ("weight_type", "reduce_range")} == int8_target.lm_head_settings("avx2")
+            assert len(lm_head["nodes"]) == 1 and q[role]["excluded_nodes"] == []
+            signed = [t for t in stored.values() if t.data_type == onnx.TensorProto.INT8]
+            m = report["model"]
+            assert [tuple(t.dims) for t in signed] == [(m["hidden_size"], m["vocab_size"])]  # hidden x vocab
+            assert int(np.abs(numpy_helper.to_array(signed[0]).astype(np.int32)).max()) <= 64
+            stored = {n: t for n, t in stored.items() if t.data_type != onnx.TensorProto.INT8}
+        assert {t.data_type for t in stored.values()} == {onnx.TensorProto.UINT8}, role  # no other signed one
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
     assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []  # fast on plain AVX2
 
@@ -501,6 +513,11 @@ def test_the_int8_target_rule():
     assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False})
     assert not int8_target.saturates({"weight_type": "QInt8", "reduce_range": True})  # 7-bit signed
     assert not int8_target.saturates({"bits": 4, "method": "onnxruntime.MatMulNBitsQuantizer"})  # INT4
+    # an avx2 decoder: unsigned weights, the output layer's signed 7-bit; its own table counts too
+    lm7 = {"weight_type": "QInt8", "reduce_range": True}
+    assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False, "lm_head": lm7})
+    lm8 = {"weight_type": "QInt8", "reduce_range": False}
+    assert int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False, "lm_head": lm8})
     assert int8_target.graphs_needing_exact_kernels({"quantization": None}, {"avx2"}) == []  # fp32
     # the exports of earlier mineru-cli versions: QUInt8 vision and a full-range QInt8 decoder
     old = {
