@@ -199,11 +199,12 @@ PROFILE_PRO = Profile(
 # dropped, images inside tables masked in the table's crop and put back as <img> (protocol.
 # table_images); list_item->text, [Non-Text] placeholders; equation \[ \] stripping; a text
 # block's Markdown fixes and a table's <eq> formula tags (protocol.pro).
-# Not done: image/chart analysis (MinerU 4.0.12 asks for it at its xhigh effort only, the
-# "advanced" tier: backend/analysis/pdf/window.py; its class/caption parsing is small, but
-# the chart and Mermaid flowchart repairs behind it are ~1,500 lines not yet ported, so our output
-# is MinerU's at its other efforts, image analysis off); cross-page table merging (off in MinerU 4
-# too).
+# Not done: image/chart analysis (MinerU 4.0.12 runs this two-step path, the VLM's own layout,
+# at its xhigh effort only, the "advanced" tier, and there asks for image analysis unless the
+# caller turns it off: MinerUParser(image_analysis=True), backend/analysis/pdf/window.py; its
+# class/caption parsing is small, but the chart and Mermaid flowchart repairs behind it are
+# ~1,500 lines not yet ported, so our output is MinerU xhigh's with image analysis turned off);
+# cross-page table merging (off in MinerU 4 too).
 # Differs on purpose: an equation_block over two or more equations of which one was not read
 # (its crop is under a pixel) makes the client's post-processing raise, and it falls back to the
 # blocks as they stood (equation_block kept, no \[ \], [Non-Text] text kept); ours merges the
