@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import queue
+import stat
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -74,6 +75,8 @@ def plan_file(src: SourceFile, select: Callable[[int], bool] | None, load: LoadO
         return Planned(src, error=src.error)
     try:
         st = os.stat(src.path)
+        if not stat.S_ISREG(st.st_mode):  # made a FIFO since discovery: reading it would block for ever
+            return Planned(src, error=PageError("not_a_file", "open", "not a regular file (changed since found)"))
         sha = file_sha256(src.path)
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
             count = doc.page_count
