@@ -2,7 +2,7 @@
 export step): for a quick look at how close one export runs to this machine's kernels.
 
     python scripts/bench_roofline.py EXPORT [EXPORT ...] [--threads 2] [--repeats 1] [--crops 2000]
-        [--json OUT]
+        [--no-layout] [--json OUT]
 
 The exports are of the full-size random MinerU2.5-shaped model (`mineru bench --work-dir`'s
 onnx-* folders). The roofline is measured first (export.roofline.measure_roofline), then the
@@ -36,13 +36,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--crops", type=int, nargs="*", default=[2000], help=f"crop sizes of {sorted(CROP_IMAGES)}")
+    ap.add_argument("--no-layout", action="store_true", help="leave out the 1036x1036 layout image")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     config = mineru25_config()
     cpu = cpu_summary()
     print(f"CPU: {cpu['model']} ({cpu['machine']}; {' '.join(cpu['isa'])}); INT8 target {cpu['int8_target']}")
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
-    bench_kw = {"crop_sizes": {n: CROP_IMAGES[n] for n in args.crops}}
+    bench_kw: dict = {"crop_sizes": {n: CROP_IMAGES[n] for n in args.crops}}
+    if args.no_layout:
+        bench_kw["image_hw"] = None
     report: dict = {"cpu": cpu, "threads": args.threads}
     report["roofline"] = roofline_for(config, args.threads, None, bench_kw, print)
     runtimes = {p.name: OnnxRuntime(p, threads=args.threads) for p in args.exports}
