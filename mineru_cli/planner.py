@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator
 
 from .config import LoadOptions
 from .core.errors import PageError
+from .hashing import HashStopped
 from .inputs import SourceFile, file_sha256, iter_sources, open_document
 
 PLAN_AHEAD = 256  # files planned (hashed, counted) beyond what the driver has taken
@@ -69,19 +70,24 @@ class Planned:
         return self.indices or [0]
 
 
-def plan_file(src: SourceFile, select: Callable[[int], bool] | None, load: LoadOptions) -> Planned:
-    """Hash a file and count its pages; a problem is the file's error, never an exception."""
+def plan_file(
+    src: SourceFile, select: Callable[[int], bool] | None, load: LoadOptions, stop: threading.Event | None = None
+) -> Planned:
+    """Hash a file and count its pages; a problem is the file's error, never an exception.
+    `stop` set: the run is ending, the hash is dropped half-way (nobody takes the result)."""
     if src.error is not None:
         return Planned(src, error=src.error)
     try:
         st = os.stat(src.path)
         if not stat.S_ISREG(st.st_mode):  # made a FIFO since discovery: reading it would block for ever
             return Planned(src, error=PageError("not_a_file", "open", "not a regular file (changed since found)"))
-        sha = file_sha256(src.path)
+        sha = file_sha256(src.path, stop)
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
             count = doc.page_count
     except PageError as exc:
         return Planned(src, error=exc)
+    except HashStopped:
+        return Planned(src, error=PageError("unreadable", "open", "not hashed: the run stopped"))
     except OSError as exc:
         return Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
     indices = [i for i in range(count) if select is None or select(i + 1)]
@@ -162,7 +168,8 @@ class Planner:
         self.counted = True
 
     def _plan(self, src: SourceFile) -> Planned:
-        planned = plan_file(src, self._select, self._load)
+        # the executor's threads are joined at exit: a stop must not wait for a huge file's hash
+        planned = plan_file(src, self._select, self._load, self._closed)
         with self._counts:
             self._planned_files += 1
             self._planned_pages += len(planned.pages)

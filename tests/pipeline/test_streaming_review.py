@@ -171,3 +171,39 @@ def test_sigterm_while_discovery_runs_stops_compacts_and_resume_finishes_exactly
     summary = [e for e in events(r.stderr) if e["event"] == "summary"][0]
     assert (summary["pages"], summary["resumed"], summary["failed"]) == (files, len(got), files)
     assert [x["id"] for x in read_journal(out)] == ids
+
+
+@pytest.mark.e2e
+def test_sigterm_while_a_huge_file_is_hashed_exits_at_once(tmp_path):
+    # The planning threads are the executor's (joined when the interpreter exits): a stop left
+    # a thread hashing a big file to the end, so the run said its summary and then lingered for
+    # as long as the hash took (a 3 GB file: 11 s under load; a file on a slow mount: minutes).
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "a.png").touch()
+    with open(dump / "big.pdf", "wb") as fh:  # sparse: no disk used, reads as zeros at CPU speed
+        fh.truncate(40 << 30)
+    out = tmp_path / "o.jsonl"
+    cmd = [sys.executable, "-m", "mineru_cli", "parse", str(dump), "--out", str(out), "--no-cache", "--engine", "ocr"]
+    proc = subprocess.Popen(
+        [*cmd, "--log-json"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if '"event": "page"' in line:  # a.png's record: big.pdf is being hashed now
+            break
+    proc.send_signal(signal.SIGTERM)
+    for line in proc.stderr:
+        lines.append(line)
+        if '"event": "summary"' in line:
+            break
+    said = time.monotonic()
+    try:
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, "".join(lines[-5:])
+    assert time.monotonic() - said < 5, "exited long after its summary"
+    assert [x["id"] for x in read_journal(out)] == ["a.png#0"]
