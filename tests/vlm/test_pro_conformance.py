@@ -15,6 +15,7 @@ import os
 import numpy as np
 import pro_oracle
 import pytest
+from helpers import oracle_missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw
@@ -28,7 +29,7 @@ from mineru_cli.vlm.protocol.pro import fix_text, select_blocks, tag_table_formu
 from mineru_cli.vlm.protocol.profiles import PROFILE_PRO as PRO
 from mineru_cli.vlm.protocol.table_images import put_back_images
 
-pytestmark = pytest.mark.skipif(not pro_oracle.available(), reason="the Pro oracle is not installed (make pro-oracle)")
+oracle_missing("the Pro oracle, mineru-vl-utils 2.x in .venv/pro-oracle,", pro_oracle.available())
 # $MINERU_PRO_EXAMPLES raises the generated cases per test for a longer run (docs/benchmarks.md)
 SETTINGS = settings(
     max_examples=int(os.environ.get("MINERU_PRO_EXAMPLES", "120")),

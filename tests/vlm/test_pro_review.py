@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pro_oracle
 import pytest
+from helpers import oracle_missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_pro_conformance import ROTATES, el, page_image, run_both
@@ -27,7 +28,7 @@ from mineru_cli.vlm.protocol.postprocess import post_process
 from mineru_cli.vlm.protocol.pro import select_blocks
 from mineru_cli.vlm.protocol.profiles import PROFILE_PRO as PRO
 
-pytestmark = pytest.mark.skipif(not pro_oracle.available(), reason="the Pro oracle is not installed (make pro-oracle)")
+oracle_missing("the Pro oracle, mineru-vl-utils 2.x in .venv/pro-oracle,", pro_oracle.available())
 SETTINGS = settings(
     max_examples=int(os.environ.get("MINERU_PRO_EXAMPLES", "60")),
     deadline=None,

@@ -8,10 +8,12 @@ tests/vlm/test_pro_conformance.py.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 
 import numpy as np
 import pytest
+from helpers import oracle_missing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -40,7 +42,7 @@ from mineru_cli.vlm.protocol.otsl import otsl_to_html
 from mineru_cli.vlm.protocol.postprocess import post_process
 from mineru_cli.vlm.protocol.profiles import PROFILE_2509
 
-mvu = pytest.importorskip("mineru_vl_utils")
+oracle_missing("the 2509 oracle, mineru-vl-utils 0.1.22,", importlib.util.find_spec("mineru_vl_utils") is not None)
 from mineru_vl_utils import mineru_client as mc  # noqa: E402
 from mineru_vl_utils import post_process as mpp  # noqa: E402
 from mineru_vl_utils.post_process.otsl2html import convert_otsl_to_html  # noqa: E402
