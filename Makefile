@@ -8,7 +8,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck install dev pro-oracle redis-server chromium cjk-font clean bench
+.PHONY: demo test test-fast lint typecheck install dev pro-oracle redis-server chromium cjk-font doc-pdfs clean bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -62,7 +62,15 @@ cjk-font:
 	      || echo "warning: could not install fonts-wqy-microhei; the CJK text-layer test will be skipped"; \
 	  else echo "warning: no CJK font (apt-get install fonts-wqy-microhei); the CJK text-layer test will be skipped"; fi; }
 
-test: dev redis-server chromium cjk-font
+# The embedded engine's real-page tests read a page of a Debian manual (libtasn1-doc, 0.6 MB).
+doc-pdfs:
+	@test -f /usr/share/doc/libtasn1-doc/libtasn1.pdf || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtasn1-doc >/dev/null) \
+	      || echo "warning: could not install libtasn1-doc; its real-page test will be skipped"; \
+	  else echo "warning: libtasn1-doc not installed (apt-get install libtasn1-doc); its real-page test will be skipped"; fi; }
+
+test: dev redis-server chromium cjk-font doc-pdfs
 	$(BIN)/python -m pytest -q
 
 # The unit tests: everything not marked `e2e` (end-to-end runs of the CLI, the pipeline or
