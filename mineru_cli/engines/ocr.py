@@ -452,11 +452,18 @@ def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple
     """Of two regions over nearly the same box (IoU >= duplicate_region), whatever their classes,
     keep the one the model is surer of. The layout model often boxes one list or paragraph as
     both `text` and `title` (or `figure_caption`): each line then went to whichever box held it
-    a pixel better, and the two blocks, one over the other, read their lines interleaved."""
+    a pixel better, and the two blocks, one over the other, read their lines interleaved.
+    A table boxed also as a figure stays a table, however sure the model is of the figure: a
+    figure's text is left out of the Markdown, a table's is its cells."""
     kept: list[tuple[Box, str, float]] = []
     for region in sorted(regions, key=lambda r: -r[2]):
-        if all(iou(region[0], other[0]) < GROUPING["duplicate_region"] for other in kept):
+        twin = next(
+            (i for i, other in enumerate(kept) if iou(region[0], other[0]) >= GROUPING["duplicate_region"]), None
+        )
+        if twin is None:
             kept.append(region)
+        elif region[1] == "table" and kept[twin][1] == "figure":
+            kept[twin] = region
     return kept
 
 

@@ -219,6 +219,24 @@ def test_one_list_boxed_twice_as_text_and_title_reads_in_order():
     assert (block.type, block.text) == ("text", "item 1 item 2 item 3")
 
 
+def test_a_table_boxed_also_as_a_surer_figure_stays_a_table():
+    """booktabs' first formal table (its manual, page 2, at 150 DPI) is boxed as `figure` and,
+    less surely, as `table` over nearly the same box: keeping the surer figure put the table's
+    text in an image block, out of the Markdown."""
+    lines = [
+        _line(100, 100, 180, 130, "Month"),
+        _line(300, 100, 400, 130, "Loans"),
+        _line(100, 150, 190, 180, "January"),
+        _line(360, 150, 400, 180, "310"),
+    ]
+    for regions in (
+        [((90, 90, 420, 190), "figure", 0.9), ((92, 92, 421, 192), "table", 0.6)],
+        [((92, 92, 421, 192), "table", 0.6), ((90, 90, 420, 190), "figure", 0.9)],
+    ):
+        (block,) = assemble_blocks(lines, regions, (1000, 1000))
+        assert block.type == "table" and block.extra["cells"] == [["Month", "Loans"], ["January", "310"]]
+
+
 def test_chart_labels_stay_in_the_image_block_and_out_of_the_markdown():
     """Following MinerU's pipeline, a figure's inside is no page text: its labels stay in the
     image block (text and lines) and the Markdown leaves the image out."""
