@@ -174,7 +174,7 @@ def test_unread_equation_in_an_equation_block(oracle):
 
 _CROPS = r"""
 import hashlib, json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+sys.path[:0] = sys.argv[1:]
 from test_pro_conformance import el, page_image
 from mineru_cli.core.geometry import covered
 from mineru_cli.vlm.protocol.crops import prepare_crops
@@ -197,7 +197,7 @@ def test_masked_crops_are_the_same_in_every_process():
     for hash_seed in ("0", "1", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         out = subprocess.run(
-            [sys.executable, "-c", _CROPS, str(ROOT), str(ROOT / "tests" / "vlm")],
+            [sys.executable, "-c", _CROPS, str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "vlm")],
             env=env,
             capture_output=True,
             text=True,
