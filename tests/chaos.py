@@ -92,6 +92,7 @@ class Report:
     settle_s: float = 0.0
     problems: list[str] = field(default_factory=list)
     not_possible: set[str] = field(default_factory=set)  # fault kinds this machine cannot inject
+    not_injected: int = 0  # faults left when the corpus was done (no run left to hit)
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -252,6 +253,7 @@ def chaos(work: Path, settings: Settings) -> Report:
     truncated: set[str] = set()
     t0 = time.monotonic()
     proc: subprocess.Popen | None = None
+    ended_alone = 0  # runs in a row that ended by themselves, no fault drawn between them
     orphans: list[psutil.Process] = []
     try:
         while pending or proc is not None or readonly_until is not None:
@@ -269,10 +271,17 @@ def chaos(work: Path, settings: Settings) -> Report:
             if proc is not None and proc.poll() is not None:
                 report.exit_codes[proc.returncode] += 1
                 proc = None
+                ended_alone += 1
+                if ended_alone >= 2 and pending:
+                    # two runs in a row ended by themselves between two draws: the corpus is
+                    # done and a resumed run ends before a fault can land, so the faults left
+                    # would wait for ever
+                    report.not_injected, pending = len(pending), []
                 continue  # a finished run: the next one (cron's) starts at the top
             if not pending:
                 continue  # no faults left: the run finishes calmly (and a read-only spell ends)
             kind = pending.pop()
+            ended_alone = 0
             _log(f"fault {kind}")
             if kind == "kill_worker":
                 ws = workers_of(proc.pid) if proc else []
