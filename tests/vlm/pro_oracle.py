@@ -11,6 +11,9 @@ yet; MinerU offers the same switch).
 Blocks travel as dicts: type, bbox, angle, content, merge_prev, and the helper's own keys for
 images held by tables (_absorbed_by_table, _table_image_token_map). Images travel as PNG (pages)
 or raw bytes with size and mode (crops).
+
+The "image_analysis" op runs the client's Image Analysis answer parsing and repairs on strings,
+whole or one step at a time (image_analysis()).
 """
 
 from __future__ import annotations
@@ -121,6 +124,39 @@ def op_two_step(page, layout, answers, seed=0):
     prepared["final"] = [block_out(b) for b in HELPER.post_process(blocks)]
     return prepared
 
+from mineru_vl_utils.post_process import image_analysis_postprocess as iap
+from mineru_vl_utils.post_process import chart_invalid_repetition as cir
+from mineru_vl_utils.post_process import mermaid_invalid_edge_lines as mie
+from mineru_vl_utils.post_process import mermaid_invalid_subgraph_lines as mis
+from mineru_vl_utils.post_process import mermaid_node_id_legalize as mnl
+from mineru_vl_utils.post_process import mermaid_repetition as mrep
+
+# Image Analysis answers, whole (process_image_or_chart; a pure_table's HTML) and step by step
+IMAGE_ANALYSIS_STEPS = {
+    "analyse": iap.process_image_or_chart,
+    "pure_table": mpp._convert_pure_table_content_to_html,
+    "markdown_html": iap.convert_markdown_table_to_html,
+    "malformed_table": iap.has_malformed_markdown_table,
+    "chart_has_repetition": lambda s: bool(cir.validate_content_repetition(s)),
+    "chart_largest_table": cir.extract_largest_legal_markdown_table,
+    "chart_repair": cir.try_fix_chart_invalid_repetition,
+    "mermaid_has_repetition": lambda s: bool(mrep.detect_mermaid_repetition_issues(s)),
+    "mermaid_legalize": mnl.try_fix_mermaid_node_id_legalization,
+    "mermaid_edges": mie.try_fix_mermaid_invalid_edge_lines,
+    "mermaid_subgraphs": mis.try_fix_mermaid_invalid_subgraph_lines,
+    "mermaid_strict": iap.extract_and_validate_mermaid_strict,
+}
+
+def op_image_analysis(step, texts):
+    # one answer per text: {"ok": result} or {"error": "Type: message"}
+    answers = []
+    for text in texts:
+        try:
+            answers.append({"ok": IMAGE_ANALYSIS_STEPS[step](text)})
+        except Exception as exc:
+            answers.append({"error": f"{type(exc).__name__}: {exc}"})
+    return answers
+
 OPS = {k[3:]: v for k, v in globals().items() if k.startswith("op_")}
 for line in sys.stdin:
     request = json.loads(line)
@@ -176,6 +212,12 @@ def png(image: Image.Image) -> str:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def image_analysis(oracle: ProOracle, step: str, texts: list[str]) -> list[dict]:
+    """The client's Image Analysis step (see IMAGE_ANALYSIS_STEPS in the server) on each text:
+    {"ok": its result} or {"error": "Type: message"} where it raised."""
+    return oracle.call("image_analysis", step=step, texts=list(texts))
 
 
 def crop_image(crop: dict) -> Image.Image:
