@@ -183,6 +183,13 @@ def parse(
         help="vlm: the most tokens one answer may take (default: up to the model's context minus the prompt, "
         "as MinerU runs it). Part of the fingerprint.",
     ),
+    image_analysis: bool = typer.Option(
+        _default("image_analysis"),
+        "--image-analysis/--no-image-analysis",
+        help="vlm, Pro models: read image and chart blocks with MinerU's Image Analysis prompt (a chart's "
+        "table, a picture's kind and description; a picture of a table or formula becomes one), as MinerU 4's "
+        "VLM path does; off: they stay pictures without text, one crop fewer each. Part of the fingerprint.",
+    ),
     shard: Optional[str] = typer.Option(
         _default("shard"),
         "--shard",
@@ -250,6 +257,7 @@ def parse(
             batch_wait_ms=batch_wait_ms,
             crop_batch=crop_batch,
             max_new_tokens=max_new_tokens,
+            image_analysis=image_analysis,
             shard=shard,
             executor=executor,
             ray_address=ray_address,

@@ -68,6 +68,9 @@ class OutputFormat(Word):
 DEFAULT_PAGE_BATCH = {EngineChoice.OCR: 1, EngineChoice.VLM: 4}  # pages a worker parses together
 DEFAULT_BATCH_WAIT_MS = 100  # a page batch closes when no page came this long
 DEFAULT_CROP_BATCH = 8  # vlm: crops decoded together
+# vlm, Pro models: image/chart blocks read with the Image Analysis prompt, as MinerU 4 does on
+# the path we match (its two-step VLM path, the xhigh effort, asks for it unless turned off)
+DEFAULT_IMAGE_ANALYSIS = True
 DEFAULT_PAGE_TIMEOUT = 600.0  # seconds a page may take
 DEFAULT_MAX_WORKER_RSS = "3GB"  # recycle a worker whose RSS is above this after a page
 DEFAULT_CACHE_TTL = "2h"  # how long a result lives in the shared (Redis) tier
@@ -154,6 +157,7 @@ class EngineSpec:
     runtime: Runtime | None = None  # vlm: ONNX or TORCH
     crop_batch: int = DEFAULT_CROP_BATCH
     max_new_tokens: int | None = None  # vlm: the cap on an answer (None: up to the context)
+    image_analysis: bool = DEFAULT_IMAGE_ANALYSIS  # vlm: Pro image/chart analysis
 
 
 def parse_choice(kind: type[Word], value: Any, option: str) -> Any:
@@ -234,6 +238,7 @@ class RunConfig:
     batch_wait_ms: int = DEFAULT_BATCH_WAIT_MS
     crop_batch: int = DEFAULT_CROP_BATCH
     max_new_tokens: int | None = None  # vlm: the cap on an answer (None: the context minus the prompt)
+    image_analysis: bool = DEFAULT_IMAGE_ANALYSIS  # vlm: Pro models read images and charts
     shard: Shard | None = None  # this machine's share of the files ("K/N"); None: all of them
     executor: ExecutorChoice = ExecutorChoice.LOCAL
     ray_address: str | None = None  # executor ray: None starts a private local instance

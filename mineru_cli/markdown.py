@@ -6,7 +6,11 @@ Rules by block type:
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
   code               fenced block (a fence longer than any backtick run inside)
-  image              omitted: there is no cropped image to link to
+  image, chart       with text (Pro image analysis: a description, a Mermaid flowchart, a
+                     chart's table): its text in a <details> block whose summary is
+                     extra["sub_type"] (else "image content" / "chart content"), as MinerU 4
+                     writes it, less the image link (there is no cropped image to link to);
+                     without text: omitted
   header / footer /  omitted: page furniture stays in the blocks only
   page_number
   anything else      its text as a paragraph (text, list, captions, ...)
@@ -15,10 +19,11 @@ Rules by block type:
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 
-from mineru_cli.core.blocks import NOT_IN_MARKDOWN, Block
+from mineru_cli.core.blocks import FIGURES, NOT_IN_MARKDOWN, Block
 from mineru_cli.core.blocks import BlockType as T
 
 
@@ -32,6 +37,8 @@ def block_to_markdown(block: Block) -> str:
     kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
     if kind in NOT_IN_MARKDOWN:
         return ""
+    if kind in FIGURES:
+        return _details(text, str(extra.get("sub_type") or f"{kind} content")) if text else ""
     if kind == T.TITLE:
         level = extra.get("level", 1)
         level = min(max(int(level), 1), 6) if isinstance(level, (int, float)) else 1
@@ -49,6 +56,11 @@ def block_to_markdown(block: Block) -> str:
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
     return text
+
+
+def _details(content: str, summary: str) -> str:
+    """A folded HTML block, as MinerU 4 (docvortex) writes an analysed figure's content."""
+    return f"<details>\n<summary>{html.escape(summary, quote=False)}</summary>\n\n{content}\n</details>"
 
 
 def cells_to_markdown(rows: list[list[str]]) -> str:

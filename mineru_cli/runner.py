@@ -139,6 +139,7 @@ class Parser:
             lang=cfg.lang,
             crop_batch=cfg.crop_batch,
             max_new_tokens=cfg.max_new_tokens,
+            image_analysis=cfg.image_analysis,
             say=reporter.info,
             warn=reporter.warn,
         )

@@ -10,7 +10,9 @@ folder, named after its path relative to the input root (two `report.pdf` never 
 content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
 the page furniture types), `bbox` in 0..1000 page units, `page_idx` (0-based), plus by type:
 text: `text`, `text_level` (1 for titles); equation: `text` ($$-wrapped LaTeX), `text_format`;
-image: `img_path`, `image_caption`, `image_footnote`; table: `img_path`, `table_body` (HTML),
+image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `content` (the
+description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
+`chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
 `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
 Captions and footnotes are attached to the nearest image/table of their kind on the page.
 """
@@ -129,13 +131,24 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
         latex = b.get("latex") or text
         return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}
     if kind in CONTENT_LIST_IMAGE:
-        return {
+        item: dict[str, Any] = {
             "type": "image",
             "img_path": _crop(image, b["bbox"], folder),
             "image_caption": [],
             "image_footnote": [],
-            **base,
         }
+        if text.strip():  # MinerU 4 writes an image's content only when there is one
+            item["content"] = text.strip()
+        return {**item, **_sub_type(b), **base}
+    if kind == T.CHART:
+        item = {
+            "type": "chart",
+            "img_path": _crop(image, b["bbox"], folder),
+            "content": text.strip(),
+            "chart_caption": [],
+            "chart_footnote": [],
+        }
+        return {**item, **_sub_type(b), **base}
     if kind == T.TABLE:
         return {
             "type": "table",
@@ -153,6 +166,11 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
             item["text_level"] = int(b.get("level", 1))
         return item
     return {"type": kind, "text": text, **base}  # header, footer, page_number, aside_text, ...
+
+
+def _sub_type(b: dict) -> dict:
+    sub_type = b.get("sub_type")
+    return {"sub_type": sub_type.strip()} if isinstance(sub_type, str) and sub_type.strip() else {}
 
 
 def cells_to_html(rows: list[list[str]]) -> str:

@@ -44,7 +44,21 @@ def test_equation_code_and_unknown_types():
     assert block_to_markdown(Block("equation", BOX, "E=mc2")) == "E=mc2"
     assert block_to_markdown(Block("code", BOX, "x = 1\n  y = 2\n")) == "```\nx = 1\n  y = 2\n```"
     assert block_to_markdown(Block("list", BOX, "- one\n- two")) == "- one\n- two"
-    assert block_to_markdown(Block("image", BOX, "chart label")) == ""
+    assert block_to_markdown(Block("image", BOX, "")) == ""  # a picture without text: nothing to show
+
+
+def test_analysed_figures_fold_their_content_as_mineru_4_does():
+    """docvortex's Markdown (MinerU 4): the content in <details>, summary the sub_type or
+    "image content" / "chart content" (less the image link: no crop to link to)."""
+    photo = Block("image", BOX, "A cat on a mat", extra={"sub_type": "natural_image"})
+    assert block_to_markdown(photo) == "<details>\n<summary>natural_image</summary>\n\nA cat on a mat\n</details>"
+    table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    chart = block_to_markdown(Block("chart", BOX, table, extra={"sub_type": "bar_chart"}))
+    assert chart == f"<details>\n<summary>bar_chart</summary>\n\n{table}\n</details>"
+    assert block_to_markdown(Block("image", BOX, "x")).startswith("<details>\n<summary>image content</summary>")
+    assert block_to_markdown(Block("chart", BOX, "x")).startswith("<details>\n<summary>chart content</summary>")
+    assert "<summary>a&lt;b</summary>" in block_to_markdown(Block("image", BOX, "x", extra={"sub_type": "a<b"}))
+    assert block_to_markdown(Block("chart", BOX, "")) == ""
 
 
 def test_code_containing_a_fence_keeps_its_own():

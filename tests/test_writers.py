@@ -104,3 +104,29 @@ def test_a_pro_continuation_flag_joins_nothing(tmp_path):
         ("and over the page.", 1),
     ]
     assert not any("merge_prev" in it for it in items)
+
+
+def test_analysed_figures_are_written_as_mineru_4_writes_them(tmp_path):
+    """content_list v1 (MinerU 4): an image's `content` and `sub_type` only when it has them; a
+    chart is a chart item with its table as `content`."""
+    img = Image.new("RGB", (2000, 1000), "white")
+    table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    blocks = [
+        {"type": "image", "bbox": [0, 0, 500, 500], "text": "A cat", "score": None, "sub_type": "natural_image"},
+        {"type": "chart", "bbox": [500, 0, 1000, 500], "text": table, "score": None, "sub_type": "bar_chart"},
+        {"type": "image", "bbox": [1000, 0, 1500, 500], "text": "", "score": None},
+        {"type": "chart", "bbox": [1500, 0, 2000, 500], "text": "", "score": None},
+    ]
+    photo, chart, plain, bare_chart = content_list_items(page("f.png", 0, blocks), tmp_path, img)
+    assert (photo["type"], photo["content"], photo["sub_type"]) == ("image", "A cat", "natural_image")
+    assert photo["image_caption"] == [] and (tmp_path / photo["img_path"]).is_file()
+    assert {k: chart[k] for k in ("type", "content", "sub_type", "chart_caption", "chart_footnote")} == {
+        "type": "chart",
+        "content": table,
+        "sub_type": "bar_chart",
+        "chart_caption": [],
+        "chart_footnote": [],
+    }
+    assert (tmp_path / chart["img_path"]).is_file()
+    assert "content" not in plain and "sub_type" not in plain
+    assert bare_chart["type"] == "chart" and bare_chart["content"] == "" and "sub_type" not in bare_chart

@@ -55,8 +55,10 @@ PARATEXT = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT, T.PAGE_FO
 # Read first / last whatever their position (reading_order).
 PAGE_TOP = frozenset({T.HEADER})
 PAGE_BOTTOM = frozenset({T.FOOTER, T.PAGE_NUMBER})
-# Not in a page's Markdown: running heads and pictures (a picture has no text to show).
-NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.IMAGE})
+# Not in a page's Markdown: running heads, and pictures without text (an analysed picture or
+# chart shows its description or table: markdown.py).
+NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER})
+FIGURES = frozenset({T.IMAGE, T.CHART})
 # Plain prose that OCR lines reflowed into a paragraph reproduce (hybrid takes the OCR text for
 # these). Left to the VLM: table, equation(_block), code and algorithm (structure, indentation and
 # symbols that line OCR flattens), image/chart/image_block (no text read), list (a container the
@@ -90,8 +92,9 @@ NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
 
 # What each type becomes in MinerU's content_list.json (writers.py): a picture item (with its
 # crop), a code item, an equation item ($$-wrapped LaTeX), a text item; a title-like text item
-# also gets text_level. A table is a table item; any other type keeps its own name there.
-CONTENT_LIST_IMAGE = frozenset({T.IMAGE, T.CHART})
+# also gets text_level. A table is a table item, a chart a chart item (MinerU 4); any other type
+# keeps its own name there.
+CONTENT_LIST_IMAGE = frozenset({T.IMAGE})
 CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
 CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
 CONTENT_LIST_TEXT = frozenset({T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Callable
 
-from ..config import DEFAULT_CROP_BATCH, EngineChoice, EngineSpec, Mode, Runtime, parse_choice
+from ..config import DEFAULT_CROP_BATCH, DEFAULT_IMAGE_ANALYSIS, EngineChoice, EngineSpec, Mode, Runtime, parse_choice
 from ..core.blocks import Block
 from ..core.errors import SetupError
 from ..version import __version__
@@ -35,6 +35,7 @@ def resolve_engine(
     lang: str = "en",
     crop_batch: int | None = None,
     max_new_tokens: int | None = None,
+    image_analysis: bool = DEFAULT_IMAGE_ANALYSIS,
     say: Callable[[str], None] = print,
     warn: Callable[[str], None] | None = None,
 ) -> EngineSpec:
@@ -62,7 +63,7 @@ def resolve_engine(
 
             where, chosen = found
             model_dir = vlm.locate(where, chosen)  # or the clear "where to get it" error
-            profile = vlm.pick_profile(model_dir, model_profile)
+            profile = vlm.pick_profile(model_dir, model_profile, image_analysis)
             spec = EngineSpec(
                 EngineChoice.VLM,
                 mode or Mode.VLM,
@@ -72,6 +73,7 @@ def resolve_engine(
                 Runtime(chosen),
                 crop_batch,
                 max_new_tokens,
+                image_analysis,
             )
             if name is EngineChoice.AUTO:
                 say(f"engine: vlm ({profile.name} from {model_dir}, {chosen} runtime, mode {spec.mode})")
@@ -107,6 +109,7 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
             mode=str(spec.mode),
             batch_size=spec.crop_batch,
             max_new_tokens=spec.max_new_tokens,
+            image_analysis=spec.image_analysis,
         )
     from .ocr import OcrEngine  # deferred: imports the OCR libraries
 
@@ -120,7 +123,7 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
         from . import vlm
 
         model_dir = vlm.locate(spec.model, str(spec.runtime))
-        profile = vlm.pick_profile(model_dir, spec.model_profile)
+        profile = vlm.pick_profile(model_dir, spec.model_profile, spec.image_analysis)
         name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
         model = vlm.identity(model_dir, str(spec.runtime), profile, mode=str(spec.mode))
         context = vlm.context_length(vlm.read_config(model_dir))

@@ -14,7 +14,11 @@ parse_batch(pages) (parse(page) is parse_batch([page])[0]):
   3. post-processing per page (protocol.postprocess.post_process): OTSL tables -> HTML, equation repairs,
      merged equation blocks, display equations wrapped in \\[ \\]. The Pro profile adds its client's
      own steps (protocol.pro, protocol.table_images): figure captions dropped after step 1,
-     images inside tables masked in the table's crop and put back in its HTML, text fixes.
+     images inside tables masked in the table's crop and put back in its HTML, text fixes, and
+     image analysis (on unless image_analysis=False): standalone image/chart blocks big enough
+     are read in step 2 with the Image Analysis prompt, and the answer makes the block a table,
+     an equation, a chart or an image with extra["sub_type"] and its description as text
+     (protocol.figures).
 Meanwhile the embedded OCR (RapidOCR det + cls + rec, one thread) reads the text lines of the same
 pages in a background thread (onnxruntime releases the GIL, so it overlaps the layout step;
 `overlap=False` runs it in line, for comparison). Its lines serve, per `mode`:
@@ -37,8 +41,9 @@ Blocks carry page-pixel boxes; tables put their HTML in extra["html"], equations
 
 Timings per page: "ocr" (its own OCR, in the background), "layout" and "content" (the batch's
 seconds divided by its pages), "ocr_wait" (what the main thread waited for OCR once it needed
-the lines, divided likewise), "post". Counts (EngineResult.counts): "batch_pages", "retries"
-and, in hybrid mode, "ocr_blocks"/"vlm_blocks" (blocks by source).
+the lines, divided likewise), "post". Counts (EngineResult.counts): "batch_pages", "retries",
+with image analysis on "analysed_figures" (the image/chart crops it read) and, in hybrid mode,
+"ocr_blocks"/"vlm_blocks" (blocks by source).
 
 Runtimes: "torch" (transformers, fp32, the reference) and "onnx" (onnxruntime, no torch; the
 model folder is then an export from `mineru export`, or a model folder holding one in onnx/).
@@ -72,7 +77,7 @@ from ..vlm.protocol.crops import Crop, layout_image, prepare_crops, to_rgb
 from ..vlm.protocol.layout import LayoutBlock, LayoutParse, parse_layout
 from ..vlm.protocol.postprocess import post_process
 from ..vlm.protocol.pro import select_blocks
-from ..vlm.protocol.profiles import PROFILES, Profile, SamplingParams
+from ..vlm.protocol.profiles import FIGURE_TYPES, PROFILES, Profile, SamplingParams, without_image_analysis
 from ..vlm.protocol.table_images import font_file as table_image_font
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
@@ -99,17 +104,19 @@ def model_identity(model_dir: Path, strict: bool = True) -> ModelIdentity:
     return detect(model_dir, strict)
 
 
-def pick_profile(model_dir: Path, explicit: str | None = None) -> Profile:
+def pick_profile(model_dir: Path, explicit: str | None = None, image_analysis: bool = True) -> Profile:
     """`explicit` ("2509" | "pro", --model-profile), else the release the folder's files hold
-    (vlm.model_identity): never the folder's name or the config's _name_or_path."""
+    (vlm.model_identity): never the folder's name or the config's _name_or_path.
+    image_analysis=False turns the profile's image analysis off (Pro; 2509 has none)."""
     if explicit:
         try:
             profile = PROFILES[explicit.lower()]
         except KeyError:
             raise SetupError(f"unknown model profile {explicit!r}; choose one of {', '.join(PROFILES)}") from None
         model_identity(model_dir, strict=False)  # still refuses what is no MinerU2.5 model
-        return profile
-    return PROFILES[model_identity(model_dir).profile]
+    else:
+        profile = PROFILES[model_identity(model_dir).profile]
+    return profile if image_analysis else without_image_analysis(profile)
 
 
 def _sampling_dict(sp: SamplingParams) -> dict:
@@ -225,6 +232,7 @@ def post_process_switches(profile: Profile) -> dict:
         "table_images": profile.table_images,
         "text_fixes": profile.text_fixes,
         "table_formula_tags": profile.table_formula_tags,
+        "image_analysis": profile.image_analysis,
     }
     out: dict[str, Any] = {k: v for k, v in switches.items() if v}
     if profile.table_images:
@@ -262,7 +270,7 @@ def options(
 
 class VlmEngine:
     name = "vlm"
-    version = "0.4"  # bump when the same inputs would give different output
+    version = "0.5"  # bump when the same inputs would give different output
 
     def __init__(
         self,
@@ -274,6 +282,7 @@ class VlmEngine:
         max_new_tokens: int | None = None,
         mode: str = "vlm",
         overlap: bool = True,
+        image_analysis: bool = True,
     ):
         if runtime not in RUNTIMES:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
@@ -282,7 +291,7 @@ class VlmEngine:
         self.model_dir = locate(model_dir, runtime)
         self.threads = max(1, int(threads))
         self.runtime_name = runtime
-        self.profile = pick_profile(self.model_dir, profile)
+        self.profile = pick_profile(self.model_dir, profile, image_analysis)
         self.batch_size = max(1, int(batch_size))
         # None: an answer may run to the context (MinerU's own runs stop there); the runaway
         # guards (penalties, the n-gram ban, the OCR cross-check) still apply
@@ -430,6 +439,11 @@ class VlmEngine:
                 for crop in prepare_crops(st.page, st.blocks, self.profile)
                 if crop.index not in st.filled
             ]
+            if self.profile.image_analysis:  # the crops it adds, for the run's summary
+                for st in states:
+                    st.counts["analysed_figures"] = 0
+                for st, crop in jobs:
+                    st.counts["analysed_figures"] += st.blocks[crop.index].type in FIGURE_TYPES
             for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
                 st.blocks[crop.index].content = text
                 st.blocks[crop.index].image_tokens = crop.image_tokens or None  # Pro tables
@@ -632,6 +646,8 @@ class VlmEngine:
             extra["latex"] = _unwrap_equation(content)
         if b.merge_prev:
             extra["merge_prev"] = True
+        if b.sub_type:  # an analysed image's or chart's kind
+            extra["sub_type"] = b.sub_type
         return Block(type=b.type, bbox=bbox, text=text, score=None, extra=extra)
 
 
@@ -742,7 +758,8 @@ def _match_blocks(
     blocks and puts merged equations at an equation_block's place with its box, so a forward
     walk matching box, angle and type (equation for an equation_block; `renamed`, the profile's
     content_rename: Pro's list_item -> text) finds each one (None: no match). The type matters:
-    a dropped block may share its box and angle with the next one."""
+    a dropped block may share its box and angle with the next one. An analysed image or chart
+    may come back as any figure, table or equation (protocol.figures)."""
     renamed = renamed or {}
 
     def same(a: LayoutBlock, b: LayoutBlock) -> bool:
@@ -753,6 +770,7 @@ def _match_blocks(
                 a.type == b.type
                 or (a.type == "equation_block" and b.type == "equation")
                 or renamed.get(a.type) == b.type
+                or (a.type in FIGURE_TYPES and b.type in _ANALYSED_AS)
             )
         )
 
@@ -764,6 +782,9 @@ def _match_blocks(
         if k is not None:
             j = k + 1
     return out
+
+
+_ANALYSED_AS = FIGURE_TYPES | {"table", "equation"}
 
 
 def _sha256_file(path: Path) -> str | None:

@@ -5,8 +5,8 @@ It cannot be imported here: the venv holds 0.1.22, the 2509 oracle, under the sa
 `make dev` installs 2.x into .venv/pro-oracle (see the Makefile's pro-oracle target); this module
 starts one Python with that folder first on sys.path and talks to it in JSON lines. The helper is
 configured as MinerU 4.0.12 configures it (mineru/model/vlm/runtime.py: table formula <eq>
-wrapping on, cross-page table merging off), with image analysis off (our profile does not do it
-yet; MinerU offers the same switch).
+wrapping on, cross-page table merging off), with image analysis off unless a call asks for it
+(extract and two_step take image_analysis, as the client's prepare_for_extract does).
 
 Blocks travel as dicts: type, bbox, angle, content, merge_prev, and the helper's own keys for
 images held by tables (_absorbed_by_table, _table_image_token_map). Images travel as PNG (pages)
@@ -75,9 +75,9 @@ def params_out(p):
     return [p.presence_penalty, p.frequency_penalty, p.no_repeat_ngram_size,
             p.temperature, p.top_k, p.repetition_penalty]
 
-def extract(page, blocks, seed):
+def extract(page, blocks, seed, image_analysis=False):
     random.seed(seed)
-    images, prompts, params, indices = HELPER.prepare_for_extract(page, blocks)
+    images, prompts, params, indices = HELPER.prepare_for_extract(page, blocks, image_analysis=image_analysis)
     return {"crops": [crop_out(i) for i in images], "prompts": prompts, "params": [params_out(p) for p in params],
             "indices": indices, "blocks": [block_out(b) for b in blocks]}
 
@@ -91,8 +91,8 @@ def op_facts():
 def op_layout(output):
     return [block_out(b) for b in HELPER.parse_layout_output(output)]
 
-def op_extract(page, blocks, seed=0):
-    return extract(page_in(page), [block_in(d) for d in blocks], seed)
+def op_extract(page, blocks, seed=0, image_analysis=False):
+    return extract(page_in(page), [block_in(d) for d in blocks], seed, image_analysis)
 
 def op_post_process(blocks):
     return [block_out(b) for b in HELPER.post_process([block_in(d) for d in blocks])]
@@ -114,11 +114,11 @@ def op_put_back(s, tokens):
 def op_table_formulas(s):
     return tip.replace_table_formula_delimiters(s, enabled=True)
 
-def op_two_step(page, layout, answers, seed=0):
+def op_two_step(page, layout, answers, seed=0, image_analysis=False):
     # the client's two_step_extract with the model's answers given: layout, crops, post-process
     page = page_in(page)
     blocks = HELPER.parse_layout_output(layout)
-    prepared = extract(page, blocks, seed)
+    prepared = extract(page, blocks, seed, image_analysis)
     for idx, answer in zip(prepared["indices"], answers):
         blocks[idx].content = answer
     prepared["final"] = [block_out(b) for b in HELPER.post_process(blocks)]

@@ -58,12 +58,19 @@ def el(kind, x1, y1, x2, y2, rotate="<|rotate_up|>", tail=""):
 
 
 def _ours(blocks):
-    return [(b.type, [round(v, 12) for v in b.bbox], b.angle, b.content, b.merge_prev) for b in blocks]
+    return [(b.type, [round(v, 12) for v in b.bbox], b.angle, b.content, b.merge_prev, b.sub_type) for b in blocks]
 
 
 def _theirs(blocks):
     return [
-        (b["type"], [round(v, 12) for v in b["bbox"]], b["angle"], b["content"], b.get("merge_prev", False))
+        (
+            b["type"],
+            [round(v, 12) for v in b["bbox"]],
+            b["angle"],
+            b["content"],
+            b.get("merge_prev", False),
+            b.get("sub_type"),
+        )
         for b in blocks
     ]
 
@@ -84,18 +91,26 @@ def answer_for(block: LayoutBlock, i: int, answers: dict, tokens=()) -> str:
     return answer.replace("{tokens}", "".join(f"<fcel>{t}" for t in tokens))
 
 
-def run_both(oracle, layout: str, page: Image.Image, answers: dict | None = None, seed: int = 0):
-    """Both protocols on one page; returns (ours, theirs) after checking the crops agree."""
+def run_both(oracle, layout: str, page: Image.Image, answers: dict | None = None, seed: int = 0, profile=PRO):
+    """Both protocols on one page; returns (ours, theirs) after checking the crops agree. The
+    client's image analysis is on when the profile's is (PRO: on, as MinerU 4 runs it)."""
     answers = answers or {}
-    blocks = select_blocks(parse_layout(layout, PRO).blocks, PRO)
-    crops = prepare_crops(page, blocks, PRO, seed=seed)
+    blocks = select_blocks(parse_layout(layout, profile).blocks, profile)
+    crops = prepare_crops(page, blocks, profile, seed=seed)
     texts = [answer_for(blocks[c.index], k, answers, c.image_tokens) for k, c in enumerate(crops)]
     for crop, text in zip(crops, texts):
         blocks[crop.index].content = text
         blocks[crop.index].image_tokens = crop.image_tokens or None
-    ours = post_process(blocks, PRO)
+    ours = post_process(blocks, profile)
 
-    theirs = oracle.call("two_step", page=pro_oracle.png(page), layout=layout, answers=texts, seed=seed)
+    theirs = oracle.call(
+        "two_step",
+        page=pro_oracle.png(page),
+        layout=layout,
+        answers=texts,
+        seed=seed,
+        image_analysis=profile.image_analysis,
+    )
     assert [c.index for c in crops] == theirs["indices"]
     assert [c.prompt for c in crops] == theirs["prompts"]
     assert [[c.sampling.presence_penalty, c.sampling.frequency_penalty] for c in crops] == [

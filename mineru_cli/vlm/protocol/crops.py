@@ -4,7 +4,9 @@ Step 2 reads every block that is not skipped: it is cropped from the full-resolu
 rotated upright, padded and upscaled where needed, and sent with its type's prompt and sampling.
 Colour conversion and resampling follow MinerU's, so a crop is the image MinerU would send.
 Pro: the page's blocks first go through pro.select_blocks; a table's crop has the images inside
-it masked with tokens (table_images), which the crop carries for post-processing.
+it masked with tokens (table_images), which the crop carries for post-processing; with image
+analysis on, an image or chart is read (Image Analysis prompt) unless pro.figures_not_analysed
+leaves it out.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Iterable, Sequence
 from PIL import Image
 
 from .layout import LayoutBlock
-from .pro import table_images
-from .profiles import PROFILE_2509, Profile, SamplingParams
+from .pro import figures_not_analysed, table_images
+from .profiles import FIGURE_TYPES, PROFILE_2509, Profile, SamplingParams
 from .table_images import mask_table_images
 
 
@@ -74,10 +76,11 @@ def prepare_crops(
     width, height = page.size
     skip = set(profile.skip_types) | {t for t in skip_types if t in profile.block_types}
     held = table_images(blocks, skip) if profile.table_images else {}
+    unread = figures_not_analysed(blocks, FIGURE_TYPES) if profile.image_analysis else set()
     rng = random.Random(seed)
     crops = []
     for index, block in enumerate(blocks):
-        if block.type in skip or block.absorbed:
+        if block.type in skip or block.absorbed or index in unread:
             continue
         x1, y1, x2, y2 = block.bbox
         # PIL rounds a float box half-to-even, as Python's round() does

@@ -33,6 +33,7 @@ class LayoutBlock:
     merge_prev: bool = False  # Pro: text continues the previous block (<|txt_contd_tgt|>)
     absorbed: bool = False  # Pro: an image inside a table, read as part of it (protocol.pro)
     image_tokens: dict[str, str] | None = None  # Pro: a table's image tokens -> data URIs
+    sub_type: str | None = None  # Pro image analysis: a chart's or image's kind (protocol.figures)
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, "bbox": list(self.bbox), "angle": self.angle, "content": self.content}

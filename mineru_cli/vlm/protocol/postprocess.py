@@ -1,6 +1,8 @@
 """Step 3, a page's read blocks made final: OTSL tables to HTML, equation repairs, multi-equation
 blocks merged, display equations wrapped, and the optional dropping of lists and paratext. The
-Pro profile adds: a table's images put back and its formulas tagged <eq>, list_item->text,
+Pro profile adds: image/chart Image Analysis answers classified first (protocol.figures: a
+picture may become a table, an equation, a chart or an image with a sub_type and a description),
+a table's images put back and its formulas tagged <eq>, list_item->text,
 [Non-Text] cleanup, a text block's Markdown fixes, images held by tables dropped.
 """
 
@@ -11,11 +13,12 @@ from typing import Callable, Sequence
 
 from ...core.blocks import PARATEXT
 from ...core.geometry import covered
+from .figures import analysed_block
 from .latex import combine_equations, fix_equation, wrap_display_equation
 from .layout import LayoutBlock
 from .otsl import otsl_to_html
 from .pro import fix_text, tag_table_formulas
-from .profiles import PROFILE_2509, Profile
+from .profiles import FIGURE_TYPES, PROFILE_2509, Profile
 from .table_images import put_back_images
 
 
@@ -90,6 +93,8 @@ def post_process(
                 block.content = put_back_images(block.content, block.image_tokens)
             if profile.table_formula_tags:
                 block.content = tag_table_formulas(block.content)
+        if profile.image_analysis and block.type in FIGURE_TYPES and block.content:
+            block = analysed_block(block, profile.table_formula_tags)
         block.type = profile.content_rename.get(block.type, block.type)
         out.append(block)
     if profile.non_text_cleanup:

@@ -4,6 +4,9 @@ besides the ones in the layout grammar (layout.py) and the table images (table_i
 select_blocks   before the crops: an image caption inside an image, chart or image_block is
                 dropped (it is part of the figure); an image inside a table is marked `absorbed`
                 (read as part of the table, dropped from the page's blocks)
+figures_not_analysed
+                image analysis reads an image or chart only when it stands alone (not inside an
+                image_block: a part of a bigger figure) and is big enough on the page
 fix_text        a text block's Markdown: display formulas \\[..\\] in running text become inline
                 \\(..\\) (a bare number range stays display), a space after \\to, \\times, \\in,
                 \\subset, \\cong before a single letter, and runs of 3+ underscores (blanks to
@@ -26,6 +29,10 @@ from .profiles import Profile
 
 INSIDE = 0.9  # the share of a block's area inside its holder that makes it part of it
 CAPTION_HOLDERS = frozenset({"image", "chart", "image_block"})
+# image analysis: a figure is read when both sides exceed MIN_SIDE or its area exceeds MIN_AREA
+# (fractions of the page's width, height and area)
+FIGURE_MIN_SIDE = 0.1
+FIGURE_MIN_AREA = 0.01
 
 
 # --------------------------------------------------------------------------- blocks
@@ -78,6 +85,19 @@ def select_blocks(blocks: Sequence[LayoutBlock], profile: Profile, skip_types: I
             for i in images:
                 kept[i].absorbed = True
     return kept
+
+
+def _big_enough(bbox: tuple[float, float, float, float]) -> bool:
+    width, height = bbox[2] - bbox[0], bbox[3] - bbox[1]
+    return (width > FIGURE_MIN_SIDE and height > FIGURE_MIN_SIDE) or width * height > FIGURE_MIN_AREA
+
+
+def figures_not_analysed(blocks: Sequence[LayoutBlock], figure_types: Iterable[str]) -> set[int]:
+    """Indices of the image/chart blocks that image analysis leaves unread: those inside an
+    image_block (>= INSIDE of their area) and those too small (FIGURE_MIN_SIDE/AREA)."""
+    figure_types = set(figure_types)
+    parts = _inside_any(blocks, figure_types, {"image_block"})
+    return parts | {i for i, b in enumerate(blocks) if b.type in figure_types and not _big_enough(b.bbox)}
 
 
 # --------------------------------------------------------------------------- text

@@ -8,7 +8,7 @@ it). The block types are core.blocks.BlockType values, the one vocabulary of eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from ...core.blocks import BlockType as T
@@ -125,6 +125,9 @@ class Profile:
     table_images: bool = False  # images inside a table masked in its crop, put back as <img>
     text_fixes: bool = False  # display->inline formulas, macro spacing, blanks out of formulas
     table_formula_tags: bool = False  # \\( \\) and \\[ \\] in a table -> <eq> </eq> (MinerU 4)
+    # image and chart crops read with the Image Analysis prompt, the answer classified
+    # (protocol.figures); off: they are skipped like 2509's images
+    image_analysis: bool = False
 
     def prompt_for(self, block_type: str) -> str:
         return self.prompts.get(block_type) or self.prompts["[default]"]
@@ -173,8 +176,7 @@ PROFILE_PRO = Profile(
         "[default]": _TEXT_PARAMS,
         "[layout]": SamplingParams(),
     },
-    # image/chart analysis is not done (see the note below): the images are not read
-    skip_types=frozenset({"list", "equation_block", "image_block", "image", "chart"}),
+    skip_types=frozenset({"list", "equation_block", "image_block"}),
     layout_rename={"unknown": "image"},
     layout_ignore=frozenset({"inline_formula"}),
     layout_dedup_iou=0.9,
@@ -187,6 +189,7 @@ PROFILE_PRO = Profile(
     table_images=True,
     text_fixes=True,
     table_formula_tags=True,
+    image_analysis=True,
 )
 # PROFILE_PRO is the client MinerU 4.0.x runs (mineru-vl-utils 2.0.7, `>=2.0.5,<3` in MinerU
 # 4.0.12), configured as MinerU configures it (mineru/model/vlm/runtime.py), and conformance-tested
@@ -199,12 +202,13 @@ PROFILE_PRO = Profile(
 # dropped, images inside tables masked in the table's crop and put back as <img> (protocol.
 # table_images); list_item->text, [Non-Text] placeholders; equation \[ \] stripping; a text
 # block's Markdown fixes and a table's <eq> formula tags (protocol.pro).
-# Not done: image/chart analysis (MinerU 4.0.12 runs this two-step path, the VLM's own layout,
-# at its xhigh effort only, the "advanced" tier, and there asks for image analysis unless the
-# caller turns it off: MinerUParser(image_analysis=True), backend/analysis/pdf/window.py; its
-# class/caption parsing is small, but the chart and Mermaid flowchart repairs behind it are
-# ~1,500 lines not yet ported, so our output is MinerU xhigh's with image analysis turned off);
-# cross-page table merging (off in MinerU 4 too).
+# Image analysis: image and chart blocks that stand alone (not inside an image_block) and are
+# big enough are read with "\nImage Analysis:" (protocol.pro.analysed_figures) and the answer
+# classified (protocol.figures). MinerU 4.0.12 runs this two-step path (the VLM's own layout) at
+# its xhigh effort only, the "advanced" tier, and asks for image analysis there unless the caller
+# turns it off (MinerUParser(image_analysis=True), backend/analysis/pdf/window.py): on by default
+# here too (--no-image-analysis: without_image_analysis).
+# Not done: cross-page table merging (off in MinerU 4 too).
 # Differs on purpose: an equation_block over two or more equations of which one was not read
 # (its crop is under a pixel) makes the client's post-processing raise, and it falls back to the
 # blocks as they stood (equation_block kept, no \[ \], [Non-Text] text kept); ours merges the
@@ -212,3 +216,12 @@ PROFILE_PRO = Profile(
 # (tests/vlm/test_pro_review.py).
 
 PROFILES = {"2509": PROFILE_2509, "pro": PROFILE_PRO}
+FIGURE_TYPES = frozenset({"image", "chart"})  # the types image analysis reads
+
+
+def without_image_analysis(profile: Profile) -> Profile:
+    """The profile with image analysis off: image and chart blocks skipped, as the client's
+    image_analysis=False skips them. A profile without it (2509) is returned as it is."""
+    if not profile.image_analysis:
+        return profile
+    return replace(profile, image_analysis=False, skip_types=profile.skip_types | FIGURE_TYPES)
