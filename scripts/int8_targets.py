@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -48,6 +49,14 @@ def variants() -> dict[str, dict[str, dict]]:
         "s7_vision_u8_decoder": {"vision": s7, "decoder": U8},
         "vnni": vnni,
         "previous": {"vision": U8, "decoder": vnni["decoder"]},
+        # issue 22: signed 7-bit weights for some kinds of product only (weight_kind), the
+        # rest unsigned; "lm_head_s7" is what `--target avx2` wrote before
+        "lm_head_s7": {"vision": U8, "decoder": {**U8, "kinds": {"lm_head": s7}}},
+        "s7_decoder": {"vision": U8, "decoder": s7},
+        "s7_decoder_mlp": {"vision": U8, "decoder": {**U8, "kinds": {"mlp": s7, "lm_head": s7}}},
+        "s7_vision_mlp": {"vision": {**U8, "kinds": {"mlp": s7}}, "decoder": s7},
+        "s7_vision_attention": {"vision": {**U8, "kinds": {"attention": s7}}, "decoder": s7},
+        "s7_vision_mlp_merger": {"vision": {**U8, "kinds": {"mlp": s7, "merger": s7}}, "decoder": s7},
     }
 
 
@@ -62,18 +71,40 @@ def build(work: Path, threads: int) -> None:
         export_model(work / "model", work / "onnx-fp32", verify=False, threads=threads, log=print)
 
 
+def _settings_of(table: dict) -> dict:
+    """The settings a variant asked for, from the manifest's table of a graph made by it."""
+    out = {k: table[k] for k in ("weight_type", "reduce_range")}
+    own = dict(table.get("kinds", {}))
+    if "lm_head" in table:  # as scripts/int8_lm_head.py and dd961b8's export recorded it
+        own["lm_head"] = table["lm_head"]
+    kinds = {k: {f: v[f] for f in ("weight_type", "reduce_range")} for k, v in own.items()}
+    return {**out, "kinds": kinds} if kinds else out
+
+
+def _made_with(work: Path, role: str, settings: dict, but: Path) -> Path | None:
+    """Another variant's export under `work` whose `role` graph has these settings."""
+    from mineru_cli.vlm.export_format import is_export_dir, read_manifest
+
+    for other in sorted(work.glob("onnx-int8-*")):
+        if other != but and is_export_dir(other) and not other.name.endswith(".partial"):
+            made = read_manifest(other).get("quantization") or {}
+            if isinstance(made.get(role), dict) and _settings_of(made[role]) == settings:
+                return other
+    return None
+
+
 def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     from static_int8 import plain_graph
 
     from mineru_cli.export import step_path
-    from mineru_cli.export.onnx_export import quantize_int8
+    from mineru_cli.export.onnx_export import quantize_int8_by_kind
     from mineru_cli.vlm.export_format import is_export_dir, read_manifest, write_manifest
     from mineru_cli.vlm.int8_target import cpu_summary
 
     fp32, out = work / "onnx-fp32", work / f"onnx-int8-{name}"
     if is_export_dir(out):
         made = read_manifest(out)["quantization"]
-        if {r: {k: made[r][k] for k in s} for r, s in settings.items()} == settings:
+        if {r: _settings_of(made[r]) for r in settings} == settings:
             return out
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -82,8 +113,20 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     quantization = {"scheme": "int8", "target": name, "made_on": cpu_summary()}
     for role in ("vision", "decoder"):
         print(f"{name}: quantizing {role} {settings[role]}", flush=True)
+        # the same vision graph already made for another variant: linked (the decoder is
+        # rewritten below, which must not touch another export's file)
+        same = _made_with(work, role, settings[role], out) if role == "vision" else None
+        if same is not None:
+            for f in same.glob(f"{role}.onnx*"):
+                os.link(f, partial / f.name)
+            quantization[role] = read_manifest(same)["quantization"][role]
+            continue
+        own = dict(settings[role])
+        kinds = own.pop("kinds", {})
         with plain_graph(fp32, role) as src:
-            quantization[role] = quantize_int8(src, partial / f"{role}.onnx", **settings[role])
+            quantization[role] = quantize_int8_by_kind(
+                src, partial / f"{role}.onnx", own, kinds, role, manifest["model"], partial / f".{role}-passes"
+            )
     step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
     manifest.update(quantization=quantization, parity=None)
     write_manifest(partial, manifest)

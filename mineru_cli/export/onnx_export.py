@@ -291,6 +291,77 @@ def quantize_int8(
     }
 
 
+def weight_kind(role: str, shape: tuple[int, ...], table: dict) -> str:
+    """What a constant-weight MatMul of a graph is, from its weight's (in, out) shape and the
+    model table: decoder "attention" (q/k/v/o), "mlp" (gate/up/down) or "lm_head"; vision
+    "patch_embed", "attention" (qkv, proj), "mlp" (fc1, fc2) or "merger"."""
+    n_in, n_out = shape[0], shape[-1]
+    if role == "decoder":
+        if n_out == table["vocab_size"]:
+            return "lm_head"
+        return "mlp" if max(n_in, n_out) > table["num_heads"] * table["head_dim"] else "attention"
+    embed = table["vision_embed_dim"]
+    if n_in == table["patch_dim"]:
+        return "patch_embed"
+    if n_in == embed and n_out in (embed, 3 * embed):
+        return "attention"
+    if embed in (n_in, n_out):
+        return "mlp"
+    return "merger"
+
+
+def weight_kinds(path: Path, role: str, table: dict) -> dict[str, list[str]]:
+    """{kind: [node names]} of the constant-weight MatMuls of a graph (weight_kind)."""
+    kinds: dict[str, list[str]] = {}
+    for name, shape in _weight_matmuls(path):
+        kinds.setdefault(weight_kind(role, shape, table), []).append(name)
+    return kinds
+
+
+def quantize_int8_by_kind(
+    src: Path,
+    dst: Path,
+    settings: dict,
+    kinds: dict[str, dict],
+    role: str,
+    table: dict,
+    work: Path,
+    exclude: list[str] | None = None,
+) -> dict:
+    """quantize_int8 with `settings` for every product but those of the kinds in `kinds`
+    ({kind: settings}), which take their own (one more pass per distinct settings), and those
+    in `exclude`, which stay float32. The table returned records each such kind's settings and
+    nodes under "kinds"."""
+    exclude = list(exclude or [])
+    nodes = {k: [n for n in names if n not in exclude] for k, names in weight_kinds(src, role, table).items()}
+    passes: list[tuple[dict, list[str], list[str]]] = []  # (settings, kinds, nodes)
+    for kind, own in kinds.items():
+        if not nodes.get(kind):
+            continue
+        same = next((p for p in passes if p[0] == own), None)
+        if same is None:
+            passes.append((dict(own), [kind], list(nodes[kind])))
+        else:
+            same[1].append(kind)
+            same[2].extend(nodes[kind])
+    special = [n for p in passes for n in p[2]]
+    if not passes:
+        return quantize_int8(src, dst, **settings, exclude=exclude)
+    work.mkdir(parents=True, exist_ok=True)
+    steps = [work / f"pass{i}" / src.name for i in range(len(passes))] + [dst]
+    steps[0].parent.mkdir(exist_ok=True)
+    table_out = quantize_int8(src, steps[0], **settings, exclude=special + exclude)
+    table_out["excluded_nodes"] = exclude  # what is left in float32
+    table_out["kinds"] = {}
+    for i, (own, kind_names, only) in enumerate(passes):
+        steps[i + 1].parent.mkdir(exist_ok=True)
+        quantize_int8(steps[i], steps[i + 1], **own, only=only)
+        for kind in kind_names:
+            table_out["kinds"][kind] = {**own, "nodes": nodes[kind]}
+    shutil.rmtree(work)
+    return table_out
+
+
 def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude: list[str] | None = None) -> dict:
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
@@ -525,9 +596,14 @@ def export_model(
                 if shape and shape[-1] == table["vocab_size"]
             ]
             settings = int8_target.int8_settings(target)
-            # the output layer's own weights (int8_target.lm_head_settings), quantized apart
-            lm_head_settings = int8_target.lm_head_settings(target) if int8 and quantize_lm_head else None
-            exclude = lm_head if not quantize_lm_head or lm_head_settings else []
+            # kinds of product with their own weights (int8_target.kind_settings), quantized apart;
+            # --float-lm-head leaves the output layer in float32 in every pass
+            kinds = int8_target.kind_settings(target)
+            if not int8:  # an INT4 decoder: MatMulNBits throughout
+                kinds["decoder"] = {}
+            if not quantize_lm_head:
+                kinds["decoder"].pop("lm_head", None)
+            exclude = lm_head if not quantize_lm_head else []
             quantization = {}
             means = None
             if bias_correction:
@@ -541,19 +617,16 @@ def export_model(
                 if int8 or role == "vision":
                     # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
                     # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
-                    if role == "decoder" and lm_head_settings and lm_head:
-                        # two passes: every product but the output layer, then the output layer
-                        rest = work / ".lm_head" / GRAPHS[role]
-                        rest.parent.mkdir(exist_ok=True)
-                        quantization[role] = quantize_int8(src, rest, **settings[role], exclude=exclude)
-                        quantize_int8(rest, dst, **lm_head_settings, only=lm_head)
-                        quantization[role]["lm_head"] = {**lm_head_settings, "nodes": lm_head}
-                        quantization[role]["excluded_nodes"] = []  # nothing is left in float
-                        shutil.rmtree(rest.parent)
-                    else:
-                        quantization[role] = quantize_int8(
-                            src, dst, **settings[role], exclude=exclude if role == "decoder" else None
-                        )
+                    quantization[role] = quantize_int8_by_kind(
+                        src,
+                        dst,
+                        settings[role],
+                        kinds[role],
+                        role,
+                        table,
+                        work / f".{role}-passes",
+                        exclude=exclude if role == "decoder" else None,
+                    )
                     if means is not None and role in means:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",

@@ -58,12 +58,15 @@ _SETTINGS = {
     "avx2": {"weight_type": "QUInt8", "reduce_range": False},
     "vnni": {"weight_type": "QInt8", "reduce_range": False},
 }
-# The decoder's output layer (vocab x hidden: 151,936 x 896) on plain AVX2 takes signed 7-bit
-# weights: at batch 8 onnxruntime's u8 x u8 kernel ran it in 31-33 ms against 19.5 ms for the
-# u8 x s8 kernel on 7-bit weights (scripts/int8_kernels.py), the largest product a decoding step
-# has, while its logits lose almost nothing to the lost bit (the activations' per-tensor scale
-# dominates the error: docs/benchmarks.md). Recorded in the decoder's table as "lm_head".
-_LM_HEAD = {"avx2": {"weight_type": "QInt8", "reduce_range": True}}
+# Kinds of weight product (export.onnx_export.weight_kind) that take other settings than their
+# graph's, by target and graph. On plain AVX2 the output layer (vocab x hidden: 151,936 x 896)
+# takes signed 7-bit weights: at batch 8 onnxruntime's u8 x u8 kernel ran it in 31-33 ms against
+# 19.5 ms for the u8 x s8 kernel on 7-bit weights (scripts/int8_kernels.py), the largest product
+# a decoding step has, while its logits lose almost nothing to the lost bit (the activations'
+# per-tensor scale dominates the error: docs/benchmarks.md). Recorded in the graph's table under
+# "kinds" (dd961b8's exports recorded the output layer's as "lm_head").
+S7 = {"weight_type": "QInt8", "reduce_range": True}
+_KINDS: dict[str, dict[str, dict[str, dict]]] = {"avx2": {"decoder": {"lm_head": S7}}}
 ROLES = ("vision", "decoder")
 
 
@@ -130,10 +133,16 @@ def int8_settings(target: str) -> dict[str, dict]:
     return {role: dict(settings) for role in ROLES}
 
 
+def kind_settings(target: str) -> dict[str, dict[str, dict]]:
+    """{graph: {kind: settings}}: the kinds of product of an export for `target` that take their
+    own weight settings (the rest take int8_settings')."""
+    kinds = _KINDS.get(target, {})
+    return {role: {k: dict(v) for k, v in kinds.get(role, {}).items()} for role in ROLES}
+
+
 def lm_head_settings(target: str) -> dict | None:
     """The output layer's own weight settings for `target` (None: the decoder's)."""
-    settings = _LM_HEAD.get(target)
-    return dict(settings) if settings else None
+    return kind_settings(target)["decoder"].get("lm_head")
 
 
 def saturates(settings) -> bool:
@@ -147,6 +156,9 @@ def saturates(settings) -> bool:
     if settings.get("bits") == 4:
         return False
     if "lm_head" in settings and saturates(settings["lm_head"]):  # the output layer's own weights
+        return True
+    kinds = settings.get("kinds", {})
+    if not isinstance(kinds, dict) or any(saturates(own) for own in kinds.values()):  # kinds with their own
         return True
     weight_type = settings.get("weight_type")
     return not (weight_type == "QUInt8" or (weight_type == "QInt8" and settings.get("reduce_range") is True))

@@ -53,3 +53,26 @@ def named_pro_2509(src: Path, dst: Path) -> Path:
     copy_model(src, dst)
     _edit(dst / "config.json", lambda c: c.update(_name_or_path="opendatalab/MinerU2.5-Pro-2605-1.2B"))
     return dst
+
+
+def small_random_config(vision_depth: int):
+    """A MinerU2.5-shaped config small enough to build, export and run in seconds (random
+    weights: the bench's and the roofline's tests), its token ids inside the 1,000-token vocab."""
+    from mineru_cli.export.bench import mineru25_config
+
+    config = mineru25_config(
+        text=dict(
+            vocab_size=1000,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            bos_token_id=0,
+            eos_token_id=1,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        ),
+        vision=dict(depth=vision_depth, embed_dim=32, hidden_size=64, num_heads=2),
+    )
+    config.image_token_id, config.vision_start_token_id, config.vision_end_token_id = 900, 901, 902
+    return config

@@ -4,6 +4,7 @@ model's work per phase counted from its config."""
 from __future__ import annotations
 
 import pytest
+from model_shapes import small_random_config
 
 from mineru_cli.export.bench import mineru25_config
 from mineru_cli.export.roofline import (
@@ -34,18 +35,7 @@ def test_the_full_size_models_work_per_phase_matches_its_parameter_count():
 
     from mineru_cli.export.bench import random_model
 
-    small = mineru25_config(
-        text=dict(
-            vocab_size=1000,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
-        ),
-        vision=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2),
-    )
+    small = small_random_config(vision_depth=2)
     model = random_model(small)
     lm = model.model.language_model
     # every weight matrix of the decoder's layers and the output layer (no biases, norms, embeddings)

@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from model_shapes import small_random_config  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
@@ -270,23 +271,9 @@ def test_export_replaces_an_old_export_with_force(tiny_vlm, tmp_path):
 
 
 def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
-    from mineru_cli.export.bench import bench_full_size, mineru25_config
+    from mineru_cli.export.bench import bench_full_size
 
-    small = mineru25_config(
-        text=dict(
-            vocab_size=1000,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            bos_token_id=0,
-            eos_token_id=1,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
-        ),
-        vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2),
-    )
-    small.image_token_id, small.vision_start_token_id, small.vision_end_token_id = 900, 901, 902
+    small = small_random_config(vision_depth=1)
     report = bench_full_size(
         tmp_path,
         threads=1,
@@ -399,32 +386,51 @@ def _quantized_weights(graph) -> list[np.ndarray]:
     return out
 
 
+def _stored_weights(path, role: str, table: dict):
+    """(kind, onnx data type, largest |q|) of each quantized weight of a graph, its kind from
+    its shape (onnx_export.weight_kind)."""
+    from onnx import numpy_helper
+
+    from mineru_cli.export.onnx_export import weight_kind
+
+    graph = onnx.load(str(path))
+    return [
+        (
+            weight_kind(role, tuple(t.dims), table),
+            t.data_type,
+            int(np.abs(numpy_helper.to_array(t).astype(np.int32)).max()),
+        )
+        for t in graph.graph.initializer
+        if t.name.endswith("_quantized")
+    ]
+
+
 def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_path):
-    """--target avx2 on any CPU (an AMX one included) writes unsigned weights, which no kernel
-    adds in saturating 16-bit sums (a CPU without VNNI runs them on its fast kernels as they are),
-    and stays as close to torch as the other INT8 exports."""
+    """--target avx2 on any CPU (an AMX one included) writes only weights that no kernel adds in
+    saturating 16-bit sums: unsigned ones, and signed 7-bit ones (|q| <= 64: 255 * 64 * 2 <
+    32,767) for the kinds of product int8_target gives them, so a CPU without VNNI runs them on
+    its fast kernels as they are; and it stays as close to torch as the other INT8 exports."""
     report = export_model(
         tiny_vlm / "model", tmp_path / "avx2", int8=True, exporter="torchscript", threads=1, target="avx2"
     )
-    q = report["quantization"]
+    q, table = report["quantization"], report["model"]
     assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
+    own = int8_target.kind_settings("avx2")
+    assert own["decoder"]["lm_head"] == {"weight_type": "QInt8", "reduce_range": True}  # the output layer
     for role in ("vision", "decoder"):
-        assert q[role]["weight_type"] == "QUInt8" and q[role]["reduce_range"] is False
-        from onnx import numpy_helper
-
-        graph = onnx.load(str(tmp_path / "avx2" / f"{role}.onnx"))
-        stored = {t.name: t for t in graph.graph.initializer if t.name.endswith("_quantized")}
-        if role == "decoder":
-            # the output layer alone has signed 7-bit weights (the u8 x s8 kernel, exact within 7 bits)
-            lm_head = q[role]["lm_head"]
-            assert {k: lm_head[k] for k in ("weight_type", "reduce_range")} == int8_target.lm_head_settings("avx2")
-            assert len(lm_head["nodes"]) == 1 and q[role]["excluded_nodes"] == []
-            signed = [t for t in stored.values() if t.data_type == onnx.TensorProto.INT8]
-            m = report["model"]
-            assert [tuple(t.dims) for t in signed] == [(m["hidden_size"], m["vocab_size"])]  # hidden x vocab
-            assert int(np.abs(numpy_helper.to_array(signed[0]).astype(np.int32)).max()) <= 64
-            stored = {n: t for n, t in stored.items() if t.data_type != onnx.TensorProto.INT8}
-        assert {t.data_type for t in stored.values()} == {onnx.TensorProto.UINT8}, role  # no other signed one
+        assert {q[role][k] for k in ("weight_type", "reduce_range")} == {"QUInt8", False}, role
+        recorded = q[role].get("kinds", {})
+        assert {k: {f: v[f] for f in ("weight_type", "reduce_range")} for k, v in recorded.items()} == own[role]
+        assert q[role]["excluded_nodes"] == []  # nothing left in float32
+        stored = _stored_weights(tmp_path / "avx2" / f"{role}.onnx", role, table)
+        assert sum(len(v["nodes"]) for v in recorded.values()) == sum(kind in own[role] for kind, _, _ in stored)
+        for kind, dtype, largest in stored:
+            if kind in own[role]:
+                # signed 7-bit: per-channel scales put each channel's largest weight at 64 exactly,
+                # so full-range (127) or narrower weights fail here
+                assert (dtype, largest) == (onnx.TensorProto.INT8, 64), (role, kind, largest)
+            else:
+                assert dtype == onnx.TensorProto.UINT8, (role, kind)  # no other signed weight
     assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
     assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []  # fast on plain AVX2
 
@@ -518,6 +524,12 @@ def test_the_int8_target_rule():
     assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False, "lm_head": lm7})
     lm8 = {"weight_type": "QInt8", "reduce_range": False}
     assert int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False, "lm_head": lm8})
+    # kinds of product with their own weights (the table's "kinds"): any that saturates counts
+    u8 = {"weight_type": "QUInt8", "reduce_range": False}
+    assert not int8_target.saturates({**u8, "kinds": {"mlp": lm7, "lm_head": lm7}})
+    assert int8_target.saturates({**u8, "kinds": {"mlp": lm7, "lm_head": lm8}})
+    assert int8_target.saturates({**u8, "kinds": {"mlp": {"weight_type": "QInt8"}}})  # no reduce_range
+    assert int8_target.saturates({**u8, "kinds": "mlp"})  # a damaged table
     assert int8_target.graphs_needing_exact_kernels({"quantization": None}, {"avx2"}) == []  # fp32
     # the exports of earlier mineru-cli versions: QUInt8 vision and a full-range QInt8 decoder
     old = {
