@@ -145,6 +145,47 @@ def plan_cpus(
     return CpuPlan(cores=cores, budget=budget, workers=n, threads=threads, spinning=spinning, why=why)
 
 
+@dataclass(frozen=True)
+class NodeCpus:
+    """A machine of a cluster as the planner sees it: its CPUs and the memory it offers."""
+
+    node: str  # its id (Ray's node id)
+    name: str  # for messages and reports: host and a short id
+    cpus: int
+    memory: int | None  # bytes; None: unknown, no cap
+
+
+def plan_nodes(
+    nodes: list[NodeCpus],
+    workers: int | None = None,
+    pages: int | None = None,
+    engine: str = "ocr",
+    cores: int | None = None,
+) -> list[tuple[NodeCpus, CpuPlan]]:
+    """The same rule as plan_cpus on each node's own CPUs and memory (workers x threads per
+    node; --workers is per node), then the slots one per worker, taken round-robin across the
+    nodes: a run of fewer `pages` than slots starts only that many, spread over the nodes, each
+    node's share getting all its CPUs as threads. `cores`: the cores under a node's CPUs when it
+    is this machine (a private instance: spinning is decided on the real cores); else its CPUs."""
+    plans = [(n, plan_cpus(n.cpus, workers, cores=cores or n.cpus, memory=n.memory, engine=engine)) for n in nodes]
+    slots = slot_order(plans)
+    if pages is not None and 0 < pages < len(slots):
+        share = [sum(1 for n, _ in slots[:pages] if n is node) for node, _ in plans]
+        plans = [
+            (n, plan_cpus(n.cpus, workers, pages=k, cores=cores or n.cpus, memory=n.memory, engine=engine))
+            for (n, _), k in zip(plans, share)
+            if k
+        ]
+    return [(n, p) for n, p in plans if p.workers]
+
+
+def slot_order(plans: list[tuple[NodeCpus, CpuPlan]]) -> list[tuple[NodeCpus, CpuPlan]]:
+    """One entry per worker slot, round-robin across the nodes (slots start in this order, so a
+    run that needs few workers spreads them over the machines)."""
+    most = max((p.workers for _, p in plans), default=0)
+    return [(n, p) for r in range(most) for n, p in plans if r < p.workers]
+
+
 def explain(plan: CpuPlan, config: RunConfig) -> str:
     """The CPU plan and the batch settings `config` runs with, for --explain-plan (before the
     engine is resolved: an auto engine shows the batch default of both)."""

@@ -12,8 +12,11 @@ driver process, and the driver takes their results as it needs them:
 
 Results come out in discovery order (the journal's compaction order and the resume decisions do
 not depend on which thread finished first), at most `ahead` files beyond what the driver has
-taken: the planner blocks when the driver is behind, so a million-file dump costs the driver
-only that window. `done` turns true when the last file has been taken.
+taken, and no file more once those hold `ahead_pages` pages: the planner blocks when the driver
+is behind, so a million-file dump costs the driver only that window. A planned file holds its
+page indices as a range, never as a list: a 335-byte PDF may claim a million pages (its page
+tree's /Count), so a window of such files costs the same as one of single-page files. `done`
+turns true when the last file has been taken.
 
 The progress total: a census thread walks the inputs once more, counting the files it finds and
 holding none, so the total grows as files are found, long before they are planned; `total()` is
@@ -29,9 +32,9 @@ import stat
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence, overload
 
 from .config import LoadOptions
 from .core.errors import PageError
@@ -39,6 +42,7 @@ from .hashing import HashStopped
 from .inputs import SourceFile, file_sha256, iter_sources, open_document
 
 PLAN_AHEAD = 256  # files planned (hashed, counted) beyond what the driver has taken
+PLAN_AHEAD_PAGES = 100_000  # and no file more once the files planned ahead hold this many pages
 PLAN_THREADS = 4  # hashing threads: I/O and sha256 release the GIL; more buys nothing on a disk
 _PDFIUM = threading.Lock()  # PDFium is not thread-safe: one document open at a time in the planner
 _END = object()  # the discovery thread's last item
@@ -51,7 +55,7 @@ class Planned:
     src: SourceFile
     sha256: str | None = None
     page_count: int | None = None
-    indices: list[int] = field(default_factory=list)
+    indices: Sequence[int] = ()  # the selected 0-based pages: a range or PageSelection, never a list
     error: PageError | None = None
     stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
 
@@ -64,10 +68,44 @@ class Planned:
         return (st.st_size, st.st_mtime_ns) != self.stat
 
     @property
-    def pages(self) -> list[int]:
+    def pages(self) -> Sequence[int]:
         """The page indices this run settles: the selected ones, or page 0 (the file's one record)
         for a file that failed or has no selected page."""
-        return self.indices or [0]
+        return self.indices or range(1)
+
+
+class PageSelection(Sequence[int]):
+    """The 0-based indices of a file's `count` pages that `select` (1-based, --pages) keeps,
+    without holding them: the count a PDF claims is not bounded by its size."""
+
+    def __init__(self, count: int, select: Callable[[int], bool]):
+        self.pages, self.select = count, select
+        self._len = sum(1 for n in range(1, count + 1) if select(n))
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for i in range(self.pages) if self.select(i + 1))
+
+    def __contains__(self, i: object) -> bool:
+        return isinstance(i, int) and 0 <= i < self.pages and self.select(i + 1)
+
+    @overload
+    def __getitem__(self, k: int) -> int: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, k: int | slice) -> int | Sequence[int]:
+        if isinstance(k, slice):
+            return list(self)[k]
+        if k < 0:
+            k += self._len
+        for n, i in enumerate(self):
+            if n == k:
+                return i
+        raise IndexError(k)
 
 
 def plan_file(
@@ -90,7 +128,7 @@ def plan_file(
         return Planned(src, error=PageError("unreadable", "open", "not hashed: the run stopped"))
     except OSError as exc:
         return Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
-    indices = [i for i in range(count) if select is None or select(i + 1)]
+    indices = range(count) if select is None else PageSelection(count, select)
     return Planned(src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns))
 
 
@@ -109,6 +147,7 @@ class Planner:
         keep: Callable[[SourceFile], bool] = lambda src: True,
         ahead: int = PLAN_AHEAD,
         threads: int = PLAN_THREADS,
+        ahead_pages: int = PLAN_AHEAD_PAGES,
     ):
         paths, inc, exc = list(inputs), list(include), list(exclude)
         self._walk = lambda: iter_sources(paths, inc, exc)
@@ -119,11 +158,15 @@ class Planner:
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._discover, name="mineru-discover", daemon=True)
         self._census = threading.Thread(target=self._count, name="mineru-census", daemon=True)
-        self._counts = threading.Lock()
+        self._counts = threading.Condition()  # guards the counts below; notified as they change
         self.found = 0  # files the census has found so far
         self.counted = False  # the census has walked everything
         self._planned_files = 0  # files planned (by the threads) so far, and their pages
         self._planned_pages = 0
+        self._taken_pages = 0  # pages of the files handed out (the window is the rest)
+        self._ahead_pages = max(1, ahead_pages)
+        self._threads = max(1, threads)
+        self._submitted = 0  # files handed to the planning threads
         self._head: object | None = None  # the next result, taken from the queue, not yet ready
         self._error: BaseException | None = None
         self.done = False  # every file found has been handed out
@@ -139,6 +182,13 @@ class Planner:
         planned yet; exact once every file is planned."""
         with self._counts:
             return self._planned_pages + max(0, self.found - self._planned_files)
+
+    @property
+    def exact(self) -> bool:
+        """Whether total() is exact: the census has walked everything and every file found is
+        planned (after a stop it may be neither: total() is then a floor)."""
+        with self._counts:
+            return self.counted and self._planned_files >= self.found
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -173,6 +223,7 @@ class Planner:
         with self._counts:
             self._planned_files += 1
             self._planned_pages += len(planned.pages)
+            self._counts.notify_all()
         return planned
 
     def _discover(self) -> None:
@@ -181,11 +232,27 @@ class Planner:
                 if self._closed.is_set():
                     return
                 if self._keep(src):
+                    self._wait_for_room()
+                    with self._counts:
+                        self._submitted += 1
                     self._put(self._pool.submit(self._plan, src))
         except BaseException as exc:  # noqa: BLE001 - a bug in discovery: the driver raises it
             self._error = exc
         finally:
             self._put(_END)
+
+    def _wait_for_room(self) -> None:
+        """Submit the next file only when a planning thread is free (a file's page count is
+        known only once it is planned) and the files planned and not taken hold fewer than
+        `ahead_pages` pages: the window is then at most that plus one file per thread."""
+
+        def room() -> bool:
+            busy = self._submitted - self._planned_files
+            return busy < self._threads and self._planned_pages - self._taken_pages < self._ahead_pages
+
+        with self._counts:
+            while not self._closed.is_set() and not room():
+                self._counts.wait(0.2)  # notified as files are planned and taken; close() sets _closed
 
     def _put(self, item: object) -> None:
         while not self._closed.is_set():
@@ -219,6 +286,9 @@ class Planner:
             return None
         self._head = None
         self.files += 1
+        with self._counts:
+            self._taken_pages += len(planned.pages)
+            self._counts.notify_all()
         return planned
 
     def __iter__(self) -> Iterator[Planned]:

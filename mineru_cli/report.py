@@ -73,6 +73,7 @@ class Summary:
     cached: int = 0  # served by the result cache
     interrupted: bool = False
     unfinished: int = 0  # after an interrupt: pages not parsed (in flight or never started)
+    pages_at_least: bool = False  # stopped before every file was found and counted: pages is a floor
     restarts: int = 0  # workers replaced after a crash or timeout
     recycled: int = 0  # workers replaced for memory (--max-worker-rss)
     retried: int = 0  # pages retried alone after their batch's worker died or hung
@@ -81,6 +82,7 @@ class Summary:
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (page id, message)
     counts: dict[str, int] = field(default_factory=dict)  # the engine's counts, summed (retries, ...)
+    nodes: dict[str, int] = field(default_factory=dict)  # pages the workers answered, per node
 
     @property
     def pages_per_min(self) -> float:
@@ -101,6 +103,7 @@ class Summary:
             "cached": self.cached,
             "interrupted": self.interrupted,
             "unfinished": self.unfinished,
+            "pages_at_least": self.pages_at_least,
             "restarts": self.restarts,
             "recycled": self.recycled,
             "retried": self.retried,
@@ -110,6 +113,7 @@ class Summary:
             "pages_per_s": round(self.pages_per_s, 3),
             "stages": self.stages,
             "counts": dict(sorted(self.counts.items())),
+            "nodes": dict(sorted(self.nodes.items())),
         }
 
 
@@ -149,11 +153,12 @@ class Reporter:
     def finish(self, summary: Summary, out: str) -> None:
         if self.quiet:
             if summary.failed:
-                self.console.print(f"{summary.failed} of {summary.pages} pages failed; see {escape(out)}")
+                of = f"at least {summary.pages}" if summary.pages_at_least else summary.pages
+                self.console.print(f"{summary.failed} of {of} pages failed; see {escape(out)}")
             return
         table = Table(title=f"mineru parse -> {escape(out)}", show_header=False)
         for key, value in [
-            ("pages", summary.pages),
+            ("pages", f"at least {summary.pages}" if summary.pages_at_least else summary.pages),
             ("ok (parsed now)", summary.ok),
             ("resumed (already done)", summary.resumed),
             ("from cache", summary.cached),
@@ -168,6 +173,15 @@ class Reporter:
                 "workers x threads",
                 f"{summary.plan['workers']} x {summary.plan['threads']}"
                 + (f", page batch {summary.plan['page_batch']}" if "page_batch" in summary.plan else ""),
+            )
+        if len(summary.nodes) > 1 or (summary.plan or {}).get("nodes"):
+            plans = {n["node"]: n for n in (summary.plan or {}).get("nodes", [])}
+            table.add_row(
+                "pages per node",
+                " · ".join(
+                    f"{node} {pages}" + (f" ({p['workers']} x {p['threads']})" if (p := plans.get(node)) else "")
+                    for node, pages in sorted(summary.nodes.items())
+                ),
             )
         if summary.stages:
             main = {k: v for k, v in summary.stages.items() if not k.startswith("engine.")}
@@ -189,6 +203,8 @@ class Reporter:
             self.console.print(f"... and {len(summary.failures) - 20} more failures (see {escape(out)})")
         if summary.interrupted:
             left = f"{summary.unfinished} page(s) not parsed; " if summary.unfinished else ""
+            if summary.pages_at_least:  # the files discovery had not reached yet are not in it
+                left = f"at least {summary.unfinished} page(s) not parsed (stopped before every file was counted); "
             self.console.print(f"[yellow]interrupted[/]: {left}re-run the same command to resume")
 
 
@@ -304,6 +320,7 @@ class JsonReporter(Reporter):
                 "worker": worker["worker"],
                 "rss_mb": round(worker["rss"] / (1 << 20), 1),
                 "batch": worker.get("batch", 1),
+                **({"node": worker["node"]} if "node" in worker else {}),
             }
         )
         self._emit(

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator, Iterable, Iterator, cast
+from typing import TYPE_CHECKING, Generator, Iterable, Iterator, Sequence, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
@@ -159,7 +159,9 @@ class Parser:
 
         self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
         self._settled: deque[PageRecord] = deque()  # resumed / failed at planning, not yet yielded
-        self._order: list[str] = []  # this run's page ids in input order (compaction)
+        # this run's files in input order (compaction sorts their records by it, then by page:
+        # a page id per page found would cost what a PDF claims, not what the journal holds)
+        self._file_order: dict[str, tuple[int, Sequence[int]]] = {}  # rel -> (place, pages of this run)
         self._fixed_counts: dict[str, int] = {}  # PDFs' and TIFFs' page counts (pages past the end)
         self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
@@ -195,11 +197,12 @@ class Parser:
                 if ahead and not stop.requested:
                     known = len(ahead) if self._feed_done else None
                     cpu = plan_cpus(cfg.cpus, cfg.workers, pages=known, engine=self.spec.engine.value)
-                    yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop)
+                    yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop, known)
                 yield from self._drain_settled()
                 if stop.requested:  # pages found and not settled: those of files not taken yet too
                     summary.pages = max(summary.pages, planner.total())
                     summary.unfinished = summary.pages - self._settled_pages
+                    summary.pages_at_least = not (self._feed_done or planner.exact)
                 summary.interrupted = stop.requested
             except KeyboardInterrupt:
                 summary.interrupted = True
@@ -207,7 +210,8 @@ class Parser:
                     raise
             finally:
                 planner.close()
-                journal.compact(self._order, drop=_pages_past_end(journal.index, self._fixed_counts))
+                order = _input_order(journal.index, self._file_order)
+                journal.compact(order, drop=_pages_past_end(journal.index, self._fixed_counts))
                 summary.seconds = time.monotonic() - t0
             if cfg.formats and not summary.interrupted:
                 _write_documents(cfg, self._docs, journal, self.fp, reporter)
@@ -237,7 +241,7 @@ class Parser:
     def _found(self, planned: Planned) -> None:
         """A planned file joins the run: its pages count, their ids keep the input order."""
         rel, pages = planned.src.rel, planned.pages
-        self._order.extend(page_id(rel, i) for i in pages)
+        self._file_order.setdefault(rel, (len(self._file_order), pages))
         self.summary.pages += len(pages)
         if planned.error is None:
             if planned.page_count and not planned.indices:
@@ -285,6 +289,8 @@ class Parser:
             s.ok += 1
             if rec["cache"] and rec["cache"]["status"] in ("hit", "near-hit"):
                 s.cached += 1
+        if worker is not None and "node" in worker:
+            s.nodes[worker["node"]] = s.nodes.get(worker["node"], 0) + 1
         if rec["status"] in (Status.FAILED, Status.TIMEOUT):
             s.failed += 1
             s.failures.append((rec["id"], rec["error"]["message"] if rec["error"] else rec["status"]))
@@ -346,7 +352,9 @@ class Parser:
             rec.source_sha256 = None
         return self._emit(rec, worker)
 
-    def _run_pool(self, todo: Iterable[_Item | None], cpu: CpuPlan, stop: _Interrupts) -> Iterator[PageRecord]:
+    def _run_pool(
+        self, todo: Iterable[_Item | None], cpu: CpuPlan, stop: _Interrupts, known: int | None = None
+    ) -> Iterator[PageRecord]:
         from .pipeline import WorkerPool, WorkerSpec
 
         cfg = self.config
@@ -389,7 +397,7 @@ class Parser:
                     "pages": self.planner.total(),  # found so far: the total grows while planning
                     "planning": not self._feed_done,
                     "pages_per_s": round(stats.done / max(1e-9, now - t0), 3),
-                    "stages": self.stages.shares(now - t0, cpu.workers),
+                    "stages": self.stages.shares(now - t0, pool.stats.workers),
                 }
             )
 
@@ -406,6 +414,8 @@ class Parser:
                 info=self.reporter.info,
                 address=cfg.ray_address,
                 num_cpus=cpu.budget,
+                node_workers=cfg.workers,  # the CPU plan runs per node once Ray is up
+                pages=known,
             )
         else:
             pool = WorkerPool(
@@ -419,6 +429,9 @@ class Parser:
         stop.pool = pool
         try:
             with pool:
+                node_plans = getattr(pool, "node_plans", None)  # Ray: the slots are planned per node
+                if node_plans is not None:
+                    self.summary.plan.update(workers=pool.stats.workers, nodes=node_plans())
                 for done in pool.run(
                     todo, should_stop=lambda: stop.requested, grace=min(STOP_GRACE, cfg.page_timeout), on_tick=tick
                 ):
@@ -427,7 +440,7 @@ class Parser:
                     yield from self._drain_settled()  # pages resumed meanwhile, in the driver's turn
         finally:
             stop.pool = None
-            self.summary.stages = self.stages.as_dict(time.monotonic() - t0, cpu.workers)
+            self.summary.stages = self.stages.as_dict(time.monotonic() - t0, pool.stats.workers)
             self.summary.restarts = pool.stats.restarts
             self.summary.recycled = pool.stats.recycled
             self.summary.retried = pool.stats.retried
@@ -481,6 +494,18 @@ def _vanished_pages(index, plan: Iterable[_Planned]) -> list[str]:
         if p.error is None and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))
     }
     return _pages_past_end(index, counts)
+
+
+def _input_order(index, files: dict[str, tuple[int, Sequence[int]]]) -> list[str]:
+    """Ids of the journal's records of this run's pages (`files`: each file's place in the input
+    order and the pages this run settles of it), in input order and page order."""
+    ours = []
+    for pid in index:
+        source, number = split_page_id(pid)
+        place, pages = files.get(source, (None, ()))
+        if place is not None and number is not None and number in pages:
+            ours.append((place, number, pid))
+    return [pid for _, _, pid in sorted(ours)]
 
 
 def _pages_past_end(index, counts: dict[str, int]) -> list[str]:

@@ -36,14 +36,19 @@ class Finished:
     worker: int
     rss: int
     batch: int
+    node: str | None = None  # the machine the worker runs on, when the executor knows it
 
-    def worker_info(self) -> dict[str, int]:
-        return {"worker": self.worker, "rss": self.rss, "batch": self.batch}
+    def worker_info(self) -> dict[str, int | str]:
+        info: dict[str, int | str] = {"worker": self.worker, "rss": self.rss, "batch": self.batch}
+        if self.node is not None:
+            info["node"] = self.node
+        return info
 
 
 class ExecutorStats(Protocol):
     """Counts the run's summary and heartbeat report (pool.PoolStats is one)."""
 
+    workers: int  # worker slots
     restarts: int  # workers replaced after a crash or timeout
     recycled: int  # workers replaced for memory
     retried: int  # pages re-queued alone after their batch lost its worker

@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -32,6 +33,8 @@ from .blame import Task
 from .messages import Finish, PageTask, WorkerSpec
 from .scheduler import Event, Lost, PoolStats, Scheduler
 from .worker import WORKER_ENV, rss_bytes, worker_main
+
+_HOST = socket.gethostname()
 
 __all__ = ["PoolStats", "WorkerPool", "describe_exit"]
 
@@ -163,6 +166,9 @@ class ProcessTransport:
 
     def rss(self, h: _Proc) -> int | None:
         return rss_bytes(h.proc.pid) if h.proc.pid else 0
+
+    def node(self, h: _Proc) -> str | None:
+        return _HOST  # every worker process runs on this machine
 
     def start_hint(self) -> str:
         return _script_hint()

@@ -6,6 +6,11 @@ Design
     anything; the scheduler owns every retry and blame decision). Each actor builds one engine
     from the WorkerSpec; its thread variables reach it through the actor's `runtime_env` (the
     driver's environment does not reach workers on a cluster).
+  * Slots per node: once Ray is up, the CPU planner (budget.plan_nodes) runs on each alive
+    node's own CPUs and memory (workers x threads per node, as the local pool plans one
+    machine), and each slot's actor asks for its threads as CPUs and is pinned to its node
+    (soft node affinity: a slot whose node was lost starts wherever there is room). Nodes that
+    join mid-run get no slots.
   * A batch is one `render` call per page (render + cache lookup; a hit or a failure is
     answered at once) and one `parse` call for the misses (engine, then cache stores),
     submitted together; the actor runs them in order. Pages cross as (absolute path, index):
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..budget import CpuPlan, NodeCpus, available_cpus, available_memory, plan_nodes, slot_order
 from ..core.errors import SetupError
 from ..core.words import Stage
 from .blame import Task
@@ -179,6 +185,7 @@ class _Actor:
     ready: bool = False
     node: str | None = None  # the Ray node id it runs on (from its identity)
     where: str = "?"  # its host and IP, for messages
+    label: str | None = None  # the planned node's name (host/short id), for reports
     calls: deque[_Call] = field(default_factory=deque)  # submitted, not answered, in order
     waiting: set[int] = field(default_factory=set)  # rendered, waiting for the engine call
 
@@ -192,13 +199,22 @@ class RayTransport:
     noun, nouns = "Ray worker actor", "Ray worker actors"
 
     def __init__(
-        self, spec: WorkerSpec, info: Callable[[str], None], address: str | None = None, num_cpus: int | None = None
+        self,
+        spec: WorkerSpec,
+        info: Callable[[str], None],
+        address: str | None = None,
+        num_cpus: int | None = None,
+        workers: int | None = None,
+        pages: int | None = None,
     ):
         self.ray = import_ray()
         self.spec = spec
         self.info = info
         self.address = address
         self.num_cpus = num_cpus
+        self.workers, self.pages = workers, pages  # --workers (per node); pages to do, if known
+        self.slots: list[tuple[NodeCpus, CpuPlan]] = []  # per slot: its node and that node's plan
+        self._names: dict[str, str] = {}  # node id -> name, of the planned nodes
         self._started_ray = False
         self._temp_dir: str | None = None
         self._actor_cls: Any = None
@@ -252,12 +268,39 @@ class RayTransport:
                 if handler is not None:
                     signal.signal(sig, handler)
         self._started_ray = True
-        env = {**self.spec.env, WORKER_ENV: "1"}
-        if os.environ.get(FAULTS_ENV):
-            env[FAULTS_ENV] = os.environ[FAULTS_ENV]
-        self._actor_cls = ray.remote(
-            num_cpus=max(1, self.spec.threads), max_restarts=0, max_task_retries=0, runtime_env={"env_vars": env}
-        )(_PageActor)
+        self._actor_cls = ray.remote(max_restarts=0, max_task_retries=0)(_PageActor)
+        self.slots = slot_order(self._plan_nodes())
+        self._names = {n.node: n.name for n, _ in self.slots}
+        for node, plan in dict((n.node, (n, p)) for n, p in self.slots).values():
+            self.info(
+                f"ray: node {node.name}: {node.cpus} CPU(s) -> {plan.workers} worker(s) x {plan.threads} "
+                f"thread(s) ({plan.why})"
+            )
+
+    def _plan_nodes(self) -> list[tuple[NodeCpus, CpuPlan]]:
+        """The CPU planner on each alive node with CPUs (a private instance: this machine, its
+        CPUs the --cpus budget, its memory measured here)."""
+        private = self.address is None
+        nodes = []
+        for n in self.ray.nodes():
+            resources = n.get("Resources", {})
+            cpus = int(resources.get("CPU", 0))
+            if n.get("Alive") and cpus >= 1:
+                memory = available_memory() if private else int(resources.get("memory", 0)) or None
+                name = f"{n.get('NodeManagerHostname', '?')}/{n['NodeID'][:6]}"  # hosts may hold several
+                nodes.append(NodeCpus(n["NodeID"], name, cpus, memory))
+        if not nodes:
+            where = f"at --ray-address {self.address}" if self.address else "in the private instance"
+            raise SetupError(f"the Ray cluster {where} has no alive node with a CPU to run workers on")
+        cores = available_cpus() if private else None  # a private node's CPUs are --cpus, not cores
+        return plan_nodes(nodes, self.workers, self.pages, engine=self.spec.engine.engine.value, cores=cores)
+
+    def node_plans(self) -> list[dict[str, Any]]:
+        """The plan per node, for the summary: its name, CPUs, workers and threads."""
+        seen: dict[str, dict[str, Any]] = {}
+        for n, p in self.slots:
+            seen.setdefault(n.node, {"node": n.name, "cpus": n.cpus, "workers": p.workers, "threads": p.threads})
+        return list(seen.values())
 
     def close(self) -> None:
         if self._started_ray:
@@ -278,8 +321,29 @@ class RayTransport:
 
     # -- actors ----------------------------------------------------------------------------
     def start(self, slot: int) -> _Actor:
-        handle = self._actor_cls.options(name=None).remote(self.spec)
-        return _Actor(slot, handle, handle.start.remote())
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node, plan = self.slots[slot]
+        spec = dataclasses.replace(
+            self.spec, threads=plan.threads, spinning=plan.spinning, env={**self.spec.env, **plan.thread_env()}
+        )
+        env = {**spec.env, WORKER_ENV: "1"}
+        if os.environ.get(FAULTS_ENV):
+            env[FAULTS_ENV] = os.environ[FAULTS_ENV]
+        handle = self._actor_cls.options(
+            num_cpus=plan.threads,
+            runtime_env={"env_vars": env},
+            # soft: a lost node's slot starts elsewhere (it waits for room there)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node, soft=True),
+        ).remote(spec)
+        return _Actor(slot, handle, handle.start.remote(), label=node.name)
+
+    def node(self, a: _Actor) -> str | None:
+        """The node it runs on (pages per node in the summary): where it says it is once it is
+        ready, the node its slot was planned on before."""
+        if a.node is not None:
+            return self._names.get(a.node, a.where)
+        return a.label
 
     def send(self, a: _Actor, tasks: list[Task]) -> tuple[int, list[Event]]:
         idle = not a.calls
@@ -420,13 +484,34 @@ class RayExecutor(Scheduler):
     a Finished for each page as it finishes, in completion order. `address`: the cluster to
     attach to (None: a private local instance of `num_cpus` CPUs, default workers x threads)."""
 
-    def __init__(self, *args: Any, address: str | None = None, num_cpus: int | None = None, **kwargs: Any):
+    transport: RayTransport
+
+    def __init__(
+        self,
+        *args: Any,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        node_workers: int | None = None,
+        pages: int | None = None,
+        **kwargs: Any,
+    ):
+        """`node_workers`: --workers, per node; `pages`: pages to do when known (a small run
+        starts no more workers than that); the slots are planned per node once Ray is up."""
         self.address, self.num_cpus = address, num_cpus
+        self.node_workers, self.pages = node_workers, pages
         super().__init__(*args, **kwargs)
 
     def make_transport(self) -> RayTransport:
         cpus = self.num_cpus or self.n * max(1, self.spec.threads)
-        return RayTransport(self.spec, self.info, self.address, cpus)
+        return RayTransport(self.spec, self.info, self.address, cpus, self.node_workers, self.pages)
+
+    def __enter__(self) -> RayExecutor:
+        super().__enter__()  # Ray up, the nodes planned: one slot per planned worker
+        self.set_slots(len(self.transport.slots))
+        return self
+
+    def node_plans(self) -> list[dict[str, Any]]:
+        return self.transport.node_plans()
 
 
 def _absolute(src: Any) -> Any:

@@ -111,6 +111,9 @@ class Transport(Protocol):
     def rss(self, handle: Any) -> int | None:
         """The worker's RSS measured from outside, or None (use what it last reported)."""
 
+    def node(self, handle: Any) -> str | None:
+        """The machine the worker runs on, for pages per node (None: not known)."""
+
     def start_hint(self) -> str:
         """What to add when workers keep dying at start (the usual cause), or ""."""
 
@@ -127,6 +130,7 @@ class PoolStats:
     retried: int = 0  # pages re-queued alone after their batch lost its worker
     inflight: list[int] = field(default_factory=list)  # pages held, per live worker
     rss: list[int] = field(default_factory=list)  # per live worker, bytes
+    nodes: dict[str, int] = field(default_factory=dict)  # live workers per node
 
     def as_dict(self) -> dict:
         return {
@@ -140,6 +144,7 @@ class PoolStats:
             "recycled": self.recycled,
             "retried": self.retried,
             "rss_mb": [round(r / (1 << 20)) for r in self.rss],
+            "nodes": dict(self.nodes),
         }
 
 
@@ -203,6 +208,14 @@ class Scheduler:
 
     def make_transport(self) -> Transport:
         raise NotImplementedError  # WorkerPool: worker processes; RayExecutor: Ray actors
+
+    def set_slots(self, n: int) -> None:
+        """Before run(): the number of worker slots (the Ray executor plans them per node once
+        Ray is up)."""
+        self.n = max(1, n)
+        self.workers = [None] * self.n
+        self.stats.workers = self.n
+        self._ahead = self.n * self.page_batch * AHEAD
 
     def _crash(self, why: str) -> str:
         return f"{self.transport.noun} died ({why})"
@@ -366,7 +379,7 @@ class Scheduler:
 
     def _finish(self, w: _Slot, task: Task, outcome: PageOutcome, rss: int, batch: int) -> None:
         self.stats.done += 1
-        self._finished.append(Finished(task.item, outcome, w.slot, rss, batch))
+        self._finished.append(Finished(task.item, outcome, w.slot, rss, batch, self.transport.node(w.handle)))
 
     def _handle(self, w: _Slot, msg: Event) -> None:
         if isinstance(msg, Ready):
@@ -504,6 +517,11 @@ class Scheduler:
         self.stats.starting = sum(not w.ready for w in live)
         self.stats.queued = len(self._queue)  # pulled from the stream, not yet handed to a worker
         self.stats.inflight = [len(w.tasks) for w in live]
+        nodes: dict[str, int] = {}
+        for w in live:
+            if (node := self.transport.node(w.handle)) is not None:
+                nodes[node] = nodes.get(node, 0) + 1
+        self.stats.nodes = nodes
         now = time.monotonic()
         if rss and now - self._rss_at >= 1.0:  # measured from outside where it can be: busy workers too
             self._rss_at = now
