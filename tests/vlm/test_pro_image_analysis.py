@@ -218,3 +218,26 @@ def figure_layout(draw):
 def test_figure_pages_generated(oracle, layout, image_answer, chart_answer, seed):
     page = page_image(seed, size=(300 + 50 * seed, 400))
     run_both(oracle, layout, page, {"image": image_answer, "chart": chart_answer, "table": "<fcel>t<nl>"}, seed=seed)
+
+
+def test_analysed_blocks_keep_their_extras():
+    """The engine finds each post-processed block's layout block (its angle, OCR lines, retry
+    marks) although image analysis changed its type."""
+    from mineru_cli.engines.vlm import _match_blocks
+    from mineru_cli.vlm.protocol.layout import LayoutBlock
+    from mineru_cli.vlm.protocol.postprocess import post_process
+
+    blocks = [
+        LayoutBlock("image", (0.1, 0.1, 0.5, 0.4), 0, content=ANSWERS["pure table, markdown"]),
+        LayoutBlock("chart", (0.5, 0.1, 0.9, 0.4), 90, content=ANSWERS["natural image"]),
+        LayoutBlock("image", (0.1, 0.5, 0.5, 0.8), 0, content=ANSWERS["pure formula"]),
+        LayoutBlock("text", (0.1, 0.85, 0.9, 0.95), 0, content="words"),
+    ]
+    done = post_process(blocks, PRO)
+    assert [(b.type, b.sub_type) for b in done] == [
+        ("table", None),
+        ("image", "natural_image"),
+        ("equation", None),
+        ("text", None),
+    ]
+    assert _match_blocks(done, blocks, PRO.content_rename) == [0, 1, 2, 3]
