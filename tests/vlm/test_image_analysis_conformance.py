@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import pro_oracle
 import pytest
@@ -192,6 +193,10 @@ HAND_WRITTEN = [
     answer("chart", "| a | b |\n| --- | --- |\n| `x|y` | 2 |\n| \\`x | y |", "code", "bar"),
     answer("chart", "| a | b |\n|---|---|\n| 1 | 2 |\n| 1 | 2 |\n| 1 | 2 |\n| ¦ 3 ¦ 4 ¦ |", "", "bar"),
     *(answer(kind, content, "boundary", "bar") for content in BOUNDARIES for kind in ("chart", "flowchart")),
+    # fences with nothing inside, arrows two spaces after - or =, free text told apart by punctuation
+    *(answer("flowchart", code) for code in ("```mermaid```", "``````", "```mermaid\n```", "````x```", "```mermaid")),
+    answer("flowchart", "graph TD\n  A=  -> B\n  C-  -> D\n  E -> F\n  G\t->\tH"),
+    answer("flowchart", "graph TD\n" + "\n".join(["> step:", "> step", "(step).", "step;"] * 2)),
 ]
 
 
@@ -423,6 +428,10 @@ def gen_answer(rng: random.Random) -> str:
         text = text + "<|content_start|>" + body
     elif tag_mutation == 4:
         text = mutate_chars(rng, text)
+    if rng.random() < 0.15:  # a long run of what a looping decoder repeats, somewhere
+        at = rng.randint(0, len(text))
+        run = rng.choice([" ", "\t", " \t", "\n ", "a-", "a ", "x |", "- ", "[", "|"]) * rng.randint(20, 200)
+        text = text[:at] + run + text[at:]
     return text
 
 
@@ -450,6 +459,55 @@ def test_generated_answers_match_the_client(oracle, capsys):
         print(f"  charts repaired: {changed_charts}, flowcharts dropped: {dropped_flows}")
     assert not failures, "\n\n".join(failures)
     assert changed_charts > FUZZ_CASES // 100 and dropped_flows > FUZZ_CASES // 100
+
+
+def long_runs(n: int) -> dict[str, str]:
+    """Answers with a long run of one thing: words, id characters, spaces, brackets, pipes,
+    arrows (what a looping decoder writes, and where a regular expression can backtrack)."""
+    return {
+        "words": "graph TD\n" + "a " * n,
+        "id characters": "graph TD\n" + "a-" * n,
+        "leading spaces": " " * n + "| a |",
+        "spaces in a row": "| a |" + " " * n + "|",
+        "spaces after a separator": "---|---" + " " * n + "x",
+        "spaces in a fence": "```mermaid\n" + " " * n + "x",
+        "blank lines in a fence": "```\n" + " \n" * n + "x\n```",
+        "spaces in a subgraph title": "subgraph a" + " " * n + "b",
+        "a chain with one pipe": "A" + " --> B" * (n // 6) + "|",
+        "spaces in an edge target": "A -->|x| a" + " " * n + "b",
+        "spaces before a bare arrow": "A" + " " * n + "-> B",
+        "spaces and tabs": "A" + " \t" * n + "x",
+        "open brackets": "a[" * n,
+        "long edge ids": "a" * n + " --> " + "b" * n + " [",
+        "escaped quotes in a label": 'A["' + 'x\\"' * n,
+        "CJK": "中文" * n,
+        "pipes": "| " * n,
+        "dashes": "- " * n,
+        "angle brackets": "< " * n,
+        "punctuation at the end": "> x" + " ," * n + "y",
+    }
+
+
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_long_runs_match_the_client(oracle, step):
+    """The shapes our code reads without the client's backtracking (short enough for the client)."""
+    texts = [text for n in (7, 60, 300) for text in long_runs(n).values()]
+    if step == "analyse":
+        texts = [answer(kind, text, "cap", "bar") for text in texts for kind in ("chart", "flowchart")]
+    mismatches = compare(oracle, step, texts)
+    assert not mismatches, _report(step, texts, mismatches)
+
+
+def test_long_runs_take_linear_time():
+    """40,000-character runs: the client's regular expressions take minutes on some of these
+    (the cubic one: spaces in a fence); ours read each in well under a second on a quiet machine,
+    so 10 s each leaves room for a loaded one."""
+    for name, text in long_runs(40_000).items():
+        for kind in ("chart", "flowchart"):
+            started = time.perf_counter()
+            analyse(answer(kind, text))
+            pure_table_html(text)
+            assert time.perf_counter() - started < 10, (name, kind)
 
 
 # --------------------------------------------------------------------------- the repairs, one by one

@@ -30,7 +30,6 @@ def _per_line(content: str, fix: Callable[[list[str]], list[str]]) -> str:
 _VALID_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DECLARED_ID = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[\[\(\{]")  # `A[`, `A(`, `A{`
 _BIDIRECTIONAL = re.compile(r"<\s*-\s*-\s*>")
-_LABELLED_TARGET = re.compile(r"^\|(?P<label>.*?)\|\s*(?P<dst>.+?)\s*$")
 
 
 def _legal_id(raw: str) -> str:
@@ -110,11 +109,13 @@ def _target(segment: str, ids: _NodeIds) -> str:
     """The part after an arrow: `|label| B` keeps its label (without parentheses, which some
     parsers reject inside pipes) and a legal destination."""
     stripped = segment.strip()
-    match = _LABELLED_TARGET.match(stripped)
-    if not match:
+    # `|label| dst` (the client's `^\|(.*?)\|\s*(.+?)\s*$`, read without its quadratic
+    # backtracking): the label ends at the second pipe and something must follow it
+    close = stripped.find("|", 1) if stripped.startswith("|") else -1
+    if close < 0 or close == len(stripped) - 1:
         return ids.endpoint(stripped)
-    label = re.sub(r" {2,}", " ", match.group("label").replace("(", "").replace(")", "")).strip()
-    return f"|{label}| {ids.endpoint(match.group('dst'))}"
+    label = re.sub(r" {2,}", " ", stripped[1:close].replace("(", "").replace(")", "")).strip()
+    return f"|{label}| {ids.endpoint(stripped[close + 1 :].strip())}"
 
 
 def _edge_statement(statement: str, ids: _NodeIds) -> str:
@@ -160,7 +161,6 @@ def legalize_node_ids(content: str) -> str:
 # --------------------------------------------------------------------------- edge lines
 
 _VALID_EDGE_LABEL = re.compile(r"-->\s*\|[^|\n]+\|\s*\S")
-_SINGLE_PIPE_EDGE = re.compile(r"-->\s*[^|\n]*\|\s*[^|\n]+$")
 
 
 def _unquoted_pipes(line: str) -> int:
@@ -187,7 +187,16 @@ def _is_single_pipe_edge(line: str) -> bool:
         return False
     if _VALID_EDGE_LABEL.search(line):
         return False
-    return _unquoted_pipes(line) == 1 and _SINGLE_PIPE_EDGE.search(stripped) is not None
+    return _unquoted_pipes(line) == 1 and _arrow_then_last_pipe(stripped)
+
+
+def _arrow_then_last_pipe(line: str) -> bool:
+    """The client's `-->\\s*[^|\\n]*\\|\\s*[^|\\n]+$` (quadratic on long chains) as string
+    searches: something follows the last pipe, and an arrow lies between it and the pipe before."""
+    last = line.rfind("|")
+    if last < 0 or last == len(line) - 1:
+        return False
+    return line.find("-->", line.rfind("|", 0, last) + 1, last) >= 0
 
 
 def drop_single_pipe_edges(content: str) -> str:
@@ -197,7 +206,7 @@ def drop_single_pipe_edges(content: str) -> str:
 
 # --------------------------------------------------------------------------- subgraphs
 
-_SUBGRAPH_LINE = re.compile(r"^(\s*)subgraph\s+(.+?)\s*$")
+_SUBGRAPH_HEAD = re.compile(r"(\s*)subgraph\s+")
 _EXPLICIT_SUBGRAPH_ID = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?=[\[\(])")  # `id["Title"]`
 
 
@@ -218,11 +227,14 @@ def _subgraph_lines(lines: list[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for line in lines:
-        match = _SUBGRAPH_LINE.match(line)
-        if not match:
+        # `subgraph <body>` (the client's `^(\s*)subgraph\s+(.+?)\s*$`, without its
+        # backtracking on long runs of spaces); a bare `subgraph` stays as written
+        head = _SUBGRAPH_HEAD.match(line)
+        body = line[head.end() :].rstrip() if head else ""
+        if not head or not body:
             out.append(line)
             continue
-        indent, body = match.groups()
+        indent = head.group(1)
         explicit = _EXPLICIT_SUBGRAPH_ID.match(body.strip())
         first = body.split(None, 1)
         if explicit:
@@ -245,17 +257,33 @@ def fix_subgraph_ids(content: str) -> str:
 
 # --------------------------------------------------------------------------- strict extraction
 
-_FENCED_MERMAID = re.compile(r"```mermaid\s*(.*?)\s*```", re.DOTALL)
-_FENCED = re.compile(r"```\s*(.*?)\s*```", re.DOTALL)
 _BIDIR_PLACEHOLDER = "__MERMAID_BIDIR_ARROW__"
-# a node `Id[text]` (ids may hold spaces, which become underscores; never across lines)
-_NODE = re.compile(r"([a-zA-Z0-9_\u4e00-\u9fa5\-]+(?:[ \t]+[a-zA-Z0-9_\u4e00-\u9fa5\-]+)*)[ \t]*\[(.*?)\]", re.DOTALL)
+# ` -> ` not after - or = (the client's `(?<![-=])\\s+->\\s+`). A match can only begin where its
+# run of spaces begins, or one space in when the run follows - or =; the look-behinds say so,
+# which changes no match and keeps a long run of spaces from being rescanned at each position.
+_BARE_ARROW = re.compile(r"(?:(?<![-=\s])|(?<=[-=]\s))\s+->\s+")
+_ID_RUN = re.compile(r"[a-zA-Z0-9_\u4e00-\u9fa5\-]+")
+
+
+def _fenced(content: str, opening: str) -> str | None:
+    """The text between the first `opening` and the next ```, stripped; None without both.
+
+    The client's `opening\\s*(.*?)\\s*```` (DOTALL) gives the same text, but its lazy group
+    retries the trailing `\\s*` at every character and is cubic on a long run of spaces."""
+    start = content.find(opening)
+    if start < 0:
+        return None
+    end = content.find("```", start + len(opening))
+    return content[start + len(opening) : end].strip() if end >= 0 else None
 
 
 def _unfenced(content: str) -> str:
     """The code inside a ```mermaid (or any ```) fence, without a leading "mermaid" word."""
-    match = _FENCED_MERMAID.search(content) or _FENCED.search(content)
-    code = match.group(1).strip() if match else content.strip()
+    code = _fenced(content, "```mermaid")
+    if code is None:
+        code = _fenced(content, "```")
+    if code is None:
+        code = content.strip()
     return code[7:].strip() if code.lower().startswith("mermaid") else code
 
 
@@ -265,16 +293,16 @@ def _fix_arrows(code: str) -> str:
     code = re.sub(r"-\s+->", "-->", code)
     code = re.sub(r"--\s+>", "-->", code)
     code = re.sub(r"-\s+-\s+>", "-->", code)
-    code = re.sub(r"(?<![-=])\s+->\s+", " --> ", code)
+    code = _BARE_ARROW.sub(" --> ", code)
     return code.replace(_BIDIR_PLACEHOLDER, "<-->")
 
 
-def _fix_node(match: re.Match[str]) -> str:
+def _fix_node(whole: str, node_id: str, text: str) -> str:
     """`My Node[say "hi"]` -> `My_Node["say &quot;hi&quot;"]`: spaces in the id become
     underscores, the text is quoted, inner quotes escaped and line breaks written as <br>."""
-    raw_id, text = match.group(1).strip(), match.group(2)
+    raw_id = node_id.strip()
     if raw_id.lower().startswith("subgraph ") or text.startswith('"['):
-        return match.group(0)  # a subgraph title, or an array-like label: left as written
+        return whole  # a subgraph title, or an array-like label: left as written
     node_id = re.sub(r"[ \t]+", "_", raw_id)
     if not text:
         return f"{node_id}[]"
@@ -282,6 +310,44 @@ def _fix_node(match: re.Match[str]) -> str:
         text = text[1:-1]
     text = text.replace('"', "&quot;").replace("\n", "<br>")
     return f'{node_id}["{text}"]'
+
+
+def _fix_nodes(code: str) -> str:
+    """Every node `Id[text]` through _fix_node, as the client's
+    `re.sub(r"(ID(?:[ \\t]+ID)*)[ \\t]*\\[(.*?)\\]", ..., flags=re.DOTALL)` finds them.
+
+    That pattern is quadratic on a long line of words or of id characters with no `[` after them
+    (a looping answer), so the nodes are found by a scan that gives the same matches: an id may
+    hold words separated by spaces or tabs; a node is a chain of such words, spaces or tabs, a
+    `[` and the text up to the first `]` (across lines). A match begins where the chain does (or
+    where the previous node ended): from any word of a chain the rest of the pattern sees the
+    same end of the chain, so if the chain's start fails, every later word of it fails too.
+    """
+    out: list[str] = []
+    done = pos = 0
+    size = len(code)
+    closed = True  # False once no `]` is left: no later `[` can open a node
+    while (word := _ID_RUN.search(code, pos)) is not None:
+        start, end = word.span()
+        while True:  # the chain: words separated by spaces or tabs
+            after = end
+            while after < size and code[after] in " \t":
+                after += 1
+            following = _ID_RUN.match(code, after) if after > end else None
+            if following is None:
+                break
+            end = following.end()
+        if closed and after < size and code[after] == "[":
+            close = code.find("]", after + 1)
+            if close >= 0:
+                out.append(code[done:start])
+                out.append(_fix_node(code[start : close + 1], code[start:end], code[after + 1 : close]))
+                done = pos = close + 1
+                continue
+            closed = False
+        pos = after
+    out.append(code[done:])
+    return "".join(out)
 
 
 def strict_mermaid(content: str) -> str:
@@ -292,5 +358,5 @@ def strict_mermaid(content: str) -> str:
     code = _unfenced(content.strip())
     code = re.sub(r"^(grap|grapg|graphh)\b", "graph", code, flags=re.IGNORECASE)
     code = re.sub(r"^(flowchar|flowchartt)\b", "flowchart", code, flags=re.IGNORECASE)
-    code = _NODE.sub(_fix_node, _fix_arrows(code))
+    code = _fix_nodes(_fix_arrows(code))
     return f"```mermaid\n{code}\n```"

@@ -11,8 +11,12 @@ from __future__ import annotations
 import itertools
 import re
 
-_ID = r"[A-Za-z0-9_\u4e00-\u9fa5\-]+"  # a node id as the client reads it (CJK allowed)
-_NODE_LABEL = re.compile(r"(?P<node>" + _ID + r')\s*\["(?P<label>(?:[^"\\]|\\.)*)"\]', re.DOTALL)
+_ID_CHAR = r"[A-Za-z0-9_\u4e00-\u9fa5\-]"
+_ID = _ID_CHAR + "+"  # a node id as the client reads it (CJK allowed)
+# `A["label"]`. The client's pattern has no look-behind; a match can only begin where an id
+# begins (from inside an id the same match would start earlier), so the look-behind changes no
+# match and keeps a long run of id characters from being rescanned at each of its positions.
+_NODE_LABEL = re.compile(r"(?<!" + _ID_CHAR + r")(?P<node>" + _ID + r')\s*\["(?P<label>(?:[^"\\]|\\.)*)"\]', re.DOTALL)
 # a single edge `A --> B`, optionally `A -->|label| B`, with an optional shape after B
 _EDGE_LINE = re.compile(
     r"^\s*(?P<src>" + _ID + r")\s*-->"
@@ -150,11 +154,17 @@ def _is_structure_line(line: str) -> bool:
     )
 
 
+_TRAILING_PUNCTUATION = "[]()\"',.;:"
+
+
 def _free_text(line: str) -> str:
     """A free text line without the brackets, quotes and punctuation around it."""
     line = re.sub(r'^[\[\]\(\)"\'\s>]+', "", line.strip())
-    line = re.sub(r'[\[\]\(\)"\'\s,.;:]+$', "", line)
-    return re.sub(r"\s+", " ", line).strip()
+    # the client's `[...]+$` (quadratic on a long run of spaces) as a strip from the right
+    end = len(line)
+    while end and (line[end - 1].isspace() or line[end - 1] in _TRAILING_PUNCTUATION):
+        end -= 1
+    return re.sub(r"\s+", " ", line[:end]).strip()
 
 
 def _free_text_repeats(lines: list[str]) -> bool:
