@@ -146,26 +146,32 @@ def _has_columns(boxes: Sequence[Box], idx: list[int]) -> bool:
     return all(max(boxes[i][2] for i in c) - min(boxes[i][0] for i in c) >= MIN_COLUMN_SHARE * width for c in columns)
 
 
-def text_columns(boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2) -> list[list[int]]:
+def text_columns(
+    boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2, min_heights: float = 6.0
+) -> list[list[int]]:
     """Split text lines into side-by-side columns, left to right, at vertical gutters that run
     through all of them (each column then reads top to bottom, never row by row across).
 
-    A piece narrower than `min_share` of the lines' width, or with fewer than `min_lines`
-    lines, is no column (a table of contents' page numbers, a label beside a value): it joins
-    its nearer neighbour. One group (all lines) when nothing splits."""
+    A piece narrower than `min_share` of the lines' width, or than `min_heights` x their median
+    line height (a few words: a column of text is wider), or with fewer than `min_lines` lines,
+    is no column (a table of contents' page numbers, a label beside a value, the columns of a
+    small table that has no table region: Star / Mass / Luminosity): it joins its nearer
+    neighbour. One group (all lines) when nothing splits."""
     idx = list(range(len(boxes)))
     if len(idx) < 2 * min_lines:
         return [idx]
     groups = _split(boxes, idx, axis=0)
     left, right = min(b[0] for b in boxes), max(b[2] for b in boxes)
     width = max(1.0, right - left)
+    heights = sorted(b[3] - b[1] for b in boxes)
+    narrowest = max(min_share * width, min_heights * heights[len(heights) // 2])
 
     def extent(group):
         return min(boxes[i][0] for i in group), max(boxes[i][2] for i in group)
 
     def weak(group):
         x1, x2 = extent(group)
-        return len(group) < min_lines or (x2 - x1) < min_share * width
+        return len(group) < min_lines or (x2 - x1) < narrowest
 
     while len(groups) > 1:
         bad = next((n for n, g in enumerate(groups) if weak(g)), None)

@@ -84,5 +84,18 @@ def test_text_columns_keep_one_column_paragraphs_and_narrow_side_pieces_whole():
         b for k in range(4) for b in ((100, 100 + 30 * k, 700, 120 + 30 * k), (1000, 100 + 30 * k, 1040, 120 + 30 * k))
     ]
     assert text_columns(toc) == [list(range(8))]
+    # a small table with no table region: its columns are a few characters wide, so it reads
+    # row by row (Star Mass Luminosity / tau Cet 0.78 0.52 ...), not column by column
+    table = [
+        b
+        for k in range(4)
+        for b in (
+            (100, 100 + 30 * k, 150, 120 + 30 * k),
+            (170, 100 + 30 * k, 215, 120 + 30 * k),
+            (230, 100 + 30 * k, 310, 120 + 30 * k),
+        )
+    ]
+    assert text_columns(table) == [list(range(12))]
+    assert len(text_columns(table, min_heights=2)) == 3  # what it was before the width rule
     # a single line beside a column is no column either
     assert len(text_columns(_lines(100, 560, 100, 5) + [(620, 100, 1080, 120)])) == 1

