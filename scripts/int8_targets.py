@@ -32,6 +32,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -135,6 +137,32 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     return out
 
 
+def time_vision(runtimes: dict, image_hw: tuple[int, int], repeats: int) -> dict:
+    """The vision phase alone, the variants alternating within each round: seconds per image."""
+    import statistics
+    import time
+
+    from mineru_cli.export.bench import mineru25_config, synthetic_input
+    from mineru_cli.vlm.int8_target import cpu_summary
+
+    x = synthetic_input(mineru25_config(), image_hw, 8, seed=1)
+    patches = int(np.prod(x.image_grid_thw[0]))
+    times: dict[str, list[float]] = {n: [] for n in runtimes}
+    for r in range(repeats):
+        for name, rt in runtimes.items():
+            t0 = time.perf_counter()
+            rt.image_embeds([x])
+            times[name].append(time.perf_counter() - t0)
+        print(f"round {r}:", {n: round(t[-1], 2) for n, t in times.items()}, flush=True)
+    return {
+        "cpu": cpu_summary(),
+        "image_hw": list(image_hw),
+        "patches": patches,
+        "vision_s": {n: statistics.median(t) for n, t in times.items()},
+        "rounds": times,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work_dir", type=Path)
@@ -143,6 +171,13 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="variant names (default: all)")
     ap.add_argument("--build-only", action="store_true", help="make the exports, time nothing")
     ap.add_argument("--no-crops", action="store_true", help="time the layout image only, not the crop sizes")
+    ap.add_argument(
+        "--vision-only",
+        type=int,
+        nargs=2,
+        metavar=("H", "W"),
+        help="time only the vision phase, on one synthetic image of H x W px (alternating, medians)",
+    )
     args = ap.parse_args()
 
     import torch
@@ -159,6 +194,9 @@ def main() -> None:
     if args.build_only:
         return
     runtimes = {n: OnnxRuntime(p, threads=args.threads, exact_int8=False) for n, p in exports.items()}
+    if args.vision_only:
+        print(json.dumps(time_vision(runtimes, tuple(args.vision_only), args.repeats), indent=1))
+        return
     if "vnni" in exports and graphs_needing_exact_kernels(read_manifest(exports["vnni"])):
         # what `mineru parse` runs on this CPU for an export made for VNNI/AMX
         runtimes["vnni_exact"] = OnnxRuntime(exports["vnni"], threads=args.threads)
