@@ -10,9 +10,9 @@ weights (255 * 127 * 2 = 64,770 > 32,767), as a trained model's activations do. 
 every kernel: signed 7-bit ones (onnxruntime's `reduce_range`, -64..64: pair sums within
 255 * 64 * 2 = 32,640), and unsigned ones with a zero point per channel, which take the u8 x u8
 kernel (widened to 16 bits before multiplying) and keep all 8 bits of precision. Plain AVX2 gets
-the unsigned ones (_SETTINGS says why). onnxruntime also runs signed 8-bit weights on the u8 x u8
-kernel on request (EXACT_KERNELS_OPTION): that is how an export made for VNNI/AMX runs exactly on
-a CPU without them.
+unsigned vision weights and 7-bit decoder weights (_SETTINGS says why). onnxruntime also runs
+signed 8-bit weights on the u8 x u8 kernel on request (EXACT_KERNELS_OPTION): that is how an
+export made for VNNI/AMX runs exactly on a CPU without them.
 
     target = detect_target()             # "avx2" | "avx-vnni" | "avx512-vnni" | "amx"
     int8_settings(target)                # {"vision": {"weight_type", "reduce_range"}, "decoder": ...}
@@ -48,25 +48,24 @@ ISA_FLAGS = (
 # onnxruntime's session option for u8 x u8 products in place of u8 x s8 ones on x86 without VNNI
 # (onnxruntime_session_options_config_keys.h): exact for any 8-bit weights, slower.
 EXACT_KERNELS_OPTION = "session.x64quantprecision"
-# The weight settings of each target, chosen by measurement on a plain-AVX2 EPYC (2 threads,
-# full-size random model, docs/benchmarks.md). Unsigned weights: logit cosine min 0.9979 against
-# torch, modelled page 401 s. Signed 7-bit weights were 1.07x faster (375 s; their u8 x s8 kernel
-# ran the vision MLP's 5476x1280x5120 product in 249 ms against 306 ms) but less exact (cosine
-# min 0.9931), so plain AVX2 takes unsigned weights. Where the kernel has 32-bit sums, signed
-# 8-bit weights are both fast and exact.
-_SETTINGS = {
-    "avx2": {"weight_type": "QUInt8", "reduce_range": False},
-    "vnni": {"weight_type": "QInt8", "reduce_range": False},
-}
-# Kinds of weight product (export.onnx_export.weight_kind) that take other settings than their
-# graph's, by target and graph. On plain AVX2 the output layer (vocab x hidden: 151,936 x 896)
-# takes signed 7-bit weights: at batch 8 onnxruntime's u8 x u8 kernel ran it in 31-33 ms against
-# 19.5 ms for the u8 x s8 kernel on 7-bit weights (scripts/int8_kernels.py), the largest product
-# a decoding step has, while its logits lose almost nothing to the lost bit (the activations'
-# per-tensor scale dominates the error: docs/benchmarks.md). Recorded in the graph's table under
-# "kinds" (dd961b8's exports recorded the output layer's as "lm_head").
+# The weight settings of each target's graphs, chosen by measurement on a plain-AVX2 EPYC (2
+# threads, full-size random model, docs/benchmarks.md). Vision: unsigned weights (logit cosine
+# min 0.9978 against torch); signed 7-bit ones ran the vision MLP's 5476x1280x5120 product in 249
+# ms against 306 ms but cost parity (cosine min 0.9949 with 7-bit weights in the vision MLP alone,
+# below the 0.995 bar), so plain AVX2 keeps unsigned vision weights. Decoder: signed 7-bit weights
+# (reduce_range: pair sums within 255 * 64 * 2 < 32,767, so the fast u8 x s8 kernel is exact) in
+# every product: batch-8 steps ran faster than with unsigned weights and a 7-bit output layer in
+# every alternating round, at logit cosine min 0.9965 against torch (0.9978 before). Where the
+# kernel has 32-bit sums, signed 8-bit weights are both fast and exact.
+U8 = {"weight_type": "QUInt8", "reduce_range": False}
 S7 = {"weight_type": "QInt8", "reduce_range": True}
-_KINDS: dict[str, dict[str, dict[str, dict]]] = {"avx2": {"decoder": {"lm_head": S7}}}
+S8 = {"weight_type": "QInt8", "reduce_range": False}
+_SETTINGS = {"avx2": {"vision": U8, "decoder": S7}, "vnni": {"vision": S8, "decoder": S8}}
+# Kinds of weight product (export.onnx_export.weight_kind) that take other settings than their
+# graph's, by target and graph, recorded in the graph's table under "kinds" (dd961b8's avx2
+# exports recorded their output layer's 7-bit weights as "lm_head", beside an unsigned decoder).
+# None at present: the avx2 decoder's products are all 7-bit.
+_KINDS: dict[str, dict[str, dict[str, dict]]] = {}
 ROLES = ("vision", "decoder")
 
 
@@ -130,7 +129,7 @@ def resolve_target(target: str | None) -> str:
 def int8_settings(target: str) -> dict[str, dict]:
     """The dynamic quantizer's weight settings for each graph of an export for `target`."""
     settings = _SETTINGS["avx2" if target == "avx2" else "vnni"]
-    return {role: dict(settings) for role in ROLES}
+    return {role: dict(settings[role]) for role in ROLES}
 
 
 def kind_settings(target: str) -> dict[str, dict[str, dict]]:

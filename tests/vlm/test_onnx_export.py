@@ -416,16 +416,21 @@ def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_pa
     q, table = report["quantization"], report["model"]
     assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
     own = int8_target.kind_settings("avx2")
-    assert own["decoder"]["lm_head"] == {"weight_type": "QInt8", "reduce_range": True}  # the output layer
+    seven = {"weight_type": "QInt8", "reduce_range": True}
+    # vision unsigned, the decoder (its output layer included) signed 7-bit
+    assert {r: {k: q[r][k] for k in seven} for r in ("vision", "decoder")} == {
+        "vision": {"weight_type": "QUInt8", "reduce_range": False},
+        "decoder": seven,
+    }
     for role in ("vision", "decoder"):
-        assert {q[role][k] for k in ("weight_type", "reduce_range")} == {"QUInt8", False}, role
         recorded = q[role].get("kinds", {})
         assert {k: {f: v[f] for f in ("weight_type", "reduce_range")} for k, v in recorded.items()} == own[role]
         assert q[role]["excluded_nodes"] == []  # nothing left in float32
         stored = _stored_weights(tmp_path / "avx2" / f"{role}.onnx", role, table)
         assert sum(len(v["nodes"]) for v in recorded.values()) == sum(kind in own[role] for kind, _, _ in stored)
+        assert {kind for kind, _, _ in stored} >= ({"attention", "mlp", "lm_head"} if role == "decoder" else {"mlp"})
         for kind, dtype, largest in stored:
-            if kind in own[role]:
+            if kind in own[role] or q[role]["reduce_range"]:
                 # signed 7-bit: per-channel scales put each channel's largest weight at 64 exactly,
                 # so full-range (127) or narrower weights fail here
                 assert (dtype, largest) == (onnx.TensorProto.INT8, 64), (role, kind, largest)

@@ -280,7 +280,8 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     assert exported.returncode == 0, exported.stderr
     quantization = json.loads((model / "onnx" / "manifest.json").read_text())["quantization"]
     assert quantization["scheme"] == "int8" and quantization["target"] == "avx2"
-    assert quantization["decoder"]["weight_type"] == quantization["vision"]["weight_type"] == "QUInt8"
+    assert quantization["vision"]["weight_type"] == "QUInt8"  # the decoder's: 7-bit signed (int8_target)
+    assert quantization["decoder"]["weight_type"] == "QInt8" and quantization["decoder"]["reduce_range"] is True
 
     from mineru_cli.vlm.int8_target import cpu_summary
 
