@@ -9,7 +9,7 @@ built if missing. The script quantizes the fp32 graphs once per variant into WOR
 after), then times the variants alternately in one process (`mineru bench`'s vision, prefill and
 decode figures, ratios to the first) and prints the CPU it ran on. Variants:
 
-    avx2        what `--target avx2` writes (int8_target.int8_settings: unsigned weights in both)
+    avx2        what `--target avx2` writes (int8_target.int8_settings: unsigned vision, 7-bit decoder)
     s7          signed 7-bit weights (reduce_range) in both graphs, the other saturation-free kind
     s7_vision_u8_decoder   signed 7-bit vision weights, unsigned decoder weights
     vnni        signed 8-bit weights in both graphs (`--target avx512-vnni` / `amx`)
