@@ -102,11 +102,13 @@ OCR_SETTINGS: dict[str, Any] = {
     "use_cls": True,
     "cls_thresh": 0.99,
 }
-# A line the recogniser reads with less than this confidence is read again as it stands on the
-# page (not turned): the direction classifier turns some upright lines upside down even above
-# cls_thresh (a long mixed Chinese/Latin line at 300 DPI: 0.99+, read "X- 8- 和 x" at 0.63
-# where unturned it reads right at 0.96). The surer reading stays; text_score then applies.
+# A line kept (at least text_score) but read with less than this confidence is read again as it
+# stands on the page (not turned): the direction classifier turns some upright lines upside down
+# even above cls_thresh (a long mixed Chinese/Latin line at 300 DPI: 0.99+, read "X- 8- 和 x" at
+# 0.63 where unturned it reads right at 0.96). The surer reading stays. Lines below text_score
+# stay dropped: re-read, a slide's navigation dots passed it and joined the headings around them.
 REREAD_BELOW = 0.9
+TEXT_SCORE = OCR_SETTINGS["text_score"]
 # cls_thresh: the direction classifier turns a line upside down only above this score. Its
 # default 0.9 sits just above the highest false "180" score seen on upright lines (0.896 of
 # 451 boxes: the examples + Pillow lines 10-70 px); 0.99 still turns 71% of upside-down lines
@@ -153,7 +155,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.4"  # bump when the same inputs would give different output
+    version = "3.5"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -287,9 +289,8 @@ class OcrEngine:
         ocr = self._load_text()
         t = time.perf_counter()
         try:
-            # every call names its steps: rapidocr keeps a call's settings for the next one;
-            # text_score 0 here: it applies after the re-read (see _reread)
-            out = ocr(bgr, use_det=True, use_cls=OCR_SETTINGS["use_cls"], use_rec=True, text_score=0.0)
+            # every call names its steps and threshold: rapidocr keeps a call's settings for the next
+            out = ocr(bgr, use_det=True, use_cls=OCR_SETTINGS["use_cls"], use_rec=True, text_score=TEXT_SCORE)
         except Exception as exc:
             if not isinstance(exc, resize_errors()) or str(exc):
                 raise
@@ -304,12 +305,12 @@ class OcrEngine:
             if seconds is not None:
                 timings[key] = float(seconds)
         found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found]
+        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found]  # all >= TEXT_SCORE
         if OCR_SETTINGS["use_cls"]:
             t = time.perf_counter()
             lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
             timings["ocr_reread"] = time.perf_counter() - t
-        lines = [ln for ln in lines if ln.text and ln.score >= OCR_SETTINGS["text_score"]]
+        lines = [ln for ln in lines if ln.text]
         return lines, timings
 
     def warm_up(self, layout: bool = True) -> None:

@@ -80,7 +80,7 @@ def test_a_strip_the_detector_cannot_scale_fails_with_a_clear_message(engine, si
 
 
 def test_other_errors_of_the_detector_pass_through(engine, monkeypatch):
-    def out_of_memory(bgr):
+    def out_of_memory(bgr, **_steps):
         raise MemoryError()
 
     monkeypatch.setattr(engine, "_ocr", out_of_memory)
