@@ -6,11 +6,12 @@ Rules by block type:
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
   code               fenced block (a fence longer than any backtick run inside)
-  image, chart       with text (Pro image analysis: a description, a Mermaid flowchart, a
-                     chart's table): its text in a <details> block whose summary is
-                     extra["sub_type"] (else "image content" / "chart content"), as MinerU 4
-                     writes it, less the image link (there is no cropped image to link to);
-                     without text: omitted
+  image, chart       analysed (Pro image analysis, extra["sub_type"] present) with text (a
+                     description, a Mermaid flowchart, a chart's table): its text in a
+                     <details> block whose summary is the sub_type (else "image content" /
+                     "chart content"), as MinerU 4 writes it, less the image link (there is
+                     no cropped image to link to); otherwise omitted (the embedded engine's
+                     labels read inside a figure stay in the block, as in MinerU's pipeline)
   header / footer /  omitted: page furniture stays in the blocks only
   page_number
   anything else      its text as a paragraph (text, list, captions, ...)
@@ -37,8 +38,9 @@ def block_to_markdown(block: Block) -> str:
     kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
     if kind in NOT_IN_MARKDOWN:
         return ""
-    if kind in FIGURES:
-        return _details(text, str(extra.get("sub_type") or f"{kind} content")) if text else ""
+    if kind in FIGURES:  # only an analysed figure's text: an OCR'd figure's labels stay out
+        analysed = "sub_type" in extra
+        return _details(text, str(extra["sub_type"] or f"{kind} content")) if text and analysed else ""
     if kind == T.TITLE:
         level = extra.get("level", 1)
         level = min(max(int(level), 1), 6) if isinstance(level, (int, float)) else 1

@@ -137,8 +137,8 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
             "image_caption": [],
             "image_footnote": [],
         }
-        if text.strip():  # MinerU 4 writes an image's content only when there is one
-            item["content"] = text.strip()
+        if text.strip() and "sub_type" in b:  # MinerU 4 writes an analysed image's content
+            item["content"] = text.strip()  # when there is one; OCR'd labels are not content
         return {**item, **_sub_type(b), **base}
     if kind == T.CHART:
         item = {

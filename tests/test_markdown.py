@@ -55,8 +55,13 @@ def test_analysed_figures_fold_their_content_as_mineru_4_does():
     table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
     chart = block_to_markdown(Block("chart", BOX, table, extra={"sub_type": "bar_chart"}))
     assert chart == f"<details>\n<summary>bar_chart</summary>\n\n{table}\n</details>"
-    assert block_to_markdown(Block("image", BOX, "x")).startswith("<details>\n<summary>image content</summary>")
-    assert block_to_markdown(Block("chart", BOX, "x")).startswith("<details>\n<summary>chart content</summary>")
+    analysed_unnamed = {"sub_type": ""}  # an answer without a class still marks the analysis
+    unnamed_image = block_to_markdown(Block("image", BOX, "x", extra=analysed_unnamed))
+    assert unnamed_image.startswith("<details>\n<summary>image content</summary>")
+    unnamed_chart = block_to_markdown(Block("chart", BOX, "x", extra=analysed_unnamed))
+    assert unnamed_chart.startswith("<details>\n<summary>chart content</summary>")
+    # Labels the embedded engine read inside a figure (no analysis) stay out, as in MinerU's pipeline.
+    assert block_to_markdown(Block("image", BOX, "Q1 Q2 Q3")) == ""
     assert "<summary>a&lt;b</summary>" in block_to_markdown(Block("image", BOX, "x", extra={"sub_type": "a<b"}))
     assert block_to_markdown(Block("chart", BOX, "")) == ""
 

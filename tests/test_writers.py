@@ -116,8 +116,9 @@ def test_analysed_figures_are_written_as_mineru_4_writes_them(tmp_path):
         {"type": "chart", "bbox": [500, 0, 1000, 500], "text": table, "score": None, "sub_type": "bar_chart"},
         {"type": "image", "bbox": [1000, 0, 1500, 500], "text": "", "score": None},
         {"type": "chart", "bbox": [1500, 0, 2000, 500], "text": "", "score": None},
+        {"type": "image", "bbox": [0, 500, 500, 1000], "text": "Q1 Q2", "score": None},  # OCR'd labels
     ]
-    photo, chart, plain, bare_chart = content_list_items(page("f.png", 0, blocks), tmp_path, img)
+    photo, chart, plain, bare_chart, labelled = content_list_items(page("f.png", 0, blocks), tmp_path, img)
     assert (photo["type"], photo["content"], photo["sub_type"]) == ("image", "A cat", "natural_image")
     assert photo["image_caption"] == [] and (tmp_path / photo["img_path"]).is_file()
     assert {k: chart[k] for k in ("type", "content", "sub_type", "chart_caption", "chart_footnote")} == {
@@ -130,3 +131,4 @@ def test_analysed_figures_are_written_as_mineru_4_writes_them(tmp_path):
     assert (tmp_path / chart["img_path"]).is_file()
     assert "content" not in plain and "sub_type" not in plain
     assert bare_chart["type"] == "chart" and bare_chart["content"] == "" and "sub_type" not in bare_chart
+    assert "content" not in labelled  # the embedded engine's labels are not an analysis

@@ -646,8 +646,8 @@ class VlmEngine:
             extra["latex"] = _unwrap_equation(content)
         if b.merge_prev:
             extra["merge_prev"] = True
-        if b.sub_type:  # an analysed image's or chart's kind
-            extra["sub_type"] = b.sub_type
+        if b.sub_type is not None:  # an analysed image's or chart's kind ("" when unnamed): it
+            extra["sub_type"] = b.sub_type  # marks the text as the analysis, not OCR labels
         return Block(type=b.type, bbox=bbox, text=text, score=None, extra=extra)
 
 
