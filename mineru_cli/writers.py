@@ -111,10 +111,15 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
         (attached if b["type"] in ATTACHED_TO else items).append(entry)
     for pos, b, item in attached:
         owner_type, field = ATTACHED_TO[b["type"]], str(b["type"])  # e.g. image["image_caption"]
-        owners = [it for _, _, it in items if it["type"] == owner_type]
+        # The layout grammar has no chart captions: an image caption or footnote nearest a chart
+        # (Pro image analysis) is that chart's chart_caption / chart_footnote.
+        kinds = {owner_type, T.CHART} if owner_type == T.IMAGE else {owner_type}
+        owners = [it for _, _, it in items if it["type"] in kinds]
         if owners:
             nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
-            nearest[field].append(b.get("text", ""))
+            nearest[field.replace("image_", "chart_") if nearest["type"] == T.CHART else field].append(
+                b.get("text", "")
+            )
         else:  # an orphan caption stays a text item in its place
             items.append(
                 (pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"], "page_idx": page_idx})

@@ -132,3 +132,15 @@ def test_analysed_figures_are_written_as_mineru_4_writes_them(tmp_path):
     assert "content" not in plain and "sub_type" not in plain
     assert bare_chart["type"] == "chart" and bare_chart["content"] == "" and "sub_type" not in bare_chart
     assert "content" not in labelled  # the embedded engine's labels are not an analysis
+
+
+def test_an_image_caption_next_to_a_chart_is_its_chart_caption(tmp_path):
+    blocks = [
+        {"type": "chart", "bbox": [0, 0, 500, 400], "text": "| a |", "score": None, "sub_type": "bar_chart"},
+        {"type": "image_caption", "bbox": [0, 410, 500, 450], "text": "Figure 1: sales", "score": None},
+        {"type": "image", "bbox": [1000, 0, 1500, 400], "text": "", "score": None},
+        {"type": "image_caption", "bbox": [1000, 410, 1500, 450], "text": "Figure 2: a cat", "score": None},
+    ]
+    chart, photo = content_list_items(page("c.png", 0, blocks), tmp_path, None)
+    assert (chart["type"], chart["chart_caption"], chart["chart_footnote"]) == ("chart", ["Figure 1: sales"], [])
+    assert (photo["type"], photo["image_caption"]) == ("image", ["Figure 2: a cat"])
