@@ -14,7 +14,8 @@ image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `c
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
 `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
-Captions and footnotes are attached to the nearest image/table of their kind on the page.
+Captions and footnotes are attached to the nearest image/table of their kind on the page (an image
+caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote).
 """
 
 from __future__ import annotations
