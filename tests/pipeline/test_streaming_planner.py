@@ -60,6 +60,19 @@ def all_ids(files: int) -> list[str]:
 
 
 # -- the planner on its own -----------------------------------------------------------------
+def assert_resumed_exactly_once(r, out: Path, before: set[str], files: int, real, record_validator) -> list[dict]:
+    """The resumed run (--log-json) after a kill -9: what was journaled is never redone, the rest is
+    parsed, and the journal holds every page exactly once, in input order."""
+    assert r.returncode == 1, r.stderr[-2000:]
+    pages = [json.loads(x) for x in r.stderr.splitlines() if x.startswith('{"event": "page"')]
+    assert {e["id"] for e in pages if e["resumed"]} == before  # never redone
+    assert sorted(e["id"] for e in pages if not e["resumed"]) == sorted(set(all_ids(files)) - before)
+    recs = read_journal(out, record_validator)
+    assert [x["id"] for x in recs] == all_ids(files)  # exactly once each, in input order
+    assert {x["id"] for x in recs if x["status"] == "ok"} == set(real)
+    return recs
+
+
 def test_discovery_is_a_stream_and_discover_is_its_list(tmp_path):
     make_dump(tmp_path, 30, real_every=1000)
     stream = iter_sources([tmp_path])
@@ -164,13 +177,7 @@ def test_kill_9_mid_stream_then_resume_settles_every_page_exactly_once(tmp_path,
     r = mineru(
         "parse", str(tmp_path / "dump"), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json", cwd=tmp_path
     )
-    assert r.returncode == 1, r.stderr[-2000:]
-    pages = [json.loads(x) for x in r.stderr.splitlines() if x.startswith('{"event": "page"')]
-    assert {e["id"] for e in pages if e["resumed"]} == before  # never redone
-    assert sorted(e["id"] for e in pages if not e["resumed"]) == sorted(set(all_ids(files)) - before)
-    recs = read_journal(out, record_validator)
-    assert [x["id"] for x in recs] == all_ids(files)  # exactly once each, in input order
-    assert {x["id"] for x in recs if x["status"] == "ok"} == set(real)
+    recs = assert_resumed_exactly_once(r, out, before, files, real, record_validator)
 
     # nothing left to do: every page resumed as the plan reaches it, and no worker is started
     again = mineru(

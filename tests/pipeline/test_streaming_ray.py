@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 from helpers import mineru, read_journal, start_parse, wait_for_event
-from test_streaming_planner import all_ids, make_dump, rss_mb
+from test_streaming_planner import all_ids, assert_resumed_exactly_once, make_dump, rss_mb
 
 from mineru_cli.journal import read_records
 
@@ -99,10 +99,4 @@ def test_kill_9_of_the_driver_under_ray_then_resume_settles_every_page_exactly_o
 
     args = ["parse", str(tmp_path / "dump"), "--out", str(out), "--no-cache", "--engine", "ocr", "--log-json"]
     r = mineru(*args, "--cpus", "2", "--executor", "ray", cwd=tmp_path)
-    assert r.returncode == 1, r.stderr[-2000:]
-    pages = [json.loads(x) for x in r.stderr.splitlines() if x.startswith('{"event": "page"')]
-    assert {e["id"] for e in pages if e["resumed"]} == before  # never redone
-    assert sorted(e["id"] for e in pages if not e["resumed"]) == sorted(set(all_ids(files)) - before)
-    recs = read_journal(out, record_validator)
-    assert [x["id"] for x in recs] == all_ids(files)  # exactly once each, in input order
-    assert {x["id"] for x in recs if x["status"] == "ok"} == set(real)
+    assert_resumed_exactly_once(r, out, before, files, real, record_validator)
