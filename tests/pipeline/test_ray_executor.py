@@ -76,6 +76,18 @@ def test_examples_parse_to_the_same_records_as_the_local_executor(tmp_path, reco
     assert summary(r.stderr)["ok"] == len(recs)
 
 
+def test_stderr_is_clean_under_quiet(tmp_path, record_validator):
+    """--quiet under Ray: nothing on stderr (no Ray start-up lines, no worker logs, no bar), as
+    with the local pool; the records are all there."""
+    src = text_pages(tmp_path / "in", WORDS[:3])
+    out = tmp_path / "out.jsonl"
+    args = ("--no-cache", "--engine", "ocr", "--cpus", "2", "--executor", "ray", "--quiet")
+    r = mineru("parse", str(src), "--out", str(out), *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert [rec["status"] for rec in read_journal(out, record_validator)] == ["ok"] * 3
+
+
 def test_hung_page_times_out_and_crashing_page_is_a_crash(tmp_path, record_validator):
     src = text_pages(tmp_path / "in", WORDS)
     out = tmp_path / "faults.jsonl"
