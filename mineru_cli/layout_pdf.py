@@ -132,10 +132,16 @@ def write_layout_pdf(
             page.insert_obj(image)
             page.gen_content()
             page.close()
+        # saved in memory first: pypdfium2 only prints an error of the file it writes into (a
+        # full disk) and goes on, which would leave a torn PDF; Python's write raises it
+        data = io.BytesIO()
+        pdf.save(data)
         tmp = path.with_name("." + path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            pdf.save(fh)
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(data.getvalue())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     finally:
         pdf.close()
     return path

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import os
 from itertools import groupby
@@ -197,12 +198,11 @@ def _crop(image, bbox, folder: Path) -> str:
     path = folder / "images" / name
     if not path.exists():  # the name is the crop's content: one that exists is this crop, whole
         path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name("." + name + ".tmp")
-        try:
-            crop.convert("RGB").save(tmp, "JPEG", quality=90)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        # encoded in memory: Pillow writes a small JPEG to a file with one write() and takes a
+        # short one (a disk with a few kB left) as success, which would leave a torn crop
+        buf = io.BytesIO()
+        crop.convert("RGB").save(buf, "JPEG", quality=90)
+        _atomic_write(path, buf.getvalue())
     return f"images/{name}"
 
 
@@ -212,11 +212,12 @@ def _distance(a, b) -> float:
     return (ax - bx) ** 2 + (ay - by) ** 2
 
 
-def _atomic_write(path: Path, text: str) -> Path:
-    """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary."""
+def _atomic_write(path: Path, data: str | bytes) -> Path:
+    """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary
+    (Python's file objects write on after a short write, so the error is raised)."""
     tmp = path.with_name("." + path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

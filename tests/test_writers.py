@@ -1,7 +1,12 @@
 """Per-document Markdown and MinerU content_list.json from page records."""
 
+import contextlib
+import errno
 import json
+import resource
 
+import numpy as np
+import pytest
 from PIL import Image
 
 from mineru_cli.writers import content_list_items, document_dir, write_documents
@@ -144,3 +149,47 @@ def test_an_image_caption_next_to_a_chart_is_its_chart_caption(tmp_path):
     chart, photo = content_list_items(page("c.png", 0, blocks), tmp_path, None)
     assert (chart["type"], chart["chart_caption"], chart["chart_footnote"]) == ("chart", ["Figure 1: sales"], [])
     assert (photo["type"], photo["image_caption"]) == ("image", ["Figure 2: a cat"])
+
+
+@contextlib.contextmanager
+def file_size_limit(limit):
+    """RLIMIT_FSIZE on this process: a write past `limit` bytes is cut short and the next one
+    fails with EFBIG, as a write onto a disk that fills up is cut short and then fails with ENOSPC
+    (Python ignores SIGXFSZ)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_crop_or_layout_pdf_cut_short_by_a_full_disk_is_an_error_not_a_torn_file(tmp_path):
+    """Pillow writes a JPEG of up to 64 kB with one write() to the file and takes a short write
+    (what a disk with a few kB left gives) as success, and pypdfium2 only prints an error of the
+    file it saves into: both left a torn crop or layout PDF under its final name, and a torn crop
+    stayed for ever (a crop that exists is taken as whole). Each must be an error, and leave no
+    file or temporary."""
+    noise = np.random.default_rng(0).integers(0, 256, (1000, 2000, 3), dtype=np.uint8)
+    img = Image.fromarray(noise)
+    blocks = [
+        {"type": "image", "bbox": [100, 100, 220, 220], "text": "", "score": None},  # a ~20 kB JPEG
+        {"type": "text", "bbox": [300, 100, 900, 200], "text": "Body text.", "score": 0.9},
+    ]
+    recs = [
+        {
+            **page("n.png", 0, blocks),
+            "image": {"width": 2000, "height": 1000, "original_width": 2000, "original_height": 1000},
+        }
+    ]
+    folder = document_dir(tmp_path, "n.png")
+    for formats in ({"content-list"}, {"layout"}):
+        with file_size_limit(4096), pytest.raises(OSError) as exc:
+            write_documents(recs, tmp_path, formats, lambda source, index: img)
+        assert exc.value.errno == errno.EFBIG, exc.value
+        assert not (folder / "n_layout.pdf").exists() and not (folder / "n_content_list.json").exists()
+        assert not list(folder.rglob("*.jpg")) and not list(folder.rglob("*.tmp"))
+    write_documents(recs, tmp_path, {"content-list", "layout"}, lambda source, index: img)  # room again
+    (crop,) = folder.glob("images/*.jpg")
+    Image.open(crop).load()  # whole
+    assert (folder / "n_layout.pdf").read_bytes().rstrip().endswith(b"%%EOF")
