@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Generator, Iterable, Iterator, Sequence, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
-from .core.errors import OutputError, SetupError
+from .core.errors import OutputError, PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
@@ -534,18 +534,33 @@ def _write_documents(
     opened = OpenDocuments(opts.load)
     written: list[Path] = []
     ok: set[str] = set()
+    changed: list[tuple[str, PageError]] = []  # files gone or rewritten since their pages were parsed
+
+    def load_page(pixels: dict[int, str | None]):
+        # crops and layout pages are read again from the file: only from the pixels the
+        # records were made from (the file may have changed or gone mid-run)
+        def load(source: str, index: int):
+            doc = opened.get(sources[source])
+            page = doc.page(index) if index < doc.page_count else None
+            if page is None or page.sha256 != pixels.get(index):
+                raise PageError("corrupt", "open", "its pixels are no longer those its record was made from")
+            return page.image
+
+        return load
+
     try:
         for rel, ids in pages.items():
             records = list(journal.records(ids))
+            pixels = {r["page_index"]: (r.get("image") or {}).get("sha256") for r in records}
+            try:
+                written += write_documents(
+                    records, opts.out_dir, {str(f) for f in opts.formats}, load_page(pixels), dpi=opts.load.dpi
+                )
+            except PageError as exc:
+                changed.append((rel, exc))  # not ok: the files written of it so far are removed below
+                continue
             if any(r["status"] == "ok" for r in records):
                 ok.add(rel)
-            written += write_documents(
-                records,
-                opts.out_dir,
-                {str(f) for f in opts.formats},
-                lambda source, index: opened.get(sources[source]).page(index).image,
-                dpi=opts.load.dpi,
-            )
     except OSError as exc:
         if exc.errno not in OUTPUT_ERRNOS:
             raise
@@ -558,6 +573,12 @@ def _write_documents(
     finally:
         opened.close()
     reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
+    if changed:
+        first, why = changed[0]
+        reporter.warn(
+            f"{len(changed)} document(s) changed or went away after their pages were parsed, e.g. {first} "
+            f"({why}): they get no per-document files now; a re-run parses what they hold now"
+        )
     removed = remove_documents(opts.out_dir, [src.rel for src, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(

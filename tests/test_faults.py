@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from fshelpers import small_filesystem
-from helpers import mineru, read_journal
+from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.errors import SetupError
+from mineru_cli.report import Reporter
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
@@ -142,3 +143,53 @@ def test_a_full_disk_stops_the_run_whole_and_a_rerun_resumes(tmp_path):
         assert subprocess.run(args, cwd=tmp_path, capture_output=True).returncode == 0
         assert {f.relative_to(docs): f.read_bytes() for f in docs.rglob("*.md")} == whole
         assert out.read_bytes() == journal
+
+
+class _Warnings(Reporter):
+    """A quiet reporter that keeps the run's warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def test_a_document_changed_or_gone_after_its_pages_were_parsed_gets_no_files(tmp_path):
+    """content-list crops and layout pages are read again from the files at the end of the run: a
+    file removed, or rewritten with other pixels, after its page was parsed stopped the run there
+    with a traceback (and no later document got its files), or gave crops of the new pixels at the
+    old record's boxes. Such a document gets no files (its earlier ones are removed, with a
+    warning, as for a document that fails now); the others get theirs."""
+    import mineru_cli
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a_gone.png", "b_swapped.png"):
+        shutil.copy(EXAMPLES / "table.png", src / name)
+    text_page(src / "c_keep.png", "A page that stays")
+    docs = tmp_path / "docs"
+    stale = docs / "a_gone_png" / "a_gone.md"  # from an earlier run
+    stale.parent.mkdir(parents=True)
+    stale.write_text("earlier content")
+    options = dict(engine="ocr", workers=1, cache=False, formats=["content-list", "layout"], out_dir=docs)
+    reporter = _Warnings()
+    seen = []
+    for rec in mineru_cli.parse(src, tmp_path / "o.jsonl", reporter=reporter, **options):
+        seen.append(rec.status)
+        if len(seen) == 3:  # every page parsed; the files are written after the last record
+            (src / "a_gone.png").unlink()
+            other = Image.open(src / "b_swapped.png").transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+            other.save(src / "b_swapped.png")
+    assert seen == ["ok"] * 3
+    for name in ("a_gone", "b_swapped"):
+        assert not (docs / f"{name}_png" / f"{name}.md").exists()
+        assert not (docs / f"{name}_png" / f"{name}_content_list.json").exists()
+        assert not (docs / f"{name}_png" / f"{name}_layout.pdf").exists()
+    assert not list((docs / "b_swapped_png").rglob("*.jpg"))  # no crop of the flipped pixels
+    assert "stays" in (docs / "c_keep_png" / "c_keep.md").read_text()
+    assert (docs / "c_keep_png" / "c_keep_layout.pdf").is_file()
+    assert any("2 document(s) changed or went away" in w and "a_gone.png" in w for w in reporter.warnings), (
+        reporter.warnings
+    )
