@@ -151,9 +151,10 @@ class Parser:
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
         self.journal = journal
         out_dir = os.path.abspath(cfg.out_dir) + os.sep
+        from .writers import is_output
 
         def ours(src: SourceFile) -> bool:
-            if os.path.abspath(src.path).startswith(out_dir):
+            if is_output(out_dir, os.path.abspath(src.path)):
                 return False  # our own per-document output (crops are images): never an input
             return cfg.shard is None or cfg.shard.holds(src.rel)  # another machine's file: not hashed
 

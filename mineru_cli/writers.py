@@ -227,6 +227,21 @@ def _atomic_write(path: Path, data: str | bytes) -> Path:
 DOCUMENT_FILES = ("{stem}.md", "{stem}_content_list.json", "{stem}_layout.pdf")  # what --format writes
 
 
+def is_output(out_dir: str, path: str) -> bool:
+    """Whether a file found among the inputs is one --format wrote under `out_dir` (an absolute
+    path ending in a separator) that could be taken for an input: a crop under images/ or a layout
+    PDF. Only those are left out, so an --out-dir that is the folder being parsed (or above it)
+    still has its documents parsed."""
+    if not path.startswith(out_dir):
+        return False
+    parts = PurePosixPath(path[len(out_dir) :].replace(os.sep, "/")).parts
+    name, folder = parts[-1], parts[-2] if len(parts) > 1 else ""
+    if folder == "images":  # a crop: its name is its pixels' hash
+        return len(name) == 36 and name.endswith(".jpg") and all(c in "0123456789abcdef" for c in name[:32])
+    stem = name.removesuffix("_layout.pdf")
+    return stem != name and folder.startswith(stem + "_")  # <stem>_layout.pdf in the <stem>_<ext> folder
+
+
 def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
     """Remove the per-document files of documents that have no ok page now (every page failed,
     or the file could not be read): files an earlier run wrote from the document's earlier

@@ -193,3 +193,21 @@ def test_a_document_changed_or_gone_after_its_pages_were_parsed_gets_no_files(tm
     assert any("2 document(s) changed or went away" in w and "a_gone.png" in w for w in reporter.warnings), (
         reporter.warnings
     )
+
+
+def test_an_out_dir_that_is_the_input_folder_parses_it_and_not_its_own_output(tmp_path):
+    """Everything under --out-dir was taken for our own output and left out, so `--out-dir` set to
+    the folder being parsed (or a folder above it, such as `.`) parsed nothing and exited 0. Only
+    what --format writes there that could be an input (crops under images/, layout PDFs) is ours."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(EXAMPLES / "table.png", src / "table.png")  # its table gives a crop
+    text_page(src / "t.png", "A page next to its own output")
+    args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--workers", "1"]
+    args += ["-f", "content-list", "-f", "layout"]
+    for out_dir in ("in", ".", "in"):  # the input folder, a folder above it, then again: nothing new
+        r = mineru(*args, "--out-dir", out_dir, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert sorted(x["id"] for x in read_journal(tmp_path / "o.jsonl")) == ["t.png#0", "table.png#0"]
+    assert list((src / "table_png" / "images").glob("*.jpg")) and (src / "t_png" / "t_layout.pdf").is_file()
+    assert (tmp_path / "table_png" / "table_layout.pdf").is_file()  # `--out-dir .`
