@@ -5,9 +5,10 @@ run loses only the pages in flight. A torn last line (a kill mid-write: an unfin
 without its newline) is cut off when the journal is opened; nothing else is ever cut, and a file
 that is not a journal (its first line is not a record) is refused, never rewritten. At the end
 of a run `compact()` rewrites the file atomically with exactly one record per page id (the
-latest), so retries and re-runs never leave duplicates. An exclusive lock keeps two runs from
-writing the same file at once; it is taken on the resolved path, so a symlink and its target
-are one journal (and compaction replaces the target, never the link).
+latest), so retries and re-runs never leave duplicates; a file that already is so is left as
+it is. An exclusive lock keeps two runs from writing the same file at once; it is taken on the
+resolved path, so a symlink and its target are one journal (and compaction replaces the target,
+never the link).
 
 A write that fails (a full disk: ENOSPC, a file-size limit: EFBIG, EIO) is cut back to the end
 of the last whole record and raised as an OutputError: the journal stays valid, no later record
@@ -218,6 +219,10 @@ class Journal:
         seen = set(ids)
         ids += [i for i in self.index if i not in seen and i not in drop]
         self._out.flush()
+        if self._compact_already(ids):
+            # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
+            # whole second journal (a re-run with nothing new would stop with an output error)
+            return
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
         offset = 0
@@ -243,6 +248,18 @@ class Journal:
         self.index, self.bad_lines = new_index, 0
         self._fh = open(self.path, "ab", buffering=0)
         self._size = offset
+
+    def _compact_already(self, ids: list[str]) -> bool:
+        """Whether the file holds exactly the records of `ids`, one each, in that order."""
+        if self.bad_lines or len(ids) != len(self.index):
+            return False
+        offset = 0
+        for pid in ids:
+            e = self.index[pid]
+            if e.offset != offset:
+                return False
+            offset += e.length
+        return offset == self._size
 
     def close(self) -> None:
         if self._fh:

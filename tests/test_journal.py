@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from fshelpers import small_filesystem
 
 from mineru_cli.core.errors import SetupError
 from mineru_cli.journal import Journal, read_records
@@ -171,3 +172,33 @@ def test_second_writer_is_refused(tmp_path):
     with Journal(out):
         with pytest.raises(SetupError, match="another run"):
             Journal(out).open()
+
+
+def test_a_journal_already_compact_is_left_as_it_is(tmp_path):
+    """Compaction copies the journal beside itself: one that already holds one record per page in
+    order is left as it is, so a re-run with nothing new neither rewrites a large journal nor,
+    on a disk without room for the copy, stops with an output error (exit 3) on every run."""
+    out = tmp_path / "r.jsonl"
+    with Journal(out) as j:
+        for pid in ["a#0", "b#0", "other#0"]:
+            j.append(rec(pid))
+    os.link(out, tmp_path / "before")  # the same file until a compaction replaces it
+    with Journal(out) as j:
+        j.compact(["a#0", "b#0"])  # this run's pages first, then another input's: as they are
+        j.append(rec("c#0"))
+        j.compact(["a#0", "b#0"])  # c#0 is another input's page, last: still compact
+        assert os.path.samefile(out, tmp_path / "before")
+        j.append(rec("a#0", status="failed"))  # a later record of a page: rewritten
+        j.compact(["a#0", "b#0"])
+        assert not os.path.samefile(out, tmp_path / "before")
+        assert [r["id"] for r in j.records(j.index)] == ["a#0", "b#0", "other#0", "c#0"]
+    with small_filesystem(tmp_path / "fs", "64k") as fs:
+        if fs is None:
+            return
+        out = fs / "r.jsonl"
+        with Journal(out) as j:
+            for i in range(20):
+                j.append(rec(f"p{i:02d}#0", blob="x" * 2000))  # ~42 kB: no room for a copy
+        with Journal(out) as j:
+            j.compact([f"p{i:02d}#0" for i in range(20)])
+        assert len(read_records(out)) == 20
