@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, cast
 
 from .budget import CpuPlan, plan_cpus
 from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
@@ -215,7 +215,8 @@ class Parser:
                 journal.compact(order, drop=_pages_past_end(journal.index, self._fixed_counts))
                 summary.seconds = time.monotonic() - t0
             if cfg.formats and not summary.interrupted:
-                _write_documents(cfg, self._docs, journal, self.fp, reporter)
+                stopping = lambda: stop.requested  # noqa: E731
+                summary.interrupted = not _write_documents(cfg, self._docs, journal, self.fp, reporter, stopping)
         summary.seconds = time.monotonic() - t0
 
     # -- the stream of pages -------------------------------------------------------------
@@ -524,10 +525,16 @@ def _pages_past_end(index, counts: dict[str, int]) -> list[str]:
 
 
 def _write_documents(
-    opts: RunConfig, docs: list[tuple[SourceFile, str | None]], journal, fp: str, reporter: Reporter
-) -> None:
+    opts: RunConfig,
+    docs: list[tuple[SourceFile, str | None]],
+    journal,
+    fp: str,
+    reporter: Reporter,
+    stopping: Callable[[], bool] = lambda: False,
+) -> bool:
     """--format markdown / content-list / layout: per-document files from the journal's records
-    (_document_pages), one document at a time (its records only are read back at once)."""
+    (_document_pages), one document at a time (its records only are read back at once). A stop
+    (Ctrl-C / SIGTERM) is taken between documents: False, the rest is left to the next run."""
     from .writers import remove_documents, write_documents
 
     sources = {src.rel: src for src, _ in docs}
@@ -551,6 +558,8 @@ def _write_documents(
 
     try:
         for rel, ids in pages.items():
+            if stopping():
+                break
             records = list(journal.records(ids))
             pixels = {r["page_index"]: (r.get("image") or {}).get("sha256") for r in records}
             try:
@@ -580,11 +589,18 @@ def _write_documents(
             f"{len(changed)} document(s) changed or went away after their pages were parsed, e.g. {first} "
             f"({why}): they get no per-document files now; a re-run parses what they hold now"
         )
+    if stopping():
+        # the documents not reached keep their files as they were (the next run writes them);
+        # what was written of a changed one goes, as below
+        remove_documents(opts.out_dir, [rel for rel, _ in changed])
+        reporter.warn(f"stopped before every per-document file was written under {opts.out_dir}/: re-run to write them")
+        return False
     removed = remove_documents(opts.out_dir, [src.rel for src, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"
         )
+    return True
 
 
 def _page_filter(spec: str | None):

@@ -8,9 +8,11 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +213,34 @@ def test_an_out_dir_that_is_the_input_folder_parses_it_and_not_its_own_output(tm
         assert sorted(x["id"] for x in read_journal(tmp_path / "o.jsonl")) == ["t.png#0", "table.png#0"]
     assert list((src / "table_png" / "images").glob("*.jpg")) and (src / "t_png" / "t_layout.pdf").is_file()
     assert (tmp_path / "table_png" / "table_layout.pdf").is_file()  # `--out-dir .`
+
+
+def test_sigterm_while_the_per_document_files_are_written_stops_there_with_exit_130(tmp_path):
+    """A stop asked for while the per-document files are written (after every page is settled)
+    went on writing all of them, however many, and then exited 0 as if never asked. It stops
+    between documents: exit 130, no file torn, and the next run writes the rest."""
+    n = 30
+    src = tmp_path / "in"
+    src.mkdir()
+    text_page(src / "d00.png", "The same page in many files")
+    for i in range(1, n):
+        shutil.copy(src / "d00.png", src / f"d{i:02d}.png")  # cache hits: one page is parsed
+    args = ["parse", "in", "--out", "o.jsonl", "--engine", "ocr", "--workers", "1"]
+    assert mineru(*args, cwd=tmp_path).returncode == 0
+    journal = (tmp_path / "o.jsonl").read_bytes()
+    docs = tmp_path / "docs"
+    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test")}
+    run = [sys.executable, "-m", "mineru_cli", *args, "-f", "layout", "--out-dir", str(docs)]
+    proc = subprocess.Popen(run, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    while proc.poll() is None and not list(docs.rglob("*_layout.pdf")):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130, (proc.returncode, err)
+    written = list(docs.rglob("*_layout.pdf"))
+    assert 1 <= len(written) < n and not list(docs.rglob("*.tmp"))
+    assert all(f.read_bytes().rstrip().endswith(b"%%EOF") for f in written)
+    assert (tmp_path / "o.jsonl").read_bytes() == journal
+    r = mineru(*args, "-f", "layout", "--out-dir", str(docs), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(list(docs.rglob("*_layout.pdf"))) == n
