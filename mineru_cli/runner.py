@@ -457,13 +457,15 @@ def run_parse(config: RunConfig, reporter: Reporter) -> Summary:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """--out-dir must be a folder we can create: found out before parsing, not after."""
+    """--out-dir must be a folder we can create and write: found out before parsing, not after."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise SetupError(f"--out-dir {out_dir} is a file, not a folder") from None
     except OSError as exc:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):  # a read-only mount, another user's folder
+        raise SetupError(f"--out-dir {out_dir}: the folder cannot be written")
 
 
 def _document_pages(index, docs: list[tuple[SourceFile, str | None]], fp: str) -> dict[str, list[str]]:
@@ -543,6 +545,7 @@ def _write_documents(
     written: list[Path] = []
     ok: set[str] = set()
     changed: list[tuple[str, PageError]] = []  # files gone or rewritten since their pages were parsed
+    refused: list[tuple[str, OSError]] = []  # documents whose files the filesystem would not take
 
     def load_page(pixels: dict[int, str | None]):
         # crops and layout pages are read again from the file: only from the pixels the
@@ -569,6 +572,12 @@ def _write_documents(
             except PageError as exc:
                 changed.append((rel, exc))  # not ok: the files written of it so far are removed below
                 continue
+            except OSError as exc:
+                if exc.errno in OUTPUT_ERRNOS:
+                    raise
+                # a name too long, a file where its folder goes, no permission: this document only
+                refused.append((rel, exc))
+                continue
             if any(r["status"] == "ok" for r in records):
                 ok.add(rel)
     except OSError as exc:
@@ -592,13 +601,20 @@ def _write_documents(
     if stopping():
         # the documents not reached keep their files as they were (the next run writes them);
         # what was written of a changed one goes, as below
-        remove_documents(opts.out_dir, [rel for rel, _ in changed])
+        remove_documents(opts.out_dir, [rel for rel, _ in changed + refused])
         reporter.warn(f"stopped before every per-document file was written under {opts.out_dir}/: re-run to write them")
         return False
     removed = remove_documents(opts.out_dir, [src.rel for src, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"
+        )
+    if refused:
+        first, error = refused[0]
+        raise OutputError(
+            f"--out-dir {opts.out_dir}: could not write the files of {len(refused)} document(s), e.g. {first} "
+            f"({error.strerror or error}); the other documents' files are written and every page's record is in "
+            "the journal"
         )
     return True
 

@@ -252,7 +252,9 @@ def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
         folder, stem = document_dir(out_dir, source), PurePosixPath(source).stem
         for pattern in DOCUMENT_FILES:
             path = folder / pattern.format(stem=stem)
-            if path.is_file():
+            try:
                 path.unlink()
-                removed.append(path)
+            except OSError:
+                continue  # none there (or one that cannot be removed: a name too long, no permission)
+            removed.append(path)
     return removed

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fshelpers import small_filesystem
+from fshelpers import read_only, small_filesystem
 from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -244,3 +244,31 @@ def test_sigterm_while_the_per_document_files_are_written_stops_there_with_exit_
     r = mineru(*args, "-f", "layout", "--out-dir", str(docs), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(list(docs.rglob("*_layout.pdf"))) == n
+
+
+def test_a_document_whose_files_cannot_be_written_does_not_stop_the_others(tmp_path):
+    """A per-document file the filesystem refuses for a reason other than room (here a name past
+    255 bytes: a 240-character file name plus `_content_list.json`) ended the run with a traceback
+    (exit 1) and no later document got its files. The others get theirs; exit 3 names it."""
+    src = tmp_path / "in"
+    src.mkdir()
+    long = "x" * 240
+    text_page(src / f"{long}.png", "A page with a long name")
+    text_page(src / "z.png", "A page after it")
+    args = ["parse", "in", "--out", "o.jsonl", "--engine", "ocr", "--workers", "1", "-f", "content-list"]
+    r = mineru(*args, "--out-dir", "docs", cwd=tmp_path)
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "could not write the files of 1 document(s)" in r.stderr and "File name too long" in r.stderr, r.stderr
+    assert "after it" in (tmp_path / "docs" / "z_png" / "z.md").read_text()
+    assert (tmp_path / "docs" / "z_png" / "z_content_list.json").is_file()
+    assert not list((tmp_path / "docs").rglob("*.tmp"))
+    assert sorted(x["status"] for x in read_journal(tmp_path / "o.jsonl")) == ["ok", "ok"]
+
+
+def test_an_out_dir_that_cannot_be_written_is_refused_before_parsing(tmp_path):
+    text_page(tmp_path / "p.png", "Alpha")
+    (tmp_path / "docs").mkdir()
+    with read_only(tmp_path / "docs"):
+        r = mineru("parse", "p.png", "--out", "o.jsonl", "-f", "markdown", "--out-dir", "docs", cwd=tmp_path)
+    assert r.returncode == 2 and "--out-dir docs" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "o.jsonl").exists()
