@@ -295,7 +295,7 @@ class RunConfig:
         if self.out_dir != DEFAULT_OUT_DIR and not self.formats:
             # an --out-dir given alone would be ignored without a word: no file is written there
             raise SetupError(
-                f"--out-dir {self.out_dir} needs --format (markdown, content-list): it is where the "
+                f"--out-dir {self.out_dir} needs --format (markdown, content-list, layout): it is where the "
                 "per-document files go, and none are written without one"
             )
 
