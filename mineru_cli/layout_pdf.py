@@ -17,7 +17,7 @@ import io
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterable
 
 import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFont
@@ -132,16 +132,34 @@ def write_layout_pdf(
             page.insert_obj(image)
             page.gen_content()
             page.close()
-        # saved in memory first: pypdfium2 only prints an error of the file it writes into (a
-        # full disk) and goes on, which would leave a torn PDF; Python's write raises it
-        data = io.BytesIO()
-        pdf.save(data)
         tmp = path.with_name("." + path.name + ".tmp")
         try:
-            tmp.write_bytes(data.getvalue())
+            with open(tmp, "wb") as fh:
+                out = _Checked(fh)
+                pdf.save(out)
+                if out.error is not None:
+                    raise out.error
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
     finally:
         pdf.close()
     return path
+
+
+class _Checked:
+    """The file pypdfium2 saves into, keeping the first write error: pypdfium2 writes through a
+    ctypes callback, where an exception (a full disk) is only printed and the save goes on, which
+    would leave a torn PDF."""
+
+    def __init__(self, fh: IO[bytes]):
+        self.fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        if self.error is None:
+            try:
+                self.fh.write(data)
+            except OSError as exc:
+                self.error = exc
+        return len(data)

@@ -537,7 +537,7 @@ def _write_documents(
     """--format markdown / content-list / layout: per-document files from the journal's records
     (_document_pages), one document at a time (its records only are read back at once). A stop
     (Ctrl-C / SIGTERM) is taken between documents: False, the rest is left to the next run."""
-    from .writers import remove_documents, write_documents
+    from .writers import document_dir, remove_documents, write_documents
 
     sources = {src.rel: src for src, _ in docs}
     pages = _document_pages(journal.index, docs, fp)
@@ -574,6 +574,7 @@ def _write_documents(
                 continue
             except OSError as exc:
                 if exc.errno in OUTPUT_ERRNOS:
+                    exc.filename = exc.filename or str(document_dir(opts.out_dir, rel))  # for the message
                     raise
                 # a name too long, a file where its folder goes, no permission: this document only
                 refused.append((rel, exc))
