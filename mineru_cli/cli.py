@@ -479,6 +479,9 @@ def merge(
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
+    except OutputError as exc:  # a full disk: OUT holds what was written, whole
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(f"{out}: {pages} page(s) from {len(journals)} journal(s); {duplicates} found more than once")
 
 

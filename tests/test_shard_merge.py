@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+import sys
 
 import pytest
 from helpers import EXAMPLES, mineru, read_journal
@@ -74,3 +77,23 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     assert bad.returncode == 2 and "not a mineru journal" in bad.stderr
     assert missing.returncode == 2 and "no such journal" in missing.stderr
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
+
+
+def test_merge_onto_a_full_disk_exits_3_with_the_journal_whole(tmp_path):
+    """A merge whose output cannot be written (a full disk; here a file-size limit, which fails
+    the same way) ended with a traceback (exit 1). It is exit 3 and the message, as for parse."""
+    records = [
+        {"schema_version": 1, "id": f"p{i}.png#0", "status": "ok", "blocks": [], "pad": "x" * 1000} for i in range(8)
+    ]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4000, resource.RLIM_INFINITY))
+
+    args = [sys.executable, "-m", "mineru_cli", "merge", "a.jsonl", "--out", "m.jsonl"]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, preexec_fn=limit)
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "--out m.jsonl: File too large" in r.stderr, r.stderr
+    assert 1 <= len(read_journal(tmp_path / "m.jsonl")) < 8  # every line whole
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)  # room again
+    assert r.returncode == 0 and read_journal(tmp_path / "m.jsonl") == records, r.stderr
