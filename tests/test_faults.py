@@ -272,3 +272,37 @@ def test_an_out_dir_that_cannot_be_written_is_refused_before_parsing(tmp_path):
         r = mineru("parse", "p.png", "--out", "o.jsonl", "-f", "markdown", "--out-dir", "docs", cwd=tmp_path)
     assert r.returncode == 2 and "--out-dir docs" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+class _ChangeOnFound(Reporter):
+    """A quiet reporter that rewrites a file once the planner has hashed it (as its pages are
+    counted), before any worker reads it."""
+
+    def __init__(self, path: Path, data: bytes) -> None:
+        super().__init__(quiet=True)
+        self.path, self.data = path, data
+
+    def found(self, total: int) -> None:
+        if total == 2:  # b.png: hashed, not yet handed out
+            self.path.write_bytes(self.data)
+
+
+def test_an_ok_page_read_from_a_file_that_changed_since_it_was_hashed_is_parsed_again(tmp_path):
+    """A file rewritten between its hashing and its parsing got an ok record with the hash of the
+    content planned and the blocks of the content parsed. Had the file gone back to the content
+    hashed (a copy over itself: cut short, then whole again), every later run resumed those
+    blocks. Such a record has no content hash, as a failed one, so the next run parses it again."""
+    import mineru_cli
+
+    src = tmp_path / "in"
+    src.mkdir()
+    text_page(src / "a.png", "First page here")
+    before = text_page(src / "b.png", "Alpha original words").read_bytes()
+    after = text_page(tmp_path / "other.png", "Bravo changed words").read_bytes()
+    options = dict(engine="ocr", workers=1, cache=False)
+    for rec in mineru_cli.parse(src, tmp_path / "o.jsonl", reporter=_ChangeOnFound(src / "b.png", after), **options):
+        if rec.source == "b.png":
+            assert "Bravo" in rec.markdown and rec.status == "ok"  # what the file held when parsed
+            (src / "b.png").write_bytes(before)  # and back
+    (again,) = [r for r in mineru_cli.parse(src, tmp_path / "o.jsonl", **options) if r.source == "b.png"]
+    assert "Alpha" in again.markdown, again.markdown
