@@ -253,6 +253,12 @@ class Journal:
         """Whether the file holds exactly the records of `ids`, one each, in that order."""
         if self.bad_lines or len(ids) != len(self.index):
             return False
+        try:
+            ours, there = os.fstat(self._out.fileno()), os.stat(self.path)
+            if (there.st_ino, there.st_dev) != (ours.st_ino, ours.st_dev):
+                return False  # removed or replaced under us: not a journal to leave as it is
+        except OSError:
+            return False
         offset = 0
         for pid in ids:
             e = self.index[pid]
