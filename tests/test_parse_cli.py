@@ -94,6 +94,18 @@ def test_exit_codes(tmp_path):
     assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr  # the choices come from the configuration
 
 
+def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
+    # RapidOCR warns "The text detection result is empty" on a blank page through its own
+    # logger: a cron job's --quiet stderr must stay empty while every page is ok
+    Image.new("RGB", (800, 600), "white").save(tmp_path / "blank.png")
+    text_page(tmp_path / "p.png", "Hello world")
+    r = mineru("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (r.stdout, r.stderr)
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert recs["blank.png#0"]["status"] == "ok" and recs["blank.png#0"]["blocks"] == []
+    assert recs["p.png#0"]["status"] == "ok" and "Hello" in recs["p.png#0"]["markdown"]
+
+
 def events(stderr: str) -> list[dict]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 

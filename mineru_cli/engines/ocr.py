@@ -389,10 +389,12 @@ def text_layer_lines(text: TextLayer) -> list[Line]:
 
 
 def _quieten_loggers() -> None:
-    """Their loggers reset themselves to INFO on creation; quieten them for good now."""
+    """Their loggers reset themselves to INFO on creation; quieten them for good now. Errors
+    only: their warnings are about the page ("The text detection result is empty" on a blank
+    one), which the record already tells, and would reach a cron job's `--quiet` stderr."""
     for name in list(logging.root.manager.loggerDict):
         if name.startswith(("rapid_layout", "RapidLayout", "RapidOCR", "rapidocr", "OrtInferSession")):
-            logging.getLogger(name).setLevel(logging.WARNING)
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _bgr(image: Image.Image) -> np.ndarray:
