@@ -91,8 +91,10 @@ def test_stderr_is_clean_under_quiet(tmp_path, record_validator):
 def test_hung_page_times_out_and_crashing_page_is_a_crash(tmp_path, record_validator):
     src = text_pages(tmp_path / "in", WORDS)
     out = tmp_path / "faults.jsonl"
+    # 15 s: an innocent page's engine stage took 4 s on this 2-core machine under a load of 5,
+    # and each page timed out in turn with 5 s
     r = parse(
-        src, out, "--executor", "ray", "--page-timeout", "5", env={"MINERU_TEST_FAULTS": "hang=p1.png*;kill=p2.png*"}
+        src, out, "--executor", "ray", "--page-timeout", "15", env={"MINERU_TEST_FAULTS": "hang=p1.png*;kill=p2.png*"}
     )
     assert r.returncode == 1, r.stderr
     recs = read_journal(out, record_validator)
