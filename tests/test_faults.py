@@ -66,6 +66,11 @@ def test_an_out_dir_without_a_format_is_refused(tmp_path):
 
     with pytest.raises(SetupError, match="needs --format"):
         mineru_cli.parse([tmp_path / "p.png"], out=tmp_path / "o.jsonl", out_dir=tmp_path / "docs")
+    # the default folder named as such is given all the same: refused too, not taken as unset
+    r = mineru("parse", "p.png", "--out", "o.jsonl", "--out-dir", "mineru_output", cwd=tmp_path)
+    assert r.returncode == 2 and "--out-dir mineru_output needs --format" in r.stderr, r.stderr
+    with pytest.raises(SetupError, match="needs --format"):
+        mineru_cli.parse([tmp_path / "p.png"], out=tmp_path / "o.jsonl", out_dir="mineru_output")
 
 
 def _fill(fs: Path, leave: int) -> Path:
@@ -275,15 +280,19 @@ def test_an_out_dir_that_cannot_be_written_is_refused_before_parsing(tmp_path):
 
 
 class _ChangeOnFound(Reporter):
-    """A quiet reporter that rewrites a file once the planner has hashed it (as its pages are
-    counted), before any worker reads it."""
+    """A quiet reporter that rewrites the second file once the run has taken it from the planner
+    (hashed, counted), before any worker reads it."""
 
     def __init__(self, path: Path, data: bytes) -> None:
         super().__init__(quiet=True)
         self.path, self.data = path, data
+        self.taken = 0
 
     def found(self, total: int) -> None:
-        if total == 2:  # b.png: hashed, not yet handed out
+        # one call per file taken, in input order; `total` is no sign of which: it counts files
+        # found and not planned yet too, so total == 2 can come while b.png is still to be hashed
+        self.taken += 1
+        if self.taken == 2:  # b.png: hashed, not yet handed out
             self.path.write_bytes(self.data)
 
 
