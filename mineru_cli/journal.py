@@ -21,6 +21,7 @@ and compaction copies lines, it never holds the whole file.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -97,8 +98,9 @@ class Journal:
         if self.path.exists():
             self._index_and_repair()
         # unbuffered: a record is one write() call, and a failed one leaves no bytes in a buffer
-        # for a later flush to add after the cut
-        self._fh = fh = open(self.path, "ab", buffering=0)
+        # for a later flush to add after the cut; readable too: compaction reads the records
+        # back through this descriptor, which still holds them if the name is removed mid-run
+        self._fh = fh = open(self.path, "a+b", buffering=0)
         self._size = fh.tell()
 
     def _index_and_repair(self) -> None:
@@ -145,11 +147,8 @@ class Journal:
         entry = self.index.get(pid)
         if entry is None:
             return None
-        self._out.flush()
-        with open(self.path, "rb") as fh:
-            fh.seek(entry.offset)
-            record: dict[str, Any] = json.loads(fh.read(entry.length))
-            return record
+        record: dict[str, Any] = json.loads(os.pread(self._out.fileno(), entry.length, entry.offset))
+        return record
 
     def records(self, ids: Iterable[str]) -> Iterator[dict[str, Any]]:
         for pid in ids:
@@ -219,6 +218,13 @@ class Journal:
         seen = set(ids)
         ids += [i for i in self.index if i not in seen and i not in drop]
         self._out.flush()
+        if self._replaced():
+            self.broken = OSError(errno.EEXIST, "replaced by another file during the run")
+            raise OutputError(
+                f"--out {self.given} was replaced by another file during the run: that file is left as it "
+                f"is, without this run's records ({len(self.index)} page(s) indexed); run again to parse "
+                "what it lacks"
+            )
         if self._compact_already(ids):
             # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
             # whole second journal (a re-run with nothing new would stop with an output error)
@@ -226,12 +232,12 @@ class Journal:
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
         offset = 0
+        src = self._out.fileno()  # our own descriptor: a journal removed mid-run is written back whole
         try:
-            with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            with open(tmp, "wb") as dst:
                 for pid in ids:
                     e = self.index[pid]
-                    src.seek(e.offset)
-                    dst.write(src.read(e.length))
+                    dst.write(os.pread(src, e.length, e.offset))
                     new_index[pid] = Entry(offset, e.length, e.status, e.source_sha256, e.fingerprint)
                     offset += e.length
                 dst.flush()
@@ -246,8 +252,16 @@ class Journal:
         self._out.close()
         os.replace(tmp, self.path)  # atomic: a kill here leaves the old, valid journal
         self.index, self.bad_lines = new_index, 0
-        self._fh = open(self.path, "ab", buffering=0)
+        self._fh = open(self.path, "a+b", buffering=0)
         self._size = offset
+
+    def _replaced(self) -> bool:
+        """Whether another file now has the journal's name (one removed is not: it is written back)."""
+        try:
+            ours, there = os.fstat(self._out.fileno()), os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (there.st_ino, there.st_dev) != (ours.st_ino, ours.st_dev)
 
     def _compact_already(self, ids: list[str]) -> bool:
         """Whether the file holds exactly the records of `ids`, one each, in that order."""

@@ -6,7 +6,7 @@ import os
 import pytest
 from fshelpers import small_filesystem
 
-from mineru_cli.core.errors import SetupError
+from mineru_cli.core.errors import OutputError, SetupError
 from mineru_cli.journal import Journal, read_records
 
 
@@ -202,3 +202,30 @@ def test_a_journal_already_compact_is_left_as_it_is(tmp_path):
         with Journal(out) as j:
             j.compact([f"p{i:02d}#0" for i in range(20)])
         assert len(read_records(out)) == 20
+
+
+def test_a_journal_removed_during_the_run_is_written_back_whole(tmp_path):
+    """`rm results.jsonl` while a run goes on: the run's records are still in its open file and
+    are read from it (resumed pages too); compaction writes them all back under the name."""
+    out = tmp_path / "r.jsonl"
+    out.write_text(json.dumps(rec("old#0")) + "\n")
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+        out.unlink()
+        j.append(rec("b#0"))
+        assert j.get("old#0")["id"] == "old#0"  # read back from the file it has open
+        j.compact(["old#0", "a#0", "b#0"])
+        j.append(rec("c#0"))  # and goes on appending to the file written back
+    assert [r["id"] for r in read_records(out)] == ["old#0", "a#0", "b#0", "c#0"]
+
+
+def test_a_journal_replaced_during_the_run_is_left_to_the_new_file(tmp_path):
+    out = tmp_path / "r.jsonl"
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+        other = tmp_path / "other.jsonl"
+        other.write_text(json.dumps(rec("x#0")) + "\n")
+        os.replace(other, out)
+        with pytest.raises(OutputError, match="replaced by another file during the run"):
+            j.compact(["a#0"])
+    assert [r["id"] for r in read_records(out)] == ["x#0"]
