@@ -12,6 +12,7 @@ import typer
 from .config import (
     DEFAULT_CACHE_TTL,
     DEFAULT_MAX_WORKER_RSS,
+    DEFAULT_OUT_DIR,
     CacheNear,
     EngineChoice,
     ExecutorChoice,
@@ -126,8 +127,11 @@ def parse(
         "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
         "images/) or layout (<stem>_layout.pdf: boxes drawn, numbered in reading order). Repeatable.",
     ),
-    out_dir: Path = typer.Option(
-        _default("out_dir"), "--out-dir", help="Folder for --format files, one sub-folder per document."
+    out_dir: Optional[Path] = typer.Option(
+        _default("out_dir"),
+        "--out-dir",
+        help="Folder for --format files, one sub-folder per document.",
+        show_default=str(DEFAULT_OUT_DIR),
     ),
     workers: Optional[int] = typer.Option(
         _default("workers"),

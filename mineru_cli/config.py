@@ -231,7 +231,7 @@ class RunConfig:
     cache_url: str | None = None
     cache_ttl: int = int(parse_duration(DEFAULT_CACHE_TTL))  # seconds
     formats: frozenset[OutputFormat] = frozenset()
-    out_dir: Path = DEFAULT_OUT_DIR
+    out_dir: Path | None = None  # None: DEFAULT_OUT_DIR; given without formats, refused
     page_timeout: float = DEFAULT_PAGE_TIMEOUT
     max_worker_rss: int = parse_size(DEFAULT_MAX_WORKER_RSS)  # bytes; 0: never recycle
     page_batch: int | None = None  # None: default_page_batch(engine)
@@ -250,7 +250,8 @@ class RunConfig:
         paths = (self.inputs,) if isinstance(self.inputs, (str, Path)) else self.inputs
         put("inputs", tuple(Path(p) for p in paths))
         put("out", None if self.out is None else Path(self.out))
-        put("out_dir", Path(self.out_dir))
+        if self.out_dir is not None:
+            put("out_dir", Path(self.out_dir))
         put("engine", parse_choice(EngineChoice, self.engine, "--engine"))
         put("runtime", parse_choice(Runtime, self.runtime, "--runtime"))
         put("cache_near", parse_choice(CacheNear, self.cache_near, "--cache-near"))
@@ -292,12 +293,17 @@ class RunConfig:
             put("shard", Shard.parse(str(self.shard)))
         if self.formats and self.out is None:
             raise SetupError("--format needs a journal (out): the per-document files are built from it")
-        if self.out_dir != DEFAULT_OUT_DIR and not self.formats:
+        if self.out_dir is not None and not self.formats:
             # an --out-dir given alone would be ignored without a word: no file is written there
             raise SetupError(
                 f"--out-dir {self.out_dir} needs --format (markdown, content-list, layout): it is where the "
                 "per-document files go, and none are written without one"
             )
+
+    @property
+    def documents_dir(self) -> Path:
+        """Where the per-document files go (--out-dir)."""
+        return self.out_dir if self.out_dir is not None else DEFAULT_OUT_DIR
 
     @classmethod
     def from_options(cls, inputs: Any, **options: Any) -> RunConfig:

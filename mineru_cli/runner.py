@@ -146,11 +146,11 @@ class Parser:
         self.engine_info = describe(self.spec)
         self.fp = make_fingerprint(self.engine_info, dataclasses.asdict(cfg.load))
         if cfg.formats:
-            _check_out_dir(cfg.out_dir)
+            _check_out_dir(cfg.documents_dir)
         t0 = time.monotonic()
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
         self.journal = journal
-        out_dir = os.path.abspath(cfg.out_dir) + os.sep
+        out_dir = os.path.abspath(cfg.documents_dir) + os.sep
         from .writers import is_output
 
         def ours(src: SourceFile) -> bool:
@@ -568,14 +568,14 @@ def _write_documents(
             pixels = {r["page_index"]: (r.get("image") or {}).get("sha256") for r in records}
             try:
                 written += write_documents(
-                    records, opts.out_dir, {str(f) for f in opts.formats}, load_page(pixels), dpi=opts.load.dpi
+                    records, opts.documents_dir, {str(f) for f in opts.formats}, load_page(pixels), dpi=opts.load.dpi
                 )
             except PageError as exc:
                 changed.append((rel, exc))  # not ok: the files written of it so far are removed below
                 continue
             except OSError as exc:
                 if exc.errno in OUTPUT_ERRNOS:
-                    exc.filename = exc.filename or str(document_dir(opts.out_dir, rel))  # for the message
+                    exc.filename = exc.filename or str(document_dir(opts.documents_dir, rel))  # for the message
                     raise
                 # a name too long, a file where its folder goes, no permission: this document only
                 refused.append((rel, exc))
@@ -587,13 +587,13 @@ def _write_documents(
             raise
         # a full disk: the journal is complete, the files are written by the next run
         raise OutputError(
-            f"--out-dir {opts.out_dir}: {exc.strerror or exc} while writing the per-document files "
+            f"--out-dir {opts.documents_dir}: {exc.strerror or exc} while writing the per-document files "
             f"({getattr(exc, 'filename', '') or 'a file'}); every page's record is in the journal and no "
             "file is torn: free space and run the same command again to write them"
         ) from None
     finally:
         opened.close()
-    reporter.info(f"wrote {len(written)} file(s) under {opts.out_dir}/")
+    reporter.info(f"wrote {len(written)} file(s) under {opts.documents_dir}/")
     if changed:
         first, why = changed[0]
         reporter.warn(
@@ -603,10 +603,12 @@ def _write_documents(
     if stopping():
         # the documents not reached keep their files as they were (the next run writes them);
         # what was written of a changed one goes, as below
-        remove_documents(opts.out_dir, [rel for rel, _ in changed + refused])
-        reporter.warn(f"stopped before every per-document file was written under {opts.out_dir}/: re-run to write them")
+        remove_documents(opts.documents_dir, [rel for rel, _ in changed + refused])
+        reporter.warn(
+            f"stopped before every per-document file was written under {opts.documents_dir}/: re-run to write them"
+        )
         return False
-    removed = remove_documents(opts.out_dir, [src.rel for src, _ in docs if src.rel not in ok])
+    removed = remove_documents(opts.documents_dir, [src.rel for src, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"
@@ -614,7 +616,7 @@ def _write_documents(
     if refused:
         first, error = refused[0]
         raise OutputError(
-            f"--out-dir {opts.out_dir}: could not write the files of {len(refused)} document(s), e.g. {first} "
+            f"--out-dir {opts.documents_dir}: could not write the files of {len(refused)} document(s), e.g. {first} "
             f"({error.strerror or error}); the other documents' files are written and every page's record is in "
             "the journal"
         )
