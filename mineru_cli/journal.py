@@ -234,6 +234,8 @@ class Journal:
         offset = 0
         src = self._out.fileno()  # our own descriptor: a journal removed mid-run is written back whole
         try:
+            if self._gone():
+                self.path.parent.mkdir(parents=True, exist_ok=True)  # `rm -rf` of its folder, say
             with open(tmp, "wb") as dst:
                 for pid in ids:
                     e = self.index[pid]
@@ -243,8 +245,17 @@ class Journal:
                 dst.flush()
                 os.fsync(dst.fileno())
         except OSError as exc:
-            tmp.unlink(missing_ok=True)  # the journal itself is untouched and valid
+            try:
+                tmp.unlink(missing_ok=True)  # the journal itself is untouched and valid
+            except OSError:
+                pass  # its folder is gone or is a file now: no copy was made there
             self.broken = exc
+            if self._gone():
+                raise OutputError(
+                    f"--out {self.given} was removed during the run and could not be written back "
+                    f"({exc.strerror or exc}): this run's {len(self.index)} record(s) are not in it; "
+                    "run again to parse them"
+                ) from None
             raise OutputError(
                 f"--out {self.given}: {exc.strerror or exc} while compacting it; it is valid as it is "
                 "(a later record of a page overrides an earlier one): free space and run again to compact it"
@@ -259,9 +270,17 @@ class Journal:
         """Whether another file now has the journal's name (one removed is not: it is written back)."""
         try:
             ours, there = os.fstat(self._out.fileno()), os.stat(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # removed, or its folder too
             return False
         return (there.st_ino, there.st_dev) != (ours.st_ino, ours.st_dev)
+
+    def _gone(self) -> bool:
+        """Whether the journal's name no longer exists (removed, or its folder with it)."""
+        try:
+            os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        return False
 
     def _compact_already(self, ids: list[str]) -> bool:
         """Whether the file holds exactly the records of `ids`, one each, in that order."""

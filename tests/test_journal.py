@@ -229,3 +229,30 @@ def test_a_journal_replaced_during_the_run_is_left_to_the_new_file(tmp_path):
         with pytest.raises(OutputError, match="replaced by another file during the run"):
             j.compact(["a#0"])
     assert [r["id"] for r in read_records(out)] == ["x#0"]
+
+
+def test_a_journal_whose_folder_is_removed_during_the_run_is_written_back_or_said_lost(tmp_path):
+    """`rm -rf out/` while a run goes on: the folder is made again and the journal written back
+    whole (the message said the journal was 'valid as it is', and it was gone); a folder replaced
+    by a file cannot take it back: an OutputError that says the records are not there (it was a
+    NotADirectoryError traceback)."""
+    import shutil
+
+    out = tmp_path / "out" / "r.jsonl"
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+        shutil.rmtree(tmp_path / "out")
+        j.append(rec("b#0"))
+        j.compact(["a#0", "b#0"])
+        j.append(rec("c#0"))
+    assert [r["id"] for r in read_records(out)] == ["a#0", "b#0", "c#0"]
+
+    out = tmp_path / "gone" / "r.jsonl"
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+        shutil.rmtree(tmp_path / "gone")
+        (tmp_path / "gone").write_text("a file where the folder was")
+        with pytest.raises(OutputError, match="removed during the run") as info:
+            j.compact(["a#0"])
+        assert "valid as it is" not in str(info.value)
+    assert (tmp_path / "gone").read_text() == "a file where the folder was"
