@@ -225,6 +225,15 @@ class Journal:
                 f"is, without this run's records ({len(self.index)} page(s) indexed); run again to parse "
                 "what it lacks"
             )
+        if os.fstat(self._out.fileno()).st_size != self._size:
+            # cut or written to in place by someone else (`: > results.jsonl`): our offsets no
+            # longer name our records, and a copy made through them would be torn lines
+            self.broken = OSError(errno.EIO, "changed in place during the run")
+            raise OutputError(
+                f"--out {self.given} was cut or written to by something else during the run: it is left "
+                f"as it is, without a compaction; this run's records may not all be in it: run again to "
+                "parse what it lacks"
+            )
         if self._compact_already(ids):
             # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
             # whole second journal (a re-run with nothing new would stop with an output error)

@@ -256,3 +256,14 @@ def test_a_journal_whose_folder_is_removed_during_the_run_is_written_back_or_sai
             j.compact(["a#0"])
         assert "valid as it is" not in str(info.value)
     assert (tmp_path / "gone").read_text() == "a file where the folder was"
+
+
+def test_a_journal_cut_in_place_during_the_run_is_not_compacted_from_stale_offsets(tmp_path):
+    out = tmp_path / "r.jsonl"
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+        j.append(rec("b#0"))
+        out.write_bytes(b"")  # `: > r.jsonl`: the same file, emptied
+        with pytest.raises(OutputError, match="cut or written to by something else"):
+            j.compact(["b#0", "a#0"])
+    assert out.read_bytes() == b""
