@@ -53,9 +53,11 @@ A near-duplicate may reuse a cached result only after two stages:
    whose thumbnail is smaller than ``MIN_DETAIL`` x the query's own (a
    low-resolution copy cached first) is not verified: at its coarser scale
    the query's small print may not show.
-   Not measured: type under ~10 px in the thumbnail (e.g. 6 pt on a page
-   scanned at 150 DPI).  There a one-digit change may fall under the
-   threshold; use --cache-near off for such documents.
+   Not safe: type under ~10 px in the thumbnail.  A 500x650 invoice image
+   (type ~6 px tall in its thumbnail) whose total reads 6,906.50 against
+   5,605.50 measures 40, under PIXEL_DIFF, and was served as a near-hit
+   (tests/cache/test_cache_similarity.py, a strict xfail until fixed); use
+   --cache-near off for such documents.
 """
 
 from __future__ import annotations

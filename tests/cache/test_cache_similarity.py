@@ -97,6 +97,19 @@ def test_reencodings_pass_verification(name):
         )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: on a 500x650 invoice (the chaos corpus's, half the synthetic one's size) the "
+    "0.8 thumbnail leaves its type ~6 px tall, and a total of 6,906.50 against 5,605.50 measures 40, "
+    "under PIXEL_DIFF 42: the 2,077-page soak's calm run served one such page a near-hit of the other",
+)
+def test_a_changed_amount_in_small_type_on_a_small_page_is_rejected():
+    def small(amount):
+        return invoice(amount).resize((500, 650))
+
+    assert not verdict(small("6,906.50"), small("5,605.50")).ok
+
+
 def test_colour_decides_where_brightness_cannot():
     """Orange text on a gray of the same brightness: the luma barely differs, the chroma does."""
     v = verdict(
