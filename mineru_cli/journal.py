@@ -29,7 +29,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
 
@@ -218,7 +218,8 @@ class Journal:
         seen = set(ids)
         ids += [i for i in self.index if i not in seen and i not in drop]
         self._out.flush()
-        if self._replaced():
+        name = self._name()
+        if name == "other":
             self.broken = OSError(errno.EEXIST, "replaced by another file during the run")
             raise OutputError(
                 f"--out {self.given} was replaced by another file during the run: that file is left as it "
@@ -234,7 +235,7 @@ class Journal:
                 f"as it is, without a compaction; this run's records may not all be in it: run again to "
                 "parse what it lacks"
             )
-        if self._compact_already(ids):
+        if name == "ours" and self._compact_already(ids):
             # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
             # whole second journal (a re-run with nothing new would stop with an output error)
             return
@@ -243,7 +244,7 @@ class Journal:
         offset = 0
         src = self._out.fileno()  # our own descriptor: a journal removed mid-run is written back whole
         try:
-            if self._gone():
+            if name == "gone":
                 self.path.parent.mkdir(parents=True, exist_ok=True)  # `rm -rf` of its folder, say
             with open(tmp, "wb") as dst:
                 for pid in ids:
@@ -259,7 +260,7 @@ class Journal:
             except OSError:
                 pass  # its folder is gone or is a file now: no copy was made there
             self.broken = exc
-            if self._gone():
+            if name == "gone":
                 raise OutputError(
                     f"--out {self.given} was removed during the run and could not be written back "
                     f"({exc.strerror or exc}): this run's {len(self.index)} record(s) are not in it; "
@@ -275,31 +276,18 @@ class Journal:
         self._fh = open(self.path, "a+b", buffering=0)
         self._size = offset
 
-    def _replaced(self) -> bool:
-        """Whether another file now has the journal's name (one removed is not: it is written back)."""
+    def _name(self) -> Literal["ours", "gone", "other"]:
+        """What the journal's name holds now: the file this run has open, nothing (removed, or
+        its folder with it: written back at compaction) or another file (left to it)."""
         try:
             ours, there = os.fstat(self._out.fileno()), os.stat(self.path)
-        except (FileNotFoundError, NotADirectoryError):  # removed, or its folder too
-            return False
-        return (there.st_ino, there.st_dev) != (ours.st_ino, ours.st_dev)
-
-    def _gone(self) -> bool:
-        """Whether the journal's name no longer exists (removed, or its folder with it)."""
-        try:
-            os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
-            return True
-        return False
+            return "gone"
+        return "ours" if (there.st_ino, there.st_dev) == (ours.st_ino, ours.st_dev) else "other"
 
     def _compact_already(self, ids: list[str]) -> bool:
         """Whether the file holds exactly the records of `ids`, one each, in that order."""
         if self.bad_lines or len(ids) != len(self.index):
-            return False
-        try:
-            ours, there = os.fstat(self._out.fileno()), os.stat(self.path)
-            if (there.st_ino, there.st_dev) != (ours.st_ino, ours.st_dev):
-                return False  # removed or replaced under us: not a journal to leave as it is
-        except OSError:
             return False
         offset = 0
         for pid in ids:
