@@ -136,6 +136,46 @@ def margins() -> None:
         f"pHash distance {min(pos_ph)}-{max(pos_ph)}"
     )
     print(f"margins: {lo[0]:.2f}x below look-alikes, {1 / hi[0]:.2f}x above re-encodings")
+    type_rule()
+
+
+def type_rule() -> None:
+    """The type-size rule (sim.GLYPH_MIN): the synthetic invoice at widths 500-900 px, its
+    glyph height in the thumbnail against the closest look-alike total (raw, JPEG, rescale+JPEG)."""
+    from PIL import Image
+
+    totals = [
+        ("6,906.50", "5,605.50"),
+        ("1,234.50", "1,284.50"),
+        ("1,234.50", "1,234.58"),
+        ("9,999.99", "9,999.90"),
+        ("3,141.59", "8,141.59"),
+        ("5,600.00", "6,600.00"),
+        ("7,310.00", "1,310.00"),
+    ]
+    print(f"type rule: near-duplicate search only where the glyph median is >= {sim.GLYPH_MIN} px")
+    for width in (500, 540, 580, 620, 660, 700, 760, 820, 900):
+
+        def inv(amount, width=width):
+            return invoice(amount).resize((width, round(width * 1.3)), Image.Resampling.LANCZOS)
+
+        def v(a, b):
+            ta = sim.make_thumb(a)
+            return sim.compare(ta, sim.make_thumb(b, (ta.shape[1], ta.shape[0]))).max_diff
+
+        base = inv("1,234.50")
+        closest = min(
+            (v(inv(a), f(inv(b))), f"{a} vs {b}")
+            for a, b in totals
+            for f in (lambda x: x, jpeg, lambda x: jpeg(rescale(x)))
+        )
+        copies = max(v(base, f(base)) for f in (jpeg, rescale, lambda x: jpeg(rescale(x))))
+        g = sim.glyph_height(sim.make_thumb(base))
+        rule = "verified" if g >= sim.GLYPH_MIN else "exact only"
+        print(
+            f"  invoice {width}x{round(width * 1.3)}: glyph median {g:.0f} px ({rule}); closest look-alike "
+            f"{closest[0]} ({closest[0] / sim.PIXEL_DIFF:.2f}x, {closest[1]}), re-encodings <= {copies}"
+        )
 
 
 def main() -> None:

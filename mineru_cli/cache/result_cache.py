@@ -68,10 +68,10 @@ class ResultCache:
 
     def _hashes(self, image: Image.Image, pixel_sha256: str) -> tuple[np.ndarray | None, int]:
         """The page's verification thumbnail and pHash; (None, 0) for a page that gets no
-        near-duplicate search (sim.near_eligible)."""
+        near-duplicate search (sim.verification_thumb)."""
         if pixel_sha256 in self._memo:
             return self._memo[pixel_sha256]
-        thumb = sim.make_thumb(image) if sim.near_eligible(image.width, image.height) else None
+        thumb = sim.verification_thumb(image)
         out = (thumb, 0 if thumb is None else sim.phash64(thumb))
         self._memo[pixel_sha256] = out
         while len(self._memo) > 4:
@@ -145,7 +145,7 @@ class ResultCache:
             return
         try:
             thumb, ph = self._hashes(image, pixel_sha256)
-            # no thumbnail (sim.near_eligible): a row for exact hits only, pHash 0, no signature
+            # no thumbnail (sim.verification_thumb): a row for exact hits only, pHash 0, no signature
             tw, th, coarse, packed = (
                 (0, 0, b"", b"")
                 if thumb is None
