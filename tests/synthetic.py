@@ -41,6 +41,27 @@ def colour_slide(
     return img
 
 
+def footnote_page(base: Image.Image, amount: str, size: int) -> Image.Image:
+    """`base` with a footnote "Note 3: total <amount> EUR" in type of `size` px near its bottom."""
+    img = base.copy()
+    d = ImageDraw.Draw(img)
+    d.rectangle((60, img.height - 60, 600, img.height - 20), fill="white")
+    d.text((60, img.height - 50), f"Note 3: total {amount} EUR", fill="black", font=_font(size))
+    return img
+
+
+def chart_slide(price: str, size: int = 8, width: int = 1280, height: int = 720) -> Image.Image:
+    """A slide of 16 large coloured bars with one line of small print, "Price <price> EUR": the
+    page's median glyph is large, the line that decides is not."""
+    img = Image.new("RGB", (width, height), (250, 250, 245))
+    d = ImageDraw.Draw(img)
+    for i in range(16):
+        x, y = 60 + (i % 8) * 140, 80 + (i // 8) * 200
+        d.rectangle((x, y, x + 100, y + 60 + 10 * (i % 5)), fill=(30 + 20 * (i % 7), 90, 160))
+    d.text((60, height - 60), f"Price {price} EUR", fill="black", font=_font(size))
+    return img
+
+
 # Pairs that must never share a result: (page_a, page_b, what differs).
 def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
     pairs = []

@@ -133,6 +133,8 @@ class ResultCache:
             if not sim.compare(sim.unpack_thumb(blob, tw, th), query_thumbs[(tw, th)]).ok:
                 continue
             payload = json.loads(entry.payload)
+            if not sim.lines_tall_enough(payload, tw / entry.width):
+                continue  # small print the pixel check cannot vouch for
             if (entry.width, entry.height) != (image.width, image.height):
                 payload = sim.rescale_payload(
                     payload, image.width / entry.width, image.height / entry.height, image.width, image.height

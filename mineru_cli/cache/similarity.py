@@ -67,10 +67,22 @@ A near-duplicate may reuse a cached result only after two stages:
    verdicts), 7 -> from 51 (1.21x), 8 -> from 62 (1.48x), 9 -> from 81.
    Real pages rendered from PDFs mostly measure 8-12 at 150-300 DPI (a 10 pt
    body text), 5-8 at 100 DPI and 4-6 at 72 DPI: low-resolution renders of
-   text pages hit exactly only.  Not covered: a few words of small print on a
-   page whose body type is larger are verified at the body's scale (a changed
-   total in a footnote of 7-9 px type on such pages measured 43-59, rejected,
-   but with less than the 1.3x margin).
+   text pages hit exactly only.
+
+4. **Every line the engine read tall enough.**  The median follows the body
+   type, so a line of small print among larger content (a price in 8 px type
+   under a chart, a footnote) passes stage 3 at the page's scale, where a
+   changed digit in it can measure under ``PIXEL_DIFF`` (a slide of large
+   shapes with one price line in 8 px type: 21).  The cached result knows
+   where its text is: a near-hit is refused when any line box of the cached
+   payload is less than ``LINE_MIN`` px tall in the thumbnail
+   (``lines_tall_enough``).  Measured with the OCR engine's line boxes
+   (a footnote or price line in Pillow's font, sizes 8-18, on a prose page
+   and on slides; a changed total, raw / JPEG q70 / rescale + JPEG): boxes of
+   10.4-11.2 px in the thumbnail measured 21-59, of 12.8-13.6 px 43-82
+   (43 is 1.02x), of 16 px and more 72 or more (1.71x).
+   Payloads without line boxes (the VLM engine's blocks) rely on stage 3
+   alone.
 """
 
 from __future__ import annotations
@@ -101,6 +113,7 @@ MAX_PHASH_CANDIDATES = 64
 MAX_CANDIDATES = 4  # nearest candidates fully verified per lookup
 MIN_DETAIL = 0.9  # a candidate's thumbnail must be >= this x the query's own (width)
 GLYPH_MIN = 8  # median glyph height in the thumbnail, px, below which a page hits exactly only
+LINE_MIN = 15  # every text line of the cached result at least this tall in the thumbnail, px
 INK_LUMA = 48  # luma levels from the local background that count as ink
 INK_CHROMA = 24  # the same for Cb and Cr (coloured text on a background of its brightness)
 
@@ -164,6 +177,17 @@ def verification_thumb(image: Image.Image) -> np.ndarray | None:
         return None
     thumb = make_thumb(image)
     return thumb if glyph_height(thumb) >= GLYPH_MIN else None
+
+
+def lines_tall_enough(payload: dict, scale: float) -> bool:
+    """Whether every line box of a cached result is at least LINE_MIN px tall at the thumbnail's
+    `scale` (thumbnail px per page px); a result without line boxes passes (see the docstring)."""
+    for block in payload.get("blocks") or []:
+        for line in (block.get("lines") if isinstance(block, dict) else None) or []:
+            box = line.get("bbox") if isinstance(line, dict) else None
+            if isinstance(box, (list, tuple)) and len(box) == 4 and (box[3] - box[1]) * scale < LINE_MIN:
+                return False
+    return True
 
 
 def make_thumb(image: Image.Image, size: tuple[int, int] | None = None) -> np.ndarray:

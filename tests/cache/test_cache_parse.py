@@ -7,7 +7,7 @@ import io
 import pytest
 from helpers import mineru, read_journal
 from PIL import Image
-from synthetic import invoice
+from synthetic import chart_slide, invoice
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
 
@@ -61,3 +61,18 @@ def test_parse_reuses_verified_near_duplicates_and_never_look_alikes(tmp_path, r
     assert read_journal(tmp_path / "b2.jsonl")[0]["cache"] == {"status": "off"}
     mineru("parse", "b", "--out", "b3.jsonl", "--cache-near", "off", *args, cwd=tmp_path)
     assert read_journal(tmp_path / "b3.jsonl")[0]["cache"] == {"status": "miss"}
+
+
+def test_small_print_among_large_content_is_parsed_afresh(tmp_path, record_validator):
+    """A slide of large bars whose one line of small print (8 px) carries the price: the pixel
+    check cannot tell two prices apart there; the OCR engine's own line box for it refuses the
+    near-hit, so the second slide is parsed and reads its own price."""
+    args = ["--cache-dir", str(tmp_path / "cache"), "--engine", "ocr"]
+    for folder, price in (("a", "5,605.50"), ("b", "6,906.50")):
+        (tmp_path / folder).mkdir()
+        chart_slide(price).save(tmp_path / folder / "slide.png")
+        r = mineru("parse", folder, "--out", f"{folder}.jsonl", *args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        rec = _only(tmp_path / f"{folder}.jsonl")
+        assert rec["cache"] == {"status": "miss"}
+        assert price in rec["markdown"], rec["markdown"]

@@ -11,6 +11,7 @@ from PIL import Image
 from synthetic import (
     REENCODINGS,
     amount_page,
+    chart_slide,
     colour_slide,
     invoice,
     jpeg,
@@ -133,6 +134,47 @@ def test_the_type_size_rule_follows_the_invoice_across_sizes(width, eligible, tm
             cache.store(page, pixel_sha256(page), FP, "p#0", payload_for("A", *page.size))
             copy = jpeg(page)
             assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
+
+
+def test_a_line_of_small_print_among_large_content_is_never_a_near_hit(tmp_path):
+    """The page's median glyph is large (the bars), so the type rule lets it be searched, and a
+    changed price in 8 px type measures far under PIXEL_DIFF. The cached result's own line box
+    for it (13 px tall, as the OCR engine reads this page; 10.4 px in the thumbnail) refuses it."""
+    a, b = chart_slide("5,605.50"), chart_slide("6,906.50")
+    assert sim.verification_thumb(a) is not None and verdict(a, b).ok  # stages 1-3 cannot tell
+    payload = {
+        "blocks": [
+            {
+                "type": "text",
+                "bbox": [56, 657, 250, 670],
+                "text": "Price 5,605.50 EUR",
+                "lines": [{"bbox": [56, 657, 250, 670], "text": "Price 5,605.50 EUR"}],
+            }
+        ]
+    }
+    with ResultCache(tmp_path) as cache:
+        cache.store(a, pixel_sha256(a), FP, "a#0", payload)
+        for query in (b, jpeg(b), jpeg(a)):  # its re-encodings are refused as well: exact hits only
+            assert cache.lookup(query, pixel_sha256(query), FP) is None
+        # the same page whose result has only tall lines is found near
+        c = chart_slide("1.00", size=24)
+        tall = {"blocks": [{"type": "text", "bbox": [56, 650, 400, 690], "lines": [{"bbox": [56, 650, 400, 690]}]}]}
+        cache.store(c, pixel_sha256(c), FP, "c#0", tall)
+        copy = jpeg(c)
+        assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
+
+
+def test_line_boxes_are_measured_in_thumbnail_pixels():
+    def payload(h):
+        return {
+            "blocks": [{"lines": [{"bbox": [0, 0, 100, 20]}, {"bbox": [0, 30, 100, 30 + h]}]}, {"bbox": [0, 0, 9, 9]}]
+        }
+
+    assert sim.lines_tall_enough(payload(19), 0.8)  # 15.2 px
+    assert not sim.lines_tall_enough(payload(18), 0.8)  # 14.4 px
+    assert not sim.lines_tall_enough(payload(24), 0.62)  # an A4 page at 200 DPI: 14.9 px
+    assert sim.lines_tall_enough({"blocks": [{"type": "text", "bbox": [0, 0, 9, 9]}]}, 0.8)  # no lines: stage 3 only
+    assert sim.lines_tall_enough({"blocks": [{"lines": [{"bbox": None}, "junk"]}, 7]}, 0.8)
 
 
 def test_colour_decides_where_brightness_cannot():
