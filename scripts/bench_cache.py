@@ -100,7 +100,7 @@ def margins() -> None:
         return int(sim.hamming(np.array([sim.phash64(sim.make_thumb(a))]), sim.phash64(sim.make_thumb(b)))[0])
 
     def over(x):  # the deciding measure against its threshold: > 1 rejects
-        return max(x.max_diff / sim.PIXEL_DIFF, x.chroma_diff / sim.CHROMA_DIFF)
+        return max(x.luma_over, x.chroma_diff / sim.CHROMA_DIFF)
 
     neg, neg_ph = [], []
     for a, b, what in lookalike_pairs():
@@ -161,7 +161,7 @@ def type_rule() -> None:
 
         def v(a, b):
             ta = sim.make_thumb(a)
-            return sim.compare(ta, sim.make_thumb(b, (ta.shape[1], ta.shape[0]))).max_diff
+            return sim.compare(ta, sim.make_thumb(b, (ta.shape[1], ta.shape[0]))).luma_over
 
         base = inv("1,234.50")
         closest = min(
@@ -174,7 +174,7 @@ def type_rule() -> None:
         rule = "verified" if g >= sim.GLYPH_MIN else "exact only"
         print(
             f"  invoice {width}x{round(width * 1.3)}: glyph median {g:.0f} px ({rule}); closest look-alike "
-            f"{closest[0]} ({closest[0] / sim.PIXEL_DIFF:.2f}x, {closest[1]}), re-encodings <= {copies}"
+            f"{closest[0]:.2f}x the threshold ({closest[1]}), re-encodings <= {copies:.2f}x"
         )
 
 

@@ -62,6 +62,35 @@ def chart_slide(price: str, size: int = 8, width: int = 1280, height: int = 720)
     return img
 
 
+def secondary_text_page(amount: str, fill=(170, 170, 170), size: int = 18) -> Image.Image:
+    """The invoice with its total line in low-contrast type of colour `fill` (#AAA: a common
+    colour of secondary text), at body size."""
+    img = invoice("1,234.50")
+    d = ImageDraw.Draw(img)
+    d.rectangle((60, 676, 940, 740), fill="white")
+    d.text((60, 680), f"Total due: {amount}", fill=fill, font=_font(size))
+    return img
+
+
+def dark_mode_page(amount: str, fill: int = 120) -> Image.Image:
+    """A dark-mode screen: light body text on near black, one line in a dimmer gray."""
+    img = Image.new("RGB", (1280, 800), (30, 30, 30))
+    d = ImageDraw.Draw(img)
+    for i in range(8):
+        d.text((60, 60 + 60 * i), f"Dark mode body line number {i} with some words", fill=(230,) * 3, font=_font(20))
+    d.text((60, 600), f"Pending: {amount} EUR", fill=(fill,) * 3, font=_font(20))
+    return img
+
+
+def vertical_note_page(amount: str, fill=(150, 150, 150), size: int = 16) -> Image.Image:
+    """A prose page with a note set vertically in its left margin (as arXiv stamps are)."""
+    img = text_page(3)
+    strip = Image.new("RGB", (700, size + 6), "white")
+    ImageDraw.Draw(strip).text((0, 0), f"Ref: total {amount} EUR", fill=fill, font=_font(size))
+    img.paste(strip.rotate(90, expand=True), (15, 300))
+    return img
+
+
 # Pairs that must never share a result: (page_a, page_b, what differs).
 def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
     pairs = []
@@ -102,6 +131,20 @@ def lookalike_pairs() -> list[tuple[Image.Image, Image.Image, str]]:
         ("12", "72", (0, 160, 0), (200, 30, 30)),
     ]:
         pairs.append((colour_slide(a, fg, bg), colour_slide(b, fg, bg), f"colour slide {fg} on {bg} {a} vs {b}"))
+    # low contrast at body size: light-gray and pink text on white, dimmed text in dark mode, a
+    # vertical note in the margin (a review's pairs; a fixed luma threshold let all of them through)
+    for fill in [(150, 150, 150), (170, 170, 170), (200, 200, 200), (215, 215, 215), (230, 150, 150)]:
+        pairs.append(
+            (
+                secondary_text_page("5,600.00", fill),
+                secondary_text_page("6,600.00", fill),
+                f"text in {fill} 5,600.00 vs 6,600.00",
+            )
+        )
+    pairs.append(
+        (dark_mode_page("5,600.00"), dark_mode_page("6,600.00"), "dark mode, gray 120 on 30: 5,600.00 vs 6,600.00")
+    )
+    pairs.append((vertical_note_page("5,600"), vertical_note_page("6,600"), "vertical gray note 5,600 vs 6,600"))
     return pairs
 
 
