@@ -130,11 +130,13 @@ class ResultCache:
                 continue
             if (tw, th) not in query_thumbs:
                 query_thumbs[(tw, th)] = thumb if thumb.shape[:2] == (th, tw) else sim.make_thumb(image, (tw, th))
-            if not sim.compare(sim.unpack_thumb(blob, tw, th), query_thumbs[(tw, th)]).ok:
+            cached = sim.unpack_thumb(blob, tw, th)
+            if not sim.compare(cached, query_thumbs[(tw, th)]).ok:
                 continue
             payload = json.loads(entry.payload)
-            if not sim.lines_tall_enough(payload, tw / entry.width):
-                continue  # small print the pixel check cannot vouch for
+            scale = tw / entry.width
+            if not (sim.lines_tall_enough(payload, scale) and sim.lines_contrasted(payload, cached, scale)):
+                continue  # text the pixel check cannot vouch for: small print, or told apart by colour
             if (entry.width, entry.height) != (image.width, image.height):
                 payload = sim.rescale_payload(
                     payload, image.width / entry.width, image.height / entry.height, image.width, image.height

@@ -89,6 +89,16 @@ A near-duplicate may reuse a cached result only after two stages:
    the luma threshold): boxes of 10.4-11.2 px in the thumbnail measured
    0.53-1.40x (under 1: accepted), of 12.8-13.6 px 1.02-1.98x, of 16 px and
    more 1.71x or more.
+   Each line box must also span ``LINE_LUMA_MIN`` levels of luma in the
+   cached thumbnail (``lines_contrasted``): text told from its background by
+   colour more than by brightness (gold on white, white on amber, dark red
+   or blue on a dark screen) changes a digit by 13-22 levels of luma, within
+   what its colour contrast allows, and by 11-17 of chroma after the chroma
+   blur (JPEG keeps colour at half resolution, so thin coloured strokes
+   cannot be checked in colour); a review served such pages each other's
+   totals.  Their lines measure 27-55 levels; gray #AAA text 71 (rejected by
+   the contrast rule at >= 1.36x); the lines of the 26 real pages above 91
+   or more, but for one title slide over a photo (37-45).
    Payloads without line boxes (the VLM engine's blocks) rely on stage 3
    alone.
 """
@@ -125,6 +135,7 @@ MAX_CANDIDATES = 4  # nearest candidates fully verified per lookup
 MIN_DETAIL = 0.9  # a candidate's thumbnail must be >= this x the query's own (width)
 GLYPH_MIN = 8  # median glyph height in the thumbnail, px, below which a page hits exactly only
 LINE_MIN = 15  # every text line of the cached result at least this tall in the thumbnail, px
+LINE_LUMA_MIN = 64  # ... and with at least this luma range (2nd-98th percentile) in its box, levels
 INK_LUMA = 48  # luma levels from the local background that count as ink
 INK_CHROMA = 24  # the same for Cb and Cr (coloured text on a background of its brightness)
 
@@ -211,6 +222,24 @@ def lines_tall_enough(payload: dict, scale: float) -> bool:
             w, h = x2 - x1, y2 - y1
             size = w if h > 2 * w else h
             if not size * scale >= LINE_MIN:  # written so that NaN fails too
+                return False
+    return True
+
+
+def lines_contrasted(payload: dict, thumb: np.ndarray, scale: float) -> bool:
+    """Whether every line box of a cached result spans at least LINE_LUMA_MIN levels of luma in
+    the cached page's thumbnail (2nd to 98th percentile); boxes are in page px, `scale` maps
+    them to the thumbnail's. Text told from its background by colour more than by brightness
+    fails: JPEG halves colour resolution, so a changed thin coloured stroke does not show in
+    the colour check, and its luma step is small (see the docstring)."""
+    luma = thumb[..., 0]
+    for block in payload.get("blocks") or []:
+        for line in (block.get("lines") if isinstance(block, dict) else None) or []:
+            x1, y1, x2, y2 = (float(v) for v in line["bbox"])  # lines_tall_enough has checked them
+            crop = luma[
+                max(0, int(y1 * scale)) : int(np.ceil(y2 * scale)), max(0, int(x1 * scale)) : int(np.ceil(x2 * scale))
+            ]
+            if crop.size == 0 or np.percentile(crop, 98) - np.percentile(crop, 2) < LINE_LUMA_MIN:
                 return False
     return True
 

@@ -18,6 +18,7 @@ from synthetic import (
     long_screenshot,
     lookalike_pairs,
     rescale,
+    secondary_text_page,
     slide,
     text_page,
 )
@@ -56,14 +57,16 @@ REENCODED_PAGES = (
 
 
 def payload_for(name, w, h):
+    """A result whose one line box lies on the page's title (every page here has one at the top
+    left), as an engine's would: the line rules look at the pixels inside it."""
     return {
         "blocks": [
             {
                 "type": "text",
-                "bbox": [10, 20, w - 10, 60],
+                "bbox": [10, 20, w - 10, 90],
                 "text": name,
                 "score": 1.0,
-                "lines": [{"bbox": [10, 20, w // 2, 40], "text": name}],
+                "lines": [{"bbox": [50, 40, min(w - 10, 420), 85], "text": name}],
             }
         ],
         "markdown": name,
@@ -164,6 +167,30 @@ def test_a_line_of_small_print_among_large_content_is_never_a_near_hit(tmp_path)
         assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
 
 
+def test_text_told_apart_by_colour_more_than_brightness_is_never_a_near_hit(tmp_path):
+    """Gold text on white: a changed total moves the luma less than its colour contrast allows,
+    and the chroma blur hides its thin strokes (a review got such pages served each other's
+    result). Its line spans under LINE_LUMA_MIN of luma, so the page hits exactly only; the same
+    line in black is found near."""
+    box = [57, 681, 218, 704]  # the OCR engine's box for this line
+
+    def payload(amount):
+        return {"blocks": [{"type": "text", "bbox": box, "lines": [{"bbox": box, "text": f"Total due: {amount}"}]}]}
+
+    gold = (255, 215, 0)
+    a, b = secondary_text_page("5,600.00", gold), secondary_text_page("6,600.00", gold)
+    assert verdict(a, b).ok  # the pixel check cannot tell them apart
+    with ResultCache(tmp_path / "gold") as cache:
+        cache.store(a, pixel_sha256(a), FP, "a#0", payload("5,600.00"))
+        for query in (b, jpeg(b), jpeg(a)):
+            assert cache.lookup(query, pixel_sha256(query), FP) is None
+    black = secondary_text_page("5,600.00", (0, 0, 0))
+    with ResultCache(tmp_path / "black") as cache:
+        cache.store(black, pixel_sha256(black), FP, "a#0", payload("5,600.00"))
+        copy = jpeg(black)
+        assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
+
+
 def test_line_boxes_are_measured_in_thumbnail_pixels():
     def payload(h):
         return {
@@ -247,8 +274,8 @@ def test_near_hit_rescales_boxes(tmp_path):
         hit = cache.lookup(small, pixel_sha256(small), FP)
     assert hit.kind == "near-hit"
     blk = hit.payload["blocks"][0]
-    assert blk["bbox"] == [10, 19, 940, 57]  # [10, 20, 990, 60] * 0.95, rounded
-    assert blk["lines"][0]["bbox"] == [10, 19, 475, 38]
+    assert blk["bbox"] == [10, 19, 940, 86]  # [10, 20, 990, 90] * 0.95, rounded
+    assert blk["lines"][0]["bbox"] == [48, 38, 399, 81]
     assert all(isinstance(v, int) for v in blk["bbox"])
 
 
