@@ -26,10 +26,24 @@ FP = "bench-engine;v=1"
 
 
 def payload(i: int) -> dict:
+    """A result of about the size of a real page's, whose line boxes lie on the page's text (the
+    near-hit rules read the pixels inside them): the title, then the body as one box."""
+    title, body = [55, 45, 700, 90], [60, 115, 940, 1220]
     return {
         "blocks": [
-            {"type": "text", "bbox": [60, 120 + 28 * k, 900, 140 + 28 * k], "text": f"line {k} " * 8, "score": 0.99}
-            for k in range(30)
+            {
+                "type": "title",
+                "bbox": title,
+                "text": f"Section {i}",
+                "lines": [{"bbox": title, "text": f"Section {i}"}],
+            },
+            {
+                "type": "text",
+                "bbox": body,
+                "text": "line " * 400,
+                "score": 0.99,
+                "lines": [{"bbox": body, "text": "line " * 400}],
+            },
         ],
         "markdown": f"# page {i}\n" + "text " * 400,
     }

@@ -99,8 +99,10 @@ A near-duplicate may reuse a cached result only after two stages:
    totals.  Their lines measure 27-55 levels; gray #AAA text 71 (rejected by
    the contrast rule at >= 1.36x); the lines of the 26 real pages above 91
    or more, but for one title slide over a photo (37-45).
-   Payloads without line boxes (the VLM engine's blocks) rely on stage 3
-   alone.
+   A block that holds text but no line boxes (one the VLM read whole) cannot
+   be checked this way, so a result with one is never reused near: the VLM
+   engine's results hit exactly only, as do hybrid results with VLM-read
+   tables or formulas.
 """
 
 from __future__ import annotations
@@ -203,7 +205,8 @@ def verification_thumb(image: Image.Image) -> np.ndarray | None:
 
 def lines_tall_enough(payload: dict, scale: float) -> bool:
     """Whether every line box of a cached result is at least LINE_MIN px tall at the thumbnail's
-    `scale` (thumbnail px per page px); a result without line boxes passes (see the docstring).
+    `scale` (thumbnail px per page px). A block holding text without line boxes fails (its
+    lines are unknown); blocks without text (a figure) pass.
     A line box more than twice as tall as wide is vertical text: its type size is its width.
     A line whose box cannot be read as four numbers fails: what it holds is unknown."""
     blocks = payload.get("blocks") if isinstance(payload, dict) else None
@@ -213,6 +216,8 @@ def lines_tall_enough(payload: dict, scale: float) -> bool:
         lines = block.get("lines") if isinstance(block, dict) else None
         if not isinstance(lines, (list, type(None))):
             return False
+        if not lines and isinstance(block, dict) and str(block.get("text") or "").strip():
+            return False  # text without line boxes (a block the VLM read): its print cannot be checked
         for line in lines or []:
             box = line.get("bbox") if isinstance(line, dict) else None
             try:

@@ -200,7 +200,10 @@ def test_line_boxes_are_measured_in_thumbnail_pixels():
     assert sim.lines_tall_enough(payload(19), 0.8)  # 15.2 px
     assert not sim.lines_tall_enough(payload(18), 0.8)  # 14.4 px
     assert not sim.lines_tall_enough(payload(24), 0.62)  # an A4 page at 200 DPI: 14.9 px
-    assert sim.lines_tall_enough({"blocks": [{"type": "text", "bbox": [0, 0, 9, 9]}]}, 0.8)  # no lines: stage 3 only
+    assert sim.lines_tall_enough({"blocks": [{"type": "image", "bbox": [0, 0, 9, 9]}]}, 0.8)  # no text
+    # text without line boxes (a block the VLM read whole): its print is unknown, no near-hit
+    assert not sim.lines_tall_enough({"blocks": [{"type": "text", "bbox": [0, 0, 900, 90], "text": "Total 5"}]}, 0.8)
+    assert not sim.lines_tall_enough({"blocks": [{"type": "text", "text": "Total 5", "lines": []}]}, 0.8)
     assert sim.lines_tall_enough(payload(19) | {"blocks": payload(19)["blocks"] + [7, {"lines": None}]}, 0.8)
     # vertical text: its type size is the box's width
     assert not sim.lines_tall_enough({"blocks": [{"lines": [{"bbox": [17, 853, 34, 1002]}]}]}, 0.8)
