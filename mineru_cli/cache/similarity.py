@@ -203,31 +203,42 @@ def verification_thumb(image: Image.Image) -> np.ndarray | None:
     return thumb if glyph_height(thumb) >= GLYPH_MIN else None
 
 
-def lines_tall_enough(payload: dict, scale: float) -> bool:
-    """Whether every line box of a cached result is at least LINE_MIN px tall at the thumbnail's
-    `scale` (thumbnail px per page px). A block holding text without line boxes fails (its
-    lines are unknown); blocks without text (a figure) pass.
-    A line box more than twice as tall as wide is vertical text: its type size is its width.
-    A line whose box cannot be read as four numbers fails: what it holds is unknown."""
+def _line_boxes(payload: dict) -> list[tuple[float, float, float, float]] | None:
+    """Every line box of a cached result, in page px; None where its lines cannot be known: a
+    block holding text without line boxes (one the VLM read whole), or a box that is not four
+    numbers. Blocks without text (a figure) have none."""
     blocks = payload.get("blocks") if isinstance(payload, dict) else None
     if not isinstance(blocks, (list, type(None))):
-        return False
+        return None
+    boxes = []
     for block in blocks or []:
         lines = block.get("lines") if isinstance(block, dict) else None
         if not isinstance(lines, (list, type(None))):
-            return False
+            return None
         if not lines and isinstance(block, dict) and str(block.get("text") or "").strip():
-            return False  # text without line boxes (a block the VLM read): its print cannot be checked
+            return None
         for line in lines or []:
             box = line.get("bbox") if isinstance(line, dict) else None
             try:
                 x1, y1, x2, y2 = (float(v) for v in box or ())
             except (TypeError, ValueError):
-                return False
-            w, h = x2 - x1, y2 - y1
-            size = w if h > 2 * w else h
-            if not size * scale >= LINE_MIN:  # written so that NaN fails too
-                return False
+                return None
+            boxes.append((x1, y1, x2, y2))
+    return boxes
+
+
+def lines_tall_enough(payload: dict, scale: float) -> bool:
+    """Whether every line box of a cached result is at least LINE_MIN px tall at the thumbnail's
+    `scale` (thumbnail px per page px); a result whose lines cannot be known fails (_line_boxes).
+    A line box more than twice as tall as wide is vertical text: its type size is its width."""
+    boxes = _line_boxes(payload)
+    if boxes is None:
+        return False
+    for x1, y1, x2, y2 in boxes:
+        w, h = x2 - x1, y2 - y1
+        size = w if h > 2 * w else h
+        if not size * scale >= LINE_MIN:  # written so that NaN fails too
+            return False
     return True
 
 
@@ -237,15 +248,16 @@ def lines_contrasted(payload: dict, thumb: np.ndarray, scale: float) -> bool:
     them to the thumbnail's. Text told from its background by colour more than by brightness
     fails: JPEG halves colour resolution, so a changed thin coloured stroke does not show in
     the colour check, and its luma step is small (see the docstring)."""
+    boxes = _line_boxes(payload)
+    if boxes is None:
+        return False
     luma = thumb[..., 0]
-    for block in payload.get("blocks") or []:
-        for line in (block.get("lines") if isinstance(block, dict) else None) or []:
-            x1, y1, x2, y2 = (float(v) for v in line["bbox"])  # lines_tall_enough has checked them
-            crop = luma[
-                max(0, int(y1 * scale)) : int(np.ceil(y2 * scale)), max(0, int(x1 * scale)) : int(np.ceil(x2 * scale))
-            ]
-            if crop.size == 0 or np.percentile(crop, 98) - np.percentile(crop, 2) < LINE_LUMA_MIN:
-                return False
+    for x1, y1, x2, y2 in boxes:
+        crop = luma[
+            max(0, int(y1 * scale)) : int(np.ceil(y2 * scale)), max(0, int(x1 * scale)) : int(np.ceil(x2 * scale))
+        ]
+        if crop.size == 0 or np.percentile(crop, 98) - np.percentile(crop, 2) < LINE_LUMA_MIN:
+            return False
     return True
 
 
