@@ -151,40 +151,6 @@ class OvWorker:
         self.proc.wait(timeout=60)
 
 
-def weight_only_int8(src: Path, dst: Path) -> int:
-    """Write a copy of the float graph `src` whose constant MatMul weights are INT8 per output
-    channel (symmetric, scale = max |w| / 127) behind a DequantizeLinear; returns how many."""
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.load(str(src))
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    nodes, count = [], 0
-    for node in graph.node:
-        w = inits.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
-        if w is None or len(w.dims) != 2:
-            nodes.append(node)
-            continue
-        arr = numpy_helper.to_array(w).astype(np.float32)
-        scale = np.maximum(np.abs(arr).max(axis=0), 1e-12) / 127.0
-        q = np.clip(np.rint(arr / scale), -127, 127).astype(np.int8)
-        base = f"{w.name}_wint8"
-        graph.initializer.extend(
-            [numpy_helper.from_array(q, base), numpy_helper.from_array(scale.astype(np.float32), base + "_scale")]
-        )
-        nodes.append(helper.make_node("DequantizeLinear", [base, base + "_scale"], [base + "_dq"], axis=1))
-        nodes.append(helper.make_node("MatMul", [node.input[0], base + "_dq"], list(node.output), name=node.name))
-        graph.initializer.remove(w)
-        count += 1
-    del graph.node[:]
-    graph.node.extend(nodes)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
-    return count
-
-
 def fresh_vision_peak(export: Path, hw: tuple[int, int], threads: int) -> int:
     """Peak RSS of a fresh process that loads `export` and runs its vision graph on one image."""
     code = (
@@ -224,6 +190,8 @@ def main() -> None:
     if args.worker:
         return worker(args)
     if args.weight_only_int8:
+        from mineru_cli.export.weight_only import weight_only_int8
+
         n = weight_only_int8(*args.weight_only_int8)
         print(f"{n} MatMul weights INT8 in {args.weight_only_int8[1]}")
         return

@@ -29,6 +29,7 @@ from typing import Callable, TypedDict
 
 import numpy as np
 
+from ..vlm import openvino_vision
 from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
@@ -73,6 +74,7 @@ MINERU25_IDS = _TokenIds(
     image_token_id=151655, video_token_id=151656, vision_start_token_id=151652, vision_end_token_id=151653
 )
 
+OPENVINO_VARIANT = "onnx_int8_openvino"  # the INT8 export with its vision encoder on OpenVINO (bf16)
 DECODE_CONTEXT = 520  # tokens in each decode row's prompt: a 2000-patch crop's prompt
 
 # A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
@@ -271,6 +273,9 @@ def bench_full_size(
         exports["onnx_int8"] = work_dir / "onnx-int8"
     if int4:
         exports["onnx_int4"] = work_dir / "onnx-int4"
+    # where OpenVINO can run the vision encoder in bf16, the INT8 export carries its graph too and
+    # is measured twice: vision on onnxruntime (onnx_int8) and on OpenVINO (onnx_int8_openvino)
+    openvino = int8 and not openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}})
     report: dict = {
         "threads": threads,
         "cpu": cpu_summary(),
@@ -279,10 +284,18 @@ def bench_full_size(
         "peak_rss": {},
         "int8_target": {},
     }
+    variants = {name: (out, openvino_vision.ONNXRUNTIME) for name, out in exports.items()}
+    if openvino:
+        variants[OPENVINO_VARIANT] = (exports["onnx_int8"], openvino_vision.OPENVINO)
     for name, out in exports.items():
-        # missing, written by an older mineru-cli, or quantized for another CPU family (whose
-        # weights would run on the slower exact kernels here): replaced
-        if not _readable(out) or graphs_needing_exact_kernels(read_manifest(out)):
+        with_openvino = openvino and name == "onnx_int8"
+        # missing, written by an older mineru-cli, quantized for another CPU family (whose
+        # weights would run on the slower exact kernels here) or lacking the OpenVINO graph: replaced
+        if (
+            not _readable(out)
+            or graphs_needing_exact_kernels(read_manifest(out))
+            or (with_openvino and openvino_vision.GRAPH_ROLE not in read_manifest(out)["graphs"])
+        ):
             r = export_model(
                 folder,
                 out,
@@ -292,11 +305,16 @@ def bench_full_size(
                 threads=threads,
                 log=log,
                 force=is_export_dir(out),
+                openvino=with_openvino,
             )
             report["export_timings"][name] = r["timings"]
         manifest = read_manifest(out)
         report["bytes"][name] = sum(f["bytes"] for f in manifest["files"].values())
         report["int8_target"][name] = (manifest.get("quantization") or {}).get("target")
+        if with_openvino:  # the same folder (its size counts both vision graphs)
+            report["bytes"][OPENVINO_VARIANT] = report["bytes"][name]
+            report["int8_target"][OPENVINO_VARIANT] = report["int8_target"][name]
+    for name, (out, vision) in variants.items():
         if rss:
             report["peak_rss"][name] = peak_rss(
                 out,
@@ -305,17 +323,20 @@ def bench_full_size(
                 bench_kw.get("image_hw", (1036, 1036)),
                 bench_kw.get("prefill_tokens", PREFILL_TOKENS),
                 bench_kw.get("decode_context", DECODE_CONTEXT),
+                vision_backend=vision,
             )["peak_rss_bytes"]
             if log:
                 log(f"{name} peak RSS: {report['peak_rss'][name] / 2**30:.2f} GiB")
     if roofline:
         report["roofline"] = roofline_for(config, threads, bandwidth_bytes, bench_kw, log)
     runtimes: dict[str, TorchRuntime | OnnxRuntime] = {"torch_fp32": TorchRuntime(folder, threads)}
-    runtimes.update({name: OnnxRuntime(out, threads=threads) for name, out in exports.items()})
+    runtimes.update(
+        {name: OnnxRuntime(out, threads=threads, vision_backend=vision) for name, (out, vision) in variants.items()}
+    )
     report.update(bench_runtimes(runtimes, config, repeats=repeats, log=log, **bench_kw))
     if roofline:
         report["roofline_fraction"] = {
-            name: fractions_for(name, report["median"][name], report["roofline"], config, exports, bench_kw)
+            name: fractions_for(name, report["median"][name], report["roofline"], config, variants, bench_kw)
             for name in report["median"]
         }
     report["page_s"] = {
@@ -362,11 +383,13 @@ def roofline_for(config, threads: int, bandwidth_bytes: int | None, bench_kw: di
 
 def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
     """phase_fractions for one variant: torch fp32 computes in fp32 with fp32 weights; an
-    export's INT8 graphs and decoder weight bytes come from its manifest."""
+    export's INT8 graphs and decoder weight bytes come from its manifest. exports: {name:
+    (folder, vision backend)}. Vision on OpenVINO computes in bf16, a rate the roofline does not
+    measure: its vision phases get no fraction."""
     from ..vlm.export_format import read_manifest
 
     if name in exports:
-        manifest = read_manifest(exports[name])
+        manifest = read_manifest(exports[name][0])
         quantization = manifest.get("quantization") or {}
         int8_graphs = {
             role
@@ -377,6 +400,8 @@ def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, b
         weight_bytes = sum(f["bytes"] for path, f in files.items() if path.startswith("decoder.onnx"))
     else:
         int8_graphs, weight_bytes = set(), 4 * decoder_weights(config)
+    if name in exports and exports[name][1] == openvino_vision.OPENVINO:
+        medians = {k: v for k, v in medians.items() if not k.startswith("vision_s")}
     return phase_fractions(
         medians,
         roof,
@@ -429,6 +454,7 @@ def peak_rss(
     image_hw=(1036, 1036),
     prefill_tokens: int = PREFILL_TOKENS,
     decode_context: int = DECODE_CONTEXT,
+    vision_backend: str | None = None,
 ) -> dict:
     """Peak RSS (bytes) of a fresh process that loads the ONNX export and runs the layout image,
     a prefill of `prefill_tokens` and 16 decode steps at batch 8 over prompts of
@@ -449,7 +475,7 @@ def peak_rss(
         "from mineru_cli.export.bench import synthetic_input\n"
         "from mineru_cli.vlm.runtime_onnx import OnnxRuntime\n"
         "cfg = Qwen2VLConfig.from_dict(json.loads(sys.stdin.read()))\n"
-        f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)})\n"
+        f"rt = OnnxRuntime({str(export_dir)!r}, threads={int(threads)}, vision_backend={vision_backend!r})\n"
         f"{phases}"
         f"rows = [synthetic_input(cfg, (56, 56), {int(decode_context)} + 3 * i, seed=10 + i) for i in range(8)]\n"
         "t = rt.prefill(rows).argmax(-1)\n"

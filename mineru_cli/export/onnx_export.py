@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
-from ..vlm import int8_target, model_identity
+from ..vlm import int8_target, model_identity, openvino_vision
 from ..vlm.export_format import (
     COPIED_FILES,
     FORMAT,
@@ -51,6 +51,7 @@ from ..vlm.export_format import (
 )
 from . import bias_correction as bias_correction_mod
 from . import step_path
+from .weight_only import weight_only_int8
 
 DEFAULT_OPSET = 18
 
@@ -514,6 +515,7 @@ def export_model(
     force: bool = False,
     target: str | None = None,
     profile: str | None = None,
+    openvino: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> dict:
     """Export `model_dir` to `out_dir` (fp32, or INT8 / INT4 weights); returns the report
@@ -525,6 +527,8 @@ def export_model(
     replaced only with force=True; a folder that is not an export is never overwritten.
     profile ("2509" | "pro"): the release to record when the files cannot tell (None: from the
     files, vlm.model_identity); the manifest's source.identity is what the runtime reads.
+    openvino: also write the vision encoder for OpenVINO's bf16 products (vlm.openvino_vision:
+    weight-only INT8, from the float graph), which `mineru bench` measures.
     """
     from ..vlm.model_dir import missing_files
 
@@ -586,6 +590,13 @@ def export_model(
         export_decoder(model, fp32_dir / GRAPHS["decoder"], exporter, opset)
         timings["export_decoder"] = time.monotonic() - t0
         np.save(work / GRAPHS["embed_tokens"], model.get_input_embeddings().weight.detach().float().numpy())
+        graphs = dict(GRAPHS)
+        if openvino:
+            t0 = time.monotonic()
+            _say(log, f"writing {openvino_vision.VISION_GRAPH} (weight-only INT8, for OpenVINO's bf16 products)")
+            weight_only_int8(fp32_dir / GRAPHS["vision"], work / openvino_vision.VISION_GRAPH)
+            graphs[openvino_vision.GRAPH_ROLE] = openvino_vision.VISION_GRAPH
+            timings["openvino_vision"] = time.monotonic() - t0
 
         quantization: dict[str, Any] | None = None  # the manifest's table; None: fp32
         if quantized:
@@ -656,7 +667,7 @@ def export_model(
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "source": source,
             "model": table,
-            "graphs": dict(GRAPHS),
+            "graphs": graphs,
             "io": {
                 "vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
                 "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"]))),

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.errors import SetupError
+from . import openvino_vision
 from .export_format import MANIFEST, decoder_io, read_manifest, verify_export
 from .int8_target import EXACT_KERNELS_OPTION, graphs_needing_exact_kernels
 from .processor import vision_position_ids
@@ -97,9 +98,12 @@ class OnnxRuntime:
         image_token_id: int | None = None,
         verify: bool = True,
         exact_int8: bool = True,
+        vision_backend: str = openvino_vision.ONNXRUNTIME,
     ):
         """exact_int8=False runs INT8 weights that saturate on this CPU on the fast kernels all
-        the same (int8_target): only to measure what the exact kernels cost and prevent."""
+        the same (int8_target): only to measure what the exact kernels cost and prevent.
+        vision_backend: openvino_vision.ONNXRUNTIME, or OPENVINO to measure the vision encoder in
+        bf16 on OpenVINO (`mineru bench`; a SetupError where it cannot run)."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -134,14 +138,24 @@ class OnnxRuntime:
         self._release = ort.RunOptions()
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         graphs = self.manifest["graphs"]
+        self.vision_backend = vision_backend
+        if self.vision_backend == openvino_vision.OPENVINO:
+            if why := openvino_vision.unavailable(self.manifest, ort):
+                raise SetupError(f"the vision encoder cannot run on OpenVINO here: {why}")
+            vision_graph, vision_opts = graphs[openvino_vision.GRAPH_ROLE], self._session_options(threads, "vision")
+            openvino_vision.add_provider(ort, vision_opts, threads)  # the session's providers come from here
+            vision_providers = None
+        elif self.vision_backend == openvino_vision.ONNXRUNTIME:
+            vision_graph, vision_opts = graphs["vision"], self._session_options(threads, "vision")
+            vision_providers = ["CPUExecutionProvider"]
+        else:
+            raise SetupError(f"unknown vision backend {self.vision_backend!r}")
         try:
-            self._vision, self._decoder = (
-                ort.InferenceSession(
-                    str(self.export_dir / graphs[role]),
-                    self._session_options(threads, role),
-                    providers=["CPUExecutionProvider"],
-                )
-                for role in ("vision", "decoder")
+            self._vision = ort.InferenceSession(str(self.export_dir / vision_graph), vision_opts, vision_providers)
+            self._decoder = ort.InferenceSession(
+                str(self.export_dir / graphs["decoder"]),
+                self._session_options(threads, "decoder"),
+                providers=["CPUExecutionProvider"],
             )
             self._embed = np.load(self.export_dir / graphs["embed_tokens"], mmap_mode="r")
         except Exception as exc:  # onnxruntime raises its own exception types
