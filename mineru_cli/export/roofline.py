@@ -10,8 +10,10 @@ right before the variants run (so on the same load):
   GFLOP/s (int8: GOP/s) of a few runs of onnxruntime (the second product, N x 4E x E, measured
   the same or slower, so one shape keeps the probe to a few seconds);
 - read bandwidth: onnxruntime ReduceSum over a buffer far larger than the last-level cache
-  (256 MiB), the best of a few runs, in GB/s: what streaming the decoder's weights each step
-  can reach.
+  (256 MiB, as rows of STREAM_ROW floats summed along the row, so that the bench's threads share
+  the rows: a sum over one axis runs on one thread and read 17.5 GB/s where rows read 27.8 on the
+  AMX Xeon), the best of a few runs, in GB/s: what streaming the decoder's weights each step can
+  reach.
 
 phase_fractions then puts each phase's measured time against it: vision and prefill as the
 time their FLOPs take at the roofline (products at the fp32 or INT8 rate, as the variant's graph
@@ -37,6 +39,7 @@ import numpy as np
 from ..vlm.int8_target import detect_target, int8_settings
 
 BANDWIDTH_BYTES = 256 << 20  # far past any last-level cache (an EPYC's L3 is 32 MiB per CCX)
+STREAM_ROW = 4096  # floats per row of the bandwidth probe's buffer (16 KiB)
 RUNS = 3
 
 
@@ -79,13 +82,14 @@ def _matmul_model(path: Path, k: int, n: int, rng) -> Path:
 
 def _reduce_model(path: Path) -> Path:
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
         "stream",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, STREAM_ROW])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])],
+        [numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     return path
@@ -139,7 +143,7 @@ def measure_roofline(
                 rates.append(flops / _best_seconds(sess, {"x": x}, runs) / 1e9)
                 del sess
         stream = _session(_reduce_model(Path(tmp) / "stream.onnx"), threads)
-        buf = np.ones(max(1, bandwidth_bytes // 4), dtype=np.float32)
+        buf = np.ones((max(1, bandwidth_bytes // (4 * STREAM_ROW)), STREAM_ROW), dtype=np.float32)
         bandwidth = buf.nbytes / _best_seconds(stream, {"x": buf}, runs) / 1e9
     return {
         "fp32_gflops": max(fp32),
