@@ -26,6 +26,7 @@ from mineru_cli.export.bench import (
     roofline_for,
     roofline_table,
 )
+from mineru_cli.vlm import openvino_vision
 from mineru_cli.vlm.int8_target import cpu_summary
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime
 
@@ -50,7 +51,7 @@ def main() -> None:
     report["roofline"] = roofline_for(config, args.threads, None, bench_kw, print)
     runtimes = {p.name: OnnxRuntime(p, threads=args.threads) for p in args.exports}
     report.update(bench_runtimes(runtimes, config, repeats=args.repeats, log=print, **bench_kw))
-    exports = {p.name: p for p in args.exports}
+    exports = {p.name: (p, openvino_vision.ONNXRUNTIME) for p in args.exports}
     report["roofline_fraction"] = {
         name: fractions_for(name, report["median"][name], report["roofline"], config, exports, bench_kw)
         for name in report["median"]

@@ -10,10 +10,11 @@ right before the variants run (so on the same load):
   GFLOP/s (int8: GOP/s) of a few runs of onnxruntime (the second product, N x 4E x E, measured
   the same or slower, so one shape keeps the probe to a few seconds);
 - read bandwidth: onnxruntime ReduceSum over a buffer far larger than the last-level cache
-  (256 MiB, as rows of STREAM_ROW floats summed along the row, so that the bench's threads share
-  the rows: a sum over one axis runs on one thread and read 17.5 GB/s where rows read 27.8 on the
-  AMX Xeon), the best of a few runs, in GB/s: what streaming the decoder's weights each step can
-  reach.
+  (256 MiB), the best of a few runs, in GB/s: what streaming the decoder's weights each step can
+  reach. Two probes, the faster taken: rows of STREAM_ROW floats summed along the row (the
+  bench's threads share the rows) and the buffer summed as one axis (one thread). On the quiet
+  AMX Xeon rows read 27.8 GB/s and one axis 17.5; a review on the same machine under load saw
+  rows at 12-13 and one axis at 16-17.
 
 phase_fractions then puts each phase's measured time against it: vision and prefill as the
 time their FLOPs take at the roofline (products at the fp32 or INT8 rate, as the variant's graph
@@ -80,16 +81,18 @@ def _matmul_model(path: Path, k: int, n: int, rng) -> Path:
     return path
 
 
-def _reduce_model(path: Path) -> Path:
+def _reduce_model(path: Path, flat: bool = False) -> Path:
+    """ReduceSum of rows of STREAM_ROW floats along the row (flat: of one axis)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    shape, axis = ([None], 0) if flat else ([None, STREAM_ROW], 1)
     graph = helper.make_graph(
         [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)],
         "stream",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, STREAM_ROW])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])],
-        [numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * (len(shape) - 1))],
+        [numpy_helper.from_array(np.array([axis], dtype=np.int64), "axes")],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     return path
@@ -145,14 +148,17 @@ def measure_roofline(
         stream = _session(_reduce_model(Path(tmp) / "stream.onnx"), threads)
         buf = np.ones((max(1, bandwidth_bytes // (4 * STREAM_ROW)), STREAM_ROW), dtype=np.float32)
         bandwidth = buf.nbytes / _best_seconds(stream, {"x": buf}, runs) / 1e9
+        flat = _session(_reduce_model(Path(tmp) / "flat.onnx", flat=True), threads)
+        one_axis = buf.nbytes / _best_seconds(flat, {"x": buf.reshape(-1)}, runs) / 1e9
     return {
         "fp32_gflops": max(fp32),
         "int8_gops": max(int8),
-        "bandwidth_gbs": bandwidth,
+        "bandwidth_gbs": max(bandwidth, one_axis),
+        "bandwidth_probes_gbs": {"rows": bandwidth, "one_axis": one_axis},
         "int8_weights": settings,
         "shapes": [list(s) for s in shapes],
         "per_shape": {"fp32_gflops": fp32, "int8_gops": int8},
-        "bandwidth_bytes": int(bandwidth_bytes),
+        "bandwidth_bytes": int(buf.nbytes),
         "threads": threads,
         "seconds": time.perf_counter() - t_start,
     }

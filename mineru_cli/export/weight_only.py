@@ -13,20 +13,37 @@ from pathlib import Path
 import numpy as np
 
 
+def _inputs(graph):
+    """Every node input of the graph and of its nodes' subgraphs (If / Loop bodies)."""
+    for node in graph.node:
+        yield from node.input
+        for attr in node.attribute:
+            for sub in [attr.g] * attr.HasField("g") + list(attr.graphs):
+                yield from _inputs(sub)
+
+
 def weight_only_int8(src: Path, dst: Path) -> int:
     """Write a copy of the float graph `src` to `dst` (its weights in `dst`.data) in which every
     MatMul by a constant 2-D weight takes that weight as INT8 per output channel (symmetric,
-    scale = max |w| / 127) through a DequantizeLinear; returns how many weights were converted."""
+    scale = max |w| / 127) through a DequantizeLinear; returns how many weights were converted
+    (a weight also read elsewhere stays float)."""
     import onnx
     from onnx import helper, numpy_helper
 
     model = onnx.load(str(src))
     graph = model.graph
     weights = {i.name: i for i in graph.initializer}
+    # a weight read by anything but a MatMul's second input (another node, a subgraph, the graph's
+    # outputs) keeps its float initializer, and so is left alone
+    readers: dict[str, int] = {}
+    for name in [*_inputs(graph), *(out.name for out in graph.output)]:
+        readers[name] = readers.get(name, 0) + 1
+    products = [n.input[1] for n in graph.node if n.op_type == "MatMul" and len(n.input) == 2]
+    only_products = {w for w in set(products) if readers.get(w, 0) == products.count(w)}
     nodes, done = [], set()
     for node in graph.node:
         w = weights.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
-        if w is None or len(w.dims) != 2:
+        if w is None or len(w.dims) != 2 or w.name not in only_products:
             nodes.append(node)
             continue
         base = f"{w.name}_wint8"
@@ -46,5 +63,6 @@ def weight_only_int8(src: Path, dst: Path) -> int:
     del graph.node[:]
     graph.node.extend(nodes)
     dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.with_name(dst.name + ".data").unlink(missing_ok=True)  # onnx.save appends to it
     onnx.save(model, str(dst), save_as_external_data=True, location=dst.name + ".data")
     return len(done)

@@ -51,9 +51,10 @@ def plugin_device(ort) -> tuple[Any | None, str]:
     except ImportError:
         reason = "the OpenVINO plugin is not installed (pip install onnxruntime-ep-openvino)"
     else:
+        cpu = ort.OrtHardwareDeviceType.CPU
         try:
-            ort.register_execution_provider_library("openvino_ep", plugin.get_library_path())
-            cpu = ort.OrtHardwareDeviceType.CPU
+            if not any(d.ep_name == EP_NAME for d in ort.get_ep_devices()):  # not registered yet
+                ort.register_execution_provider_library("openvino_ep", plugin.get_library_path())
             offered = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME and d.device.type == cpu]
         except Exception as exc:  # noqa: BLE001 - the plugin's own errors
             reason = f"the OpenVINO plugin did not load: {exc}"
@@ -93,3 +94,6 @@ def add_provider(ort, options, threads: int) -> None:
         "PERFORMANCE_HINT": "LATENCY",
     }
     options.add_provider_for_devices([device], {"load_config": json.dumps({"CPU": config})})
+    # every node on OpenVINO or the session fails: a node left to onnxruntime's CPU kernels would
+    # be measured as OpenVINO's
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

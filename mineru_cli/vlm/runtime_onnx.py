@@ -143,7 +143,10 @@ class OnnxRuntime:
             if why := openvino_vision.unavailable(self.manifest, ort):
                 raise SetupError(f"the vision encoder cannot run on OpenVINO here: {why}")
             vision_graph, vision_opts = graphs[openvino_vision.GRAPH_ROLE], self._session_options(threads, "vision")
-            openvino_vision.add_provider(ort, vision_opts, threads)  # the session's providers come from here
+            try:
+                openvino_vision.add_provider(ort, vision_opts, threads)  # the session's providers come from here
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise SetupError(f"the vision encoder cannot run on OpenVINO here: {exc}") from exc
             vision_providers = None
         elif self.vision_backend == openvino_vision.ONNXRUNTIME:
             vision_graph, vision_opts = graphs["vision"], self._session_options(threads, "vision")

@@ -25,6 +25,11 @@ def test_roofline_measures_fp32_int8_and_bandwidth_with_this_cpus_weight_kind():
     assert roof["fp32_gflops"] > 0.1 and roof["int8_gops"] > 0.1 and roof["bandwidth_gbs"] > 0.1
     assert roof["int8_weights"] == int8_target.int8_settings(int8_target.detect_target())["vision"]
     assert roof["shapes"] == [[256, 64, 256]] and roof["threads"] == 1
+    # two bandwidth probes over the same 32 MiB (rows shared by the threads, and one axis): the
+    # faster one is the roofline's
+    probes = roof["bandwidth_probes_gbs"]
+    assert set(probes) == {"rows", "one_axis"} and min(probes.values()) > 0.1
+    assert roof["bandwidth_gbs"] == max(probes.values()) and roof["bandwidth_bytes"] == 32 << 20
     # another target's weight kind, on request
     amx = measure_roofline(threads=1, m=64, e=32, mlp=64, target="amx", bandwidth_bytes=1 << 20, runs=1)
     assert amx["int8_weights"]["weight_type"] == "QInt8"

@@ -21,8 +21,14 @@ from mineru_cli.vlm import openvino_vision  # noqa: E402
 from mineru_cli.vlm.export_format import read_manifest, verify_export  # noqa: E402
 from mineru_cli.vlm.runtime_onnx import OnnxRuntime, vision_feed  # noqa: E402
 
-WHY_NOT = openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}}, ort)
-needs_openvino = pytest.mark.skipif(bool(WHY_NOT), reason=f"OpenVINO vision cannot run here: {WHY_NOT}")
+
+@pytest.fixture
+def openvino_here():
+    """Skips where the plugin cannot run the vision graph (asked only by the tests that need it,
+    so that collecting this module loads no OpenVINO library)."""
+    why = openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}}, ort)
+    if why:
+        pytest.skip(f"OpenVINO vision cannot run here: {why}")
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +79,41 @@ def test_weight_only_graph_reads_images_as_the_float_graph_does(tiny_onnx_openvi
     assert got.shape == ref.shape and 1e-6 < rel < 0.03, rel
 
 
+def test_a_weight_read_elsewhere_stays_float_and_a_rerun_rewrites_the_data(tmp_path):
+    """The converter changes only weights that MatMuls alone read (here W also feeds an Add;
+    V is converted), the result still runs, and writing it again replaces its external data
+    rather than appending to it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mineru_cli.export.weight_only import weight_only_int8
+
+    rng = np.random.default_rng(0)
+    w, v = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["m"]),
+            helper.make_node("Add", ["m", "W"], ["a"]),
+            helper.make_node("MatMul", ["a", "V"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(v, "V")],
+    )
+    src, dst = tmp_path / "src.onnx", tmp_path / "out" / "dst.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(src))
+    sizes = []
+    for _ in range(2):
+        assert weight_only_int8(src, dst) == 1
+        sizes.append(dst.with_name(dst.name + ".data").stat().st_size)
+    assert sizes[0] == sizes[1]
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert 0 < float(np.abs(got - ref).max() / np.abs(ref).max()) < 0.02
+
+
 def _layout_input(engine, page):
     from mineru_cli.vlm.protocol.chat import LAYOUT_PROMPT
     from mineru_cli.vlm.protocol.crops import layout_image
@@ -96,8 +137,7 @@ def test_a_required_openvino_backend_that_cannot_run_is_a_setup_error(tiny_onnx_
         OnnxRuntime(tiny_onnx_int8, vision_backend="gpu")
 
 
-@needs_openvino
-def test_openvino_vision_computes_in_bf16_close_to_onnxruntime(tiny_onnx_openvino, page):
+def test_openvino_vision_computes_in_bf16_close_to_onnxruntime(openvino_here, tiny_onnx_openvino, page):
     """Where the plugin runs: the features differ from the same graph on onnxruntime's fp32
     kernels (bf16 products), but only by bf16 rounding."""
     engine = VlmEngine(tiny_onnx_openvino, threads=1, runtime="onnx")
