@@ -47,6 +47,11 @@ def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
         return [i for band in bands for i in xy_cut(boxes, band)]
     columns = _split(boxes, idx, axis=0)
     if len(columns) > 1:
+        if not _columns_wide_enough(boxes, columns) and _tops_apart(boxes, columns):
+            # a narrow piece beside the rest is no column but a corner block (a form's OMB number
+            # and expiry date top right, level with its title and first field): the pieces are
+            # read from the one that starts highest
+            columns.sort(key=lambda c: (min(boxes[i][1] for i in c), min(boxes[i][0] for i in c)))
         return [i for col in columns for i in xy_cut(boxes, col)]
     # Overlapping boxes with no whitespace cut: top-to-bottom, left-to-right.
     return sorted(idx, key=lambda i: (boxes[i][1], boxes[i][0]))
@@ -140,10 +145,22 @@ def _has_columns(boxes: Sequence[Box], idx: list[int]) -> bool:
     """Whether a gutter splits these boxes into two or more columns, each at least
     MIN_COLUMN_SHARE of their width."""
     columns = _split(boxes, idx, axis=0)
-    if len(columns) < 2:
-        return False
+    return len(columns) >= 2 and _columns_wide_enough(boxes, columns)
+
+
+def _columns_wide_enough(boxes: Sequence[Box], columns: list[list[int]]) -> bool:
+    """Whether each of these side-by-side pieces is at least MIN_COLUMN_SHARE of their width."""
+    idx = [i for c in columns for i in c]
     width = max(1.0, max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx))
     return all(max(boxes[i][2] for i in c) - min(boxes[i][0] for i in c) >= MIN_COLUMN_SHARE * width for c in columns)
+
+
+def _tops_apart(boxes: Sequence[Box], columns: list[list[int]]) -> bool:
+    """Whether the pieces' tops differ by more than half the lowest box among them: pieces that
+    start level keep their left-to-right order."""
+    tops = [min(boxes[i][1] for i in c) for c in columns]
+    lowest = min(boxes[i][3] - boxes[i][1] for c in columns for i in c)
+    return max(tops) - min(tops) > 0.5 * lowest
 
 
 def text_columns(

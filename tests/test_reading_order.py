@@ -99,3 +99,23 @@ def test_text_columns_keep_one_column_paragraphs_and_narrow_side_pieces_whole():
     assert len(text_columns(table, min_heights=2)) == 3  # what it was before the width rule
     # a single line beside a column is no column either
     assert len(text_columns(_lines(100, 560, 100, 5) + [(620, 100, 1080, 120)])) == 1
+
+
+def test_a_narrow_corner_block_level_with_the_title_is_read_first():
+    """A real form at 72 DPI (SF-424 page 2): the layout model boxes the OMB number, the expiry
+    date and "Version 02" top right, level with a block holding the form's title and its first
+    field. The corner block is narrower than a column, and it starts above: it comes first (read
+    as a right-hand column it came after the title and the field)."""
+    title_and_field, corner = (32, 40, 231, 76), (472, 8, 575, 54)
+    below = [(32, 95, 186, 108), (32, 125, 186, 139)]
+    boxes = [title_and_field, corner, *below]
+    assert [boxes[i] for i in xy_cut(boxes)] == [corner, title_and_field, *below]
+
+
+def test_a_narrow_piece_level_with_its_neighbour_keeps_left_to_right_order():
+    """Pieces that start level (a label and a narrow value beside it) stay left to right, and
+    two real columns stay column after column whichever starts higher."""
+    label, value = (100, 100, 700, 140), (900, 102, 1000, 138)
+    assert xy_cut([value, label]) == [1, 0]
+    left, right = (100, 200, 580, 900), (620, 150, 1100, 900)
+    assert xy_cut([right, left]) == [1, 0]
