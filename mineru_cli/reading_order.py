@@ -47,11 +47,8 @@ def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
         return [i for band in bands for i in xy_cut(boxes, band)]
     columns = _split(boxes, idx, axis=0)
     if len(columns) > 1:
-        if not _columns_wide_enough(boxes, columns) and _tops_apart(boxes, columns):
-            # a narrow piece beside the rest is no column but a corner block (a form's OMB number
-            # and expiry date top right, level with its title and first field): the pieces are
-            # read from the one that starts highest
-            columns.sort(key=lambda c: (min(boxes[i][1] for i in c), min(boxes[i][0] for i in c)))
+        if not _columns_wide_enough(boxes, columns):
+            columns = _corner_first(boxes, columns)
         return [i for col in columns for i in xy_cut(boxes, col)]
     # Overlapping boxes with no whitespace cut: top-to-bottom, left-to-right.
     return sorted(idx, key=lambda i: (boxes[i][1], boxes[i][0]))
@@ -155,12 +152,22 @@ def _columns_wide_enough(boxes: Sequence[Box], columns: list[list[int]]) -> bool
     return all(max(boxes[i][2] for i in c) - min(boxes[i][0] for i in c) >= MIN_COLUMN_SHARE * width for c in columns)
 
 
-def _tops_apart(boxes: Sequence[Box], columns: list[list[int]]) -> bool:
-    """Whether the pieces' tops differ by more than half the lowest box among them: pieces that
-    start level keep their left-to-right order."""
+def _corner_first(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[int]]:
+    """Side-by-side pieces, one of them narrower than a column, left to right, except that a
+    narrow piece right of the first that lies mostly above all the others (its middle above
+    their tops) is read first: a corner block, as a form's OMB number and expiry date top right,
+    level with its title and first field. Other pieces never change places: a narrow sidebar or
+    margin note that starts a little above a paragraph, or a label beside a taller value, keeps
+    left-to-right order, and so do real columns beside a narrow strip."""
+    idx = [i for c in columns for i in c]
+    width = max(1.0, max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx))
     tops = [min(boxes[i][1] for i in c) for c in columns]
-    lowest = min(boxes[i][3] - boxes[i][1] for c in columns for i in c)
-    return max(tops) - min(tops) > 0.5 * lowest
+    for n, piece in enumerate(columns[1:], 1):
+        narrow = max(boxes[i][2] for i in piece) - min(boxes[i][0] for i in piece) < MIN_COLUMN_SHARE * width
+        middle = (tops[n] + max(boxes[i][3] for i in piece)) / 2
+        if narrow and middle < min(t for m, t in enumerate(tops) if m != n):
+            return [piece, *columns[:n], *columns[n + 1 :]]
+    return columns
 
 
 def text_columns(

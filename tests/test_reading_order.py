@@ -119,3 +119,31 @@ def test_a_narrow_piece_level_with_its_neighbour_keeps_left_to_right_order():
     assert xy_cut([value, label]) == [1, 0]
     left, right = (100, 200, 580, 900), (620, 150, 1100, 900)
     assert xy_cut([right, left]) == [1, 0]
+
+
+def test_a_narrow_strip_beside_two_columns_never_reorders_the_columns():
+    """A review's cases (72 DPI page points): an arXiv-style stamp in the left margin beside two
+    columns whose tops differ by 1 px, and a newsletter's narrow "inside this issue" sidebar
+    beside two columns, the left one under a headline: the columns stay left, then right."""
+    stamp = (12, 230, 36, 570)
+    left = [(150, 180, 200, 192), (80, 198, 290, 420), (72, 436, 180, 448), (72, 456, 297, 700)]
+    right = (315, 179, 540, 700)
+    boxes = [right, stamp, *left]
+    assert [boxes[i] for i in xy_cut(boxes)] == [stamp, *left, right]
+    side = [(36, 150, 130, 164), (36, 170, 130, 400)]
+    headline, left_text, right_text = (150, 160, 360, 176), (150, 182, 360, 700), (380, 148, 576, 700)
+    boxes = [right_text, left_text, *side, headline]
+    assert [boxes[i] for i in xy_cut(boxes)] == [*side, headline, left_text, right_text]
+
+
+def test_a_label_beside_a_taller_value_and_a_sidebar_starting_a_little_higher_stay_in_place():
+    """A form label centred beside a taller two-line value, a narrow value in a taller cell right
+    of its label, and a margin sidebar that starts 10 px above a section heading: left to right."""
+    label, value = (72, 215, 160, 227), (180, 200, 560, 242)
+    assert xy_cut([value, label]) == [1, 0]
+    label, value = (72, 110, 440, 122), (470, 102, 560, 130)
+    assert xy_cut([value, label]) == [1, 0]
+    body = [(72, 100, 300, 114), (72, 120, 440, 300), (72, 312, 440, 500), (72, 512, 440, 700)]
+    sidebar = (470, 90, 560, 690)
+    boxes = [sidebar, *body]
+    assert [boxes[i] for i in xy_cut(boxes)] == [*body, sidebar]
