@@ -47,9 +47,7 @@ def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
         return [i for band in bands for i in xy_cut(boxes, band)]
     columns = _split(boxes, idx, axis=0)
     if len(columns) > 1:
-        if not _columns_wide_enough(boxes, columns):
-            columns = _corner_first(boxes, columns)
-        return [i for col in columns for i in xy_cut(boxes, col)]
+        return [i for col in _corner_first(boxes, columns) for i in xy_cut(boxes, col)]
     # Overlapping boxes with no whitespace cut: top-to-bottom, left-to-right.
     return sorted(idx, key=lambda i: (boxes[i][1], boxes[i][0]))
 
@@ -145,27 +143,34 @@ def _has_columns(boxes: Sequence[Box], idx: list[int]) -> bool:
     return len(columns) >= 2 and _columns_wide_enough(boxes, columns)
 
 
+def _width(boxes: Sequence[Box], idx: Sequence[int]) -> float:
+    """The horizontal extent of these boxes together."""
+    return max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx)
+
+
+def _narrow(boxes: Sequence[Box], columns: list[list[int]]) -> list[bool]:
+    """Per side-by-side piece, whether it is narrower than MIN_COLUMN_SHARE of their width."""
+    width = max(1.0, _width(boxes, [i for c in columns for i in c]))
+    return [_width(boxes, c) < MIN_COLUMN_SHARE * width for c in columns]
+
+
 def _columns_wide_enough(boxes: Sequence[Box], columns: list[list[int]]) -> bool:
     """Whether each of these side-by-side pieces is at least MIN_COLUMN_SHARE of their width."""
-    idx = [i for c in columns for i in c]
-    width = max(1.0, max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx))
-    return all(max(boxes[i][2] for i in c) - min(boxes[i][0] for i in c) >= MIN_COLUMN_SHARE * width for c in columns)
+    return not any(_narrow(boxes, columns))
 
 
 def _corner_first(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[int]]:
-    """Side-by-side pieces, one of them narrower than a column, left to right, except that a
+    """Side-by-side pieces left to right, except that a
     narrow piece right of the first that lies mostly above all the others (its middle above
     their tops) is read first: a corner block, as a form's OMB number and expiry date top right,
     level with its title and first field. Other pieces never change places: a narrow sidebar or
     margin note that starts a little above a paragraph, or a label beside a taller value, keeps
     left-to-right order, and so do real columns beside a narrow strip."""
-    idx = [i for c in columns for i in c]
-    width = max(1.0, max(boxes[i][2] for i in idx) - min(boxes[i][0] for i in idx))
+    narrow = _narrow(boxes, columns)
     tops = [min(boxes[i][1] for i in c) for c in columns]
     for n, piece in enumerate(columns[1:], 1):
-        narrow = max(boxes[i][2] for i in piece) - min(boxes[i][0] for i in piece) < MIN_COLUMN_SHARE * width
         middle = (tops[n] + max(boxes[i][3] for i in piece)) / 2
-        if narrow and middle < min(t for m, t in enumerate(tops) if m != n):
+        if narrow[n] and middle < min(t for m, t in enumerate(tops) if m != n):
             return [piece, *columns[:n], *columns[n + 1 :]]
     return columns
 

@@ -259,7 +259,7 @@ def bench_full_size(
     export's peak RSS is measured first in a fresh process (peak_rss); with roofline, the
     machine's kernel roofline right before the variants (report["roofline"]) and each
     variant's fraction of it per phase (report["roofline_fraction"]). Where ONNX Runtime's
-    OpenVINO plugin runs the vision encoder in bf16 here (openvino_vision.unavailable), the INT8
+    OpenVINO plugin runs the vision encoder in bf16 here (openvino_vision.not_here), the INT8
     export also carries its OpenVINO vision graph and is measured a second time with it
     (OPENVINO_VARIANT; measured, not used for parsing); if that variant fails, the report's
     "skipped" says why and the others are measured."""
@@ -286,7 +286,7 @@ def bench_full_size(
         exports["onnx_int4"] = work_dir / "onnx-int4"
     # where OpenVINO can run the vision encoder in bf16, the INT8 export carries its graph too and
     # is measured twice: vision on onnxruntime (onnx_int8) and on OpenVINO (onnx_int8_openvino)
-    openvino = int8 and not openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}})
+    openvino = int8 and not openvino_vision.not_here()
     report: dict = {
         "threads": threads,
         "cpu": cpu_summary(),

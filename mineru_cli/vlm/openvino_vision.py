@@ -19,6 +19,7 @@ shows up there.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -32,19 +33,16 @@ GRAPH_ROLE = "vision_openvino"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 EP_NAME = "OpenVINOExecutionProvider"
 
-_REGISTERED: dict[str, Any] = {}  # the plugin library is registered once per process
-
 
 def has_bf16(flags: set[str] | None = None) -> bool:
     flags = cpu_flags() if flags is None else flags
     return any(f in flags for f in BF16_FLAGS)
 
 
+@functools.cache  # the plugin library is registered once per process
 def plugin_device(ort) -> tuple[Any | None, str]:
     """The OpenVINO plugin's CPU device for ONNX Runtime, or None and why not. The plugin offers
     Intel CPUs only (its factory skips other vendors' devices)."""
-    if "device" in _REGISTERED:
-        return _REGISTERED["device"], _REGISTERED["reason"]
     device, reason = None, ""
     try:
         import onnxruntime_ep_openvino as plugin
@@ -63,7 +61,6 @@ def plugin_device(ort) -> tuple[Any | None, str]:
                 device = offered[0]
             else:
                 reason = "the OpenVINO plugin offers no device for this CPU (it takes Intel CPUs only)"
-    _REGISTERED.update(device=device, reason=reason)
     return device, reason
 
 
@@ -71,6 +68,11 @@ def unavailable(manifest: dict, ort=None) -> str:
     """Why the export's OpenVINO vision graph cannot run here ("" when it can)."""
     if GRAPH_ROLE not in (manifest.get("graphs") or {}):
         return "the export has no OpenVINO vision graph (export_model(..., openvino=True))"
+    return not_here(ort)
+
+
+def not_here(ort=None) -> str:
+    """Why this machine cannot run an OpenVINO vision graph ("" when it can)."""
     if not has_bf16():
         return "this CPU has no bf16 products (amx_bf16 or avx512_bf16)"
     if ort is None:

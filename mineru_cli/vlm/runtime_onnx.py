@@ -139,17 +139,18 @@ class OnnxRuntime:
         self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         graphs = self.manifest["graphs"]
         self.vision_backend = vision_backend
+        vision_opts = self._session_options(threads, "vision")
         if self.vision_backend == openvino_vision.OPENVINO:
             if why := openvino_vision.unavailable(self.manifest, ort):
                 raise SetupError(f"the vision encoder cannot run on OpenVINO here: {why}")
-            vision_graph, vision_opts = graphs[openvino_vision.GRAPH_ROLE], self._session_options(threads, "vision")
+            vision_graph = graphs[openvino_vision.GRAPH_ROLE]
             try:
                 openvino_vision.add_provider(ort, vision_opts, threads)  # the session's providers come from here
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise SetupError(f"the vision encoder cannot run on OpenVINO here: {exc}") from exc
             vision_providers = None
         elif self.vision_backend == openvino_vision.ONNXRUNTIME:
-            vision_graph, vision_opts = graphs["vision"], self._session_options(threads, "vision")
+            vision_graph = graphs["vision"]
             vision_providers = ["CPUExecutionProvider"]
         else:
             raise SetupError(f"unknown vision backend {self.vision_backend!r}")

@@ -54,14 +54,18 @@ def char_f1(hyp: str, truth: str) -> float:
     return 0.0 if not tp else 2 * tp / (sum(a.values()) + sum(b.values()))
 
 
-def truth_text(pdf: Path, page: int = 0) -> str:
+def text_layer(pdf: Path, page: int = 0):
     """The page's text layer as a reader sees it (the product's text layer: invisible, clipped and
-    tiny text dropped, as a slide's hidden "(Original size: ...)" note), line by line in the
-    PDF's own order."""
+    tiny text dropped, as a slide's hidden "(Original size: ...)" note), at 72 DPI."""
     with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=72, text_layer="auto")) as doc:
         layer = doc.page(page).text_layer
     assert layer is not None and layer.trusted, pdf
-    return "\n".join(line.text for line in layer.lines)
+    return layer
+
+
+def truth_text(pdf: Path, page: int = 0) -> str:
+    """The page's text layer line by line in the PDF's own order."""
+    return "\n".join(line.text for line in text_layer(pdf, page).lines)
 
 
 def render(pdf: Path, dpi: int, page: int = 0) -> Image.Image:
@@ -255,11 +259,8 @@ def rows_truth(pdf: Path) -> str:
     """The page's text layer line by line in rows, top down, each row left to right (a line
     joins the row it overlaps by half its height): for a one-column page whose PDF draws its
     lines out of reading order."""
-    with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=72, text_layer="auto")) as doc:
-        layer = doc.page(0).text_layer
-    assert layer is not None and layer.trusted, pdf
     rows: list[list] = []  # [top, bottom, lines]
-    for line in sorted(layer.lines, key=lambda line: line.box[1]):
+    for line in sorted(text_layer(pdf).lines, key=lambda line: line.box[1]):
         x1, y1, x2, y2 = line.box
         if rows and min(y2, rows[-1][1]) - max(y1, rows[-1][0]) >= 0.5 * (y2 - y1):
             rows[-1][2].append(line)

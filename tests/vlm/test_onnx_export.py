@@ -292,7 +292,7 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     )
     # where OpenVINO can run the vision encoder in bf16 (an Intel CPU with AMX or AVX-512 BF16 and
     # the plugin), the INT8 export is measured with it too
-    openvino = not openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}})
+    openvino = not openvino_vision.not_here()
     extra = {OPENVINO_VARIANT} if openvino else set()
     assert set(report["median"]) == {"torch_fp32", "onnx_fp32", "onnx_int8"} | extra
     assert (openvino_vision.GRAPH_ROLE in read_manifest(tmp_path / "onnx-int8")["graphs"]) == openvino

@@ -26,7 +26,7 @@ from mineru_cli.vlm.runtime_onnx import OnnxRuntime, vision_feed  # noqa: E402
 def openvino_here():
     """Skips where the plugin cannot run the vision graph (asked only by the tests that need it,
     so that collecting this module loads no OpenVINO library)."""
-    why = openvino_vision.unavailable({"graphs": {openvino_vision.GRAPH_ROLE: ""}}, ort)
+    why = openvino_vision.not_here(ort)
     if why:
         pytest.skip(f"OpenVINO vision cannot run here: {why}")
 
