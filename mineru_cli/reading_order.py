@@ -17,6 +17,8 @@ Box = Sequence[float]
 
 # A column of a page is at least this share of the width of what it stands beside.
 MIN_COLUMN_SHARE = 0.2
+# Two lines are level (one row) when their middles lie within this share of a line's height.
+LEVEL = 0.2
 
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
@@ -173,6 +175,12 @@ def _corner_first(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[i
         if narrow[n] and middle < min(t for m, t in enumerate(tops) if m != n):
             return [piece, *columns[:n], *columns[n + 1 :]]
     return columns
+
+
+def level(a: Box, b: Box) -> bool:
+    """Whether two lines stand in one row: their middles within LEVEL of the shorter's height."""
+    height = max(1.0, min(a[3] - a[1], b[3] - b[1]))
+    return abs(_center(a, 1) - _center(b, 1)) <= LEVEL * height
 
 
 def text_columns(

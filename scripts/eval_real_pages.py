@@ -12,8 +12,14 @@ first and is not used: it cuts columns apart at headings that span two lines (el
 page 2). Pages marked "layout" (a page that is mostly one table) use `pdftotext -layout`
 (poppler-utils), which keeps table rows together.
 
-Metrics, on NFKC-normalised text with all whitespace dropped (line breaks and spacing are
-layout, and CJK has no spaces), the hypothesis being the record's blocks' text in order:
+Text inside the page's raster images (screenshots, scanned figures) is in no text layer, so
+the truth cannot have it: the lines the engine read there (a line whose centre lies inside one
+of the page's image objects) are left out of the scored text and kept apart in the results
+("raster_text"), so reading a screenshot's words is not counted as an error.
+
+Metrics, on NFKC-normalised text with all whitespace and dot leaders (runs of three or more
+dots) dropped (line breaks and spacing are layout, and CJK has no spaces), the hypothesis
+being the record's blocks' text in order:
 - CER in reading order: Levenshtein distance / truth length (so it can exceed 1),
 - order-free character F1 (multiset of characters: are the characters there at all),
 - the per-page CER gap between the highest and the lowest DPI (resolution must not matter).
@@ -122,8 +128,13 @@ def missing_documents(docs: Path, entries) -> list[str]:
     return sorted({str(document(docs, p, path)) for p, path, *_ in entries if not document(docs, p, path).is_file()})
 
 
+# Dot leaders (". . . . ." between a table of contents' entry and its page) are spacing drawn
+# with dots: their count depends on the font and the line's width, and no reader reproduces it.
+_LEADERS = re.compile(r"(?:\.\s*){3,}")
+
+
 def squash(text: str) -> str:
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+    return re.sub(r"\s+", "", _LEADERS.sub("", unicodedata.normalize("NFKC", text)))
 
 
 def cer(hyp: str, truth: str) -> float:
@@ -153,6 +164,57 @@ def truth_text(pdf: Path, page: int, mode: str) -> str:
     args = ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page)]
     args += ["-layout"] if mode == "layout" else []  # "flow": pdftotext's reading order
     return subprocess.run([*args, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+def raster_rects(pdf: Path, page: int) -> list[tuple[float, float, float, float]]:
+    """The page's raster images as (x1, y1, x2, y2) fractions of the page, from its top left.
+
+    Images inside form XObjects report bounds in their form's space, so each is carried to the
+    page through the matrices of the forms holding it."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        pg = doc[page - 1]
+        left, bottom, right, top = pg.get_cropbox()
+        width, height = right - left, top - bottom
+        forms: list[tuple[int, pdfium.PdfMatrix]] = []  # (level, form space -> page space)
+        rects = []
+        for obj in pg.get_objects(max_depth=8):
+            while forms and forms[-1][0] >= obj.level:
+                forms.pop()
+            if obj.type == pdfium_c.FPDF_PAGEOBJ_FORM:
+                matrix = obj.get_matrix()
+                forms.append((obj.level, matrix.multiply(forms[-1][1]) if forms else matrix))
+            elif obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+                x1, y1, x2, y2 = obj.get_bounds()
+                if forms:
+                    x1, y1, x2, y2 = forms[-1][1].on_rect(x1, y1, x2, y2)
+                rects.append(((x1 - left) / width, (top - y2) / height, (x2 - left) / width, (top - y1) / height))
+    finally:
+        doc.close()
+    return rects
+
+
+def scored_text(record, rects) -> tuple[str, str]:
+    """(the record's text in reading order without its lines inside raster images, those lines)."""
+    kept, inside = [], []
+    width, height = (record.image.width, record.image.height) if record.image else (1, 1)
+
+    def in_raster(box) -> bool:
+        cx, cy = (box[0] + box[2]) / 2 / width, (box[1] + box[3]) / 2 / height
+        return any(x1 <= cx <= x2 and y1 <= cy <= y2 for x1, y1, x2, y2 in rects)
+
+    for block in record.blocks:
+        lines = block.extra.get("lines") or []
+        out = [ln["text"] for ln in lines if in_raster(ln["bbox"])]
+        if not out:
+            kept.append(block.text)
+        elif len(out) < len(lines):
+            kept.append(" ".join(ln["text"] for ln in lines if not in_raster(ln["bbox"])))
+        inside += out
+    return "\n".join(kept), "\n".join(inside)
 
 
 def cpu_model() -> str:
@@ -186,6 +248,7 @@ def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
     import mineru_cli
 
     truths = [squash(truth_text(document(docs, p, path), page, mode)) for p, path, page, _k, mode in entries]
+    rasters = [raster_rects(document(docs, p, path), page) for p, path, page, _k, _m in entries]
     results: dict = {
         "cpu": cpu_model(),
         "python": platform.python_version(),
@@ -197,7 +260,16 @@ def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
         pdfs = one_page_pdfs(entries, docs, Path(tmp))
         by_name = {p.name: n for n, p in enumerate(pdfs)}
         rows = [
-            {"doc": path, "page": page, "kind": kind, "truth_chars": len(truths[n]), "cer": {}, "f1": {}, "text": {}}
+            {
+                "doc": path,
+                "page": page,
+                "kind": kind,
+                "truth_chars": len(truths[n]),
+                "cer": {},
+                "f1": {},
+                "text": {},
+                "raster_text": {},
+            }
             for n, (_pkg, path, page, kind, _mode) in enumerate(entries)
         ]
         for dpi in dpis:
@@ -206,7 +278,7 @@ def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
                 n = by_name[Path(record.source).name]
                 if not record.ok:
                     print(f"  page {n} failed: {record.error}", file=sys.stderr)
-                text = "\n".join(b.text for b in record.blocks)
+                text, rows[n]["raster_text"][str(dpi)] = scored_text(record, rasters[n])
                 rows[n]["text"][str(dpi)] = text
                 hyp = squash(text)
                 rows[n]["cer"][str(dpi)] = round(cer(hyp, truths[n]), 4)
@@ -254,8 +326,8 @@ def summary(results: dict) -> list[str]:
             cells.append(f"{statistics.mean(r['cer'][d] for r in members):.3f}")
             cells.append(f"{statistics.mean(r['f1'][d] for r in members):.3f}")
         out.append(f"| {kind} | {len(members)} | " + " | ".join(cells) + " |")
-    if len(dpis) > 1:
-        lo, hi = min(dpis, key=int), max(dpis, key=int)
+    hi = max(dpis, key=int)
+    for lo in sorted((d for d in dpis if d != hi), key=int):  # the highest DPI against each lower one
         gaps = [(r["cer"][hi] - r["cer"][lo], r) for r in rows]
         worse = [g for g in gaps if g[0] > 0.02]
         out.append(
@@ -266,6 +338,11 @@ def summary(results: dict) -> list[str]:
             out.append(
                 f"  {g:+.3f}  {r['kind']:<10} {Path(r['doc']).name} p{r['page']}  CER {r['cer'][lo]} -> {r['cer'][hi]}"
             )
+    for r in rows:
+        left_out = {d: len(squash(r.get("raster_text", {}).get(d, ""))) for d in dpis}
+        if any(left_out.values()):
+            counts = ", ".join(f"{n} at {d} DPI" for d, n in left_out.items())
+            out.append(f"  left out (read inside raster images): {Path(r['doc']).name} p{r['page']}: {counts} chars")
     return out
 
 

@@ -60,7 +60,7 @@ from mineru_cli.engines.rapid_compat import (
 )
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
-from mineru_cli.reading_order import column_bands, group_rows, sort_blocks, text_columns
+from mineru_cli.reading_order import column_bands, group_rows, level, sort_blocks, text_columns
 from mineru_cli.text_layer import TextLayer
 
 # Where a block's text came from (its extra["source"]; the VLM engine adds "vlm").
@@ -129,6 +129,8 @@ GROUPING = {
     "line_in_region": 0.5,  # share of a line's area inside a region to belong to it
     "para_gap": 0.8,  # max vertical gap between paragraph lines, x line height
     "row_gap": 1.5,  # max horizontal gap between pieces of one line, x height
+    "row_end_heights": 3.0,  # a loose line at most this x its height wide may end a region's row
+    "row_end_clear": 3.0,  # unless a longer line lies over it within this x its height (its column)
     "title_height": 1.35,  # line height vs page median that makes a text block a title
     "header_title_height": 1.1,  # same for a "header": running headers are small, titles big
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
@@ -155,7 +157,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.5"  # bump when the same inputs would give different output
+    version = "3.6"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -425,12 +427,15 @@ def assemble_blocks(
     Text blocks never run across columns: the lines of a text region, or of a paragraph of
     loose lines, that a vertical gutter splits into side-by-side columns become one block per
     column (reading_order.text_columns), so the page order reads each column down."""
-    regions = _figures_of_text(_without_envelopes(_without_duplicates(regions)), lines, page_size)
+    # Figures that are really text become text first, so that one holding text regions is an
+    # envelope like any other (a table of contents boxed as a figure round its first entries).
+    regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
     for line in lines:
         best = best_holder(line.box, [r[0] for r in regions], GROUPING["line_in_region"])
         (members[best] if best is not None else loose).append(line)
+    loose = _row_ends(regions, members, loose)
 
     blocks = []
     for (box, cls, score), group in zip(regions, members):
@@ -451,6 +456,64 @@ def assemble_blocks(
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
     return blocks
+
+
+def _row_ends(regions: Sequence[tuple[Box, str, float]], members: list[list[Line]], loose: list[Line]) -> list[Line]:
+    """Loose lines that end or start a row of a text region join it; the others are returned.
+
+    A table of contents' page numbers often stand just right of the layout model's box around
+    the entries (its dot leaders read as nothing), and its chapter numbers just left of it;
+    grouped on their own they were read as a column of numbers after the entries. A row end is
+    short (row_end_heights x its height wide at most), reaches past one side of the region and
+    lies within row_gap x its height of that side, is level with a line of the region on its
+    inner side, and stands in no other column: no region beside this one (sharing rows with it)
+    overlaps the line's x-range, nor does a longer line outside the region within row_end_clear x
+    its height above or below. An equation number at the end of the left column, level with a
+    line of the right column, stays with the left one; a page number touching the next column's
+    box stays loose. Joined, either would bridge the gutter, and the two columns were read row
+    by row."""
+    others = [ln for group in members for ln in group] + loose
+    owner = {id(ln): n for n, group in enumerate(members) for ln in group}  # line -> its region
+    still: list[Line] = []
+    for line in loose:
+        x1, _, x2, _ = line.box
+        h = line.height
+        home = None
+        if x2 - x1 <= GROUPING["row_end_heights"] * h:
+            for n, (box, cls, _score) in enumerate(regions):
+                if LAYOUT_TYPES.get(cls, T.TEXT) not in _FLOWING or not members[n]:
+                    continue
+                if box[0] < x1 <= box[2] + GROUPING["row_gap"] * h and x2 > box[2]:  # past the right side
+                    inner = [m for m in members[n] if m.box[2] <= x1 + h / 2]
+                elif box[0] - GROUPING["row_gap"] * h <= x2 < box[2] and x1 < box[0]:  # past the left side
+                    inner = [m for m in members[n] if m.box[0] >= x2 - h / 2]
+                else:
+                    continue
+                if any(level(m.box, line.box) for m in inner):
+                    home = n
+                    break
+            if home is not None and (
+                any(n != home and _beside(line.box, box, regions[home][0]) for n, (box, _, _) in enumerate(regions))
+                or any(_stacked(line, other) for other in others if owner.get(id(other)) != home)
+            ):
+                home = None
+        (members[home] if home is not None else still).append(line)
+    return still
+
+
+def _stacked(line: Line, other: Line) -> bool:
+    """Whether `other` is a longer line of the same column as `line`: over its x-range, within
+    row_end_clear x its height above or below it."""
+    if other.box[2] - other.box[0] <= GROUPING["row_end_heights"] * other.height:
+        return False
+    x_shared = min(line.box[2], other.box[2]) - max(line.box[0], other.box[0])
+    y_gap = max(other.box[1] - line.box[3], line.box[1] - other.box[3])
+    return x_shared > 0 and y_gap <= GROUPING["row_end_clear"] * line.height
+
+
+def _beside(line: Box, other: Box, home: Box) -> bool:
+    """Whether region `other` shares rows with region `home` and reaches over `line`'s width."""
+    return min(line[2], other[2]) > max(line[0], other[0]) and min(home[3], other[3]) > max(home[1], other[1])
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:

@@ -261,7 +261,13 @@ def options(
         "decoding": "greedy",
         "ocr": fusion.settings(),
         **(
-            {"standard": {"vlm_types": sorted(STANDARD_VLM_TYPES), "embedded": ocr_options("en")}}
+            {
+                "standard": {
+                    "vlm_types": sorted(STANDARD_VLM_TYPES),
+                    # the version too: a change of its reading order changes no option
+                    "embedded": {**ocr_options("en"), "version": OcrEngine.version},
+                }
+            }
             if mode == "standard"
             else {}
         ),

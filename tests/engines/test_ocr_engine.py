@@ -281,6 +281,60 @@ def test_a_figure_filled_with_body_text_is_text():
     assert "panel line 0 panel line 1" in blocks_to_markdown(sort_blocks(blocks))
 
 
+def _toc():
+    """A table of contents: four entries in a text region, their page numbers just right of it
+    (the dot leaders read as nothing) and a chapter number just left of it."""
+    entries = [_line(130, 100 + 40 * k, 400 + 20 * k, 128 + 40 * k, f"1.{k} Entry {k}") for k in range(3)]
+    chapter = [_line(80, 220, 100, 250, "2"), _line(130, 220, 420, 250, "Chapter two")]
+    numbers = [_line(590, 100 + 40 * k, 630, 128 + 40 * k, str(3 + k)) for k in range(3)]
+    numbers.append(_line(590, 220, 630, 250, "9"))
+    return entries + chapter + numbers
+
+
+def test_a_table_of_contents_rows_keep_their_numbers_outside_the_box():
+    """Page and chapter numbers that the layout box leaves out (mostly outside it, level with an
+    entry) end or start their entry's row; read on their own they came after all the entries."""
+    (block,) = assemble_blocks(_toc(), [((120, 95, 600, 255), "text", 0.9)], (1000, 1000))
+    assert block.text == "1.0 Entry 0 3 1.1 Entry 1 4 1.2 Entry 2 5 2 Chapter two 9"
+
+
+def test_a_number_touching_another_region_is_no_row_end():
+    """A number that reaches into the next column's box stays apart: joined to the entries, it
+    would bridge the gutter between the two columns."""
+    lines = _toc() + [_line(640, 100 + 40 * k, 900, 128 + 40 * k, f"right {k}") for k in range(4)]
+    regions = [((120, 95, 600, 255), "text", 0.9), ((625, 95, 910, 255), "text", 0.9)]
+    texts = {b.text for b in assemble_blocks(lines, regions, (1000, 1000))}
+    assert "1.0 Entry 0 3 1.1 Entry 1 4 1.2 Entry 2 5 2 Chapter two 9" not in texts
+    assert "1.0 Entry 0 1.1 Entry 1 1.2 Entry 2 2 Chapter two" in texts
+
+
+def test_an_equation_number_stays_in_its_column():
+    """An equation number at the end of the left column (whose lines no region holds) is level
+    with a line of the right column's region and just left of it: it is no row start there, as
+    the left column's longer lines stand over it. Joined, the right column's block reached into
+    the left column, no gutter cut them apart, and the two were read row by row."""
+    left = [_line(40, 100 + 30 * k, 290, 120 + 30 * k, f"left line {k}") for k in range(3)]
+    left += [_line(120, 200, 220, 220, "x = y"), _line(270, 200, 290, 220, "(1)")]
+    left += [_line(40, 240 + 30 * k, 290, 260 + 30 * k, f"left after {k}") for k in range(3)]
+    right = [_line(310, 100 + 25 * k, 560, 120 + 25 * k, f"right line {k}") for k in range(8)]
+    (x1, y1, _, _), (_, _, x2, y2) = right[0].box, right[-1].box
+    blocks = sort_blocks(assemble_blocks(left + right, [((x1 - 5, y1 - 5, x2 + 5, y2 + 5), "text", 0.9)], (600, 400)))
+    (right_block,) = [b for b in blocks if "right line" in b.text]
+    assert "(1)" not in right_block.text and right_block.bbox[0] >= 300
+    flat = " ".join(b.text for b in blocks)
+    assert flat.index("left after 2") < flat.index("right line 0"), flat
+
+
+def test_a_figure_of_text_around_a_text_region_is_one_block():
+    """The layout model boxes a table of contents as a figure around a text region over its
+    first entries: the figure is text, so it is an envelope of that region, and the entries
+    read as one block in order (two blocks had split the rows' numbers from their entries)."""
+    lines = [_line(100, 100 + 40 * k, 800, 128 + 40 * k, f"entry line {k}") for k in range(8)]
+    regions = [((90, 90, 810, 420), "figure", 0.65), ((95, 95, 805, 215), "text", 0.63)]
+    (block,) = assemble_blocks(lines, regions, (1000, 1000))
+    assert block.type == "text" and block.text == " ".join(f"entry line {k}" for k in range(8))
+
+
 def test_lone_number_at_the_foot_is_a_page_number():
     lines = [_line(100, 100, 500, 130, "body text"), _line(480, 950, 520, 980, "- 7 -")]
     types = {b.text: b.type for b in assemble_blocks(lines, [], (1000, 1000))}
