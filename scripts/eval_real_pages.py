@@ -13,9 +13,9 @@ page 2). Pages marked "layout" (a page that is mostly one table) use `pdftotext 
 (poppler-utils), which keeps table rows together.
 
 Text inside the page's raster images (screenshots, scanned figures) is in no text layer, so
-the truth cannot have it: the lines the engine read there (a line whose centre lies inside one
-of the page's image objects) are left out of the scored text and kept apart in the results
-("raster_text"), so reading a screenshot's words is not counted as an error.
+the truth cannot have it: a line the engine read there (its centre inside one of the page's image
+objects) over which the text layer has no character is left out of the scored text and kept apart
+in the results ("raster_text"), so reading a screenshot's words is not counted as an error.
 
 Metrics, on NFKC-normalised text with all whitespace and dot leaders (runs of three or more
 dots) dropped (line breaks and spacing are layout, and CJK has no spaces), the hypothesis
@@ -166,22 +166,39 @@ def truth_text(pdf: Path, page: int, mode: str) -> str:
     return subprocess.run([*args, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
 
 
-def raster_rects(pdf: Path, page: int) -> list[tuple[float, float, float, float]]:
-    """The page's raster images as (x1, y1, x2, y2) fractions of the page, from its top left.
+Rect = tuple[float, float, float, float]  # (x1, y1, x2, y2) fractions of the page as shown, top left first
 
-    Images inside form XObjects report bounds in their form's space, so each is carried to the
-    page through the matrices of the forms holding it."""
-    import pypdfium2 as pdfium
-    import pypdfium2.raw as pdfium_c
 
-    doc = pdfium.PdfDocument(str(pdf))
-    try:
-        pg = doc[page - 1]
-        left, bottom, right, top = pg.get_cropbox()
+class RasterText:
+    """Where a page's raster images are, and whether its text layer has text at a place: a line
+    the engine read inside an image is left out of the scored text only when the text layer has
+    nothing under it (text set over a background picture, or beside a picture whose clipped-away
+    part spans it, is in the text layer and is scored)."""
+
+    def __init__(self, pdf: Path, page: int):
+        import pypdfium2 as pdfium
+
+        self._doc = pdfium.PdfDocument(str(pdf))
+        self._page = self._doc[page - 1]
+        self._text = self._page.get_textpage()
+        self.rotation = self._page.get_rotation() % 360
+        self.rects = [self._shown(r) for r in self._image_rects()]
+
+    def close(self) -> None:
+        self._doc.close()
+
+    def _image_rects(self) -> list[Rect]:
+        """The image objects' bounds as fractions of the unrotated page. Images inside form
+        XObjects report bounds in their form's space: each is carried to the page through the
+        matrices of the forms holding it."""
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as pdfium_c
+
+        left, bottom, right, top = self._page.get_cropbox()
         width, height = right - left, top - bottom
         forms: list[tuple[int, pdfium.PdfMatrix]] = []  # (level, form space -> page space)
         rects = []
-        for obj in pg.get_objects(max_depth=8):
+        for obj in self._page.get_objects(max_depth=8):
             while forms and forms[-1][0] >= obj.level:
                 forms.pop()
             if obj.type == pdfium_c.FPDF_PAGEOBJ_FORM:
@@ -192,28 +209,61 @@ def raster_rects(pdf: Path, page: int) -> list[tuple[float, float, float, float]
                 if forms:
                     x1, y1, x2, y2 = forms[-1][1].on_rect(x1, y1, x2, y2)
                 rects.append(((x1 - left) / width, (top - y2) / height, (x2 - left) / width, (top - y1) / height))
-    finally:
-        doc.close()
-    return rects
+        return rects
+
+    def _shown(self, r: Rect) -> Rect:
+        """An unrotated page's rectangle as the page is shown (its /Rotate turns it clockwise)."""
+        x1, y1, x2, y2 = r
+        return {
+            0: (x1, y1, x2, y2),
+            90: (1 - y2, x1, 1 - y1, x2),
+            180: (1 - x2, 1 - y2, 1 - x1, 1 - y1),
+            270: (y1, 1 - x2, y2, 1 - x1),
+        }[self.rotation]
+
+    def _unshown(self, r: Rect) -> Rect:
+        """The inverse of _shown."""
+        x1, y1, x2, y2 = r
+        return {
+            0: (x1, y1, x2, y2),
+            90: (y1, 1 - x2, y2, 1 - x1),
+            180: (1 - x2, 1 - y2, 1 - x1, 1 - y1),
+            270: (1 - y2, x1, 1 - y1, x2),
+        }[self.rotation]
+
+    def in_image(self, r: Rect) -> bool:
+        cx, cy = (r[0] + r[2]) / 2, (r[1] + r[3]) / 2
+        return any(x1 <= cx <= x2 and y1 <= cy <= y2 for x1, y1, x2, y2 in self.rects)
+
+    def has_text(self, r: Rect) -> bool:
+        """Whether the text layer has a character (not a space) inside this shown rectangle."""
+        left, bottom, right, top = self._page.get_cropbox()
+        x1, y1, x2, y2 = self._unshown(r)
+        width, height = right - left, top - bottom
+        found = self._text.get_text_bounded(
+            left=left + x1 * width, bottom=top - y2 * height, right=left + x2 * width, top=top - y1 * height
+        )
+        return bool(found.strip())
 
 
-def scored_text(record, rects) -> tuple[str, str]:
-    """(the record's text in reading order without its lines inside raster images, those lines)."""
+def scored_text(record, raster: RasterText) -> tuple[str, str]:
+    """(the record's text in reading order without the lines read inside raster images that the
+    text layer has nothing under, those lines)."""
     kept, inside = [], []
     width, height = (record.image.width, record.image.height) if record.image else (1, 1)
 
-    def in_raster(box) -> bool:
-        cx, cy = (box[0] + box[2]) / 2 / width, (box[1] + box[3]) / 2 / height
-        return any(x1 <= cx <= x2 and y1 <= cy <= y2 for x1, y1, x2, y2 in rects)
+    def image_only(box) -> bool:
+        r = (box[0] / width, box[1] / height, box[2] / width, box[3] / height)
+        return raster.in_image(r) and not raster.has_text(r)
 
     for block in record.blocks:
         lines = block.extra.get("lines") or []
-        out = [ln["text"] for ln in lines if in_raster(ln["bbox"])]
+        out = [ln for ln in lines if image_only(ln["bbox"])]
         if not out:
             kept.append(block.text)
         elif len(out) < len(lines):
-            kept.append(" ".join(ln["text"] for ln in lines if not in_raster(ln["bbox"])))
-        inside += out
+            kept.append(" ".join(ln["text"] for ln in lines if ln not in out))
+        inside += [ln["text"] for ln in out]
     return "\n".join(kept), "\n".join(inside)
 
 
@@ -248,7 +298,7 @@ def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
     import mineru_cli
 
     truths = [squash(truth_text(document(docs, p, path), page, mode)) for p, path, page, _k, mode in entries]
-    rasters = [raster_rects(document(docs, p, path), page) for p, path, page, _k, _m in entries]
+    rasters = [RasterText(document(docs, p, path), page) for p, path, page, _k, _m in entries]
     results: dict = {
         "cpu": cpu_model(),
         "python": platform.python_version(),
@@ -289,12 +339,15 @@ def run(entries, docs: Path, dpis: list[int], text_layer: str = "off") -> dict:
                 "pages_per_min": round(60 * len(pdfs) / seconds, 1),
             }
             print(f"  {dpi} DPI: {len(pdfs)} pages in {seconds:.0f} s", file=sys.stderr)
+    for raster in rasters:
+        raster.close()
     results["pages"] = rows
     return results
 
 
 def rescore(results: dict, docs: Path) -> dict:
-    """Recompute a saved run's metrics against today's truths (the hypotheses are kept)."""
+    """Recompute a saved run's metrics against today's truths (the hypotheses are kept: a run
+    saved before raster text was kept apart still has it in its text)."""
     modes = {(path, page): (package, mode) for package, path, page, _kind, mode in MANIFEST}
     for row in results["pages"]:
         package, mode = modes[(row["doc"], row["page"])]

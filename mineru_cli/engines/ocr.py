@@ -28,6 +28,7 @@ Not thread-safe: use one engine per worker.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import re
@@ -465,46 +466,119 @@ def _row_ends(regions: Sequence[tuple[Box, str, float]], members: list[list[Line
     the entries (its dot leaders read as nothing), and its chapter numbers just left of it;
     grouped on their own they were read as a column of numbers after the entries. A row end is
     short (row_end_heights x its height wide at most), reaches past one side of the region and
-    lies within row_gap x its height of that side, is level with a line of the region on its
-    inner side, and stands in no other column: no region beside this one (sharing rows with it)
-    overlaps the line's x-range, nor does a longer line outside the region within row_end_clear x
-    its height above or below. An equation number at the end of the left column, level with a
-    line of the right column, stays with the left one; a page number touching the next column's
-    box stays loose. Joined, either would bridge the gutter, and the two columns were read row
-    by row."""
-    others = [ln for group in members for ln in group] + loose
+    lies within row_gap x its height of that side, and is level with a line of the region on its
+    inner side (`_row_home`); and it belongs to no other column (`_of_another_column`)."""
     owner = {id(ln): n for n, group in enumerate(members) for ln in group}  # line -> its region
+    page = _LinesByTop([ln for group in members for ln in group] + loose)
     still: list[Line] = []
     for line in loose:
-        x1, _, x2, _ = line.box
-        h = line.height
-        home = None
-        if x2 - x1 <= GROUPING["row_end_heights"] * h:
-            for n, (box, cls, _score) in enumerate(regions):
-                if LAYOUT_TYPES.get(cls, T.TEXT) not in _FLOWING or not members[n]:
-                    continue
-                if box[0] < x1 <= box[2] + GROUPING["row_gap"] * h and x2 > box[2]:  # past the right side
-                    inner = [m for m in members[n] if m.box[2] <= x1 + h / 2]
-                elif box[0] - GROUPING["row_gap"] * h <= x2 < box[2] and x1 < box[0]:  # past the left side
-                    inner = [m for m in members[n] if m.box[0] >= x2 - h / 2]
-                else:
-                    continue
-                if any(level(m.box, line.box) for m in inner):
-                    home = n
-                    break
-            if home is not None and (
-                any(n != home and _beside(line.box, box, regions[home][0]) for n, (box, _, _) in enumerate(regions))
-                or any(_stacked(line, other) for other in others if owner.get(id(other)) != home)
-            ):
-                home = None
-        (members[home] if home is not None else still).append(line)
+        found = _row_home(line, regions, members) if _short(line) else None
+        if found is not None and not _of_another_column(line, *found, regions, owner, page):
+            members[found[0]].append(line)
+        else:
+            still.append(line)
     return still
+
+
+def _short(line: Line) -> bool:
+    return line.box[2] - line.box[0] <= GROUPING["row_end_heights"] * line.height
+
+
+def _row_home(
+    line: Line, regions: Sequence[tuple[Box, str, float]], members: list[list[Line]]
+) -> tuple[int, str] | None:
+    """(the text region whose row `line` ends or starts, "right" or "left": the side it stands
+    on), or None."""
+    x1, _, x2, _ = line.box
+    reach = GROUPING["row_gap"] * line.height
+    for n, (box, cls, _score) in enumerate(regions):
+        if LAYOUT_TYPES.get(cls, T.TEXT) not in _FLOWING or not members[n]:
+            continue
+        if box[0] < x1 <= box[2] + reach and x2 > box[2]:
+            side = "right"
+        elif box[0] - reach <= x2 < box[2] and x1 < box[0]:
+            side = "left"
+        else:
+            continue
+        if any(level(m.box, line.box) and _inward(line, m, side) for m in members[n]):
+            return n, side
+    return None
+
+
+def _inward(line: Line, other: Line, side: str) -> bool:
+    """Whether `other` stands on the inner side of `line`, a row end on `side` of its region."""
+    slack = line.height / 2
+    return other.box[2] <= line.box[0] + slack if side == "right" else other.box[0] >= line.box[2] - slack
+
+
+def _of_another_column(
+    line: Line,
+    home: int,
+    side: str,
+    regions: Sequence[tuple[Box, str, float]],
+    owner: dict[int, int],
+    page: _LinesByTop,
+) -> bool:
+    """Whether a would-be row end of region `home` belongs to another column. So it does when
+    - a region beside `home` (sharing rows with it) overlaps the line's x-range;
+    - a longer line outside `home` lies over or under it within row_end_clear x its height (an
+      equation number at the end of the left column, level with a line of the right column);
+    - a line outside `home` stands level with it further out: it does not end its row (one of a
+      tall display's equation numbers, too far from the prose for the rule above);
+    - it is one of a column of short loose lines not all level with text on their inner side:
+      a margin's line numbers, which also number blank rows and stand beside displays.
+    Joined, such a line bridged the gutter (the columns were read row by row), or put line
+    numbers inside sentences."""
+    home_box = regions[home][0]
+    if any(n != home and _beside(line.box, box, home_box) for n, (box, _, _) in enumerate(regions)):
+        return True
+    near = [o for o in page.near(line, GROUPING["row_end_clear"] * line.height) if owner.get(id(o)) != home]
+    if any(_stacked(line, o) for o in near):
+        return True
+    if any(o is not line and level(o.box, line.box) and _inward(o, line, side) for o in near):
+        return True
+    column = _short_column(line, owner, page)
+    return not all(
+        any(id(t) not in column and level(t.box, o.box) and _inward(o, t, side) for t in page.near(o, 0))
+        for o in column.values()
+    )
+
+
+def _short_column(line: Line, owner: dict[int, int], page: _LinesByTop) -> dict[int, Line]:
+    """The short loose lines stacked with `line` over its x-range, each within row_end_clear x
+    its height of the next (by id)."""
+    column, frontier = {id(line): line}, [line]
+    while frontier:
+        cur = frontier.pop()
+        for o in page.near(cur, GROUPING["row_end_clear"] * cur.height):
+            if id(o) in column or id(o) in owner or not _short(o):
+                continue
+            if min(o.box[2], cur.box[2]) > max(o.box[0], cur.box[0]):
+                column[id(o)] = o
+                frontier.append(o)
+    return column
+
+
+class _LinesByTop:
+    """A page's lines sorted by their tops, to find those near a line without a pass over all."""
+
+    def __init__(self, lines: list[Line]):
+        self.lines = sorted(lines, key=lambda ln: ln.box[1])
+        self.tops = [ln.box[1] for ln in self.lines]
+        self.tallest = max((ln.height for ln in lines), default=1)
+
+    def near(self, line: Line, reach: float) -> list[Line]:
+        """The lines whose boxes come within `reach` px above or below `line`'s (a superset:
+        callers test the geometry they need)."""
+        lo = bisect.bisect_left(self.tops, line.box[1] - reach - self.tallest)
+        hi = bisect.bisect_right(self.tops, line.box[3] + reach)
+        return self.lines[lo:hi]
 
 
 def _stacked(line: Line, other: Line) -> bool:
     """Whether `other` is a longer line of the same column as `line`: over its x-range, within
     row_end_clear x its height above or below it."""
-    if other.box[2] - other.box[0] <= GROUPING["row_end_heights"] * other.height:
+    if _short(other):
         return False
     x_shared = min(line.box[2], other.box[2]) - max(line.box[0], other.box[0])
     y_gap = max(other.box[1] - line.box[3], line.box[1] - other.box[3])
@@ -512,7 +586,7 @@ def _stacked(line: Line, other: Line) -> bool:
 
 
 def _beside(line: Box, other: Box, home: Box) -> bool:
-    """Whether region `other` shares rows with region `home` and reaches over `line`'s width."""
+    """Whether region `other` shares rows with region `home` and overlaps `line`'s x-range."""
     return min(line[2], other[2]) > max(line[0], other[0]) and min(home[3], other[3]) > max(home[1], other[1])
 
 

@@ -325,6 +325,43 @@ def test_an_equation_number_stays_in_its_column():
     assert flat.index("left after 2") < flat.index("right line 0"), flat
 
 
+def test_a_tall_displays_equation_numbers_stay_in_their_column():
+    """The middle number of a five-row display at the end of the left column is farther than
+    three line heights from the prose above and below; it is level with a line of the right
+    column's region, but the display's own row stands further out (left of it): it ends that
+    row, not the right column's."""
+    left = [_line(40, 100 + 30 * k, 290, 120 + 30 * k, f"left line {k}") for k in range(3)]
+    for k in range(5):
+        y = 200 + 30 * k
+        left += [_line(110, y, 230, y + 20, f"a{k} = b{k}"), _line(266, y, 290, y + 20, f"({k + 1})")]
+    left += [_line(40, 370 + 30 * k, 290, 390 + 30 * k, f"left after {k}") for k in range(3)]
+    right = [_line(310, 110 + 30 * k, 560, 130 + 30 * k, f"right line {k}") for k in range(13)]
+    blocks = sort_blocks(assemble_blocks(left + right, [((305, 105, 565, 495), "text", 0.9)], (600, 600)))
+    (right_block,) = [b for b in blocks if "right line" in b.text]
+    assert "(" not in right_block.text and right_block.bbox[0] >= 300
+    flat = " ".join(b.text for b in blocks)
+    assert flat.index("left after 2") < flat.index("right line 0"), flat
+
+
+def test_margin_line_numbers_stay_out_of_the_sentences():
+    """A review copy numbers its lines in the left margin, blank rows between paragraphs too: a
+    number level with a paragraph's line is no chapter number starting that row (a column of
+    numbers not all beside text is a margin's), so the paragraphs read without numbers inside."""
+    lines, regions, y, n = [], [], 100, 1
+    for para in range(3):
+        top = y
+        for k in range(4):
+            lines.append(_line(80, y, 780 if k < 3 else 380, y + 22, f"p{para} line {k}"))
+            lines.append(_line(44, y + 3, 66, y + 19, f"{n:03d}"))
+            y, n = y + 30, n + 1
+        regions.append(((78, top - 2, 782, y - 6), "text", 0.9))
+        lines.append(_line(44, y + 3, 66, y + 19, f"{n:03d}"))  # the blank row's number
+        y, n = y + 30, n + 1
+    texts = [b.text for b in assemble_blocks(lines, regions, (900, 1200))]
+    for para in range(3):
+        assert " ".join(f"p{para} line {k}" for k in range(4)) in texts, texts
+
+
 def test_a_figure_of_text_around_a_text_region_is_one_block():
     """The layout model boxes a table of contents as a figure around a text region over its
     first entries: the figure is text, so it is an envelope of that region, and the entries
