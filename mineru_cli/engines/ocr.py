@@ -470,14 +470,14 @@ def _row_ends(regions: Sequence[tuple[Box, str, float]], members: list[list[Line
     inner side (`_row_home`); and it belongs to no other column (`_of_another_column`)."""
     owner = {id(ln): n for n, group in enumerate(members) for ln in group}  # line -> its region
     page = _LinesByTop([ln for group in members for ln in group] + loose)
-    still: list[Line] = []
+    homes = []  # each line is judged against the regions as the layout gave them (order-free)
     for line in loose:
         found = _row_home(line, regions, members) if _short(line) else None
-        if found is not None and not _of_another_column(line, *found, regions, owner, page):
-            members[found[0]].append(line)
-        else:
-            still.append(line)
-    return still
+        homes.append(None if found is None or _of_another_column(line, *found, regions, owner, page) else found[0])
+    for line, home in zip(loose, homes):
+        if home is not None:
+            members[home].append(line)
+    return [line for line, home in zip(loose, homes) if home is None]
 
 
 def _short(line: Line) -> bool:
@@ -520,17 +520,19 @@ def _of_another_column(
     page: _LinesByTop,
 ) -> bool:
     """Whether a would-be row end of region `home` belongs to another column. So it does when
-    - a region beside `home` (sharing rows with it) overlaps the line's x-range;
+    - a region in the line's rows overlaps its x-range;
     - a longer line outside `home` lies over or under it within row_end_clear x its height (an
       equation number at the end of the left column, level with a line of the right column);
     - a line outside `home` stands level with it further out: it does not end its row (one of a
-      tall display's equation numbers, too far from the prose for the rule above);
+      tall display's equation numbers, too far from the prose for the rule above; also a
+      two-column table of contents' left page numbers when the right column's rows are level
+      with them, which look like line numbers in a gutter and stay loose);
     - it is one of a column of short loose lines not all level with text on their inner side:
       a margin's line numbers, which also number blank rows and stand beside displays.
     Joined, such a line bridged the gutter (the columns were read row by row), or put line
     numbers inside sentences."""
-    home_box = regions[home][0]
-    if any(n != home and _beside(line.box, box, home_box) for n, (box, _, _) in enumerate(regions)):
+    beside = [box for n, (box, _, _) in enumerate(regions) if n != home and _shares_rows(box, line.box)]
+    if any(_shares_columns(box, line.box) for box in beside):
         return True
     near = [o for o in page.near(line, GROUPING["row_end_clear"] * line.height) if owner.get(id(o)) != home]
     if any(_stacked(line, o) for o in near):
@@ -550,10 +552,12 @@ def _short_column(line: Line, owner: dict[int, int], page: _LinesByTop) -> dict[
     column, frontier = {id(line): line}, [line]
     while frontier:
         cur = frontier.pop()
-        for o in page.near(cur, GROUPING["row_end_clear"] * cur.height):
+        reach = GROUPING["row_end_clear"] * cur.height
+        for o in page.near(cur, reach):
             if id(o) in column or id(o) in owner or not _short(o):
                 continue
-            if min(o.box[2], cur.box[2]) > max(o.box[0], cur.box[0]):
+            y_gap = max(o.box[1] - cur.box[3], cur.box[1] - o.box[3])
+            if _shares_columns(o.box, cur.box):
                 column[id(o)] = o
                 frontier.append(o)
     return column
@@ -585,9 +589,12 @@ def _stacked(line: Line, other: Line) -> bool:
     return x_shared > 0 and y_gap <= GROUPING["row_end_clear"] * line.height
 
 
-def _beside(line: Box, other: Box, home: Box) -> bool:
-    """Whether region `other` shares rows with region `home` and overlaps `line`'s x-range."""
-    return min(line[2], other[2]) > max(line[0], other[0]) and min(home[3], other[3]) > max(home[1], other[1])
+def _shares_rows(a: Box, b: Box) -> bool:
+    return min(a[3], b[3]) > max(a[1], b[1])
+
+
+def _shares_columns(a: Box, b: Box) -> bool:
+    return min(a[2], b[2]) > max(a[0], b[0])
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:

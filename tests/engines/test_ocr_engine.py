@@ -298,6 +298,27 @@ def test_a_table_of_contents_rows_keep_their_numbers_outside_the_box():
     assert block.text == "1.0 Entry 0 3 1.1 Entry 1 4 1.2 Entry 2 5 2 Chapter two 9"
 
 
+def test_a_region_above_the_contents_keeps_none_of_its_numbers_loose():
+    """A running head boxed a little into the contents' region shares none of the numbers' rows:
+    it stops no number from ending its row (a region in the rows of the contents' box as a whole
+    had stopped them all)."""
+    head = [_line(130, 50, 260, 80, "CONTENTS"), _line(600, 50, 640, 80, "vii")]
+    regions = [((120, 45, 645, 100), "header", 0.9), ((120, 95, 600, 255), "text", 0.9)]
+    texts = [b.text for b in assemble_blocks(head + _toc(), regions, (1000, 1000))]
+    assert "1.0 Entry 0 3 1.1 Entry 1 4 1.2 Entry 2 5 2 Chapter two 9" in texts, texts
+
+
+def test_row_ends_do_not_depend_on_the_order_of_the_lines():
+    """Each loose line is judged against the regions' own lines, not against loose lines that
+    joined before it."""
+    entry, number = _line(130, 100, 400, 128, "1.1 Entry"), _line(590, 104, 630, 130, "7")
+    mark = _line(90, 104, 115, 136, "A")
+    region = [((120, 95, 600, 135), "text", 0.9)]
+    one = sorted(b.text for b in assemble_blocks([entry, number, mark], region, (1000, 1000)))
+    other = sorted(b.text for b in assemble_blocks([entry, mark, number], region, (1000, 1000)))
+    assert one == other
+
+
 def test_a_number_touching_another_region_is_no_row_end():
     """A number that reaches into the next column's box stays apart: joined to the entries, it
     would bridge the gutter between the two columns."""
