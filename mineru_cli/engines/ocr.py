@@ -547,16 +547,18 @@ def _of_another_column(
 
 
 def _short_column(line: Line, owner: dict[int, int], page: _LinesByTop) -> dict[int, Line]:
-    """The short loose lines stacked with `line` over its x-range, each within row_end_clear x
-    its height of the next (by id)."""
+    """The short loose lines stacked with `line` over its x-range (by id), chained through the
+    lines `page.near` gives within row_end_clear x their height. That is generous upwards (up to
+    the page's tallest line farther): the chain then keeps a margin's numbers whole across a gap
+    of a few rows (bounded strictly, lineno's manual joined some of its margin line numbers to
+    its contents rows), at the cost of a page number column sometimes taking in a short line
+    far above it and staying loose."""
     column, frontier = {id(line): line}, [line]
     while frontier:
         cur = frontier.pop()
-        reach = GROUPING["row_end_clear"] * cur.height
-        for o in page.near(cur, reach):
+        for o in page.near(cur, GROUPING["row_end_clear"] * cur.height):
             if id(o) in column or id(o) in owner or not _short(o):
                 continue
-            y_gap = max(o.box[1] - cur.box[3], cur.box[1] - o.box[3])
             if _shares_columns(o.box, cur.box):
                 column[id(o)] = o
                 frontier.append(o)
