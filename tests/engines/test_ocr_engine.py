@@ -329,6 +329,27 @@ def test_a_number_touching_another_region_is_no_row_end():
     assert "1.0 Entry 0 1.1 Entry 1 1.2 Entry 2 2 Chapter two" in texts
 
 
+def test_a_number_inside_another_regions_box_in_its_row_is_no_row_end():
+    """The next column's box reaches over a number right of the contents (its lines do not stand
+    level with the number, nor over it): the number stays out of the contents' rows."""
+    right = [_line(640, 115 + 40 * k, 900, 140 + 40 * k, f"right {k}") for k in range(4)]
+    regions = [((120, 95, 600, 255), "text", 0.9), ((620, 110, 910, 260), "text", 0.9)]
+    texts = {b.text for b in assemble_blocks(_toc() + right, regions, (1000, 1000))}
+    assert "1.0 Entry 0 1.1 Entry 1 1.2 Entry 2 2 Chapter two" in texts, texts
+
+
+def test_a_wrapped_last_word_stays_in_its_column():
+    """The last word of a paragraph in the right column (no region holds it) wraps to a line of
+    its own, level with a line of the left column's region and just right of its box: the
+    longer lines over it are its column's, so it is no row end of the left column."""
+    left = [_line(40, 100 + 30 * k, 286, 120 + 30 * k, f"left line {k}") for k in range(6)]
+    right = [_line(302, 100 + 30 * k, 550, 120 + 30 * k, f"right line {k}") for k in range(3)]
+    word = _line(302, 190, 340, 210, "word.")
+    regions = [((38, 95, 288, 275), "text", 0.9)]
+    (left_block,) = [b for b in assemble_blocks(left + right + [word], regions, (600, 400)) if "left" in b.text]
+    assert "word." not in left_block.text, left_block.text
+
+
 def test_an_equation_number_stays_in_its_column():
     """An equation number at the end of the left column (whose lines no region holds) is level
     with a line of the right column's region and just left of it: it is no row start there, as
