@@ -181,6 +181,7 @@ class RasterText:
         self._doc = pdfium.PdfDocument(str(pdf))
         self._page = self._doc[page - 1]
         self._text = self._page.get_textpage()
+        self._crop = self._page.get_cropbox()  # (left, bottom, right, top), PDF points
         self.rotation = self._page.get_rotation() % 360
         self.rects = [self._shown(r) for r in self._image_rects()]
 
@@ -194,7 +195,7 @@ class RasterText:
         import pypdfium2 as pdfium
         import pypdfium2.raw as pdfium_c
 
-        left, bottom, right, top = self._page.get_cropbox()
+        left, bottom, right, top = self._crop
         width, height = right - left, top - bottom
         forms: list[tuple[int, pdfium.PdfMatrix]] = []  # (level, form space -> page space)
         rects = []
@@ -237,7 +238,7 @@ class RasterText:
 
     def has_text(self, r: Rect) -> bool:
         """Whether the text layer has a character (not a space) inside this shown rectangle."""
-        left, bottom, right, top = self._page.get_cropbox()
+        left, bottom, right, top = self._crop
         x1, y1, x2, y2 = self._unshown(r)
         width, height = right - left, top - bottom
         found = self._text.get_text_bounded(

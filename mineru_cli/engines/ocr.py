@@ -586,9 +586,8 @@ def _stacked(line: Line, other: Line) -> bool:
     row_end_clear x its height above or below it."""
     if _short(other):
         return False
-    x_shared = min(line.box[2], other.box[2]) - max(line.box[0], other.box[0])
     y_gap = max(other.box[1] - line.box[3], line.box[1] - other.box[3])
-    return x_shared > 0 and y_gap <= GROUPING["row_end_clear"] * line.height
+    return _shares_columns(line.box, other.box) and y_gap <= GROUPING["row_end_clear"] * line.height
 
 
 def _shares_rows(a: Box, b: Box) -> bool:
