@@ -398,7 +398,8 @@ def export_cmd(
         "--bias-correction",
         help="With --int8/--int4: correct the INT8 products' mean output shift, "
         "measured on rendered calibration pages (no speed cost; closer logits on "
-        "the full-size random model, not on the trained tiny one).",
+        "the full-size random model, not on the trained tiny one). --target avx2 "
+        "always corrects its 7-bit vision graph.",
     ),
     target: Optional[str] = typer.Option(
         None,
@@ -424,8 +425,9 @@ def export_cmd(
     Writes the vision encoder and the decoder with KV cache, the embedding table and
     manifest.json (file hashes, versions, quantization with its CPU target and the CPU it was
     made on, parity figures). INT8 weights follow --target: on CPUs without VNNI or AMX (plain
-    AVX2) they are unsigned, which that CPU's integer kernels multiply without overflow; an export
-    made for VNNI/AMX runs there on ONNX Runtime's exact but slower kernels. Needs the export
+    AVX2) they are signed 7-bit, which that CPU's fast integer kernel multiplies without overflow
+    (the vision graph bias-corrected); an export made for VNNI/AMX runs there on ONNX Runtime's
+    exact but slower kernels. Needs the export
     extra: torch, transformers, onnx, onnxscript."""
     import json
 

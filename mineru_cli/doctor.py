@@ -102,7 +102,7 @@ def isa_check() -> Check:
     kernels = (
         "u8 x s8 products into 32-bit sums (VNNI/AMX): signed 8-bit weights run fast and exact"
         if int8_target.has_int8_sums(flags)
-        else "no VNNI or AMX: INT8 exports for avx2 (unsigned weights) run on the u8 x u8 kernels; "
+        else "no VNNI or AMX: INT8 exports for avx2 (signed 7-bit weights) run exactly on the fast u8 x s8 kernel; "
         "exports for avx-vnni/avx512-vnni/amx run on onnxruntime's exact, slower kernels"
     )
     listed = f"{' '.join(have) or 'no listed flags'} (lacks {' '.join(lacking) or 'none'})"

@@ -9,7 +9,11 @@ with the max abs error against a float64 product. The activations have a few lar
 a trained model's do: that is what overflows the u8 x s8 kernel's 16-bit pair sums on x86 CPUs
 without VNNI. Variants: fp32; QInt8 (full 8-bit signed weights); QInt8 7-bit (reduce_range);
 QUInt8; QInt8 exact (full 8-bit signed weights with session.x64quantprecision, onnxruntime's
-u8 x u8 kernels, as the runtime runs an export made for VNNI/AMX on a CPU without them).
+u8 x u8 kernels, as the runtime runs an export made for VNNI/AMX on a CPU without them); on
+request (--variants) "MatMulNBits 8-bit b32" / "b128" (8-bit block-wise weights, activations
+quantized per block: accuracy level 4). --shapes defaults to every shape but the test-sized
+"256 rows" one. On a CPU with VNNI or AMX, `python scripts/avx2_only.py -- python
+scripts/int8_kernels.py ...` measures the plain AVX2 kernels (this CPU running them).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
+from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from mineru_cli.vlm.int8_target import EXACT_KERNELS_OPTION, cpu_summary
 
@@ -38,15 +43,21 @@ SHAPES = {  # (M, K, N)
     "decoder step b8 down": (8, 4864, 896),
     "lm_head b8": (8, 896, 151936),
     "lm_head b1": (1, 896, 151936),
+    "vision MLP fc1, 256 rows": (256, 1280, 5120),  # seconds: tests/vlm/test_plain_avx2.py
 }
-# name: (weight type, reduce_range, exact kernels); None: fp32
+# name: (weight type, reduce_range, exact kernels); None: fp32; ("MatMulNBits", block): 8-bit
+# block-wise weights with activations quantized per block (accuracy level 4), the other INT8
+# product onnxruntime has (not the default set: slower than fp32 on every CPU measured)
 VARIANTS = {
     "fp32": None,
     "QInt8": (QuantType.QInt8, False, False),
     "QInt8 7-bit": (QuantType.QInt8, True, False),
     "QUInt8": (QuantType.QUInt8, False, False),
     "QInt8 exact": (QuantType.QInt8, False, True),
+    "MatMulNBits 8-bit b32": ("MatMulNBits", 32),
+    "MatMulNBits 8-bit b128": ("MatMulNBits", 128),
 }
+DEFAULT_VARIANTS = ("fp32", "QInt8", "QInt8 7-bit", "QUInt8", "QInt8 exact")
 
 
 def session(path: Path, threads: int, exact: bool):
@@ -59,21 +70,20 @@ def session(path: Path, threads: int, exact: bool):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def main() -> None:
+def main(tmp: Path) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--shapes", nargs="*", help="names of SHAPES to run (default: all)")
-    ap.add_argument("--variants", nargs="*", help="names of VARIANTS to run (default: all)")
+    ap.add_argument("--shapes", nargs="*", help="names of SHAPES to run (default: all but the test-sized one)")
+    ap.add_argument("--variants", nargs="*", help="names of VARIANTS to run (default: DEFAULT_VARIANTS)")
     ap.add_argument("--rounds", type=int, help="rounds per shape (default: 5, 3 for the largest)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    tmp = Path(tempfile.mkdtemp())
     report = {"cpu": cpu_summary(), "threads": args.threads, "onnxruntime": ort.__version__, "shapes": {}}
     print(json.dumps(report["cpu"]), flush=True)
-    variants = {v: q for v, q in VARIANTS.items() if not args.variants or v in args.variants}
+    variants = {v: q for v, q in VARIANTS.items() if v in (args.variants or DEFAULT_VARIANTS)}
     for name, (m, k, n) in SHAPES.items():
-        if args.shapes and name not in args.shapes:
+        if name not in args.shapes if args.shapes else name.endswith("256 rows"):
             continue
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
         x = rng.standard_normal((m, k)).astype(np.float32)
@@ -91,6 +101,15 @@ def main() -> None:
         for variant, q in variants.items():
             if q is None:
                 sessions[variant] = session(src, args.threads, False)
+                continue
+            if q[0] == "MatMulNBits":
+                dst = tmp / f"{m}x{k}x{n}-nbits8-{q[1]}.onnx"
+                nbits = MatMulNBitsQuantizer(
+                    onnx.load(str(src)), bits=8, block_size=q[1], is_symmetric=True, accuracy_level=4
+                )
+                nbits.process()
+                nbits.model.save_model_to_file(str(dst))
+                sessions[variant] = session(dst, args.threads, False)
                 continue
             dst = tmp / f"{m}x{k}x{n}-{q[0].name}-{q[1]}.onnx"  # "QInt8 exact" reuses QInt8's
             if not dst.is_file():
@@ -129,4 +148,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory() as models:  # the quantized models: ~40 MB a shape
+        main(Path(models))

@@ -9,8 +9,10 @@ built if missing. The script quantizes the fp32 graphs once per variant into WOR
 after), then times the variants alternately in one process (`mineru bench`'s vision, prefill and
 decode figures, ratios to the first) and prints the CPU it ran on. Variants:
 
-    avx2        what `--target avx2` writes (int8_target.int8_settings: unsigned vision, 7-bit decoder)
-    s7          signed 7-bit weights (reduce_range) in both graphs, the other saturation-free kind
+    avx2        what `--target avx2` writes (int8_target.int8_settings: 7-bit weights in both graphs,
+                the vision graph bias-corrected as int8_target.corrected_graphs says)
+    avx2_u8_vision   what it wrote before: unsigned vision weights (u8 x u8 kernel), 7-bit decoder
+    s7          signed 7-bit weights (reduce_range) in both graphs, uncorrected; s7_bc: vision corrected
     s7_vision_u8_decoder   signed 7-bit vision weights, unsigned decoder weights
     vnni        signed 8-bit weights in both graphs (`--target avx512-vnni` / `amx`)
     previous    unsigned vision, signed 8-bit decoder: what an export made on plain AVX2 had before
@@ -41,12 +43,18 @@ U8 = {"weight_type": "QUInt8", "reduce_range": False}
 
 
 def variants() -> dict[str, dict[str, dict]]:
-    from mineru_cli.vlm.int8_target import int8_settings
+    from mineru_cli.vlm.int8_target import corrected_graphs, int8_settings
 
     vnni = int8_settings("avx512-vnni")
     s7 = {"weight_type": "QInt8", "reduce_range": True}
+    avx2 = int8_settings("avx2")
+    for role in corrected_graphs("avx2"):
+        avx2[role] = {**avx2[role], "bias_correction": True}
     return {
-        "avx2": int8_settings("avx2"),
+        "avx2": avx2,
+        # what `--target avx2` wrote before its vision graph became 7-bit and bias-corrected
+        "avx2_u8_vision": {"vision": U8, "decoder": int8_settings("avx2")["decoder"]},
+        "s7_bc": {"vision": {**s7, "bias_correction": True}, "decoder": s7},
         "s7": {"vision": s7, "decoder": s7},
         "s7_vision_u8_decoder": {"vision": s7, "decoder": U8},
         "vnni": vnni,
@@ -80,7 +88,41 @@ def _settings_of(table: dict) -> dict:
     if "lm_head" in table:  # as scripts/int8_lm_head.py and dd961b8's export recorded it
         own["lm_head"] = table["lm_head"]
     kinds = {k: {f: v[f] for f in ("weight_type", "reduce_range")} for k, v in own.items()}
-    return {**out, "kinds": kinds} if kinds else out
+    if kinds:
+        out["kinds"] = kinds
+    if "bias_correction" in table:
+        out["bias_correction"] = True
+    return out
+
+
+def calibration_means(work: Path, role: str) -> dict:
+    """bias_correction.calibration_means of the fp32 export's `role` graph on the calibration
+    pages, as `mineru export --bias-correction` measures them (kept in WORK_DIR)."""
+    from mineru_cli.export import bias_correction
+    from mineru_cli.export.onnx_export import GRAPHS
+    from mineru_cli.vlm.export_format import read_manifest
+
+    cached = work / f"calibration-means-{role}.npz"
+    if cached.is_file():
+        return dict(np.load(cached))
+    fp32, table = work / "onnx-fp32", read_manifest(work / "onnx-fp32")["model"]
+    config = json.loads((work / "model" / "config.json").read_text())
+    ids = tuple(int(config[k]) for k in ("vision_start_token_id", "image_token_id", "vision_end_token_id"))
+    means = bias_correction.calibration_means(
+        fp32,
+        GRAPHS,
+        np.load(fp32 / GRAPHS["embed_tokens"], mmap_mode="r"),
+        bias_correction.calibration_inputs(work / "model", ids, bias_correction.SAMPLES),
+        table["image_token_id"],
+        table["merge_size"],
+        table["num_layers"],
+        table["num_kv_heads"],
+        table["head_dim"],
+        2,
+        decoder=role == "decoder",
+    )[role]
+    np.savez(cached, **means)
+    return means
 
 
 def _made_with(work: Path, role: str, settings: dict, but: Path) -> Path | None:
@@ -99,6 +141,7 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
     from static_int8 import plain_graph
 
     from mineru_cli.export import step_path
+    from mineru_cli.export.bias_correction import correct
     from mineru_cli.export.onnx_export import quantize_int8_by_kind
     from mineru_cli.vlm.export_format import is_export_dir, read_manifest, write_manifest
     from mineru_cli.vlm.int8_target import cpu_summary
@@ -125,10 +168,15 @@ def quantize_variant(work: Path, name: str, settings: dict[str, dict]) -> Path:
             continue
         own = dict(settings[role])
         kinds = own.pop("kinds", {})
+        corrected = own.pop("bias_correction", False)
         with plain_graph(fp32, role) as src:
             quantization[role] = quantize_int8_by_kind(
                 src, partial / f"{role}.onnx", own, kinds, role, manifest["model"], partial / f".{role}-passes"
             )
+            if corrected:
+                quantization[role]["bias_correction"] = correct(
+                    src, partial / f"{role}.onnx", calibration_means(work, role)
+                )
     step_path.rewrite(partial / "decoder.onnx", manifest["model"]["head_dim"])
     manifest.update(quantization=quantization, parity=None)
     write_manifest(partial, manifest)

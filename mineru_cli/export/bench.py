@@ -30,7 +30,7 @@ from typing import Callable, TypedDict
 import numpy as np
 
 from ..vlm import openvino_vision
-from ..vlm.int8_target import cpu_summary, graphs_needing_exact_kernels
+from ..vlm.int8_target import cpu_summary, detect_target, graphs_needing_exact_kernels, made_for
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
 from .roofline import BANDWIDTH_BYTES, decoder_weights, measure_roofline, phase_fractions
@@ -301,10 +301,12 @@ def bench_full_size(
     for name, out in exports.items():
         with_openvino = openvino and name == "onnx_int8"
         # missing, written by an older mineru-cli, quantized for another CPU family (whose
-        # weights would run on the slower exact kernels here) or lacking the OpenVINO graph: replaced
+        # weights would run on the slower exact kernels here) or by an earlier rule for this one,
+        # or lacking the OpenVINO graph: replaced
         if (
             not _readable(out)
             or graphs_needing_exact_kernels(read_manifest(out))
+            or (name != "onnx_fp32" and not made_for(read_manifest(out).get("quantization"), detect_target()))
             or (with_openvino and openvino_vision.GRAPH_ROLE not in read_manifest(out)["graphs"])
         ):
             r = export_model(

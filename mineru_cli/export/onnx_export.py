@@ -617,9 +617,16 @@ def export_model(
             exclude = lm_head if not quantize_lm_head else []
             quantization = {}
             means = None
+            # the graphs bias-corrected: all INT8 ones on request, and those the target's weights
+            # always need it for (int8_target.corrected_graphs)
+            corrected = set(int8_target.corrected_graphs(target))
             if bias_correction:
+                corrected |= {"vision", "decoder"} if int8 else {"vision"}
+            if corrected:
                 _say(log, "measuring the mean inputs of the weight products on calibration pages")
-                means = _calibration_means(model, model_dir, fp32_dir, work, table, threads, decoder=int8)
+                means = _calibration_means(
+                    model, model_dir, fp32_dir, work, table, threads, decoder=int8 and "decoder" in corrected
+                )
                 timings["calibrate"] = time.monotonic() - t0
                 t0 = time.monotonic()
             for role in ("vision", "decoder"):
@@ -638,7 +645,7 @@ def export_model(
                         work / f".{role}-passes",
                         exclude=exclude if role == "decoder" else None,
                     )
-                    if means is not None and role in means:
+                    if means is not None and role in means and role in corrected:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
                             "min_rows": bias_correction_mod.MIN_ROWS,

@@ -10,12 +10,13 @@ weights (255 * 127 * 2 = 64,770 > 32,767), as a trained model's activations do. 
 every kernel: signed 7-bit ones (onnxruntime's `reduce_range`, -64..64: pair sums within
 255 * 64 * 2 = 32,640), and unsigned ones with a zero point per channel, which take the u8 x u8
 kernel (widened to 16 bits before multiplying) and keep all 8 bits of precision. Plain AVX2 gets
-unsigned vision weights and 7-bit decoder weights (_SETTINGS says why). onnxruntime also runs
+7-bit weights in both graphs, its vision products bias-corrected (_SETTINGS says why). onnxruntime also runs
 signed 8-bit weights on the u8 x u8 kernel on request (EXACT_KERNELS_OPTION): that is how an
 export made for VNNI/AMX runs exactly on a CPU without them.
 
     target = detect_target()             # "avx2" | "avx-vnni" | "avx512-vnni" | "amx"
     int8_settings(target)                # {"vision": {"weight_type", "reduce_range"}, "decoder": ...}
+    corrected_graphs(target)             # graphs always bias-corrected: ("vision",) for avx2
     graphs_needing_exact_kernels(manifest)   # graphs whose weights would saturate on this CPU
 
 Plain Python: the runtime imports this without torch or onnx.
@@ -48,19 +49,23 @@ ISA_FLAGS = (
 # onnxruntime's session option for u8 x u8 products in place of u8 x s8 ones on x86 without VNNI
 # (onnxruntime_session_options_config_keys.h): exact for any 8-bit weights, slower.
 EXACT_KERNELS_OPTION = "session.x64quantprecision"
-# The weight settings of each target's graphs, chosen by measurement on a plain-AVX2 EPYC (2
-# threads, full-size random model, docs/benchmarks.md). Vision: unsigned weights (logit cosine
-# min 0.9978 against torch); signed 7-bit ones ran the vision MLP's 5476x1280x5120 product in 249
-# ms against 306 ms but cost parity (cosine min 0.9949 with 7-bit weights in the vision MLP alone,
-# below the 0.995 bar), so plain AVX2 keeps unsigned vision weights. Decoder: signed 7-bit weights
-# (reduce_range: pair sums within 255 * 64 * 2 < 32,767, so the fast u8 x s8 kernel is exact) in
-# every product: batch-8 steps ran faster than with unsigned weights and a 7-bit output layer in
-# every alternating round, at logit cosine min 0.9965 against torch (0.9978 before). Where the
-# kernel has 32-bit sums, signed 8-bit weights are both fast and exact.
-U8 = {"weight_type": "QUInt8", "reduce_range": False}
+# The weight settings of each target's graphs, chosen by measurement (full-size random model,
+# 2 threads, logit cosine min against torch; docs/benchmarks.md). Plain AVX2 has the fast u8 x s8
+# kernel only for weights that cannot overflow its 16-bit pair sums: signed 7-bit ones
+# (reduce_range: pair sums within 255 * 64 * 2 < 32,767). Decoder: 7-bit in every product
+# (batch-8 steps faster than with unsigned weights in every alternating round on a plain-AVX2
+# EPYC; cosine min 0.9965). Vision: 7-bit too, with its products bias-corrected (CORRECTED): on
+# AVX2 kernels (an AMX Xeon under scripts/avx2_only.py) the layout image's vision ran 1.16x faster
+# than with unsigned weights, which take the u8 x u8 kernel, and the correction more than pays
+# for the lost bit (cosine min 0.9931 uncorrected, 0.9973 corrected, against 0.9965 for the
+# unsigned vision the target had before; the trained tiny model 0.99921 against 0.99927). Where
+# the kernel has 32-bit sums, signed 8-bit weights are both fast and exact.
 S7 = {"weight_type": "QInt8", "reduce_range": True}
 S8 = {"weight_type": "QInt8", "reduce_range": False}
-_SETTINGS = {"avx2": {"vision": U8, "decoder": S7}, "vnni": {"vision": S8, "decoder": S8}}
+_SETTINGS = {"avx2": {"vision": S7, "decoder": S7}, "vnni": {"vision": S8, "decoder": S8}}
+# The graphs each target's export always bias-corrects (export.bias_correction; `mineru export
+# --bias-correction` adds the rest): the 7-bit vision weights of plain AVX2.
+CORRECTED = {"avx2": ("vision",)}
 # Kinds of weight product (export.onnx_export.weight_kind) that take other settings than their
 # graph's, by target and graph, recorded in the graph's table under "kinds" (dd961b8's avx2
 # exports recorded their output layer's 7-bit weights as "lm_head", beside an unsigned decoder).
@@ -132,11 +137,43 @@ def int8_settings(target: str) -> dict[str, dict]:
     return {role: dict(settings[role]) for role in ROLES}
 
 
+def corrected_graphs(target: str) -> tuple[str, ...]:
+    """The graphs an INT8 export for `target` bias-corrects whether or not it is asked to."""
+    return CORRECTED.get(target, ())
+
+
 def kind_settings(target: str) -> dict[str, dict[str, dict]]:
     """{graph: {kind: settings}}: the kinds of product of an export for `target` that take their
     own weight settings (the rest take int8_settings')."""
     kinds = _KINDS.get(target, {})
     return {role: {k: dict(v) for k, v in kinds.get(role, {}).items()} for role in ROLES}
+
+
+def made_for(quantization, target: str) -> bool:
+    """Whether an export's quantization table (its manifest's) holds the INT8 weights an export
+    for `target` gets now: each graph's settings and those of its kinds, and the bias correction
+    of the graphs corrected_graphs names (an INT4 decoder is not compared). An export that passes
+    is current; one that does not was made by an earlier rule or for another target."""
+    if not isinstance(quantization, dict):
+        return False
+    settings, kinds = int8_settings(target), kind_settings(target)
+    for role in ROLES:
+        table = quantization.get(role)
+        if not isinstance(table, dict):
+            return False
+        if role == "decoder" and table.get("bits") == 4:
+            continue
+        if any(table.get(k) != v for k, v in settings[role].items()):
+            return False
+        own = table.get("kinds", {})
+        if (
+            not isinstance(own, dict)
+            or {k: {f: v.get(f) for f in settings[role]} for k, v in own.items()} != kinds[role]
+        ):
+            return False
+        if role in corrected_graphs(target) and "bias_correction" not in table:
+            return False
+    return True
 
 
 def lm_head_settings(target: str) -> dict | None:

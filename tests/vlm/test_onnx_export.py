@@ -417,9 +417,10 @@ def _stored_weights(path, role: str, table: dict):
 
 def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_path):
     """--target avx2 on any CPU (an AMX one included) writes only weights that no kernel adds in
-    saturating 16-bit sums: unsigned ones, and signed 7-bit ones (|q| <= 64: 255 * 64 * 2 <
-    32,767) for the kinds of product int8_target gives them, so a CPU without VNNI runs them on
-    its fast kernels as they are; and it stays as close to torch as the other INT8 exports."""
+    saturating 16-bit sums: signed 7-bit ones (|q| <= 64: 255 * 64 * 2 < 32,767), so a CPU
+    without VNNI runs them on its fast kernels as they are; the vision graph's products are
+    bias-corrected without being asked, the decoder's are not; and it stays as close to torch as
+    the other INT8 exports."""
     report = export_model(
         tiny_vlm / "model", tmp_path / "avx2", int8=True, exporter="torchscript", threads=1, target="avx2"
     )
@@ -427,11 +428,13 @@ def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_pa
     assert q["target"] == "avx2" and not int8_target.saturating_graphs(q)
     own = int8_target.kind_settings("avx2")
     seven = {"weight_type": "QInt8", "reduce_range": True}
-    # vision unsigned, the decoder (its output layer included) signed 7-bit
-    assert {r: {k: q[r][k] for k in seven} for r in ("vision", "decoder")} == {
-        "vision": {"weight_type": "QUInt8", "reduce_range": False},
-        "decoder": seven,
-    }
+    # both graphs (the output layer included) signed 7-bit
+    assert {r: {k: q[r][k] for k in seven} for r in ("vision", "decoder")} == {"vision": seven, "decoder": seven}
+    assert int8_target.corrected_graphs("avx2") == ("vision",) and "bias_correction" not in q["decoder"]
+    vision = onnx.load(str(tmp_path / "avx2" / "vision.onnx"), load_external_data=False).graph
+    bc = q["vision"]["bias_correction"]
+    assert bc["folded_into_bias"] > 0 and bc["shift_rms_median"] > 0, bc
+    assert bc["folded_into_bias"] + bc["added"] == sum(t.name.endswith("_quantized") for t in vision.initializer), bc
     for role in ("vision", "decoder"):
         recorded = q[role].get("kinds", {})
         assert {k: {f: v[f] for f in ("weight_type", "reduce_range")} for k, v in recorded.items()} == own[role]
@@ -513,7 +516,7 @@ def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
 
 def test_the_int8_target_rule():
     """Which target a CPU is, and which weights each target gets: full 8-bit signed weights only
-    where the kernel adds in 32 bits, unsigned ones (saturation-free) for plain AVX2."""
+    where the kernel adds in 32 bits, signed 7-bit ones (saturation-free) for plain AVX2."""
     assert int8_target.detect_target({"avx2", "fma"}) == "avx2"
     assert int8_target.detect_target({"avx2", "avx512f", "avx512bw"}) == "avx2"  # AVX-512 without VNNI
     assert int8_target.detect_target({"avx2", "avx_vnni"}) == "avx-vnni"
@@ -528,13 +531,32 @@ def test_the_int8_target_rule():
         assert set(settings) == {"vision", "decoder"}
         saturating = [int8_target.saturates(s) for s in settings.values()]
         assert saturating == [target != "avx2"] * 2, (target, settings)
+        # 7-bit weights lose a bit: the avx2 vision graph makes up for it by bias correction
+        sevens = [r for r, s in settings.items() if s == {"weight_type": "QInt8", "reduce_range": True}]
+        assert int8_target.corrected_graphs(target) == (("vision",) if target == "avx2" else ()), target
+        assert set(int8_target.corrected_graphs(target)) <= set(sevens), target
+        # an export's table is current for its target (mineru bench re-exports one that is not)
+        table = {r: {**v, "nodes": 3} for r, v in settings.items()}
+        for role in int8_target.corrected_graphs(target):
+            table[role]["bias_correction"] = {"folded_into_bias": 3}
+        assert int8_target.made_for(table, target), target
+        assert int8_target.made_for({**table, "decoder": {"bits": 4}}, target), target  # INT4 decoder
+        for role in int8_target.corrected_graphs(target):  # made before the graph was corrected
+            assert not int8_target.made_for({**table, role: settings[role]}, target), target
+        other = "avx2" if target != "avx2" else "amx"
+        assert not int8_target.made_for(table, other), (target, other)
+        with_kind = {**table, "decoder": {**table["decoder"], "kinds": {"lm_head": {"weight_type": "QUInt8"}}}}
+        assert not int8_target.made_for(with_kind, target), target
         flags = {"avx2"} | ({int8_target.TARGET_FLAGS[target]} if target != "avx2" else set())
         # an export made for a target takes the fast kernels on a CPU of that target
         assert int8_target.graphs_needing_exact_kernels({"quantization": {**settings, "target": target}}, flags) == []
+    # what `--target avx2` wrote before 2026-12-05: unsigned vision weights, uncorrected
+    old_avx2 = {"vision": {"weight_type": "QUInt8", "reduce_range": False}, "decoder": int8_target.S7}
+    assert not int8_target.made_for(old_avx2, "avx2") and not int8_target.made_for(None, "avx2")
     assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False})
     assert not int8_target.saturates({"weight_type": "QInt8", "reduce_range": True})  # 7-bit signed
     assert not int8_target.saturates({"bits": 4, "method": "onnxruntime.MatMulNBitsQuantizer"})  # INT4
-    # an avx2 decoder: unsigned weights, the output layer's signed 7-bit; its own table counts too
+    # an earlier avx2 decoder: unsigned weights, the output layer's signed 7-bit; its own table counts too
     lm7 = {"weight_type": "QInt8", "reduce_range": True}
     assert not int8_target.saturates({"weight_type": "QUInt8", "reduce_range": False, "lm_head": lm7})
     lm8 = {"weight_type": "QInt8", "reduce_range": False}
