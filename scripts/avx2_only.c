@@ -115,17 +115,21 @@ static const char *redirect(const char *path, char *buf, size_t n) {
   return path;
 }
 
+/* the mode argument, which open() and openat() take only when they create a file */
+#define MODE_ARG(flags, mode)                                       \
+  if (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE) { \
+    va_list ap;                                                     \
+    va_start(ap, flags);                                            \
+    mode = va_arg(ap, mode_t);                                      \
+    va_end(ap);                                                     \
+  }
+
 #define OPEN_WRAPPER(name)                                                      \
   int name(const char *path, int flags, ...) {                                  \
     static int (*real)(const char *, int, ...);                                 \
     if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name); \
     mode_t mode = 0;                                                            \
-    if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {                \
-      va_list ap;                                                               \
-      va_start(ap, flags);                                                      \
-      mode = va_arg(ap, mode_t);                                                \
-      va_end(ap);                                                               \
-    }                                                                           \
+    MODE_ARG(flags, mode)                                                       \
     char buf[64];                                                               \
     return real(redirect(path, buf, sizeof buf), flags, mode);                  \
   }
@@ -137,12 +141,7 @@ OPEN_WRAPPER(open64)
     static int (*real)(int, const char *, int, ...);                                 \
     if (!real) real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
     mode_t mode = 0;                                                                 \
-    if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {                     \
-      va_list ap;                                                                    \
-      va_start(ap, flags);                                                           \
-      mode = va_arg(ap, mode_t);                                                     \
-      va_end(ap);                                                                    \
-    }                                                                                \
+    MODE_ARG(flags, mode)                                                            \
     char buf[64];                                                                    \
     return real(dirfd, redirect(path, buf, sizeof buf), flags, mode);               \
   }
