@@ -96,28 +96,23 @@ def _settings_of(table: dict) -> dict:
 
 
 def calibration_means(work: Path, role: str) -> dict:
-    """bias_correction.calibration_means of the fp32 export's `role` graph on the calibration
-    pages, as `mineru export --bias-correction` measures them (kept in WORK_DIR)."""
-    from mineru_cli.export import bias_correction
-    from mineru_cli.export.onnx_export import GRAPHS
+    """The mean inputs of the fp32 export's `role` graph on the calibration pages, as `mineru
+    export` measures them (onnx_export.calibration_means; kept in WORK_DIR)."""
+    from mineru_cli.export import onnx_export
     from mineru_cli.vlm.export_format import read_manifest
 
     cached = work / f"calibration-means-{role}.npz"
     if cached.is_file():
         return dict(np.load(cached))
-    fp32, table = work / "onnx-fp32", read_manifest(work / "onnx-fp32")["model"]
+    fp32 = work / "onnx-fp32"
     config = json.loads((work / "model" / "config.json").read_text())
     ids = tuple(int(config[k]) for k in ("vision_start_token_id", "image_token_id", "vision_end_token_id"))
-    means = bias_correction.calibration_means(
+    means = onnx_export.calibration_means(
+        work / "model",
+        ids,
         fp32,
-        GRAPHS,
-        np.load(fp32 / GRAPHS["embed_tokens"], mmap_mode="r"),
-        bias_correction.calibration_inputs(work / "model", ids, bias_correction.SAMPLES),
-        table["image_token_id"],
-        table["merge_size"],
-        table["num_layers"],
-        table["num_kv_heads"],
-        table["head_dim"],
+        fp32 / onnx_export.GRAPHS["embed_tokens"],
+        read_manifest(fp32)["model"],
         2,
         decoder=role == "decoder",
     )[role]

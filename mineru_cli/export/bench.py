@@ -303,11 +303,12 @@ def bench_full_size(
         # missing, written by an older mineru-cli, quantized for another CPU family (whose
         # weights would run on the slower exact kernels here) or by an earlier rule for this one,
         # or lacking the OpenVINO graph: replaced
+        made = read_manifest(out) if _readable(out) else None
         if (
-            not _readable(out)
-            or graphs_needing_exact_kernels(read_manifest(out))
-            or (name != "onnx_fp32" and not made_for(read_manifest(out).get("quantization"), detect_target()))
-            or (with_openvino and openvino_vision.GRAPH_ROLE not in read_manifest(out)["graphs"])
+            made is None
+            or graphs_needing_exact_kernels(made)
+            or (name != "onnx_fp32" and not made_for(made.get("quantization"), detect_target()))
+            or (with_openvino and openvino_vision.GRAPH_ROLE not in made["graphs"])
         ):
             r = export_model(
                 folder,

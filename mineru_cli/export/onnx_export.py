@@ -455,21 +455,23 @@ def _load_model(model_dir: Path):
     return load_model(model_dir)
 
 
-def _calibration_means(
-    model, model_dir: Path, fp32_dir: Path, work: Path, table: dict, threads: int | None, decoder: bool
+def calibration_means(
+    model_dir: Path,
+    vision_ids: tuple[int, int, int],
+    fp32_dir: Path,
+    embed_tokens: Path,
+    table: dict,
+    threads: int | None,
+    decoder: bool,
 ) -> dict:
-    """bias_correction.calibration_means of the fp32 graphs in fp32_dir (embeddings in work)."""
-    cfg = model.config
-    inputs = bias_correction_mod.calibration_inputs(
-        model_dir,
-        (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id)),
-        bias_correction_mod.SAMPLES,
-    )
+    """bias_correction.calibration_means of the fp32 graphs in fp32_dir on the calibration pages
+    (the embedding table at embed_tokens; vision_ids: the vision start, image pad and vision end
+    token ids). `mineru export` and scripts/int8_targets.py measure the means here."""
     return bias_correction_mod.calibration_means(
         fp32_dir,
         GRAPHS,
-        np.load(work / GRAPHS["embed_tokens"], mmap_mode="r"),
-        inputs,
+        np.load(embed_tokens, mmap_mode="r"),
+        bias_correction_mod.calibration_inputs(model_dir, vision_ids, bias_correction_mod.SAMPLES),
         table["image_token_id"],
         table["merge_size"],
         table["num_layers"],
@@ -624,8 +626,11 @@ def export_model(
                 corrected |= {"vision", "decoder"} if int8 else {"vision"}
             if corrected:
                 _say(log, "measuring the mean inputs of the weight products on calibration pages")
-                means = _calibration_means(
-                    model, model_dir, fp32_dir, work, table, threads, decoder=int8 and "decoder" in corrected
+                cfg = model.config
+                vision_ids = (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id))
+                embed_tokens = work / GRAPHS["embed_tokens"]
+                means = calibration_means(
+                    model_dir, vision_ids, fp32_dir, embed_tokens, table, threads, decoder="decoder" in corrected
                 )
                 timings["calibrate"] = time.monotonic() - t0
                 t0 = time.monotonic()
@@ -645,7 +650,7 @@ def export_model(
                         work / f".{role}-passes",
                         exclude=exclude if role == "decoder" else None,
                     )
-                    if means is not None and role in means and role in corrected:
+                    if means is not None and role in corrected:
                         quantization[role]["bias_correction"] = {
                             "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
                             "min_rows": bias_correction_mod.MIN_ROWS,
