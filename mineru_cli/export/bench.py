@@ -33,7 +33,7 @@ from ..vlm import openvino_vision
 from ..vlm.int8_target import cpu_summary, detect_target, graphs_needing_exact_kernels, made_for
 from ..vlm.processor import rope_index
 from ..vlm.tokenizer import VlmInput
-from .roofline import BANDWIDTH_BYTES, decoder_weights, measure_roofline, phase_fractions
+from .roofline import BANDWIDTH_BYTES, decoder_weights, measure_roofline, phase_fractions, phase_seconds
 
 
 class _TokenIds(TypedDict):
@@ -76,6 +76,7 @@ MINERU25_IDS = _TokenIds(
 
 OPENVINO_VARIANT = "onnx_int8_openvino"  # the INT8 export with its vision encoder on OpenVINO (bf16)
 DECODE_CONTEXT = 520  # tokens in each decode row's prompt: a 2000-patch crop's prompt
+DECODE_STEPS = 16  # steps timed per decode row set
 
 # A typical two-step page, for `page_seconds`: the layout step generates LAYOUT_TOKENS tokens at
 # batch 1; then CROPS are read: each crop's vision is measured at its size (CROP_IMAGES), its
@@ -150,7 +151,7 @@ def bench_runtimes(
     image_hw=(1036, 1036),
     prefill_tokens: int = PREFILL_TOKENS,
     decode_batches=(1, 8),
-    decode_steps: int = 16,
+    decode_steps: int = DECODE_STEPS,
     decode_context: int = DECODE_CONTEXT,
     repeats: int = 3,
     crop_sizes: dict | None = None,
@@ -375,6 +376,9 @@ def bench_full_size(
             name: fractions_for(name, report["median"][name], report["roofline"], config, variants, bench_kw)
             for name in report["median"]
         }
+        report["roofline_page_s"] = {
+            name: roofline_page(name, report["roofline"], config, variants) for name in report["median"]
+        }
     report["page_s"] = {
         name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
         for name, m in report["median"].items()
@@ -417,26 +421,30 @@ def roofline_for(config, threads: int, bandwidth_bytes: int | None, bench_kw: di
     return roof
 
 
-def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
-    """phase_fractions for one variant: torch fp32 computes in fp32 with fp32 weights; an
-    export's INT8 graphs and decoder weight bytes come from its manifest. exports: {name:
-    (folder, vision backend)}. Vision on OpenVINO computes in bf16, a rate the roofline does not
-    measure: its vision phases get no fraction."""
+def _roofline_terms(name: str, config, exports: dict) -> tuple[set[str], float, bool]:
+    """(int8 graphs, decoder weight bytes, vision at a measured rate) of one variant: torch fp32
+    computes in fp32 with fp32 weights; an export's INT8 graphs and decoder weight bytes come
+    from its manifest. exports: {name: (folder, vision backend)}. Vision on OpenVINO computes in
+    bf16, a rate the roofline does not measure."""
     from ..vlm.export_format import read_manifest
 
-    if name in exports:
-        manifest = read_manifest(exports[name][0])
-        quantization = manifest.get("quantization") or {}
-        int8_graphs = {
-            role
-            for role in ("vision", "decoder")
-            if isinstance(quantization.get(role), dict) and quantization[role].get("bits") != 4
-        }
-        files = manifest["files"]
-        weight_bytes = sum(f["bytes"] for path, f in files.items() if path.startswith("decoder.onnx"))
-    else:
-        int8_graphs, weight_bytes = set(), 4 * decoder_weights(config)
-    if name in exports and exports[name][1] == openvino_vision.OPENVINO:
+    if name not in exports:
+        return set(), 4 * decoder_weights(config), True
+    manifest = read_manifest(exports[name][0])
+    quantization = manifest.get("quantization") or {}
+    int8_graphs = {
+        role
+        for role in ("vision", "decoder")
+        if isinstance(quantization.get(role), dict) and quantization[role].get("bits") != 4
+    }
+    weight_bytes = sum(f["bytes"] for path, f in manifest["files"].items() if path.startswith("decoder.onnx"))
+    return int8_graphs, weight_bytes, exports[name][1] != openvino_vision.OPENVINO
+
+
+def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, bench_kw: dict) -> dict:
+    """phase_fractions for one variant (_roofline_terms); vision on OpenVINO gets no fraction."""
+    int8_graphs, weight_bytes, vision = _roofline_terms(name, config, exports)
+    if not vision:
         medians = {k: v for k, v in medians.items() if not k.startswith("vision_s")}
     return phase_fractions(
         medians,
@@ -447,8 +455,27 @@ def fractions_for(name: str, medians: dict, roof: dict, config, exports: dict, b
         _vision_sizes(config, bench_kw),
         bench_kw.get("prefill_tokens", PREFILL_TOKENS),
         bench_kw.get("decode_context", DECODE_CONTEXT),
-        bench_kw.get("decode_steps", 16),
+        bench_kw.get("decode_steps", DECODE_STEPS),
     )
+
+
+def roofline_phases(name: str, roof: dict, config, exports: dict) -> dict[str, float] | None:
+    """Every phase the page model reads (the layout image and each crop size's vision, the
+    prefill, decode at batch 1 and 8), timed at the roofline (phase_seconds) for the variant's
+    weight kinds. None where its vision runs at a rate the roofline does not measure (OpenVINO's
+    bf16)."""
+    int8_graphs, weight_bytes, vision = _roofline_terms(name, config, exports)
+    if not vision:
+        return None
+    patches = {"vision_s": LAYOUT_PATCHES, **{f"vision_s_{p}": p for p in {p for _, p, _ in CROPS}}}
+    return phase_seconds(roof, config, int8_graphs, weight_bytes, patches, PREFILL_TOKENS, DECODE_CONTEXT, DECODE_STEPS)
+
+
+def roofline_page(name: str, roof: dict, config, exports: dict) -> dict[str, float] | None:
+    """The modelled page (page_seconds, each mode) at the roofline: the fastest page this
+    machine's kernels allow the variant's weight kinds (None as roofline_phases)."""
+    ideal = roofline_phases(name, roof, config, exports)
+    return None if ideal is None else {mode: page_seconds(ideal, mode) for mode in PAGE_MODES}
 
 
 def roofline_table(report: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -463,7 +490,15 @@ def roofline_table(report: dict) -> tuple[str, list[str], list[list[str]]]:
         f"(at {'x'.join(map(str, roof['shapes'][0]))}), read bandwidth {roof['bandwidth_gbs']:.1f} GB/s"
     )
     rows = [[name, *(f"{100 * f[k]:.0f}" if k in f else "-" for k in keys)] for name, f in fractions.items()]
-    return title, ["variant", *(f"{k} % roof" for k in keys)], rows
+    cols = ["variant", *(f"{k} % roof" for k in keys)]
+    at_roof = report.get("roofline_page_s")
+    if at_roof:  # the page at the roofline, and the measured page's fraction of it where measured
+        cols += ["page at roof s", "page % roof"]
+        for row, name in zip(rows, fractions):
+            ideal, page = at_roof.get(name), report.get("page_s", {}).get(name)
+            row.append("-" if ideal is None else f"{ideal['vlm']:.0f}")
+            row.append("-" if ideal is None or page is None else f"{100 * ideal['vlm'] / page['vlm']:.0f}")
+    return title, cols, rows
 
 
 PAGE_KEYS = {"vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8"}  # what page_seconds reads

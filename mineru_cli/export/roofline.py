@@ -16,15 +16,16 @@ right before the variants run (so on the same load):
   AMX Xeon rows read 27.8 GB/s and one axis 17.5; a review on the same machine under load saw
   rows at 12-13 and one axis at 16-17.
 
-phase_fractions then puts each phase's measured time against it: vision and prefill as the
-time their FLOPs take at the roofline (products at the fp32 or INT8 rate, as the variant's graph
-has them; attention at the fp32 rate) over the measured time; a decoding step as the bytes it
-must read (the decoder's weights and the rows' keys and values) per second over the bandwidth.
-A fraction near 1 is the machine's limit; the FLOP counts are the model's, so work a runtime
-does beyond them shows as a lower fraction.
+phase_seconds gives each phase's time at the roofline: vision and prefill as the time their
+FLOPs take (products at the fp32 or INT8 rate, as the variant's graph has them; attention at the
+fp32 rate); a decoding step as the longer of reading its bytes (the decoder's weights and the
+rows' keys and values) at the bandwidth and computing its FLOPs. phase_fractions puts that over
+each measured time: a fraction near 1 is the machine's limit; the FLOP counts are the model's, so
+work a runtime does beyond them shows as a lower fraction. The bench's page model over
+phase_seconds is the fastest page this machine's kernels allow a variant (bench.roofline_page).
 
     roof = measure_roofline(threads=2, m=5476, e=1280, mlp=5120)
-    fractions = phase_fractions(medians, roof, config, weights)
+    fractions = phase_fractions(medians, roof, config, int8_graphs, weight_bytes, patches, ...)
 
 Imports onnx and onnxruntime (the quantizer); never torch.
 """
@@ -217,6 +218,51 @@ def step_bytes(config, batch: int, context: int, weight_bytes: float) -> float:
     return weight_bytes + batch * int(t.num_hidden_layers) * 2 * kv * context * d * 4
 
 
+def step_flops(config, batch: int, context: int) -> float:
+    """FLOPs of one decoding step at `batch` rows of about `context` tokens: each row through
+    every product of the decoder (the output layer included) and its attention over its keys."""
+    t, _hidden, heads, _kv, d = _text(config)
+    return batch * (2.0 * decoder_weights(config) + int(t.num_hidden_layers) * 4.0 * heads * d * context)
+
+
+def phase_seconds(
+    roof: dict,
+    config,
+    int8_graphs: set[str],
+    decoder_weight_bytes: float,
+    patches: dict[str, int],
+    prefill_tokens: int,
+    decode_context: int,
+    decode_steps: int,
+    batches: tuple[int, ...] = (1, 8),
+) -> dict:
+    """Each phase's time at the roofline, in the bench's units and keys: vision_s<...> (one key
+    per entry of patches) and prefill_s in seconds, decode_ms_b<batch> in milliseconds.
+    int8_graphs: which of "vision", "decoder" compute their products in INT8 (at the roofline's
+    INT8 rate; the rest and all attention at its fp32 rate); decoder_weight_bytes: what the
+    decoder's weights take. A decoding step takes the longer of reading its bytes at the read
+    bandwidth and computing its FLOPs (on a CPU without INT8 dot products, eight rows' products
+    can cost more than the read)."""
+    fp32 = roof["fp32_gflops"] * 1e9
+
+    def rate(role: str) -> float:
+        return roof["int8_gops"] * 1e9 if role in int8_graphs else fp32
+
+    out: dict[str, float] = {}
+    for key, n in patches.items():
+        products, attention = vision_flops(config, n)
+        out[key] = products / rate("vision") + attention / fp32
+    if prefill_tokens:
+        products, attention = prefill_flops(config, prefill_tokens)
+        out["prefill_s"] = products / rate("decoder") + attention / fp32
+    bandwidth = roof["bandwidth_gbs"] * 1e9
+    for batch in batches:
+        context = int(decode_context + 3 * (batch - 1) / 2 + decode_steps / 2)  # the rows' mean length
+        read = step_bytes(config, batch, context, decoder_weight_bytes) / bandwidth
+        out[f"decode_ms_b{batch}"] = 1000 * max(read, step_flops(config, batch, context) / rate("decoder"))
+    return out
+
+
 def phase_fractions(
     medians: dict,
     roof: dict,
@@ -228,27 +274,14 @@ def phase_fractions(
     decode_context: int,
     decode_steps: int,
 ) -> dict:
-    """One variant's achieved fraction of the roofline per measured phase, {key: fraction}.
-    medians: its bench medians (vision_s, vision_s_<n>, prefill_s, decode_ms_b<b>);
-    int8_graphs: which of "vision", "decoder" compute their products in INT8; patches: the
-    image size of each vision key; decoder_weight_bytes: what its decoder's weights take."""
-    fp32 = roof["fp32_gflops"] * 1e9
-    out: dict[str, float] = {}
-
-    def rate(role: str) -> float:
-        return roof["int8_gops"] * 1e9 if role in int8_graphs else fp32
-
-    for key, n in patches.items():
-        if medians.get(key):
-            products, attention = vision_flops(config, n)
-            out[key] = (products / rate("vision") + attention / fp32) / medians[key]
-    if medians.get("prefill_s") and prefill_tokens:
-        products, attention = prefill_flops(config, prefill_tokens)
-        out["prefill_s"] = (products / rate("decoder") + attention / fp32) / medians["prefill_s"]
-    bandwidth = roof["bandwidth_gbs"] * 1e9
-    for key, ms in medians.items():
-        if key.startswith("decode_ms_b") and ms:
-            batch = int(key.removeprefix("decode_ms_b"))
-            context = decode_context + 3 * (batch - 1) / 2 + decode_steps / 2  # the rows' mean length
-            out[key] = step_bytes(config, batch, int(context), decoder_weight_bytes) / (ms / 1000) / bandwidth
-    return out
+    """One variant's achieved fraction of the roofline per measured phase, {key: fraction}: the
+    phase's time at the roofline (phase_seconds) over its measured median. medians: its bench
+    medians (vision_s, vision_s_<n>, prefill_s, decode_ms_b<b>); patches: the image size of each
+    vision key; the rest as phase_seconds takes them."""
+    batches = tuple(int(k.removeprefix("decode_ms_b")) for k in medians if k.startswith("decode_ms_b"))
+    measured = {k: n for k, n in patches.items() if medians.get(k)}
+    tokens = prefill_tokens if medians.get("prefill_s") else 0
+    ideal = phase_seconds(
+        roof, config, int8_graphs, decoder_weight_bytes, measured, tokens, decode_context, decode_steps, batches
+    )
+    return {k: t / medians[k] for k, t in ideal.items() if medians.get(k)}

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 from model_shapes import small_random_config
 
-from mineru_cli.export.bench import mineru25_config
+from mineru_cli.export.bench import PAGE_MODES, mineru25_config, page_seconds, roofline_page
 from mineru_cli.export.roofline import (
     decoder_weights,
     measure_roofline,
     phase_fractions,
+    phase_seconds,
     prefill_flops,
     step_bytes,
+    step_flops,
     vision_flops,
 )
 from mineru_cli.vlm import int8_target
@@ -74,3 +76,42 @@ def test_phase_fractions_put_each_phase_against_its_roofline():
     # the same times from fp32 products: further from the roofline of fp32 work
     fp32 = phase_fractions(medians, roof, config, set(), weights, {"vision_s": 5476}, 0, 520, 16)
     assert fp32["vision_s"] == pytest.approx((products / 100e9 + attention / 100e9) / (2 * at_roof))
+
+
+def test_a_decoding_step_at_the_roofline_is_the_longer_of_its_read_and_its_compute():
+    config = mineru25_config()
+    weights = 4.9e8
+    roof = {"fp32_gflops": 100.0, "int8_gops": 1000.0, "bandwidth_gbs": 10.0}
+    args = (config, {"decoder"}, weights, {}, 0, 520, 16)
+    read = phase_seconds(roof, *args)
+    context = 520 + 3 * 7 // 2 + 8
+    assert read["decode_ms_b8"] == pytest.approx(1000 * step_bytes(config, 8, context, weights) / 10e9)
+    # eight rows' products on a slow INT8 kernel (a CPU without dot-product instructions) take
+    # longer than the read: the step's roofline is their compute
+    slow = phase_seconds({**roof, "int8_gops": 20.0}, *args)
+    assert slow["decode_ms_b8"] == pytest.approx(1000 * step_flops(config, 8, context) / 20e9)
+    assert slow["decode_ms_b8"] > read["decode_ms_b8"] and slow["decode_ms_b1"] > read["decode_ms_b1"]
+    # one row's products: 2 FLOPs a weight, plus its attention over its keys
+    assert step_flops(config, 1, 100) > 2 * decoder_weights(config)
+    assert step_flops(config, 8, 100) == 8 * step_flops(config, 1, 100)
+    # the fraction of a measured step is its roofline time over the measured time
+    fractions = phase_fractions({"decode_ms_b8": 4 * slow["decode_ms_b8"]}, {**roof, "int8_gops": 20.0}, *args)
+    assert fractions == pytest.approx({"decode_ms_b8": 0.25})
+
+
+def test_the_page_at_the_roofline_is_the_page_model_over_each_phases_roofline_time():
+    config = mineru25_config()
+    roof = {"fp32_gflops": 100.0, "int8_gops": 200.0, "bandwidth_gbs": 10.0}
+    page = roofline_page("torch_fp32", roof, config, {})
+    assert page is not None and set(page) == set(PAGE_MODES)
+    # torch computes in fp32 with fp32 weights: every phase at the fp32 rate and 4-byte weights
+    patches = {"vision_s": 5476, "vision_s_400": 400, "vision_s_2000": 2000, "vision_s_4800": 4800}
+    ideal = phase_seconds(roof, config, set(), 4 * decoder_weights(config), patches, 1400, 520, 16)
+    assert page == pytest.approx({mode: page_seconds(ideal, mode) for mode in PAGE_MODES})
+    # crops at their own sizes: attention grows with the square of the patches, so a 400-patch
+    # crop costs less than its share of the layout image
+    assert ideal["vision_s_400"] < ideal["vision_s"] * 400 / 5476
+    # a machine twice as fast everywhere: half the page
+    fast = roofline_page("torch_fp32", {k: 2 * v for k, v in roof.items()}, config, {})
+    assert fast == pytest.approx({mode: s / 2 for mode, s in page.items()})
+    assert page["standard"] < page["hybrid"] < page["vlm"]

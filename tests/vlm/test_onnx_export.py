@@ -312,6 +312,16 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     title, cols, rows = roofline_table(report)
     assert "GFLOP/s" in title and "GB/s" in title
     assert cols[0] == "variant" and [row[0] for row in rows] == list(report["median"])
+    # the page at the roofline per variant, none for vision on OpenVINO (bf16: no measured rate)
+    at_roof = report["roofline_page_s"]
+    assert set(at_roof) == set(report["median"])
+    for name, page in at_roof.items():
+        assert (page is None) == (name == OPENVINO_VARIANT), name
+        assert page is None or 0 < page["standard"] < page["hybrid"] < page["vlm"]
+    assert cols[-2:] == ["page at roof s", "page % roof"]
+    for row, name in zip(rows, report["median"]):
+        assert (row[-2] == "-") == (at_roof[name] is None)
+        assert row[-1] == "-" or float(row[-1]) == round(100 * at_roof[name]["vlm"] / report["page_s"][name]["vlm"])
     # the CPU the figures were taken on, and the INT8 export's target (this CPU's)
     assert report["cpu"] == int8_target.cpu_summary() and report["cpu"]["model"]
     target = int8_target.detect_target()
