@@ -301,6 +301,9 @@ def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
     roof = report["roofline"]
     assert roof["shapes"] == [[24, 32, 128]] and roof["threads"] == 1
     assert roof["fp32_gflops"] > 0 and roof["int8_gops"] > 0 and roof["bandwidth_gbs"] > 0
+    # measured before and after the variants, each rate the faster of the two
+    assert len(roof["measurements"]) == 2
+    assert all(roof[rate] == max(m[rate] for m in roof["measurements"]) for rate in roof["measurements"][0])
     assert set(report["roofline_fraction"]) == set(report["median"])
     for name, fractions in report["roofline_fraction"].items():
         # bf16 is not a rate the roofline measures: vision on OpenVINO gets no fraction
