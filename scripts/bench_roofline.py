@@ -22,9 +22,12 @@ from pathlib import Path
 
 from mineru_cli.export.bench import (
     CROP_IMAGES,
+    PAGE_KEYS,
+    PAGE_MODES,
     bench_runtimes,
     fractions_for,
     mineru25_config,
+    page_seconds,
     roofline_for,
     roofline_page,
     roofline_table,
@@ -61,6 +64,11 @@ def main() -> None:
         for name in report["median"]
     }
     report["roofline_page_s"] = {name: roofline_page(name, report["roofline"], config, exports) for name in exports}
+    report["page_s"] = {  # where the run measured every phase the page model reads (not with --no-layout)
+        name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
+        for name, m in report["median"].items()
+        if PAGE_KEYS <= set(m)
+    }
     title, cols, rows = roofline_table(report)
     print(title)
     print(" | ".join(cols))
