@@ -124,7 +124,7 @@ def main(tmp: Path) -> None:
                 )
             sessions[variant] = session(dst, args.threads, q[2])
         for rows in args.rows or [m]:  # the graphs take any number of rows
-            label = name if rows == m else f"{name}, {rows} rows"
+            label = name if rows == m else f"{rows}x{k}x{n} ({name}'s weights)"
             x = rng.standard_normal((rows, k)).astype(np.float32)
             x[:, rng.choice(k, 8, replace=False)] *= 30
             ref = x.astype(np.float64) @ w.astype(np.float64)

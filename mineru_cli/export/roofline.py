@@ -171,9 +171,17 @@ RATES = ("fp32_gflops", "int8_gops", "bandwidth_gbs")
 
 def best_of(*roofs: dict) -> dict:
     """Several measurements of one run's roofline (before and after its variants) as one: each
-    rate the fastest measured, the measurements' own rates under "measurements"."""
+    rate, each bandwidth probe and each shape's rate the fastest measured; the measurements
+    themselves under "measurements"."""
     out = {**roofs[-1], **{rate: max(r[rate] for r in roofs) for rate in RATES}}
-    out["measurements"] = [{rate: r[rate] for rate in RATES} for r in roofs]
+    if all("bandwidth_probes_gbs" in r for r in roofs):
+        probes = roofs[-1]["bandwidth_probes_gbs"]
+        out["bandwidth_probes_gbs"] = {k: max(r["bandwidth_probes_gbs"][k] for r in roofs) for k in probes}
+    if all("per_shape" in r for r in roofs):
+        out["per_shape"] = {
+            k: [max(rates) for rates in zip(*(r["per_shape"][k] for r in roofs))] for k in roofs[-1]["per_shape"]
+        }
+    out["measurements"] = [{k: v for k, v in r.items() if k != "measurements"} for r in roofs]
     out["seconds"] = sum(r["seconds"] for r in roofs)
     return out
 
@@ -291,7 +299,8 @@ def phase_fractions(
     phase's time at the roofline (phase_seconds) over its measured median. medians: its bench
     medians (vision_s, vision_s_<n>, prefill_s, decode_ms_b<b>); patches: the image size of each
     vision key; the rest as phase_seconds takes them."""
-    batches = tuple(int(k.removeprefix("decode_ms_b")) for k in medians if k.startswith("decode_ms_b"))
+    steps = (k.removeprefix("decode_ms_b") for k in medians if k.startswith("decode_ms_b"))
+    batches = tuple(int(b) for b in steps if b.isdigit())  # not llama.cpp's decode_ms_b4_slots
     measured = {k: n for k, n in patches.items() if medians.get(k)}
     tokens = prefill_tokens if medians.get("prefill_s") else 0
     ideal = phase_seconds(

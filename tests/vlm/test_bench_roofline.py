@@ -119,12 +119,38 @@ def test_the_page_at_the_roofline_is_the_page_model_over_each_phases_roofline_ti
 
 
 def test_two_measurements_of_a_runs_roofline_give_each_rates_faster():
-    before = {"fp32_gflops": 100.0, "int8_gops": 90.0, "bandwidth_gbs": 12.0, "seconds": 4.0, "threads": 2}
-    after = {"fp32_gflops": 80.0, "int8_gops": 280.0, "bandwidth_gbs": 14.0, "seconds": 5.0, "threads": 2}
+    before = {
+        "fp32_gflops": 100.0,
+        "int8_gops": 90.0,
+        "bandwidth_gbs": 12.0,
+        "bandwidth_probes_gbs": {"rows": 12.0, "one_axis": 9.0},
+        "per_shape": {"fp32_gflops": [100.0], "int8_gops": [90.0]},
+        "seconds": 4.0,
+        "threads": 2,
+    }
+    after = {
+        "fp32_gflops": 80.0,
+        "int8_gops": 280.0,
+        "bandwidth_gbs": 14.0,
+        "bandwidth_probes_gbs": {"rows": 8.0, "one_axis": 14.0},
+        "per_shape": {"fp32_gflops": [80.0], "int8_gops": [280.0]},
+        "seconds": 5.0,
+        "threads": 2,
+    }
     best = best_of(before, after)
     assert (best["fp32_gflops"], best["int8_gops"], best["bandwidth_gbs"]) == (100.0, 280.0, 14.0)
-    assert best["measurements"] == [
-        {"fp32_gflops": 100.0, "int8_gops": 90.0, "bandwidth_gbs": 12.0},
-        {"fp32_gflops": 80.0, "int8_gops": 280.0, "bandwidth_gbs": 14.0},
-    ]
+    # the report's details agree with its rates: each probe and shape at its faster measurement
+    assert best["bandwidth_probes_gbs"] == {"rows": 12.0, "one_axis": 14.0}
+    assert best["per_shape"] == {"fp32_gflops": [100.0], "int8_gops": [280.0]}
+    assert best["measurements"] == [before, after]
     assert best["seconds"] == 9.0 and best["threads"] == 2
+    # merged again (a third measurement): the list stays flat
+    assert best_of(best, after)["measurements"][0] == {k: v for k, v in best.items() if k != "measurements"}
+
+
+def test_phase_fractions_leave_out_medians_that_are_not_a_batch_of_rows():
+    config = mineru25_config()
+    roof = {"fp32_gflops": 100.0, "int8_gops": 200.0, "bandwidth_gbs": 10.0}
+    medians = {"decode_ms_b1": 50.0, "decode_ms_b4_slots": 80.0, "layout_prompt_tokens": 1401.0}
+    fractions = phase_fractions(medians, roof, config, {"decoder"}, 4.9e8, {}, 0, 520, 16)
+    assert set(fractions) == {"decode_ms_b1"}
