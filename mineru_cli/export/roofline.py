@@ -262,8 +262,8 @@ def phase_seconds(
     int8_graphs: which of "vision", "decoder" compute their products in INT8 (at the roofline's
     INT8 rate; the rest and all attention at its fp32 rate); decoder_weight_bytes: what the
     decoder's weights take. A decoding step takes the longer of reading its bytes at the read
-    bandwidth and computing its FLOPs (on a CPU without INT8 dot products, eight rows' products
-    can cost more than the read)."""
+    bandwidth and computing its FLOPs at the roofline's rates: a roofline, so the compute binds
+    only where those rates are low against the bandwidth, whatever a kernel does at a few rows."""
     fp32 = roof["fp32_gflops"] * 1e9
 
     def rate(role: str) -> float:
