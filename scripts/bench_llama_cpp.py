@@ -20,9 +20,9 @@ the ONNX runtime runs in this process. Each round times, per engine:
                           of 4 concurrent requests: 2 x the 4-slot per-token ms
 
 With --roofline the machine's kernel roofline is measured before and after the rounds (mineru
-bench's, the faster taken) and the report
-adds our export's page with every phase at it (onnx_int8_at_roofline): llama.cpp's page over that
-is the largest ratio this CPU's kernels allow our export's weight kinds.
+bench's, the faster taken) and the report adds our export's page with every phase at it
+(onnx_int8_at_roofline): llama.cpp's page over that is the largest ratio this CPU's kernels
+allow our export's weight kinds.
 
 Every prompt and image differs per round, so llama-server's prompt cache never serves a timed
 request. page_seconds (mineru_cli.export.bench) turns each engine's medians into the modelled

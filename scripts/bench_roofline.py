@@ -24,11 +24,10 @@ from mineru_cli.export.bench import (
     CROP_IMAGES,
     CROPS,
     PAGE_KEYS,
-    PAGE_MODES,
     bench_runtimes,
     fractions_for,
     mineru25_config,
-    page_seconds,
+    page_modes,
     roofline_for,
     roofline_page,
     roofline_table,
@@ -68,11 +67,7 @@ def main() -> None:
     # the measured page only where every phase of the page at the roofline was measured (the
     # layout image and all three crop sizes): a crop scaled from the layout image is not comparable
     measured = PAGE_KEYS | {f"vision_s_{p}" for _, p, _ in CROPS}
-    report["page_s"] = {
-        name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
-        for name, m in report["median"].items()
-        if measured <= set(m)
-    }
+    report["page_s"] = {name: page_modes(m) for name, m in report["median"].items() if measured <= set(m)}
     title, cols, rows = roofline_table(report)
     print(title)
     print(" | ".join(cols))

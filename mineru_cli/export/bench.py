@@ -258,8 +258,9 @@ def bench_full_size(
     """Build (or reuse) the random full-size model and its exports under work_dir, then
     compare torch fp32, ORT fp32 and (with int8 / int4) the quantized exports; with rss, each
     export's peak RSS is measured first in a fresh process (peak_rss); with roofline, the
-    machine's kernel roofline before and after the variants, the faster taken (report["roofline"]), and each
-    variant's fraction of it per phase (report["roofline_fraction"]). Where ONNX Runtime's
+    machine's kernel roofline before and after the variants, the faster taken
+    (report["roofline"]), each variant's fraction of it per phase (report["roofline_fraction"])
+    and its page at it (report["roofline_page_s"]). Where ONNX Runtime's
     OpenVINO plugin runs the vision encoder in bf16 here (openvino_vision.not_here), the INT8
     export also carries its OpenVINO vision graph and is measured a second time with it
     (OPENVINO_VARIANT; measured, not used for parsing); if that variant fails, the report's
@@ -380,11 +381,7 @@ def bench_full_size(
         report["roofline_page_s"] = {
             name: roofline_page(name, report["roofline"], config, variants) for name in report["median"]
         }
-    report["page_s"] = {
-        name: {mode: page_seconds(m, mode) for mode in PAGE_MODES}
-        for name, m in report["median"].items()
-        if PAGE_KEYS <= set(m)
-    }
+    report["page_s"] = {name: page_modes(m) for name, m in report["median"].items() if PAGE_KEYS <= set(m)}
     return report
 
 
@@ -481,7 +478,7 @@ def roofline_page(name: str, roof: dict, config, exports: dict) -> dict[str, flo
     """The modelled page (page_seconds, each mode) at the roofline: the fastest page this
     machine's kernels allow the variant's weight kinds (None as roofline_phases)."""
     ideal = roofline_phases(name, roof, config, exports)
-    return None if ideal is None else {mode: page_seconds(ideal, mode) for mode in PAGE_MODES}
+    return None if ideal is None else page_modes(ideal)
 
 
 def roofline_table(report: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -522,6 +519,11 @@ def page_seconds(m: dict, mode: str = "vlm") -> float:
     tokens = sorted((t for _, _, t in crops), reverse=True)
     steps = sum(max(tokens[i : i + 8]) for i in range(0, len(tokens), 8))
     return layout + vision + prefill + steps * m["decode_ms_b8"] / 1000
+
+
+def page_modes(m: dict) -> dict[str, float]:
+    """page_seconds of one variant's medians in each of PAGE_MODES."""
+    return {mode: page_seconds(m, mode) for mode in PAGE_MODES}
 
 
 def peak_rss(
