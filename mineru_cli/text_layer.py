@@ -12,13 +12,16 @@ no (then the engines read pixels, as for an image):
 * ``ocr_layer``: most characters are invisible (render mode 3 or 7, or fully transparent)
   or painted under a picture, on a page with a picture, i.e. an old OCR layer over (or
   under) a scan, whose text is only as good as that OCR was;
+* ``scanned``: opaque pictures paint SCAN_COVERAGE of the page, whatever text lies over them
+  (a scan whose only text is a stamp: the stamp would be kept and the scan lost);
 * ``rotated_text``: most characters do not run left to right on the rendered page (sideways,
   upside down, or set in vertical columns).
 
 Characters a reader cannot see are never page content, trusted layer or not: invisible
-render modes and fully transparent text, characters an opaque picture is painted over, boxes
-outside the page, text under MIN_HEIGHT_PX tall, and characters with no ink under them in the
-rendered page (white on white, clipped away). Text turned a quarter or half turn is read in
+render modes and fully transparent text, characters an opaque picture or a filled rectangle
+(a redaction box) is painted over, boxes outside the page, text under MIN_HEIGHT_PX tall, and
+characters with no ink under their glyph in the rendered page or the colour of what surrounds
+it (white on white, clipped away). Text turned a quarter or half turn is read in
 its own direction; text at other slants is left out.
 The MinerU 4 standard tier's classifier uses the same signals (its thresholds: 50 characters
 per page, 4 % mapping errors, 3 % garbage).
@@ -58,6 +61,11 @@ FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST f
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
+COVER_SHARE = 0.5  # of a character's box a filled rectangle painted over it covers: hidden
+OPAQUE_ALPHA = 250  # a picture's own alpha at a character's centre from which it hides it
+SCAN_COVERAGE = 0.9  # of the page that opaque pictures paint: a scan, read from its pixels
+SCAN_OPAQUE = 0.9  # of a picture's box it must paint opaquely to count towards that
+GRID_PX = 8  # the cell, in page pixels, of the grid the pictures' coverage is counted on
 
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
 _PDFIUM_HYPHEN = 0x02  # what pdfium reports for a hyphen at the end of a line
@@ -72,6 +80,10 @@ SETTINGS = {
     "faint_ink": FAINT_INK,
     "gap_split": GAP_SPLIT,
     "space_gap": SPACE_GAP,
+    "cover_share": COVER_SHARE,
+    "opaque_alpha": OPAQUE_ALPHA,
+    "scan_coverage": SCAN_COVERAGE,
+    "scan_opaque": SCAN_OPAQUE,
 }
 
 
@@ -152,15 +164,17 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
-    return _decide(counts, paint.has_picture)
+    return _decide(counts, paint, width, height)
 
 
 def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
     counts = _Counts()
     rect = pdfium_c.FS_RECTF()
+    tight = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
     matrix = pdfium_c.FS_MATRIX()
     last: _Char | None = None  # the last character kept: line ends and spaces mark it
     painted: dict[int, bool] = {}  # text object address -> whether it paints nothing
+    fills: dict[int, tuple[int, int, int] | None] = {}  # text object address -> its fill colour
     turned: dict[int, int | None] = {}  # text object address -> its quarter turns
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
@@ -199,7 +213,8 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
         if visible and turns != 0:
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
-        if visible and not _seen(box, grey, rgb, obj):
+        glyph = _glyph_box(textpage, i, tight, mapper, box) if visible else box
+        if visible and not _seen(box, glyph, grey, rgb, _fill(obj, key, fills)):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -231,6 +246,13 @@ class _DeviceMap:
         self.dx = ((ax - ox) / far, (ay - oy) / far)  # device step for one point along page x
         self.dy = ((bx - ox) / far, (by - oy) / far)  # ... and along page y
 
+    def page_point(self, x: float, y: float) -> tuple[float, float]:
+        """The page point (PDF units) at device pixel (x, y): the mapping inverted."""
+        (a, b), (c, d) = self.dx, self.dy
+        det = a * d - b * c
+        u, v = x - self.o[0], y - self.o[1]
+        return (u * d - v * c) / det, (v * a - u * b) / det
+
     def point(self, x: float, y: float) -> tuple[float, float]:
         return self.o[0] + x * self.dx[0] + y * self.dy[0], self.o[1] + x * self.dx[1] + y * self.dy[1]
 
@@ -260,19 +282,37 @@ def _turn(box: tuple[float, float, float, float], turns: int) -> tuple[float, fl
     return x1, y1, x2, y2
 
 
-def _seen(box, grey: np.ndarray, rgb: np.ndarray | None, text_obj) -> bool:
-    """A reader sees the character (of pdfium text object `text_obj`): on the page, tall
-    enough, with ink under it (in grey, or in colour where `rgb` is given)."""
+def _glyph_box(textpage, i: int, tight, mapper: _DeviceMap, box) -> tuple[float, float, float, float]:
+    """The character's glyph box (its ink's extent, not the font's line box) in device pixels;
+    the line box `box` where pdfium gives none (a space-like glyph, a font without outlines)."""
+    left, right, bottom, top = tight
+    if not pdfium_c.FPDFText_GetCharBox(textpage, i, left, right, bottom, top):
+        return box
+    x1, y1, x2, y2 = mapper.box(left.value, bottom.value, right.value, top.value)
+    if x2 - x1 <= 0 or y2 - y1 <= 0:
+        return box
+    return x1, y1, x2, y2
+
+
+def _seen(box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int, int, int] | None) -> bool:
+    """A reader sees the character (line box `box`, glyph box `glyph`, filled with colour
+    `fill` where that is known): on the page, tall enough, not the colour of what is round
+    it, with ink under its glyph (in grey, or in colour where `rgb` is given). The glyph box,
+    not the line box: a line box reaches into the lines above and below, whose ink made white
+    text set between them look seen."""
     height, width = grey.shape[:2]
     x1, y1, x2, y2 = box
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
         return False
     if y2 - y1 < MIN_HEIGHT_PX:
         return False
-    rows = slice(max(0, int(y1)), min(height, int(math.ceil(y2)) + 1))
-    columns = slice(max(0, int(x1)), min(width, int(math.ceil(x2)) + 1))
+    x1, y1, x2, y2 = glyph  # and a pixel round it, where antialiasing spreads a thin stroke
+    rows = slice(max(0, int(y1) - 1), min(height, int(math.ceil(y2)) + 1))
+    columns = slice(max(0, int(x1) - 1), min(width, int(math.ceil(x2)) + 1))
     region = grey[rows, columns]
     if region.size == 0:
+        return False
+    if fill is not None and _like_its_surround(fill, rows, columns, grey, rgb):
         return False
     lightest, darkest = int(region.max()), int(region.min())
     if lightest - darkest >= INK_CONTRAST:
@@ -286,8 +326,27 @@ def _seen(box, grey: np.ndarray, rgb: np.ndarray | None, text_obj) -> bool:
     # from what is under it, and white on white or clipped text leaves no ink at all
     if lightest - darkest < FAINT_INK:
         return False
-    paint = _paint(text_obj)
-    return paint is not None and max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
+    if fill is None:
+        return False
+    paint = (fill[0] * 299 + fill[1] * 587 + fill[2] * 114) // 1000  # its grey, as Pillow's convert("L")
+    return max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
+
+
+def _like_its_surround(fill: tuple[int, int, int], rows: slice, columns: slice, grey, rgb) -> bool:
+    """Whether text of colour `fill` is within INK_CONTRAST of what surrounds its glyph (the
+    median of the pixels on the edge of its box: the paper, a band's colour), in grey and in
+    every channel: white text on white paper, however close other lines' ink comes."""
+    top, bottom, left, right = rows.start, rows.stop - 1, columns.start, columns.stop - 1
+    edge = np.concatenate([grey[top, columns], grey[bottom, columns], grey[rows, left], grey[rows, right]])
+    edge.sort()
+    paint = (fill[0] * 299 + fill[1] * 587 + fill[2] * 114) // 1000
+    if abs(int(edge[len(edge) // 2]) - paint) >= INK_CONTRAST:
+        return False  # most text: its grey alone stands out
+    if rgb is None:
+        return True
+    edge = np.concatenate([rgb[top, columns], rgb[bottom, columns], rgb[rows, left], rgb[rows, right]])
+    surround = np.median(edge, axis=0)
+    return float(np.abs(surround - np.asarray(fill, float)).max()) < INK_CONTRAST
 
 
 def _paints_nothing(obj, key: int, known: dict[int, bool]) -> bool:
@@ -310,10 +369,15 @@ def _alpha(obj, get_colour) -> int:
     return 255 if colour is None else colour[3]
 
 
-def _paint(obj) -> int | None:
-    """A text object's fill colour as the grey level Pillow's convert("L") would give it."""
-    colour = _colour(obj, pdfium_c.FPDFPageObj_GetFillColor) if obj else None
-    return None if colour is None else (colour[0] * 299 + colour[1] * 587 + colour[2] * 114) // 1000
+def _fill(obj, key: int, known: dict[int, tuple[int, int, int] | None]) -> tuple[int, int, int] | None:
+    """The colour text object `obj` (at address `key`) paints its glyphs with: its fill, for
+    text that is only filled (render mode 0); None otherwise. Read once per object."""
+    if key not in known:
+        colour = None
+        if obj and pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == 0:
+            colour = _colour(obj, pdfium_c.FPDFPageObj_GetFillColor)
+        known[key] = None if colour is None else colour[:3]
+    return known[key]
 
 
 def _colour(obj, get_colour) -> tuple[int, int, int, int] | None:
@@ -327,24 +391,71 @@ def _is_garbage(ch: str) -> bool:
     return category in ("Co", "Cn", "Cs") or (category == "Cc" and ch != "\t")
 
 
+class _Cover:
+    """Something opaque painted on the page: a picture, or a filled rectangle (a redaction
+    box, a patch pasted over a passage). `box` is in device pixels; `at` its place in the
+    paint order."""
+
+    def __init__(self, at: tuple[int, ...], box: tuple[float, float, float, float], rectangle: bool, alpha=None):
+        self.at, self.box, self.rectangle = at, box, rectangle
+        self._alpha = alpha  # () -> (alpha array, device pixel -> its (col, row)) for a picture with a mask
+
+    def hides(self, box: tuple[float, float, float, float]) -> bool:
+        """Whether this hides the character with device box `box`: a picture over its centre
+        (one with a mask of its own: opaque over most of the character, so that a signature's
+        stroke across a letter leaves it read); a rectangle over most of the character (a
+        strike-through bar over its middle does not hide it)."""
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        b = self.box
+        if not (b[0] <= cx <= b[2] and b[1] <= cy <= b[3]):
+            return False
+        if self.rectangle:
+            w = max(0.0, min(b[2], box[2]) - max(b[0], box[0]))
+            h = max(0.0, min(b[3], box[3]) - max(b[1], box[1]))
+            return w * h >= COVER_SHARE * max(1e-6, (box[2] - box[0]) * (box[3] - box[1]))
+        if self._alpha is None:
+            return True
+        alpha, where = self._alpha()
+        if alpha is None:
+            return True  # no mask to read: taken as opaque, as a picture without one is
+        h, w = alpha.shape
+        opaque = 0
+        for fx in (1 / 6, 1 / 2, 5 / 6):  # a 3 x 3 sample of the character's box
+            for fy in (1 / 6, 1 / 2, 5 / 6):
+                col, row = where(box[0] + fx * (box[2] - box[0]), box[1] + fy * (box[3] - box[1]))
+                opaque += alpha[min(h - 1, max(0, int(row))), min(w - 1, max(0, int(col)))] >= OPAQUE_ALPHA
+        return opaque >= 5
+
+    def opaque_share(self) -> float:
+        """The share of the picture's box it paints opaquely."""
+        if self._alpha is None:
+            return 1.0
+        alpha, _ = self._alpha()
+        return 1.0 if alpha is None else float((alpha >= OPAQUE_ALPHA).mean())
+
+
 class _PaintOrder:
-    """The page's pictures in paint order: a character a picture is painted over (an opaque
-    one, not clipped away there) is hidden however much ink the picture has. Its text is
-    what the page's pixels do not show: the text under a scan in an "image over text" PDF,
-    or a passage pasted over."""
+    """What the page paints, in order: a character that an opaque picture or a filled
+    rectangle is painted over (where that is not clipped away) is hidden however much ink
+    is there. Its text is what the page's pixels do not show: the text under a scan in an
+    "image over text" PDF, a passage pasted over, a redacted name. Objects inside form
+    XObjects are placed through the forms' matrices (the `cm` in force where each form is
+    drawn and its /Matrix), as pdfium draws them."""
 
     MAX_DEPTH = 8  # form XObjects inside form XObjects
 
     def __init__(self, page, mapper: _DeviceMap):
         self.has_picture = False
-        self.pictures: list[tuple[tuple[int, ...], tuple[float, float, float, float]]] = []
+        self.covers_list: list[_Cover] = []
+        self.pictures: list[_Cover] = []  # the opaque pictures among them, for the page's coverage
         self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
+        self._page = page
         self._mapper = mapper
         self._ats: list[tuple[int, ...]] = []
         self._later: list[tuple[float, float, float, float]] | None = None
-        self._walk(page, pdfium_c.FPDFPage_GetObject, pdfium_c.FPDFPage_CountObjects(page), ())
+        self._walk(page, pdfium_c.FPDFPage_GetObject, pdfium_c.FPDFPage_CountObjects(page), (), _IDENTITY)
 
-    def _walk(self, parent, get, count: int, where: tuple[int, ...]) -> None:
+    def _walk(self, parent, get, count: int, where: tuple[int, ...], matrix: _Affine) -> None:
         for k in range(count):
             obj = get(parent, k)
             kind = pdfium_c.FPDFPageObj_GetType(obj)
@@ -353,14 +464,22 @@ class _PaintOrder:
                 self.text_at[_address(obj)] = at
             elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
                 self.has_picture = True
-                box = None if pdfium_c.FPDFPageObj_HasTransparency(obj) else self._painted_box(obj)
+                box = None if pdfium_c.FPDFPageObj_HasTransparency(obj) else self._painted_box(obj, matrix)
                 if box is not None:
-                    self.pictures.append((at, box))
+                    cover = _Cover(at, box, False, self._mask_reader(obj, matrix))
+                    self.covers_list.append(cover)
+                    self.pictures.append(cover)
+            elif kind == pdfium_c.FPDF_PAGEOBJ_PATH and _opaque_filled_rectangle(obj):
+                box = self._painted_box(obj, matrix)
+                if box is not None:
+                    self.covers_list.append(_Cover(at, box, True))
             elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and len(at) < self.MAX_DEPTH:
-                self._walk(obj, pdfium_c.FPDFFormObj_GetObject, pdfium_c.FPDFFormObj_CountObjects(obj), at)
+                inner = _compose(matrix, _object_matrix(obj))  # the form's content space -> the page
+                self._walk(obj, pdfium_c.FPDFFormObj_GetObject, pdfium_c.FPDFFormObj_CountObjects(obj), at, inner)
 
-    def _painted_box(self, obj) -> tuple[float, float, float, float] | None:
-        """Where an image paints, in device pixels: its bounds within its clip paths' bounds."""
+    def _painted_box(self, obj, matrix: _Affine) -> tuple[float, float, float, float] | None:
+        """Where an object paints, in device pixels: its bounds within its clip paths' bounds
+        (both in its content space: the page's, or the enclosing form's)."""
         left, bottom, right, top = (ctypes.c_float() for _ in range(4))
         if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
             return None
@@ -378,39 +497,159 @@ class _PaintOrder:
                 box = [max(box[0], min(xs)), max(box[1], min(ys)), min(box[2], max(xs)), min(box[3], max(ys))]
         if box[0] >= box[2] or box[1] >= box[3]:
             return None
-        return self._mapper.box(*box)
+        corners = [_apply(matrix, x, y) for x in (box[0], box[2]) for y in (box[1], box[3])]
+        xs, ys = [p[0] for p in corners], [p[1] for p in corners]
+        return self._mapper.box(min(xs), min(ys), max(xs), max(ys))
+
+    def _mask_reader(self, obj, matrix: _Affine):
+        """A reader of the picture's own alpha (a soft mask, a stencil mask), run the first
+        time a character or the page's coverage asks: pdfium's "has transparency" reports the
+        graphics state's, not the image's /SMask, and a signature scanned on a transparent
+        background leaves the lines under it in plain view."""
+        cached: list = []
+
+        def read():
+            if not cached:
+                cached.append(self._read_mask(obj, matrix))
+            return cached[0]
+
+        return read
+
+    def _read_mask(self, obj, matrix: _Affine):
+        image = _compose(matrix, _object_matrix(obj))  # the unit square -> the page
+        inverse = _invert(image)
+        if inverse is None:
+            return None, None
+        bitmap = pdfium_c.FPDFImageObj_GetRenderedBitmap(self._page.pdf, self._page, obj)
+        if not bitmap:
+            return None, None
+        try:
+            if pdfium_c.FPDFBitmap_GetFormat(bitmap) != pdfium_c.FPDFBitmap_BGRA:
+                return None, None
+            w, h = pdfium_c.FPDFBitmap_GetWidth(bitmap), pdfium_c.FPDFBitmap_GetHeight(bitmap)
+            stride = pdfium_c.FPDFBitmap_GetStride(bitmap)
+            buffer = ctypes.string_at(pdfium_c.FPDFBitmap_GetBuffer(bitmap), stride * h)
+            alpha = np.frombuffer(buffer, np.uint8).reshape(h, stride)[:, 3 : 4 * w : 4].copy()
+        finally:
+            pdfium_c.FPDFBitmap_Destroy(bitmap)
+        mapper = self._mapper
+
+        def where(x: float, y: float) -> tuple[float, float]:
+            u, v = _apply(inverse, *mapper.page_point(x, y))  # the image's unit square, y up
+            return u * w, (1.0 - v) * h
+
+        return alpha, where
 
     def covers(self, text_key: int, box: tuple[float, float, float, float]) -> bool:
-        """Whether a picture painted after the text object at address `text_key` covers the
-        character box's centre."""
-        if not self.pictures:
+        """Whether something opaque painted after the text object at address `text_key`
+        hides the character box."""
+        if not self.covers_list:
             return False
         at = self.text_at.get(text_key)
         if at is None:
             return False
-        if self._later is None:  # the pictures are in paint order: for each, the extent of it and all later ones
-            self._ats = [p_at for p_at, _ in self.pictures]
+        if self._later is None:  # in paint order: for each, the extent of it and all later ones
+            self.covers_list.sort(key=lambda c: c.at)
+            self._ats = [c.at for c in self.covers_list]
             self._later = []
             extent = (math.inf, math.inf, -math.inf, -math.inf)
-            for _, p in reversed(self.pictures):
+            for c in reversed(self.covers_list):
+                p = c.box
                 extent = (min(extent[0], p[0]), min(extent[1], p[1]), max(extent[2], p[2]), max(extent[3], p[3]))
                 self._later.append(extent)
             self._later.reverse()
-        first = bisect.bisect_right(self._ats, at)  # the first picture painted after the text
-        if first == len(self.pictures):
+        first = bisect.bisect_right(self._ats, at)  # the first object painted after the text
+        if first == len(self.covers_list):
             return False
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
         e = self._later[first]
         if not (e[0] <= cx <= e[2] and e[1] <= cy <= e[3]):
             return False
-        return any(p[0] <= cx <= p[2] and p[1] <= cy <= p[3] for _, p in self.pictures[first:])
+        return any(c.hides(box) for c in self.covers_list[first:])
+
+    def picture_share(self, width: int, height: int) -> float:
+        """The share of the rendered page that opaque pictures paint (their union, on a grid
+        of GRID_PX cells), whatever lies over them."""
+        big = [c for c in self.pictures if _area(c.box) >= 0.1 * width * height]
+        if not big:
+            return 0.0
+        gw, gh = max(1, width // GRID_PX), max(1, height // GRID_PX)
+        grid = np.zeros((gh, gw), bool)
+        for c in big:
+            if c.opaque_share() < SCAN_OPAQUE:
+                continue
+            x1, y1, x2, y2 = (v / GRID_PX for v in c.box)
+            grid[max(0, int(y1)) : int(math.ceil(y2)), max(0, int(x1)) : int(math.ceil(x2))] = True
+        return float(grid.mean())
+
+
+_Affine = tuple[float, float, float, float, float, float]  # PDF's (a, b, c, d, e, f)
+_IDENTITY: _Affine = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+
+
+def _object_matrix(obj) -> _Affine:
+    m = pdfium_c.FS_MATRIX()
+    if not pdfium_c.FPDFPageObj_GetMatrix(obj, m):
+        return _IDENTITY
+    return (m.a, m.b, m.c, m.d, m.e, m.f)
+
+
+def _compose(outer: _Affine, inner: _Affine) -> _Affine:
+    """`inner` then `outer` (a point in the inner space -> the outer's parent space)."""
+    a, b, c, d, e, f = inner
+    A, B, C, D, E, F = outer
+    return (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D, e * A + f * C + E, e * B + f * D + F)
+
+
+def _apply(m: _Affine, x: float, y: float) -> tuple[float, float]:
+    return m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5]
+
+
+def _invert(m: _Affine) -> _Affine | None:
+    a, b, c, d, e, f = m
+    det = a * d - b * c
+    if abs(det) < 1e-12:
+        return None
+    ia, ib, ic, id_ = d / det, -b / det, -c / det, a / det
+    return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
+
+
+def _area(box: tuple[float, float, float, float]) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _opaque_filled_rectangle(obj) -> bool:
+    """A path filled with an opaque colour whose outline is one axis-aligned rectangle (what
+    a redaction box or a pasted patch is; curves, lines and strokes are drawings)."""
+    fill, stroke = ctypes.c_int(), ctypes.c_int()
+    if not pdfium_c.FPDFPath_GetDrawMode(obj, fill, stroke) or fill.value == pdfium_c.FPDF_FILLMODE_NONE:
+        return False
+    if pdfium_c.FPDFPageObj_HasTransparency(obj) or _alpha(obj, pdfium_c.FPDFPageObj_GetFillColor) < 255:
+        return False
+    m = _object_matrix(obj)
+    if abs(m[1]) > 1e-6 or abs(m[2]) > 1e-6:  # turned by its own matrix: no longer its bounds
+        return False
+    n = pdfium_c.FPDFPath_CountSegments(obj)
+    if not 4 <= n <= 5:
+        return False
+    xs, ys = set(), set()
+    x, y = ctypes.c_float(), ctypes.c_float()
+    for k in range(n):
+        segment = pdfium_c.FPDFPath_GetPathSegment(obj, k)
+        if not segment or pdfium_c.FPDFPathSegment_GetType(segment) == pdfium_c.FPDF_SEGMENT_BEZIERTO:
+            return False
+        if not pdfium_c.FPDFPathSegment_GetPoint(segment, x, y):
+            return False
+        xs.add(round(x.value, 2))
+        ys.add(round(y.value, 2))
+    return len(xs) == 2 and len(ys) == 2
 
 
 def _address(obj) -> int:
     return ctypes.cast(obj, ctypes.c_void_p).value or 0
 
 
-def _decide(counts: _Counts, picture: bool) -> TextLayer:
+def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> TextLayer:
     visible = len(counts.visible) + sum(map(len, counts.turned.values()))
     total = max(1, counts.total)
 
@@ -419,8 +658,15 @@ def _decide(counts: _Counts, picture: bool) -> TextLayer:
 
     if counts.total == 0:
         return untrusted("no_text", "the page has no text layer")
-    if picture and counts.invisible / total >= INVISIBLE_SHARE:
+    if paint.has_picture and counts.invisible / total >= INVISIBLE_SHARE:
         return untrusted("ocr_layer", f"{counts.invisible} of {counts.total} characters invisible or under a picture")
+    # a scanned page whose only text is a visible stamp (an archive's download line, a page
+    # number) would keep the stamp and lose the scan: pictures that paint the page are read
+    # from its pixels, whatever text lies over them (MinerU's classifier sends documents of
+    # such pages to OCR too)
+    coverage = paint.picture_share(width, height)
+    if coverage >= SCAN_COVERAGE:
+        return untrusted("scanned", f"pictures paint {coverage:.0%} of the page")
     if counts.unicode_errors / total >= UNICODE_ERROR_SHARE:
         return untrusted("unicode_errors", f"{counts.unicode_errors} of {counts.total} characters without Unicode")
     if counts.garbage / total >= GARBAGE_SHARE:
@@ -435,7 +681,15 @@ def _decide(counts: _Counts, picture: bool) -> TextLayer:
     lines = _lines(counts.visible)
     for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
         lines += [TextLine(_int_box(_turn(ln.box, 4 - turns)), ln.text) for ln in _lines(chars)]
+    # a glyph's line box reaches past the page's edge where its text does (set at the top
+    # edge, running off the side): the lines stay within the page
+    lines = [TextLine(_within(ln.box, width, height), ln.text) for ln in lines]
     return TextLayer(tuple(lines), True, None, visible, counts.hidden)
+
+
+def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = box
+    return max(0, x1), max(0, y1), min(width, x2), min(height, y2)
 
 
 def _int_box(box: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
