@@ -98,6 +98,15 @@ def default_page_batch(engine: str) -> int:
     return DEFAULT_PAGE_BATCH.get(EngineChoice(engine), 1)
 
 
+# How this version makes a PDF page's pixels and text lines, beyond the options below. It is a
+# LoadOptions field so that the fingerprint changes with it: a journal or result cache made by an
+# earlier renderer holds other answers for the pages it now renders differently, which must be
+# parsed again, not served. Bump it with every such change. 2: filled-in AcroForm fields are
+# drawn, and their values join a trusted text layer (1 drew a filled form as its blank template);
+# the text layer hides what filled rectangles cover and reads scanned pages from their pixels.
+PDF_RENDERER = 2
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     """How a file becomes page images; part of the fingerprint."""
@@ -108,6 +117,7 @@ class LoadOptions:
     bomb_pixels: int = 178_956_970  # decoded images above this are refused
     gif_frames: str = GifFrames.FIRST.value
     text_layer: str = TextLayerChoice.AUTO.value  # PDF pages: read their text layer (auto) or not (off)
+    pdf_renderer: int = PDF_RENDERER  # not an option: the renderer's revision, in the fingerprint (PDF_RENDERER)
 
 
 @dataclass(frozen=True)

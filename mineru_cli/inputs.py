@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fnmatch
 import hashlib
+import logging
 import math
 import os
 import posixpath
@@ -39,6 +40,10 @@ DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", "
 
 WHITE = (255, 255, 255)
 _HEAD_BYTES = 1024  # pdfium accepts a "%PDF-" header anywhere in the first 1 KiB
+# On an XFA form, pypdfium2's init_forms logs a hint to install a build with XFA support; the
+# pages render without their XFA layer all the same (AcroForm fields drawn), and a batch's stderr
+# is no place for that hint once per document
+_PDFIUM_LOG = logging.getLogger("pypdfium2")
 
 
 @dataclass(frozen=True)
@@ -423,13 +428,22 @@ class PdfDocument(Document):
             self._pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
             raise _pdf_open_error(exc) from None
+        self._forms_warning: str | None = None
+        try:
+            # pdfium draws AcroForm fields (what was filled into a form) and gives their values
+            # (form_fields.py) only through a form environment, made before any page is loaded:
+            # without it a filled form renders as its blank template (config.PDF_RENDERER)
+            with _quiet(_PDFIUM_LOG):
+                self._pdf.init_forms()
+        except pdfium.PdfiumError as exc:  # the pages still render, as the blank form
+            self._forms_warning = f"PDF form fields not drawn ({exc})"
         self.page_count = len(self._pdf)
 
     def page(self, index: int) -> Page:
         self._check_index(index)
         page = None
         text: TextLayer | None = None
-        warns: list[str] = []
+        warns: list[str] = [self._forms_warning] if self._forms_warning else []
         try:
             page = self._pdf[index]
             width, height = page.get_size()
@@ -471,7 +485,7 @@ class PdfDocument(Document):
             scale = self.opts.pdf_max_side / long_side
         original = (math.ceil(width * base), math.ceil(height * base))  # pypdfium2 sizes with ceil
         _check_bomb((math.ceil(width * scale), math.ceil(height * scale)), self.opts.bomb_pixels)
-        bitmap = page.render(scale=scale)
+        bitmap = page.render(scale=scale, may_draw_forms=True)  # the page as filled in (init_forms above)
         try:
             image = bitmap.to_pil().convert("RGB")  # a copy: the bitmap buffer is freed below
         finally:
@@ -503,6 +517,17 @@ def _decode_error(exc: Exception, stage: str) -> PageError:
     # Pillow's decoders raise a zoo of types (OSError, SyntaxError, ValueError, EOFError,
     # struct.error, ...) for bad data; all mean the same thing to the record.
     return PageError("corrupt", stage, f"cannot decode image: {type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def _quiet(log: logging.Logger):
+    """Only errors from `log` for a while."""
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 @contextlib.contextmanager

@@ -42,13 +42,15 @@ import json
 import math
 import statistics
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
+
+from .form_fields import field_lines
 
 MIN_CHARS = 50
 UNICODE_ERROR_SHARE = 0.04
@@ -164,7 +166,11 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
-    return _decide(counts, paint, width, height)
+    layer = _decide(counts, paint, width, height)
+    if layer.trusted:  # the values filled into its form fields are in no text layer (form_fields.py)
+        filled = tuple(TextLine(box, text) for box, text in field_lines(page, pixels, mapper, INK_CONTRAST))
+        layer = replace(layer, lines=layer.lines + filled)
+    return layer
 
 
 def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:

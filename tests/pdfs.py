@@ -82,3 +82,35 @@ def table_pdf(path: Path) -> Path:
     story += [Spacer(1, 24), table, Spacer(1, 24), Paragraph(COLUMN_PARAGRAPHS[3], styles["BodyText"])]
     SimpleDocTemplate(str(path), pagesize=A4).build(story)
     return path
+
+
+FORM_TITLE = "Application form for the annual research grant, please fill in all fields below."
+FORM_VALUES = {"name": "Margaret Hamilton Smith", "address": "42 Wallaby Way, Sydney NSW 2000"}
+FORM_FIELDS = {"name": (160, 592, 300, 22), "address": (160, 552, 300, 22)}  # x, y, width, height in points
+
+
+def form_pdf(path: Path, values=FORM_VALUES, more: Callable | None = None) -> Path:
+    """A filled-in AcroForm: a title and two labels (a trusted text layer), a text field right of
+    each label holding its value ("" leaves it empty), then whatever `more(canvas)` adds."""
+
+    def draw(c) -> None:
+        c.setFont("Helvetica", 12)
+        c.drawString(72, 760, FORM_TITLE)
+        c.drawString(72, 600, "Full name:")
+        c.drawString(72, 560, "Address:")
+        for name, (x, y, width, height) in FORM_FIELDS.items():
+            value = values.get(name, "")
+            c.acroForm.textfield(
+                name=name, value=value, x=x, y=y, width=width, height=height, fontSize=12, borderWidth=0, fillColor=None
+            )
+        if more is not None:
+            more(c)
+
+    return write_pdf(path, draw)
+
+
+def field_pixels(rect, dpi: int = 200, page_height: float = A4[1]) -> tuple[float, float, float, float]:
+    """A field's (x, y, width, height) in points -> its box in the page's pixels at `dpi`."""
+    x, y, width, height = rect
+    k = dpi / 72
+    return x * k, (page_height - y - height) * k, (x + width) * k, (page_height - y) * k

@@ -8,10 +8,27 @@ import re
 
 import pytest
 from helpers import mineru, read_journal
-from pdfs import COLUMN_PARAGRAPHS, PROSE, TABLE_ROWS, TITLE, first_page, prose, table_pdf, two_column_pdf, write_pdf
+from pdfs import (
+    COLUMN_PARAGRAPHS,
+    FORM_FIELDS,
+    FORM_TITLE,
+    FORM_VALUES,
+    PROSE,
+    TABLE_ROWS,
+    TITLE,
+    field_pixels,
+    first_page,
+    form_pdf,
+    prose,
+    table_pdf,
+    two_column_pdf,
+    write_pdf,
+)
 from tablegrid import html_grid
 
+from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.inputs import SourceFile, open_document
 
 
 def _squash(text: str) -> str:
@@ -97,4 +114,35 @@ def test_the_record_says_whether_the_text_layer_was_used_and_resume_and_off_foll
     assert pixels["cols.pdf"]["image"] == cols["image"]
     assert json.dumps(pixels["shot.png"]["blocks"]).replace('"ocr"', "") == json.dumps(shot_rec["blocks"]).replace(
         '"ocr"', ""
+    )
+
+
+@pytest.mark.parametrize("text_layer, source", [("auto", "text_layer"), ("off", "ocr")])
+def test_a_filled_form_keeps_its_values_in_their_fields(engine, tmp_path, text_layer, source):
+    """A value filled into a form field is in the page's blocks whether the page's text layer is
+    used (the value joins it) or not (OCR reads the field as rendered), in its field's place,
+    after its label."""
+    path = form_pdf(tmp_path / "form.pdf")
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks} == {source}
+    for label, name in (("Full name:", "name"), ("Address:", "address")):
+        (block,) = [b for b in result.blocks if _squash(FORM_VALUES[name]) in _squash(b.text)]
+        assert _squash(block.text).index(_squash(label)) < _squash(block.text).index(_squash(FORM_VALUES[name]))
+        x1, y1, x2, y2 = field_pixels(FORM_FIELDS[name])
+        bx1, by1, bx2, by2 = block.bbox
+        assert bx1 < x2 and x1 < bx2 and by1 <= (y1 + y2) / 2 <= by2  # the block reaches into the field's row
+
+
+def test_an_empty_field_and_a_checked_box_add_no_text(engine, tmp_path):
+    def checkbox(c):
+        c.acroForm.checkbox(name="agree", checked=True, x=160, y=500, size=20)
+
+    path = form_pdf(tmp_path / "form.pdf", values={"name": FORM_VALUES["name"]}, more=checkbox)
+    page = first_page(path)
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks} == {"text_layer"}
+    assert _squash("".join(b.text for b in result.blocks)) == _squash(
+        FORM_TITLE + "Full name:" + FORM_VALUES["name"] + "Address:"
     )
