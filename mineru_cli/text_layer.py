@@ -67,6 +67,7 @@ COVER_SHARE = 0.5  # of a character's box a filled rectangle painted over it cov
 OPAQUE_ALPHA = 250  # a picture's own alpha at a character's centre from which it hides it
 SCAN_COVERAGE = 0.9  # of the page that opaque pictures paint: a scan, read from its pixels
 SCAN_OPAQUE = 0.9  # of a picture's box it must paint opaquely to count towards that
+MASK_MAX_PX = 8_000_000  # the largest picture whose own mask is read (32 MB as pdfium renders it)
 GRID_PX = 8  # the cell, in page pixels, of the grid the pictures' coverage is counted on
 
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
@@ -522,7 +523,12 @@ class _PaintOrder:
         return read
 
     def _read_mask(self, obj, matrix: _Affine):
-        image = _compose(matrix, _object_matrix(obj))  # the unit square -> the page
+        own = _object_matrix(obj)
+        # pdfium renders the picture at one pixel per unit of its own matrix: a scan on an A0
+        # page would take gigabytes; a picture that large is taken as opaque, unread
+        if abs(own[0] * own[3]) + abs(own[1] * own[2]) > MASK_MAX_PX:
+            return None, None
+        image = _compose(matrix, own)  # the unit square -> the page
         inverse = _invert(image)
         if inverse is None:
             return None, None
