@@ -195,11 +195,13 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
     """Depth-first, entries sorted by name; `ancestors` holds (dev, ino) of the folders
     on the current path, so a link back up is reported once instead of walked forever."""
     try:
-        names = sorted(os.listdir(folder))
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         yield _failed(folder, rel or ".", "unreadable", f"cannot list folder: {exc.strerror or exc}")
         return
-    for name in names:
+    for entry in entries:
+        name = entry.name
         if name.startswith("."):
             continue
         path, child_rel = folder / name, posixpath.join(rel, name)
@@ -207,6 +209,10 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
         if isinstance(st, SourceFile):
             if _is_doc(name):  # broken entries without a document name are not ours
                 yield st
+            elif _may_be_folder(entry):  # else its documents would go unmentioned
+                assert st.error is not None
+                message = f"{st.error.message}; a folder (or of unknown type): nothing in it is parsed"
+                yield _failed(path, child_rel, st.error.kind, message)
         elif stat.S_ISDIR(st.st_mode):
             yield from _walk_child_dir(path, child_rel, st, ancestors)
         elif _is_doc(name):
@@ -214,6 +220,17 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
                 yield SourceFile(path, child_rel, _kind_for(name))
             else:  # never open these: reading a FIFO blocks forever
                 yield _failed(path, child_rel, "not_a_file", f"not a regular file ({_file_type(st)})")
+
+
+def _may_be_folder(entry: os.DirEntry) -> bool:
+    """For an entry whose stat failed (its folder has no search permission, its path is longer
+    than PATH_MAX, a link into a folder we may not enter): is it, or may it be, a folder? The
+    listing's own file type answers without a stat; a link is followed. A link to nothing or a
+    loop of links is not (a broken entry without a document name is not ours)."""
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        return exc.errno not in (errno.ENOENT, errno.ELOOP)
 
 
 def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iterator[SourceFile]:
