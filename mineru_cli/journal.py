@@ -113,7 +113,7 @@ class Journal:
             for line in fh:
                 complete = line.endswith(b"\n")
                 rec = _parse(line) if complete else None
-                if offset == 0 and rec is None and (complete or not _torn_record(line)):
+                if offset == 0 and rec is None and not _starts_a_journal(line):
                     raise self._not_a_journal()  # someone else's file: never cut or rewrite it
                 if rec is not None:
                     self._remember(rec, offset, len(line))
@@ -364,6 +364,16 @@ def _line(record: dict[str, Any]) -> bytes:
         return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
+def _starts_a_journal(first: bytes) -> bool:
+    """Whether a file's first line (with its newline, if it has one) can start a journal: a page
+    record, or our first record cut short by a kill during the run's first write (nothing else
+    was ever written: a torn tail, cut off by the journal's next open, skipped by a merge).
+    Anything else is someone else's file, never read as records, cut or rewritten."""
+    if first.endswith(b"\n"):
+        return _parse(first) is not None
+    return _torn_record(first)
+
+
 def _torn_record(fragment: bytes) -> bool:
     """Whether a fragment without its newline can be our first record cut short by a kill."""
     return fragment.startswith(RECORD_START) or RECORD_START.startswith(fragment)
@@ -409,7 +419,7 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int]:
             raise SetupError(f"{path}: no such journal")
         with open(path, "rb") as fh:
             first = fh.readline()
-        if first and _parse(first) is None:
+        if first and not _starts_a_journal(first):
             raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
     with Journal(out) as journal:
         for pid in journal.index:
