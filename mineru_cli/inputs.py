@@ -316,6 +316,10 @@ class Document:
     """An opened source file; `page(i)` decodes and normalises one page."""
 
     page_count: int = 0
+    # Whether page_count is the file's own, which no option changes (a GIF's frames follow
+    # --gif-frames): what pages past the end of a file that shrank are told by. Known from the
+    # content, as the document is opened: an extension may lie.
+    fixed_page_count: bool = True
 
     def page(self, index: int) -> Page:
         raise NotImplementedError
@@ -398,6 +402,7 @@ class ImageDocument(Document):
             with _pillow_bomb_limit(None):
                 self._im = Image.open(self._file)
                 self.page_count = self._frames_to_read()
+                self.fixed_page_count = self._im.format != "GIF"
         except PageError:
             self._file.close()
             raise
