@@ -444,6 +444,8 @@ class PdfDocument(Document):
         try:
             self._pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
+            if _no_pages(path):
+                raise PageError("empty", "open", "the PDF has no pages") from None
             raise _pdf_open_error(exc) from None
         self.page_count = len(self._pdf)
 
@@ -502,6 +504,20 @@ class PdfDocument(Document):
 
     def close(self) -> None:
         self._pdf.close()
+
+
+def _no_pages(path: Path) -> bool:
+    """Whether PDFium loads the file as a PDF without pages. pypdfium2 refuses one as it refuses
+    a file PDFium cannot load, with PDFium's last error, which PDFium did not set for it: the
+    message named whatever failed before ("PDFium: Success" in a fresh process)."""
+    raw = pdfium.raw
+    doc = raw.FPDF_LoadDocument(os.fsencode(path), None)
+    if not doc:  # not loaded: the error PDFium set now is the file's
+        return False
+    try:
+        return bool(raw.FPDF_GetPageCount(doc) == 0)
+    finally:
+        raw.FPDF_CloseDocument(doc)
 
 
 def _pdf_open_error(exc: pdfium.PdfiumError) -> PageError:

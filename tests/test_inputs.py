@@ -502,6 +502,15 @@ def test_corrupt_pdf(tmp_path):
     assert "PDFium" in err.message
 
 
+def test_a_pdf_without_pages_is_empty_and_says_so(tmp_path):
+    """A well-formed PDF with no pages was `corrupt`, "Failed to load document (PDFium: Success)"."""
+    pdf = pdfium.PdfDocument.new()
+    pdf.save(tmp_path / "none.pdf")
+    pdf.close()
+    err = open_error(tmp_path / "none.pdf")
+    assert (err.kind, err.stage, err.message) == ("empty", "open", "the PDF has no pages")
+
+
 def test_encrypted_pdf(tmp_path):
     # A standard-security dictionary whose password hashes match no password:
     # pdfium refuses it as it would a real user-password PDF.
