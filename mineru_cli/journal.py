@@ -62,6 +62,7 @@ class Journal:
         self._synced = 0.0  # monotonic time of the last fsync
         self._lock: IO[str] | None = None
         self.broken: OSError | None = None  # a write failed: nothing more is written
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
@@ -102,6 +103,20 @@ class Journal:
         # back through this descriptor, which still holds them if the name is removed mid-run
         self._fh = fh = open(self.path, "a+b", buffering=0)
         self._size = fh.tell()
+        st = os.fstat(fh.fileno())
+        self._file_id = (st.st_dev, st.st_ino)
+
+    def is_file(self, path: str | Path) -> bool:
+        """Whether `path` names the file this journal opened, by any name (a link, a folder link,
+        `--out docs/out.pdf` inside the folder being parsed): never an input. Safe from the
+        planner's thread."""
+        if self._file_id is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False  # what it is, the planner says
+        return (st.st_dev, st.st_ino) == self._file_id
 
     def _index_and_repair(self) -> None:
         good = 0  # end of the last complete line
@@ -339,6 +354,9 @@ class NoJournal:
 
     def append(self, record: dict[str, Any]) -> None:
         pass
+
+    def is_file(self, path: str | Path) -> bool:
+        return False
 
     def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
         pass

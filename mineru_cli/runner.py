@@ -156,6 +156,8 @@ class Parser:
         def ours(src: SourceFile) -> bool:
             if is_output(out_dir, os.path.abspath(src.path)):
                 return False  # our own per-document output (crops are images): never an input
+            if src.error is None and journal.is_file(src.path):
+                return False  # the journal, named like a document (`--out docs/out.pdf`)
             return cfg.shard is None or cfg.shard.holds(src.rel)  # another machine's file: not hashed
 
         self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)

@@ -285,6 +285,21 @@ def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path, name):
     assert recs[f"{name}#0"]["page_count"] == 1
 
 
+def test_a_journal_named_like_a_document_in_the_input_folder_is_not_an_input(tmp_path):
+    """`--out docs/out.pdf` inside the folder being parsed: the journal was planned as an input
+    (a failed record for it, exit 1). A `.jsonl` was left out only for its extension; the
+    journal's own file is left out by what it is, under any name (here a link too)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text_page(docs / "a.png", "A page beside its journal")
+    (docs / "link.png").symlink_to("out.pdf")
+    args = ["parse", "docs", "--out", "docs/out.pdf", "--no-cache", "--engine", "ocr"]
+    for _ in range(2):  # the second run: the journal exists before the walk
+        r = mineru(*args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert [x["id"] for x in read_journal(docs / "out.pdf")] == ["a.png#0"]
+
+
 def test_names_with_brackets_are_printed_as_they_are(tmp_path):
     """Rich reads [brackets] as markup: a failure's file name must be printed literally."""
     (tmp_path / "bad[red].png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
