@@ -200,11 +200,13 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
     """Depth-first, entries sorted by name; `ancestors` holds (dev, ino) of the folders
     on the current path, so a link back up is reported once instead of walked forever."""
     try:
-        names = sorted(os.listdir(folder))
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         yield _failed(folder, rel or ".", "unreadable", f"cannot list folder: {exc.strerror or exc}")
         return
-    for name in names:
+    for entry in entries:
+        name = entry.name
         if name.startswith("."):
             continue
         path, child_rel = folder / name, posixpath.join(rel, name)
@@ -212,6 +214,10 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
         if isinstance(st, SourceFile):
             if _is_doc(name):  # broken entries without a document name are not ours
                 yield st
+            elif _may_be_folder(entry):  # else its documents would go unmentioned
+                assert st.error is not None
+                message = f"{st.error.message}; a folder (or of unknown type): nothing in it is parsed"
+                yield _failed(path, child_rel, st.error.kind, message)
         elif stat.S_ISDIR(st.st_mode):
             yield from _walk_child_dir(path, child_rel, st, ancestors)
         elif _is_doc(name):
@@ -219,6 +225,17 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
                 yield SourceFile(path, child_rel, _kind_for(name))
             else:  # never open these: reading a FIFO blocks forever
                 yield _failed(path, child_rel, "not_a_file", f"not a regular file ({_file_type(st)})")
+
+
+def _may_be_folder(entry: os.DirEntry) -> bool:
+    """For an entry whose stat failed (its folder has no search permission, its path is longer
+    than PATH_MAX, a link into a folder we may not enter): is it, or may it be, a folder? The
+    listing's own file type answers without a stat; a link is followed. A link to nothing or a
+    loop of links is not (a broken entry without a document name is not ours)."""
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        return exc.errno not in (errno.ENOENT, errno.ELOOP)
 
 
 def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iterator[SourceFile]:
@@ -304,6 +321,10 @@ class Document:
     """An opened source file; `page(i)` decodes and normalises one page."""
 
     page_count: int = 0
+    # Whether page_count is the file's own, which no option changes (a GIF's frames follow
+    # --gif-frames): what pages past the end of a file that shrank are told by. Known from the
+    # content, as the document is opened: an extension may lie.
+    fixed_page_count: bool = True
 
     def page(self, index: int) -> Page:
         raise NotImplementedError
@@ -386,6 +407,7 @@ class ImageDocument(Document):
             with _pillow_bomb_limit(None):
                 self._im = Image.open(self._file)
                 self.page_count = self._frames_to_read()
+                self.fixed_page_count = self._im.format != "GIF"
         except PageError:
             self._file.close()
             raise
@@ -427,6 +449,8 @@ class PdfDocument(Document):
         try:
             self._pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
+            if _no_pages(path):
+                raise PageError("empty", "open", "the PDF has no pages") from None
             raise _pdf_open_error(exc) from None
         self._forms_warning: str | None = None
         try:
@@ -494,6 +518,20 @@ class PdfDocument(Document):
 
     def close(self) -> None:
         self._pdf.close()
+
+
+def _no_pages(path: Path) -> bool:
+    """Whether PDFium loads the file as a PDF without pages. pypdfium2 refuses one as it refuses
+    a file PDFium cannot load, with PDFium's last error, which PDFium did not set for it: the
+    message named whatever failed before ("PDFium: Success" in a fresh process)."""
+    raw = pdfium.raw
+    doc = raw.FPDF_LoadDocument(os.fsencode(path), None)
+    if not doc:  # not loaded: the error PDFium set now is the file's
+        return False
+    try:
+        return bool(raw.FPDF_GetPageCount(doc) == 0)
+    finally:
+        raw.FPDF_CloseDocument(doc)
 
 
 def _pdf_open_error(exc: pdfium.PdfiumError) -> PageError:

@@ -62,6 +62,7 @@ class Journal:
         self._synced = 0.0  # monotonic time of the last fsync
         self._lock: IO[str] | None = None
         self.broken: OSError | None = None  # a write failed: nothing more is written
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
@@ -102,6 +103,20 @@ class Journal:
         # back through this descriptor, which still holds them if the name is removed mid-run
         self._fh = fh = open(self.path, "a+b", buffering=0)
         self._size = fh.tell()
+        st = os.fstat(fh.fileno())
+        self._file_id = (st.st_dev, st.st_ino)
+
+    def is_file(self, path: str | Path) -> bool:
+        """Whether `path` names the file this journal opened, by any name (a link, a folder link,
+        `--out docs/out.pdf` inside the folder being parsed): never an input. Safe from the
+        planner's thread."""
+        if self._file_id is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False  # what it is, the planner says
+        return (st.st_dev, st.st_ino) == self._file_id
 
     def _index_and_repair(self) -> None:
         good = 0  # end of the last complete line
@@ -113,7 +128,7 @@ class Journal:
             for line in fh:
                 complete = line.endswith(b"\n")
                 rec = _parse(line) if complete else None
-                if offset == 0 and rec is None and (complete or not _torn_record(line)):
+                if offset == 0 and rec is None and not _starts_a_journal(line):
                     raise self._not_a_journal()  # someone else's file: never cut or rewrite it
                 if rec is not None:
                     self._remember(rec, offset, len(line))
@@ -340,6 +355,9 @@ class NoJournal:
     def append(self, record: dict[str, Any]) -> None:
         pass
 
+    def is_file(self, path: str | Path) -> bool:
+        return False
+
     def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
         pass
 
@@ -362,6 +380,16 @@ def _line(record: dict[str, Any]) -> bytes:
         # surrogateescape). Written as \udcXX escapes the line stays valid UTF-8 JSON and reads
         # back to the very same str, so resume still matches the page id.
         return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _starts_a_journal(first: bytes) -> bool:
+    """Whether a file's first line (with its newline, if it has one) can start a journal: a page
+    record, or our first record cut short by a kill during the run's first write (nothing else
+    was ever written: a torn tail, cut off by the journal's next open, skipped by a merge).
+    Anything else is someone else's file, never read as records, cut or rewritten."""
+    if first.endswith(b"\n"):
+        return _parse(first) is not None
+    return _torn_record(first)
 
 
 def _torn_record(fragment: bytes) -> bool:
@@ -409,7 +437,7 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int]:
             raise SetupError(f"{path}: no such journal")
         with open(path, "rb") as fh:
             first = fh.readline()
-        if first and _parse(first) is None:
+        if first and not _starts_a_journal(first):
             raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
     with Journal(out) as journal:
         for pid in journal.index:

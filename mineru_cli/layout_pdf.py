@@ -132,9 +132,11 @@ def write_layout_pdf(
             page.insert_obj(image)
             page.gen_content()
             page.close()
-        tmp = path.with_name("." + path.name + ".tmp")
+        from .writers import open_temporary_beside  # writers imports this module when asked
+
+        fh, tmp = open_temporary_beside(path)
         try:
-            with open(tmp, "wb") as fh:
+            with fh:
                 out = _Checked(fh)
                 pdf.save(out)
                 if out.error is not None:

@@ -58,6 +58,7 @@ class Planned:
     indices: Sequence[int] = ()  # the selected 0-based pages: a range or PageSelection, never a list
     error: PageError | None = None
     stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
+    fixed_count: bool = False  # page_count is the file's own, by its content (Document.fixed_page_count)
 
     def changed_since_planned(self) -> bool:
         """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
@@ -121,7 +122,7 @@ def plan_file(
             return Planned(src, error=PageError("not_a_file", "open", "not a regular file (changed since found)"))
         sha = file_sha256(src.path, stop)
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
-            count = doc.page_count
+            count, fixed = doc.page_count, doc.fixed_page_count
     except PageError as exc:
         return Planned(src, error=exc)
     except HashStopped:
@@ -129,7 +130,9 @@ def plan_file(
     except OSError as exc:
         return Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
     indices = range(count) if select is None else PageSelection(count, select)
-    return Planned(src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns))
+    return Planned(
+        src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns), fixed_count=fixed
+    )
 
 
 class Planner:

@@ -156,6 +156,8 @@ class Parser:
         def ours(src: SourceFile) -> bool:
             if is_output(out_dir, os.path.abspath(src.path)):
                 return False  # our own per-document output (crops are images): never an input
+            if src.error is None and journal.is_file(src.path):
+                return False  # the journal, named like a document (`--out docs/out.pdf`)
             return cfg.shard is None or cfg.shard.holds(src.rel)  # another machine's file: not hashed
 
         self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
@@ -163,7 +165,7 @@ class Parser:
         # this run's files in input order (compaction sorts their records by it, then by page:
         # a page id per page found would cost what a PDF claims, not what the journal holds)
         self._file_order: dict[str, tuple[int, Sequence[int]]] = {}  # rel -> (place, pages of this run)
-        self._fixed_counts: dict[str, int] = {}  # PDFs' and TIFFs' page counts (pages past the end)
+        self._fixed_counts: dict[str, int] = {}  # page counts that are the files' own (pages past the end)
         self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
@@ -248,7 +250,7 @@ class Parser:
         if planned.error is None:
             if planned.page_count and not planned.indices:
                 self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)
-            if planned.src.kind == "pdf" or rel.lower().endswith(_FIXED_PAGE_COUNT):
+            if planned.fixed_count:
                 self._fixed_counts[rel] = cast(int, planned.page_count)
         if self.config.formats:
             self._docs.append((planned.src, planned.sha256))
@@ -488,16 +490,9 @@ def _document_pages(index, docs: list[tuple[SourceFile, str | None]], fp: str) -
     return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, _ in docs if src.rel in pages}
 
 
-_FIXED_PAGE_COUNT = (".tif", ".tiff")  # images whose frame count no option changes (GIFs': --gif-frames)
-
-
 def _vanished_pages(index, plan: Iterable[_Planned]) -> list[str]:
     """_pages_past_end for planned files (what is a fixed page count: see there)."""
-    counts = {
-        p.src.rel: cast(int, p.page_count)
-        for p in plan
-        if p.error is None and (p.src.kind == "pdf" or p.src.rel.lower().endswith(_FIXED_PAGE_COUNT))
-    }
+    counts = {p.src.rel: cast(int, p.page_count) for p in plan if p.error is None and p.fixed_count}
     return _pages_past_end(index, counts)
 
 
@@ -514,10 +509,11 @@ def _input_order(index, files: dict[str, tuple[int, Sequence[int]]]) -> list[str
 
 
 def _pages_past_end(index, counts: dict[str, int]) -> list[str]:
-    """Ids of pages past the current page count of a PDF or TIFF of this run (one that shrank):
-    their old records would otherwise stay in the output for ever. `counts` holds only those:
-    GIFs are left alone (their frame count follows --gif-frames), and so is a file that fails
-    to open now (its first page's record is the failure; it may be unreadable only for a moment)."""
+    """Ids of pages past the current page count of a file of this run (one that shrank): their
+    old records would otherwise stay in the output for ever. `counts` holds only files whose page
+    count is their own, known by content (Planned.fixed_count): GIFs are left alone (their frame
+    count follows --gif-frames), and so is a file that fails to open now (its first page's record
+    is the failure; it may be unreadable only for a moment)."""
     gone = []
     for pid in index:
         source, number = split_page_id(pid)

@@ -25,9 +25,10 @@ import html
 import io
 import json
 import os
+import secrets
 from itertools import groupby
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from .core.blocks import (
     ATTACHED_TO,
@@ -215,13 +216,28 @@ def _distance(a, b) -> float:
 def _atomic_write(path: Path, data: str | bytes) -> Path:
     """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary
     (Python's file objects write on after a short write, so the error is raised)."""
-    tmp = path.with_name("." + path.name + ".tmp")
+    fh, tmp = open_temporary_beside(path)
     try:
-        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        with fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def open_temporary_beside(path: Path) -> tuple[BinaryIO, Path]:
+    """A new temporary file in `path`'s folder (the rename onto `path` stays atomic), opened for
+    writing, and its name. The name is this writer's alone: two runs writing one --out-dir (other
+    journals, one document) each write and rename their own, where a shared fixed name was
+    truncated or removed under the other. Created as open() creates a file (the umask's mode,
+    which the rename keeps), never over an existing one; the name is cut to stay within NAME_MAX."""
+    while True:
+        tmp = path.with_name(f".{path.name[:200]}.{secrets.token_hex(6)}.tmp")
+        try:
+            return open(tmp, "xb"), tmp
+        except FileExistsError:  # 48 random bits taken already: draw again
+            continue
 
 
 DOCUMENT_FILES = ("{stem}.md", "{stem}_content_list.json", "{stem}_layout.pdf")  # what --format writes

@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -76,3 +76,21 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path | None]:
         yield path
     finally:
         _umount(path)
+
+
+def as_plain_user() -> Callable[[], None] | None:
+    """A preexec_fn for subprocess: as root, the child loses CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH (dropped from the bounding set, so the exec'ed program lacks them), and
+    permission bits apply to it as to any user; None for a user, to whom they apply already."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+            if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    return drop

@@ -71,9 +71,13 @@ def wait_for_event(proc: subprocess.Popen, lines: list[str], pred, limit: float 
     raise AssertionError("condition not reached: " + "".join(lines[-5:]))
 
 
-def start_parse(src: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+def start_parse(
+    src: Path, out: Path, *extra: str, env: dict | None = None, new_session: bool = False
+) -> subprocess.Popen:
     """`mineru parse SRC --out OUT --no-cache --engine ocr --log-json EXTRA` started, not waited
-    for (heartbeats every 0.2 s): the test reads its stderr events as they come (wait_for_event)."""
+    for (heartbeats every 0.2 s): the test reads its stderr events as they come (wait_for_event).
+    `new_session`: the run leads its own process group (os.killpg(proc.pid, ...) signals it and
+    its workers, as `timeout` or a service manager does)."""
     cmd = [sys.executable, "-m", "mineru_cli", "parse", str(src), "--out", str(out), "--no-cache", "--engine", "ocr"]
     return subprocess.Popen(
         [*cmd, "--log-json", *extra],
@@ -82,4 +86,5 @@ def start_parse(src: Path, out: Path, *extra: str, env: dict | None = None) -> s
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "MINERU_HEARTBEAT_S": "0.2", **(env or {})},
+        start_new_session=new_session,
     )

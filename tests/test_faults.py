@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fshelpers import read_only, small_filesystem
+from fshelpers import as_plain_user, read_only, small_filesystem
 from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -315,3 +315,31 @@ def test_an_ok_page_read_from_a_file_that_changed_since_it_was_hashed_is_parsed_
             (src / "b.png").write_bytes(before)  # and back
     (again,) = [r for r in mineru_cli.parse(src, tmp_path / "o.jsonl", **options) if r.source == "b.png"]
     assert "Alpha" in again.markdown, again.markdown
+
+
+def test_a_folder_that_cannot_be_searched_gets_a_record_and_exit_1(tmp_path):
+    """In a folder without search (x) permission the names can be listed but not stat'ed: its
+    documents got `unreadable` records, but its subfolders (no document name) were dropped
+    without a word, and the documents under them with them."""
+    src = tmp_path / "in"
+    src.mkdir()
+    text_page(src / "ok.png", "A page that is read")
+    locked = src / "locked"
+    (locked / "sub").mkdir(parents=True)
+    shutil.copy(src / "ok.png", locked / "a.png")
+    shutil.copy(src / "ok.png", locked / "sub" / "b.png")
+    (locked / "notes.txt").write_text("not a document: not ours")
+    locked.chmod(0o644)  # r: names are listed; no x: nothing in it can be stat'ed or opened
+    try:
+        r = mineru(
+            "parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path, preexec_fn=as_plain_user()
+        )
+    finally:
+        locked.chmod(0o755)
+    assert r.returncode == 1, r.stderr
+    recs = {x["id"]: x for x in read_journal(tmp_path / "o.jsonl")}
+    assert sorted(recs) == ["locked/a.png#0", "locked/sub#0", "ok.png#0"], sorted(recs)
+    assert recs["ok.png#0"]["status"] == "ok"
+    for rid in ("locked/a.png#0", "locked/sub#0"):
+        assert recs[rid]["status"] == "failed" and recs[rid]["error"]["kind"] == "unreadable", recs[rid]
+    assert "folder" in recs["locked/sub#0"]["error"]["message"]

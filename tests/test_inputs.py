@@ -189,6 +189,30 @@ def test_folder_named_like_document(tmp_path):
     assert rels(discover([tmp_path / "scan.png"])) == ["inner.png"]  # explicit: walked
 
 
+def test_a_folder_past_path_max_gets_a_record_not_silence(tmp_path):
+    """A folder whose path is longer than PATH_MAX cannot be stat'ed: it was dropped without a
+    word (only entries with a document name got an error record), so the PNG at the bottom of
+    the tree was never mentioned and the run exited 0."""
+    png(tmp_path / "top.png")
+    name = "d" * 243
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(18):  # 18 x 244 bytes: past Linux's 4096 (made through folder fds)
+            os.mkdir(name, dir_fd=fd)
+            fd, parent = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(parent)
+        with open(os.open("deep.png", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as fh:
+            Image.new("RGB", (20, 10), RED).save(fh, format="PNG")
+    finally:
+        os.close(fd)
+    found = discover([tmp_path])
+    assert rels(found)[-1] == "top.png"
+    [deep] = found[:-1]  # the first folder the walk cannot reach, and nothing below it
+    assert deep.status == "failed" and deep.error.kind == "unreadable" and deep.error.stage == "discover"
+    assert set(deep.rel.split("/")) == {name} and len(str(tmp_path / deep.rel)) > 4095
+    assert "folder" in deep.error.message and "too long" in deep.error.message
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_fifo_is_reported_never_opened(tmp_path):
     os.mkfifo(tmp_path / "pipe.png")
@@ -476,6 +500,15 @@ def test_corrupt_pdf(tmp_path):
     err = open_error(tmp_path / "bad.pdf")
     assert (err.kind, err.stage) == ("corrupt", "open")
     assert "PDFium" in err.message
+
+
+def test_a_pdf_without_pages_is_empty_and_says_so(tmp_path):
+    """A well-formed PDF with no pages was `corrupt`, "Failed to load document (PDFium: Success)"."""
+    pdf = pdfium.PdfDocument.new()
+    pdf.save(tmp_path / "none.pdf")
+    pdf.close()
+    err = open_error(tmp_path / "none.pdf")
+    assert (err.kind, err.stage, err.message) == ("empty", "open", "the PDF has no pages")
 
 
 def test_encrypted_pdf(tmp_path):

@@ -261,24 +261,43 @@ def test_an_out_symlink_writes_through_and_stays_a_link(tmp_path):
     assert [e["resumed"] for e in events(again.stderr) if e["event"] == "page"] == [True]
 
 
-def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path):
+@pytest.mark.parametrize("name", ["doc.pdf", "doc.png"])
+def test_pages_of_a_pdf_that_shrank_are_dropped(tmp_path, name):
+    """Also when its name lies (a PDF named .png): the page count is the file's own by content;
+    by extension the stale pages of a PDF named .png stayed for ever."""
+
     def pdf(n):
         pages = [Image.new("RGB", (400, 150), "white") for _ in range(n)]
         for i, page in enumerate(pages):
             ImageDraw.Draw(page).text((10, 50), f"Page {i + 1}", fill="black", font=ImageFont.load_default(size=32))
-        pages[0].save(tmp_path / "doc.pdf", save_all=True, append_images=pages[1:])
+        pages[0].save(tmp_path / name, format="PDF", save_all=True, append_images=pages[1:])
 
     text_page(tmp_path / "other.png", "Another input")
     mineru("parse", "other.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
-    args = ["parse", "doc.pdf", "--out", "o.jsonl", "--no-cache", "--engine", "ocr"]
+    args = ["parse", name, "--out", "o.jsonl", "--no-cache", "--engine", "ocr"]
     pdf(3)
     assert mineru(*args, cwd=tmp_path).returncode == 0
-    assert sorted(by_id(read_journal(tmp_path / "o.jsonl"))) == ["doc.pdf#0", "doc.pdf#1", "doc.pdf#2", "other.png#0"]
+    assert sorted(by_id(read_journal(tmp_path / "o.jsonl"))) == [f"{name}#0", f"{name}#1", f"{name}#2", "other.png#0"]
     pdf(1)
     assert mineru(*args, cwd=tmp_path).returncode == 0
     recs = by_id(read_journal(tmp_path / "o.jsonl"))
-    assert sorted(recs) == ["doc.pdf#0", "other.png#0"]  # other inputs are kept
-    assert recs["doc.pdf#0"]["page_count"] == 1
+    assert sorted(recs) == [f"{name}#0", "other.png#0"]  # other inputs are kept
+    assert recs[f"{name}#0"]["page_count"] == 1
+
+
+def test_a_journal_named_like_a_document_in_the_input_folder_is_not_an_input(tmp_path):
+    """`--out docs/out.pdf` inside the folder being parsed: the journal was planned as an input
+    (a failed record for it, exit 1). A `.jsonl` was left out only for its extension; the
+    journal's own file is left out by what it is, under any name (here a link too)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text_page(docs / "a.png", "A page beside its journal")
+    (docs / "link.png").symlink_to("out.pdf")
+    args = ["parse", "docs", "--out", "docs/out.pdf", "--no-cache", "--engine", "ocr"]
+    for _ in range(2):  # the second run: the journal exists before the walk
+        r = mineru(*args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert [x["id"] for x in read_journal(docs / "out.pdf")] == ["a.png#0"]
 
 
 def test_names_with_brackets_are_printed_as_they_are(tmp_path):
@@ -337,18 +356,34 @@ def test_a_page_that_failed_while_its_file_changed_is_tried_again(tmp_path):
     }
 
 
-def test_only_pdf_and_tiff_pages_past_the_end_are_dropped():
-    """A GIF's frame count follows --gif-frames: its frames' records are never dropped."""
+def test_pages_past_the_end_are_dropped_by_content_never_for_a_gif(tmp_path):
+    """A GIF's frame count follows --gif-frames: its frames' records are never dropped. What a
+    file is comes from its content, not its name (a PDF named .png, a TIFF named .dat)."""
+    from mineru_cli.config import LoadOptions
     from mineru_cli.inputs import SourceFile
-    from mineru_cli.runner import _Planned, _vanished_pages
+    from mineru_cli.planner import plan_file
+    from mineru_cli.runner import _vanished_pages
 
+    frames = [Image.new("RGB", (40, 30), c) for c in ("red", "green")]
+    frames[0].save(tmp_path / "doc.pdf", format="PDF")
+    frames[0].save(tmp_path / "lying.png", format="PDF")
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:])
+    frames[0].save(tmp_path / "scan.TIF", save_all=True, append_images=frames[1:])
+    frames[0].save(tmp_path / "scan.dat", format="TIFF", save_all=True, append_images=frames[1:])
     plan = [
-        _Planned(SourceFile(Path("doc.pdf"), "doc.pdf", "pdf"), page_count=1),
-        _Planned(SourceFile(Path("anim.gif"), "anim.gif", "image"), page_count=1),
-        _Planned(SourceFile(Path("scan.TIF"), "scan.TIF", "image"), page_count=2),
+        plan_file(SourceFile(tmp_path / rel, rel, kind), None, LoadOptions())
+        for rel, kind in [
+            ("doc.pdf", "pdf"),
+            ("lying.png", "image"),
+            ("anim.gif", "image"),
+            ("scan.TIF", "image"),
+            ("scan.dat", "image"),
+        ]
     ]
-    index = dict.fromkeys(["doc.pdf#0", "doc.pdf#1", "anim.gif#0", "anim.gif#2", "other.pdf#3", "scan.TIF#2"])
-    assert _vanished_pages(index, plan) == ["doc.pdf#1", "scan.TIF#2"]
+    assert [p.page_count for p in plan] == [1, 1, 1, 2, 2] and all(p.error is None for p in plan)
+    old = ["doc.pdf#0", "doc.pdf#1", "lying.png#2", "anim.gif#0", "anim.gif#2", "other.pdf#3", "scan.TIF#2"]
+    index = dict.fromkeys([*old, "scan.dat#1", "scan.dat#2"])
+    assert _vanished_pages(index, plan) == ["doc.pdf#1", "lying.png#2", "scan.TIF#2", "scan.dat#2"]
 
 
 def _pdf(path: Path, texts: list[str]) -> None:

@@ -79,6 +79,22 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
 
 
+def test_merge_takes_a_shard_whose_only_line_is_torn_as_parse_does(tmp_path):
+    """A shard whose run was killed during its first write holds one torn line: `parse --out`
+    takes it (and cuts the line off), `merge` refused it as "not a mineru journal" (exit 2)."""
+    records = [{"schema_version": 1, "id": f"p{i}.png#0", "status": "ok", "blocks": []} for i in range(2)]
+    (tmp_path / "s1.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    torn = json.dumps({**records[0], "id": "q.png#0", "pad": "x" * 200}, separators=(",", ":"))[:150]
+    (tmp_path / "s3.jsonl").write_text(torn)
+    r = mineru("merge", "s1.jsonl", "s3.jsonl", "--out", "all.jsonl", cwd=tmp_path)
+    assert r.returncode == 0 and "2 page(s) from 2 journal(s)" in r.stdout, r.stdout + r.stderr
+    assert read_journal(tmp_path / "all.jsonl") == records
+    assert (tmp_path / "s3.jsonl").read_text() == torn  # an input: never changed
+    (tmp_path / "other.txt").write_text("hello, no newline")  # a fragment that is not ours
+    r = mineru("merge", "s1.jsonl", "other.txt", "--out", "all.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "not a mineru journal" in r.stderr, r.stderr
+
+
 def test_merge_onto_a_full_disk_exits_3_with_the_journal_whole(tmp_path):
     """A merge whose output cannot be written (a full disk; here a file-size limit, which fails
     the same way) ended with a traceback (exit 1). It is exit 3 and the message, as for parse."""

@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import json
+import os
 import resource
 
 import numpy as np
@@ -193,3 +194,37 @@ def test_a_crop_or_layout_pdf_cut_short_by_a_full_disk_is_an_error_not_a_torn_fi
     (crop,) = folder.glob("images/*.jpg")
     Image.open(crop).load()  # whole
     assert (folder / "n_layout.pdf").read_bytes().rstrip().endswith(b"%%EOF")
+
+
+def test_two_runs_writing_one_document_never_share_a_temporary(tmp_path):
+    """Two runs writing one --out-dir (other journals, one document) wrote through one fixed
+    temporary name, `.<name>.tmp`, each removing it in turn: the other's rename failed with
+    ENOENT (two threads: thousands of times in 6,000 writes). Each writer now has its own."""
+    import threading
+
+    blocks = [{"type": "text", "bbox": [10, 10, 900, 100], "text": "Body text.", "score": 0.9}]
+    size = {"width": 400, "height": 300, "original_width": 400, "original_height": 300}
+    recs = [{**page("d.png", 0, blocks), "image": size}]
+    white = Image.new("RGB", (400, 300), "white")
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for _ in range(150):
+                write_documents(recs, tmp_path, {"markdown", "layout"}, lambda source, index: white)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    folder = document_dir(tmp_path, "d.png")
+    assert sorted(p.name for p in folder.iterdir()) == ["d.md", "d_layout.pdf"]  # no temporary left
+    assert (folder / "d.md").read_text().strip() == "Body text."
+    assert (folder / "d_layout.pdf").read_bytes().rstrip().endswith(b"%%EOF")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (folder / "d.md").stat().st_mode & 0o777 == 0o666 & ~umask  # as open() makes a file

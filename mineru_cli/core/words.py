@@ -45,7 +45,7 @@ class ErrorKind(Word):
     """A page error's machine-readable kind."""
 
     CORRUPT = "corrupt"  # the content cannot be decoded
-    EMPTY = "empty"  # a 0-byte file
+    EMPTY = "empty"  # nothing to parse: a 0-byte file, a PDF without pages
     ENCRYPTED = "encrypted"  # a PDF that needs a password
     NOT_FOUND = "not_found"  # removed, or a dangling link
     NOT_A_FILE = "not_a_file"  # a folder, FIFO, socket or device named like a document

@@ -22,6 +22,9 @@ Design
     (`timeout`, or `failed` with kind `crash`). Several: each is retried alone. Pages not
     started are re-queued as they were. Answers of a slot already replaced are never read, and
     an answer for a task the scheduler no longer holds is dropped: one record per page.
+  * The stop: after a stop request nothing new is handed out and pages in flight get a grace
+    period. A worker lost meanwhile is not blamed (the signal that stops the run may have
+    reached it too): its pages are left to the next run, as pages past the grace period are.
   * Node loss (a cluster transport): the pages of a worker whose machine went away go back to
     the queue as they were, without blame, up to NODE_REQUEUES times each (a page that keeps
     losing nodes is then blamed like any other).
@@ -202,6 +205,7 @@ class Scheduler:
         self._ahead = self.n * self.page_batch * AHEAD
         self._finished: list[Finished] = []
         self._stopping = False
+        self._should_stop: Callable[[], bool] = lambda: False  # run()'s, asked between its steps too
         self._rss_at = 0.0
         self._node_losses: dict[int, int] = {}  # id(item) -> times its worker's node was lost
         self.transport = self.make_transport()
@@ -272,6 +276,7 @@ class Scheduler:
         self.transport.open()
         queue = self._queue = deque()
         self._source, self._exhausted = iter(items), False
+        self._should_stop = should_stop
         stop_at = None
         while True:
             if should_stop() and stop_at is None:
@@ -451,6 +456,14 @@ class Scheduler:
 
     def _died(self, w: _Slot, why: str, node: bool = False) -> None:
         self._gone(w)
+        self._stopping = self._stopping or self._should_stop()  # and no replacement is started
+        if w.tasks and self._stopping:
+            # A worker lost during a stop (asked for since the loop last looked, too) was most
+            # likely killed with the run (a signal to the whole process group): its pages are
+            # left unsettled, as pages past the grace period are, and the next run parses them
+            # (a page that really kills its worker gets its record then).
+            self._queue.extendleft(reversed([(t.item, t.solo) for t in w.tasks.values()]))
+            w.tasks.clear()
         if w.tasks:
             self.stats.restarts += 1
             now = time.monotonic()

@@ -127,8 +127,13 @@ def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool)
     """Entry point of a worker process (started by the main process `parent_pid`, from its
     main thread or another one)."""
     os.environ.update(spec.env)  # before numpy / onnxruntime are imported
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ctrl-C and SIGTERM are the main process's business: both reach the whole process group
+    # (a terminal, `timeout`, `kill -- -PGID`, systemd), and the main process stops gracefully,
+    # letting the pages in flight finish. The pool ends a worker with SIGKILL or a Finish
+    # message, and the worker dies with the main process (_die_with_parent), so nothing needs
+    # SIGTERM to reach it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent_pid, from_main_thread)
     faults = parse_faults(os.environ.get(FAULTS_ENV))
     send = conn.send

@@ -261,6 +261,60 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
             assert rec == first[rec["id"]]
 
 
+def test_sigterm_to_the_process_group_leaves_no_page_failed_and_a_rerun_does_each_once(tmp_path, record_validator):
+    """SIGTERM to the whole process group (`timeout`, `kill -- -PGID`, a service manager) killed
+    the workers too: each page in flight got a `crash` record and a plain re-run kept it failed
+    (exit 1). The workers ignore it as they ignore Ctrl-C: the pages in flight finish."""
+    d = tmp_path / "in"
+    d.mkdir()
+    n = 6
+    for i in range(n):
+        text_page(d / f"p{i}.png", f"Page {WORDS[i]}")
+    out = tmp_path / "o.jsonl"
+    # every page sleeps 1 s at its engine stage: both workers hold pages when the signal comes
+    proc = start_parse(d, out, "--cpus", "2", env={"MINERU_TEST_FAULTS": "slow=*"}, new_session=True)
+    lines: list[str] = []
+    wait_for_event(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 2)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    first = read_journal(out, record_validator)
+    assert first and all(r["status"] == "ok" for r in first), first
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(out, record_validator)
+    assert [x["id"] for x in recs] == [f"p{i}.png#0" for i in range(n)]  # exactly once, in order
+    assert all(x["status"] == "ok" for x in recs)
+
+
+def test_a_worker_killed_during_the_stop_leaves_its_page_to_the_next_run(tmp_path, record_validator):
+    """A worker that dies while the run is stopping (the signal that stops the run may have
+    reached it too) is not blamed: its page gets no `crash` record, and the next run parses it."""
+    import psutil
+
+    d = tmp_path / "in"
+    d.mkdir()
+    text_page(d / "p0.png", "Page Alpha")
+    out = tmp_path / "o.jsonl"
+    proc = start_parse(
+        d, out, "--workers", "1", "--page-timeout", "300", env={"MINERU_TEST_FAULTS": "hang=*"}, new_session=True
+    )
+    lines: list[str] = []
+    wait_for_event(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 1)
+    proc.send_signal(signal.SIGTERM)
+    wait_for_event(proc, lines, lambda e: e["event"] == "warning" and "stopping" in e["message"])
+    workers = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+    assert len(workers) == 1
+    t0 = time.monotonic()
+    workers[0].kill()
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 20, "".join(lines) + rest
+    assert read_journal(out) == []
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [(x["id"], x["status"]) for x in read_journal(out, record_validator)] == [("p0.png#0", "ok")]
+
+
 def test_second_signal_stops_at_once_and_the_journal_stays_valid(pages, tmp_path, record_validator):
     out = tmp_path / "o.jsonl"
     # p0 parses; every other page hangs, so the first SIGTERM would wait for the grace period.
