@@ -12,8 +12,9 @@ CLI's journal: every record is written as it finishes, pages already done are no
 are yielded from the journal), the journal is compacted at the end. Without `out`, no journal
 is written and nothing is resumed; the result cache is still on by default, as in the CLI
 (cache=False turns it off). Bad pages come back as records with status failed; set-up
-problems raise SetupError when parse() is called. Breaking out of the loop stops the workers;
-what was journaled stays.
+problems (a bad option, a missing input or model, a mode the engine cannot run, an `out` that
+is not a journal) raise SetupError when parse() is called, before any record. Breaking out of
+the loop stops the workers; what was journaled stays.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def parse(
 ) -> Generator[PageRecord, None, None]:
     """Parse every page under `paths`, yielding one PageRecord per page (resumed pages first,
     then the others as they finish). `reporter`: where messages go (default: silent, only
-    warnings on stderr). The options and the paths are checked at once (SetupError); the work
-    starts at the first record asked for."""
+    warnings on stderr). The options, the paths and the engine are checked and the journal opened
+    (and locked) at once, so a SetupError raises from this call; the work starts at the first
+    record asked for."""
     if os.environ.get(WORKER_ENV):
         raise SetupError(
             "mineru_cli.parse() was called while a worker process imported your script: call it under "

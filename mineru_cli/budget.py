@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import RunConfig
+    from .config import EngineSpec, RunConfig
 
 GiB = 1 << 30
 # Memory one worker may need while parsing a large page with the embedded engine (its RSS is
@@ -39,20 +39,41 @@ GiB = 1 << 30
 WORKER_MEM = 1 * GiB
 
 
-def available_cpus() -> int:
-    """Cores we may use: the affinity mask, further limited by a cgroup v2 CPU quota.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# cgroup v1 mounts the cpu controller under one of these names (alone, or joined with cpuacct)
+_CGROUP_V1_CPU = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+
+
+def cgroup_cpu_quota(root: Path = CGROUP_ROOT) -> float | None:
+    """The CPUs a cgroup quota allows this process (2.5: 250 ms of CPU per 100 ms), or None
+    without a quota: cgroup v2's cpu.max, else cgroup v1's cpu.cfs_quota_us / cpu.cfs_period_us
+    (-1: no quota). `root`: where the cgroup filesystem is mounted."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    for name in _CGROUP_V1_CPU:
+        try:
+            quota_us = int((root / name / "cpu.cfs_quota_us").read_text())
+            period_us = int((root / name / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    return None
+
+
+def available_cpus(cgroup_root: Path = CGROUP_ROOT) -> int:
+    """Cores we may use: the affinity mask, further limited by a cgroup CPU quota (v2 or v1).
 
     os.cpu_count() counts the host's cores, which oversubscribes a container or a taskset."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         n = os.cpu_count() or 1
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            n = min(n, max(1, math.ceil(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
+    quota = cgroup_cpu_quota(cgroup_root)
+    if quota is not None:
+        n = min(n, max(1, math.ceil(quota)))
     return max(1, n)
 
 
@@ -186,29 +207,20 @@ def slot_order(plans: list[tuple[NodeCpus, CpuPlan]]) -> list[tuple[NodeCpus, Cp
     return [(n, p) for r in range(most) for n, p in plans if r < p.workers]
 
 
-def explain(plan: CpuPlan, config: RunConfig) -> str:
-    """The CPU plan and the batch settings `config` runs with, for --explain-plan (before the
-    engine is resolved: an auto engine shows the batch default of both)."""
-    from .config import EngineChoice, default_page_batch
+def explain(plan: CpuPlan, config: RunConfig, spec: EngineSpec) -> str:
+    """The CPU plan and the batch settings `config` runs with on the engine `spec` (the one the
+    run resolves, runner.prepare), for --explain-plan."""
+    from .config import default_page_batch
 
-    engine, page_timeout, max_rss = config.engine, config.page_timeout, config.max_worker_rss
-    batch_wait_ms, crop_batch, mode = config.batch_wait_ms, config.crop_batch, config.mode
+    page_timeout, max_rss = config.page_timeout, config.max_worker_rss
+    batch_wait_ms, crop_batch = config.batch_wait_ms, config.crop_batch
+    engine = spec.engine.value
     if config.page_batch is not None:
         batch = f"{config.page_batch}  (--page-batch)"
-    elif engine is EngineChoice.AUTO:
-        batch = (
-            f"{default_page_batch('ocr')} for the ocr engine, {default_page_batch('vlm')} "
-            "for vlm  (--page-batch; engine auto)"
-        )
     else:
         batch = f"{default_page_batch(engine)}  (default for the {engine} engine)"
-    mode_line = mode or (
-        "vlm"
-        if engine is EngineChoice.VLM
-        else "ocr"
-        if engine is EngineChoice.OCR
-        else "vlm when the engine resolves to vlm, else ocr"
-    )
+    mode_line = f"{spec.mode}  (engine {engine}" + (f", model {spec.model})" if spec.model else ")")
+    ocr_thread = "  ocr thread         +1 thread per worker runs the embedded OCR beside the VLM"
     lines = [
         "CPU plan (mineru parse)",
         f"  cores we may use   {plan.cores}  (affinity mask, cgroup quota)",
@@ -225,7 +237,7 @@ def explain(plan: CpuPlan, config: RunConfig) -> str:
         f"  batch wait         {batch_wait_ms} ms  (a batch closes when full or no page came this long)",
         f"  crop batch         {crop_batch}  (vlm: crops decoded together)",
         f"  mode               {mode_line}",
-        "  ocr thread         vlm engine: +1 thread per worker runs the embedded OCR beside the VLM",
+        *([ocr_thread] if engine == "vlm" else []),
         "",
         "Rule: workers = min(budget, available memory / "
         f"{WORKER_MEM / GiB:.0f} GiB, pages to do); threads = budget // workers; spinning off when",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from .config import (
     DEFAULT_CACHE_TTL,
@@ -26,6 +27,13 @@ from .config import (
 )
 from .core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_SETUP, OutputError, SetupError
 from .version import __version__
+from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV
+
+# Where a MinerU2.5 model is looked for without --model: vlm.model_dir.find_model's order
+MODEL_SEARCH = (
+    f"${ENV_VAR}, {', then '.join(d.as_posix() for d in LOCAL_DIRS)}, ~/mineru.json's (or "
+    f"${MINERU_CONFIG_ENV}'s) models-dir, then the Hugging Face cache, then the ModelScope cache"
+)
 
 app = typer.Typer(
     name="mineru",
@@ -71,8 +79,7 @@ def parse(
         _default("model"),
         "--model",
         "-m",
-        help="vlm: MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
-        "models/MinerU2.5-2509-1.2B, then the Hugging Face cache).",
+        help=f"vlm: MinerU2.5 model folder (default: the first found of {MODEL_SEARCH}).",
     ),
     model_profile: Optional[str] = typer.Option(
         _default("model_profile"), "--model-profile", help="vlm: 2509 | pro (default: from the model folder)."
@@ -81,7 +88,9 @@ def parse(
         _default("runtime"), "--runtime", help="vlm runtime: auto is onnx when an export is found, else torch."
     ),
     lang: str = typer.Option(
-        _default("lang"), "--lang", help="OCR language hint (en, ch): recorded, picks the OCR models."
+        _default("lang"),
+        "--lang",
+        help="OCR language hint (en, ch): recorded in the engine options; both read with the same OCR models.",
     ),
     cpus: Optional[int] = typer.Option(
         _default("cpus"), "--cpus", min=1, help="CPU budget (default: the affinity/cgroup limit)."
@@ -203,21 +212,32 @@ def parse(
     executor: ExecutorChoice = typer.Option(
         _default("executor"),
         "--executor",
-        help="local: worker processes on this machine. ray: Ray actors (pip install 'mineru-cli[ray]'); "
-        "a private local Ray instance unless --ray-address is given.",
+        help=escape(
+            "local: worker processes on this machine. ray: Ray actors (pip install 'mineru-cli[ray]'); "
+            "a private local Ray instance unless --ray-address is given."
+        ),
     ),
     ray_address: Optional[str] = typer.Option(
         _default("ray_address"),
         "--ray-address",
-        help="With --executor ray: attach to this cluster (auto, HOST:PORT, or ray://HOST:PORT with ray[client]) "
-        "instead of starting a private local instance.",
+        help=escape(
+            "With --executor ray: attach to this cluster (auto, HOST:PORT, or ray://HOST:PORT with ray[client]) "
+            "instead of starting a private local instance."
+        ),
     ),
     explain_plan: bool = typer.Option(
         False,
         "--explain-plan",
-        help="Print how --cpus is split into workers x threads (and the batch sizes and mode), and exit.",
+        help="Print how --cpus is split into workers x threads (and the batch sizes and mode) for the engine "
+        "the run resolves, and exit (2 where the run would refuse the options).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary; only failures (for cron)."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="Print only failures (each failed page and the count) and errors; no progress, summary or "
+        "warnings (for cron).",
+    ),
     log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
 ):
     """Parse every page under PATHS into OUT (JSON lines), resuming what is done.
@@ -267,20 +287,16 @@ def parse(
             ray_address=ray_address,
         )
         if explain_plan:
-            from .budget import explain, plan_cpus
+            from .runner import explain_plan as plan_of
 
-            typer.echo(explain(plan_cpus(cpus, workers, engine="vlm" if engine is EngineChoice.VLM else "ocr"), config))
+            typer.echo(plan_of(config, reporter))
             raise typer.Exit(EXIT_OK)
         summary = run_parse(config, reporter)
     except SetupError as exc:
-        from rich.markup import escape
-
         # Escaped: paths in the message may hold brackets that Rich would read as markup.
         reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_SETUP) from None
     except OutputError as exc:
-        from rich.markup import escape
-
         reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
@@ -377,11 +393,7 @@ def bench(
 @app.command("export")
 def export_cmd(
     model: Optional[Path] = typer.Option(
-        None,
-        "--model",
-        "-m",
-        help="MinerU2.5 model folder (default: $MINERU_MODEL_PATH, "
-        "models/MinerU2.5-2509-1.2B, then the Hugging Face cache).",
+        None, "--model", "-m", help=f"MinerU2.5 model folder (default: the first found of {MODEL_SEARCH})."
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Export folder (default: MODEL/onnx, which `mineru parse` then finds by itself)."
@@ -530,8 +542,10 @@ def doctor(
     """What this machine and installation can do and what is wrong, one line per check with its
     fix: CPU and usable cores (affinity, cgroup quota), ISA flags and the INT8 kernels exports
     use, onnxruntime and the OCR models, each MinerU2.5 model and export (verified against its
-    manifest), the cache folder, the shared cache, the optional extras. Exit 0 when `mineru
-    parse` can run with these options, 1 when a check failed."""
+    manifest), the cache folder, the shared cache, the optional extras. Nothing is changed (no
+    folder is made). Exit 1 when a check failed: parse would refuse to run (a damaged model or
+    export, no onnxruntime or OCR models) or run degraded, with a warning (a cache folder it
+    cannot write, a --cache-url that does not answer); else 0."""
     import json
 
     from .doctor import as_json, failed, run_checks
@@ -555,9 +569,8 @@ def schema():
     typer.echo(json.dumps(load_schema(), indent=2))
 
 
-models_app = typer.Typer(
-    help="The MinerU2.5 model folders and ONNX exports this installation finds.", invoke_without_command=True
-)
+# no help= here: `mineru models --help` shows the callback's docstring, exit codes included
+models_app = typer.Typer(invoke_without_command=True)
 
 
 @models_app.callback()
@@ -569,14 +582,20 @@ def models(
     """List every model folder and export found (--model, $MINERU_MODEL_PATH, ./models, ~/mineru.json's
     models-dir, the Hugging Face and ModelScope caches, onnx/ inside each): where, which release
     (read from its files), size, export format and quantization, whether its files match their
-    manifest. Exit 1 when one is damaged or no MinerU2.5 model, else 0."""
+    manifest. Exit 0 when all are whole and MinerU2.5, 1 when one is damaged or not MinerU2.5 or
+    none is found, 2 when --model is no folder."""
     if ctx.invoked_subcommand is not None:
         return
-    from .models import discover, render
+    from .models import all_ok, discover, render
 
+    if model and not Path(model).expanduser().is_dir():
+        # a folder the user names is never skipped without a word (parse refuses it too)
+        what = "is not a folder" if Path(model).expanduser().exists() else "no such folder"
+        typer.echo(f"error: --model {model}: {what}", err=True)
+        raise typer.Exit(EXIT_SETUP)
     entries = discover(model)
     typer.echo(render(entries, json_out))
-    raise typer.Exit(EXIT_OK if all(e.ok for e in entries) else EXIT_FAILED)
+    raise typer.Exit(EXIT_OK if all_ok(entries) else EXIT_FAILED)
 
 
 @models_app.command("verify")
@@ -586,8 +605,8 @@ def models_verify(
 ):
     """Check one model folder or export fully: every file of an export hashed again against its
     manifest, a model folder's safetensors against their headers (and their Hugging Face cache
-    blobs' sha256), its release from its files. Exit 0 when whole, 1 when not, 2 when PATH is no
-    model folder or export."""
+    blobs' sha256), its release from its files. Exit 0 when whole, 1 when not (a folder without a
+    model or export in it too), 2 when PATH is no folder."""
     from .models import render, verify
 
     try:

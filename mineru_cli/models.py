@@ -208,10 +208,15 @@ def verify(path: str | Path) -> Entry:
     return inspect(path.resolve(), "given", full=True)
 
 
+def all_ok(entries: list[Entry]) -> bool:
+    """Whether `mineru models` passes: something was found and every entry is whole and MinerU2.5."""
+    return bool(entries) and all(e.ok for e in entries)
+
+
 def render(entries: list[Entry], as_json: bool = False) -> str:
     """What `mineru models` prints: two lines per entry, or one JSON object."""
     if as_json:
-        return json.dumps({"ok": all(e.ok for e in entries), "entries": [e.as_dict() for e in entries]}, indent=2)
+        return json.dumps({"ok": all_ok(entries), "entries": [e.as_dict() for e in entries]}, indent=2)
     if not entries:
         return "no MinerU2.5 model folder or ONNX export found (see mineru models --help for where it looks)"
     return "\n".join(e.line() for e in entries)

@@ -122,8 +122,9 @@ class Reporter:
 
     heartbeat_every: float | None = None  # seconds between heartbeat() calls; None: none
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, warnings: bool = True):
         self.quiet = quiet
+        self.warnings = warnings  # False for the CLI's --quiet: a cron job hears only of failures
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)  # never hard-wrap log lines
 
     def info(self, message: str) -> None:
@@ -131,7 +132,8 @@ class Reporter:
             self.console.print(escape(message))  # paths may hold [brackets], which Rich reads as markup
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {escape(message)}")
+        if self.warnings:
+            self.console.print(f"[yellow]warning:[/] {escape(message)}")
 
     def start(self, total: int | None) -> None:
         """The run begins; `total`: its pages, or None while the planner is still finding them."""
@@ -153,6 +155,7 @@ class Reporter:
     def finish(self, summary: Summary, out: str) -> None:
         if self.quiet:
             if summary.failed:
+                self._failures(summary, out)
                 of = f"at least {summary.pages}" if summary.pages_at_least else summary.pages
                 self.console.print(f"{summary.failed} of {of} pages failed; see {escape(out)}")
             return
@@ -197,15 +200,19 @@ class Reporter:
                 + (f"; {summary.retried} page(s) retried alone" if summary.retried else ""),
             )
         self.console.print(table)
-        for pid, msg in summary.failures[:20]:
-            self.console.print(f"[red]failed[/] {escape(pid)}: {escape(msg)}")
-        if len(summary.failures) > 20:
-            self.console.print(f"... and {len(summary.failures) - 20} more failures (see {escape(out)})")
+        self._failures(summary, out)
         if summary.interrupted:
             left = f"{summary.unfinished} page(s) not parsed; " if summary.unfinished else ""
             if summary.pages_at_least:  # the files discovery had not reached yet are not in it
                 left = f"at least {summary.unfinished} page(s) not parsed (stopped before every file was counted); "
             self.console.print(f"[yellow]interrupted[/]: {left}re-run the same command to resume")
+
+    def _failures(self, summary: Summary, out: str, most: int = 20) -> None:
+        """Each failed page of the run, its id and message (the first `most`; the journal has all)."""
+        for pid, msg in summary.failures[:most]:
+            self.console.print(f"[red]failed[/] {escape(pid)}: {escape(msg)}")
+        if len(summary.failures) > most:
+            self.console.print(f"... and {len(summary.failures) - most} more failures (see {escape(out)})")
 
 
 class _PipelineProgress(Progress):
@@ -345,4 +352,4 @@ def make_reporter(quiet: bool, log_json: bool) -> Reporter:
         return JsonReporter()
     if not quiet and sys.stderr.isatty():
         return ProgressReporter()
-    return Reporter(quiet=quiet)
+    return Reporter(quiet=quiet, warnings=not quiet)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, cast
 
-from .budget import CpuPlan, plan_cpus
-from .config import ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
+from .budget import CpuPlan, explain, plan_cpus
+from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
 from .core.errors import OutputError, PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
@@ -128,26 +128,22 @@ class Parser:
         return self.records()
 
     def records(self) -> Generator[PageRecord, None, None]:
+        """The run's records. The set-up runs here, before the first record is asked for: the
+        options are checked, the engine resolved and the journal opened, so a SetupError raises
+        from this call (the API's parse() promises it); the pages are found and parsed as the
+        records are asked for."""
+        run = self._run()
+        next(run)  # up to the end of the set-up
+        return cast(Generator[PageRecord, None, None], run)
+
+    def _run(self) -> Generator[PageRecord | None, None, None]:
+        """The run: yields None once the set-up is done (records() takes it), then the records."""
         cfg, reporter, summary = self.config, self.reporter, self.summary
-        select = _page_filter(cfg.pages)
-        self.spec = resolve_engine(
-            cfg.engine,
-            mode=cfg.mode,
-            runtime=cfg.runtime,
-            model=cfg.model,
-            model_profile=cfg.model_profile,
-            lang=cfg.lang,
-            crop_batch=cfg.crop_batch,
-            max_new_tokens=cfg.max_new_tokens,
-            image_analysis=cfg.image_analysis,
-            say=reporter.info,
-            warn=reporter.warn,
-        )
+        select, self.spec = prepare(cfg, reporter)
         self.engine_info = describe(self.spec)
         self.fp = make_fingerprint(self.engine_info, dataclasses.asdict(cfg.load))
         if cfg.formats:
             _check_out_dir(cfg.documents_dir)
-        t0 = time.monotonic()
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
         self.journal = journal
         out_dir = os.path.abspath(cfg.documents_dir) + os.sep
@@ -160,7 +156,6 @@ class Parser:
                 return False  # the journal, named like a document (`--out docs/out.pdf`)
             return cfg.shard is None or cfg.shard.holds(src.rel)  # another machine's file: not hashed
 
-        self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
         self._settled: deque[PageRecord] = deque()  # resumed / failed at planning, not yet yielded
         # this run's files in input order (compaction sorts their records by it, then by page:
         # a page id per page found would cost what a PDF claims, not what the journal holds)
@@ -170,55 +165,60 @@ class Parser:
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
         self._wait_s = 0.0
-        with journal, _Interrupts(reporter, install=self.signals) as stop, planner:
+        with journal:
             if journal.repaired_bytes:
                 reporter.warn(
                     f"{cfg.out}: cut off a torn last line ({journal.repaired_bytes} bytes) left by an interrupted run"
                 )
             if journal.bad_lines:
                 reporter.warn(f"{cfg.out}: {journal.bad_lines} lines that are not records will be dropped")
-            try:
-                reporter.start(None)  # the total grows as files are planned (reporter.found)
-                feed = self._feed(planner, stop)
-                # Look ahead until there are pages for every worker the budget allows, the plan
-                # ends, or LOOK_AHEAD s after the first page to do: no more workers start than a
-                # small run has pages, a run whose pages are all done starts none, and a dump of
-                # mostly done pages does not keep its workers waiting.
-                cap = plan_cpus(cfg.cpus, cfg.workers, engine=self.spec.engine.value).workers
-                ahead: list[_Item] = []
-                until = float("inf")
-                self._wait_s = FEED_WAIT
-                for item in feed:
+            yield None  # the set-up is done: records() returns from here
+            t0 = time.monotonic()
+            # the planner starts at the first record asked for
+            self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
+            with _Interrupts(reporter, install=self.signals) as stop, planner:
+                try:
+                    reporter.start(None)  # the total grows as files are planned (reporter.found)
+                    feed = self._feed(planner, stop)
+                    # Look ahead until there are pages for every worker the budget allows, the plan
+                    # ends, or LOOK_AHEAD s after the first page to do: no more workers start than a
+                    # small run has pages, a run whose pages are all done starts none, and a dump of
+                    # mostly done pages does not keep its workers waiting.
+                    cap = plan_cpus(cfg.cpus, cfg.workers, engine=self.spec.engine.value).workers
+                    ahead: list[_Item] = []
+                    until = float("inf")
+                    self._wait_s = FEED_WAIT
+                    for item in feed:
+                        yield from self._drain_settled()
+                        if item is not None:
+                            ahead.append(item)
+                            until = min(until, time.monotonic() + LOOK_AHEAD)
+                        if len(ahead) >= cap or time.monotonic() > until or stop.requested:
+                            break
                     yield from self._drain_settled()
-                    if item is not None:
-                        ahead.append(item)
-                        until = min(until, time.monotonic() + LOOK_AHEAD)
-                    if len(ahead) >= cap or time.monotonic() > until or stop.requested:
-                        break
-                yield from self._drain_settled()
-                self._wait_s = 0.0  # from here the scheduler's loop waits, not the feed
-                if ahead and not stop.requested:
-                    known = len(ahead) if self._feed_done else None
-                    cpu = plan_cpus(cfg.cpus, cfg.workers, pages=known, engine=self.spec.engine.value)
-                    yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop, known)
-                yield from self._drain_settled()
-                if stop.requested:  # pages found and not settled: those of files not taken yet too
-                    summary.pages = max(summary.pages, planner.total())
-                    summary.unfinished = summary.pages - self._settled_pages
-                    summary.pages_at_least = not (self._feed_done or planner.exact)
-                summary.interrupted = stop.requested
-            except KeyboardInterrupt:
-                summary.interrupted = True
-                if not self.signals:
-                    raise
-            finally:
-                planner.close()
-                order = _input_order(journal.index, self._file_order)
-                journal.compact(order, drop=_pages_past_end(journal.index, self._fixed_counts))
-                summary.seconds = time.monotonic() - t0
-            if cfg.formats and not summary.interrupted:
-                stopping = lambda: stop.requested  # noqa: E731
-                summary.interrupted = not _write_documents(cfg, self._docs, journal, self.fp, reporter, stopping)
+                    self._wait_s = 0.0  # from here the scheduler's loop waits, not the feed
+                    if ahead and not stop.requested:
+                        known = len(ahead) if self._feed_done else None
+                        cpu = plan_cpus(cfg.cpus, cfg.workers, pages=known, engine=self.spec.engine.value)
+                        yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop, known)
+                    yield from self._drain_settled()
+                    if stop.requested:  # pages found and not settled: those of files not taken yet too
+                        summary.pages = max(summary.pages, planner.total())
+                        summary.unfinished = summary.pages - self._settled_pages
+                        summary.pages_at_least = not (self._feed_done or planner.exact)
+                    summary.interrupted = stop.requested
+                except KeyboardInterrupt:
+                    summary.interrupted = True
+                    if not self.signals:
+                        raise
+                finally:
+                    planner.close()
+                    order = _input_order(journal.index, self._file_order)
+                    journal.compact(order, drop=_pages_past_end(journal.index, self._fixed_counts))
+                    summary.seconds = time.monotonic() - t0
+                if cfg.formats and not summary.interrupted:
+                    stopping = lambda: stop.requested  # noqa: E731
+                    summary.interrupted = not _write_documents(cfg, self._docs, journal, self.fp, reporter, stopping)
         summary.seconds = time.monotonic() - t0
 
     # -- the stream of pages -------------------------------------------------------------
@@ -449,6 +449,36 @@ class Parser:
             self.summary.restarts = pool.stats.restarts
             self.summary.recycled = pool.stats.recycled
             self.summary.retried = pool.stats.retried
+
+
+def prepare(config: RunConfig, reporter: Reporter) -> tuple[Callable[[int], bool] | None, EngineSpec]:
+    """What a run checks before it starts, and the engine it runs (auto resolved, the mode
+    checked against it): --pages as a page filter and the EngineSpec. The run and
+    --explain-plan both take them from here, so the plan is the run's and refuses what it refuses."""
+    select = _page_filter(config.pages)
+    spec = resolve_engine(
+        config.engine,
+        mode=config.mode,
+        runtime=config.runtime,
+        model=config.model,
+        model_profile=config.model_profile,
+        lang=config.lang,
+        crop_batch=config.crop_batch,
+        max_new_tokens=config.max_new_tokens,
+        image_analysis=config.image_analysis,
+        say=reporter.info,
+        warn=reporter.warn,
+    )
+    return select, spec
+
+
+def explain_plan(config: RunConfig, reporter: Reporter) -> str:
+    """--explain-plan: the CPU plan and batch settings the run of `config` would use, from the
+    engine it would resolve; a SetupError where the run would refuse the options. Nothing is
+    written."""
+    Parser(config, reporter)  # the inputs must exist, as for the run
+    _, spec = prepare(config, reporter)
+    return explain(plan_cpus(config.cpus, config.workers, engine=spec.engine.value), config, spec)
 
 
 def run_parse(config: RunConfig, reporter: Reporter) -> Summary:

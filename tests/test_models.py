@@ -117,11 +117,33 @@ def test_verify_checks_one_fully(site, tmp_path):
 
 
 def test_nothing_found(tmp_path):
+    # `--help` promises exit 1 when there is no MinerU2.5 model (all([]) passed it as 0)
     r, report = models(tmp_path, "--json")
-    assert r.returncode == 0 and report == {"ok": True, "entries": []}
+    assert r.returncode == 1 and report == {"ok": False, "entries": []}
     r, _ = models(tmp_path)
-    assert r.returncode == 0 and "no MinerU2.5 model folder or ONNX export found" in r.stdout
+    assert r.returncode == 1 and "no MinerU2.5 model folder or ONNX export found" in r.stdout
     (tmp_path / "models" / "some-folder").mkdir(parents=True)
     (tmp_path / "models" / "some-folder" / "config.json").write_text("{}")
     r, report = models(tmp_path, "--json")
     assert report["entries"] == []  # not a model folder: not listed (doctor and parse name what it lacks)
+
+
+def test_a_model_folder_that_is_not_there_is_a_usage_error(tmp_path):
+    """--model names a folder to look at: one that does not exist was ignored (exit 0, as if not
+    given); it is refused with exit 2, as parse refuses it."""
+    r, _ = models(tmp_path, "--model", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and f"--model {tmp_path / 'nowhere'}: no such folder" in r.stderr, r.stderr
+    (tmp_path / "a-file").write_text("")
+    r, _ = models(tmp_path, "--model", str(tmp_path / "a-file"), "--json")
+    assert r.returncode == 2 and "is not a folder" in r.stderr and r.stdout == ""
+
+
+def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
+    """As `models verify --help` says: 1 when PATH is a folder but not a whole model or export,
+    2 only when it is no folder."""
+    (tmp_path / "empty").mkdir()
+    r, report = models(tmp_path, "verify", str(tmp_path / "empty"), "--json")
+    assert r.returncode == 1 and report["entries"][0]["status"] == "fail", r.stdout + r.stderr
+    assert "not a model folder" in report["entries"][0]["detail"]
+    r, _ = models(tmp_path, "verify", str(tmp_path / "empty" / "nowhere"))
+    assert r.returncode == 2 and "not a folder" in r.stderr

@@ -106,6 +106,23 @@ def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
     assert recs["p.png#0"]["status"] == "ok" and "Hello" in recs["p.png#0"]["markdown"]
 
 
+def test_quiet_prints_each_failure_and_the_count_but_no_warning(tmp_path):
+    """--quiet is documented as printing nothing but failures: it printed only their count. Each
+    failed page's id and message come first now, as the full summary lists them; a warning (here
+    the repair of a torn journal line) stays out."""
+    (tmp_path / "bad.png").write_bytes(b"")
+    (tmp_path / "worse.pdf").write_bytes(b"%PDF-1.4\n garbage\n")
+    text_page(tmp_path / "p.png", "Hello world")
+    (tmp_path / "o.jsonl").write_bytes(b'{"schema_version":1,"id":"p')  # torn by a kill: cut off with a warning
+    r = mineru("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    failed = [f"failed {pid}: {recs[pid]['error']['message']}" for pid in ("bad.png#0", "worse.pdf#0")]
+    assert r.returncode == 1 and r.stdout == "", r.stdout
+    assert r.stderr.splitlines() == [*failed, "2 of 3 pages failed; see o.jsonl"], r.stderr
+    loud = mineru("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert loud.returncode == 1 and all(line in loud.stderr.splitlines() for line in failed), loud.stderr
+
+
 def events(stderr: str) -> list[dict]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
@@ -486,3 +503,31 @@ def test_parse_help_lists_the_choices_of_every_enumerated_option():
     assert r.returncode == 0, r.stderr
     for kind in (EngineChoice, Mode, Runtime, CacheNear, GifFrames, OutputFormat):
         assert "|".join(kind.values()) in r.stdout.replace(" ", ""), (kind.__name__, r.stdout)
+
+
+def _help(*command: str) -> str:
+    """A command's rendered --help, its table's borders and line breaks taken out (a 400-column
+    terminal keeps each option's help on few lines)."""
+    r = mineru(*command, "--help", env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    text = " ".join(line.strip(" │╭╮╰╯─") for line in r.stdout.splitlines())
+    return " ".join(text.split())
+
+
+def test_help_says_what_the_code_does():
+    """Rich read `[ray]` and `[client]` as markup and dropped them; --lang claimed to pick the OCR
+    models; --model's search order left places out; doctor and models verify promised exit codes
+    the code does not give."""
+    parse = _help("parse")
+    assert "pip install 'mineru-cli[ray]'" in parse and "ray://HOST:PORT with ray[client]" in parse
+    assert "picks the OCR models" not in parse and "both read with the same OCR models" in parse
+    order = (
+        "the first found of $MINERU_MODEL_PATH, models/MinerU2.5-2509-1.2B, then models/MinerU2.5-Pro-2605-1.2B, "
+        "~/mineru.json's (or $MINERU_TOOLS_CONFIG_JSON's) models-dir, then the Hugging Face cache, then the "
+        "ModelScope cache"
+    )
+    assert order in parse and order in _help("export")
+    doctor = _help("doctor")
+    assert "when `mineru parse` can run" not in doctor and "run degraded, with a warning" in doctor
+    assert "2 when PATH is no folder" in _help("models", "verify")
+    assert "none is found, 2 when --model is no folder" in _help("models")

@@ -13,25 +13,34 @@ import typer
 from ..config import user_cache_dir
 from ..core.errors import EXIT_SETUP
 from ..units import parse_duration, parse_size
+from .node import node_local_dir
 from .similarity import unpack_thumb
 from .store import SqliteStore, digest
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
 CacheDir = typer.Option(
-    None, "--cache-dir", envvar="MINERU_CACHE_DIR", help="Cache directory (default: the user cache dir)."
+    None,
+    "--cache-dir",
+    envvar="MINERU_CACHE_DIR",
+    help="Cache directory (default: the user cache dir); {node} in it is this machine's host name, as in parse.",
 )
 
 
+def _folder(cache_dir: Optional[Path]) -> Path:
+    """The cache folder parse uses with this --cache-dir: `{node}` is this machine's name."""
+    return node_local_dir(cache_dir or user_cache_dir())
+
+
 def _open(cache_dir: Optional[Path]) -> SqliteStore:
-    return SqliteStore(cache_dir or user_cache_dir(), warn=lambda m: typer.echo(m, err=True))
+    return SqliteStore(_folder(cache_dir), warn=lambda m: typer.echo(m, err=True))
 
 
 def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
     """The store, opened for writing, or a clear refusal: a read-only cache serves reads (a
     parse, `stats`, `export`) but cannot be cleared, pruned or imported into, and saying
     "removed 0 entries" or "imported 5 entries" there would be false."""
-    directory = cache_dir or user_cache_dir()
+    directory = _folder(cache_dir)
     store = SqliteStore(directory, warn=lambda m: None)  # the refusal below says it instead
     if store.readonly:
         store.close()

