@@ -97,6 +97,14 @@ def parse(
     ),
     include: List[str] = typer.Option([], "--include", help="Only files matching this glob (repeatable)."),
     exclude: List[str] = typer.Option([], "--exclude", help="Skip files matching this glob (repeatable)."),
+    root: Optional[Path] = typer.Option(
+        _default("root"),
+        "--root",
+        help="Page ids are paths relative to this folder (default: the inputs' common folder). Set it when "
+        "the inputs change between runs, as a shell glob's do (mineru parse dump/* --root dump), so that "
+        "ids, resume and --shard stay the same.",
+        show_default=False,
+    ),
     pages: Optional[str] = typer.Option(_default("pages"), "--pages", help="Pages to parse, 1-based: '1-3,7'."),
     dpi: int = typer.Option(
         LoadOptions.dpi, "--dpi", min=36, max=600, help="PDF render DPI (long side capped at 3500 px)."
@@ -262,6 +270,7 @@ def parse(
             max_worker_rss=max_worker_rss,
             include=tuple(include),
             exclude=tuple(exclude),
+            root=root,
             pages=pages,
             load=LoadOptions(dpi=dpi, gif_frames=gif_frames.value, text_layer=text_layer.value),
             force=force,

@@ -231,6 +231,7 @@ class RunConfig:
     workers: int | None = None  # None: from the CPU plan
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    root: Path | None = None  # page ids are paths relative to it (None: the inputs' common folder)
     pages: str | None = None  # 1-based ranges, "1-3,7"
     load: LoadOptions = field(default_factory=LoadOptions)
     force: bool = False
@@ -279,6 +280,8 @@ class RunConfig:
         put("load", dataclasses.replace(self.load, dpi=_number(self.load.dpi, int, "dpi")))
         if self.cache_dir is not None:
             put("cache_dir", Path(self.cache_dir))
+        if self.root is not None:
+            put("root", Path(self.root))
         rss = self.max_worker_rss
         try:
             put("max_worker_rss", parse_size(_number(rss, int, "max_worker_rss") if not isinstance(rss, str) else rss))

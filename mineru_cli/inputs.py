@@ -70,21 +70,26 @@ class Page:
 # --------------------------------------------------------------------------- discover
 
 
-def discover(paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[SourceFile]:
-    """Expand files and folders into SourceFiles, in a stable order, each `rel` once."""
-    return list(iter_sources(paths, include, exclude))
+def discover(
+    paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = (), root: Path | None = None
+) -> list[SourceFile]:
+    """Expand files and folders into SourceFiles, in a stable order, each `rel` once: a path
+    relative to `root` (default: the arguments' common folder)."""
+    return list(iter_sources(paths, include, exclude, root))
 
 
-def iter_sources(paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Iterator[SourceFile]:
+def iter_sources(
+    paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = (), root: Path | None = None
+) -> Iterator[SourceFile]:
     """discover() as a stream: each SourceFile as the walk reaches it (folders are listed one at
     a time), so a planner can start on the first file of a huge dump at once."""
     args = _unique_args(paths)
-    root = _input_root(args)
+    root_dir = os.path.abspath(root) if root is not None else _input_root(args)
     # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first. One argument
     # cannot (a walk reaches each name once), so a single folder's dump keeps no set of names.
     seen: set[str] | None = set() if len(args) > 1 else None
     for arg in args:
-        for src in _discover_arg(arg, _rel_to(root, arg)):
+        for src in _discover_arg(arg, _rel_to(root_dir, arg)):
             if not _selected(src.rel, include, exclude):
                 continue
             if seen is not None:
@@ -113,6 +118,16 @@ def _input_root(args: list[Path]) -> str:
         return os.path.commonpath(folders)
     except ValueError:  # different drives on Windows: no common root
         return ""
+
+
+def outside_root(paths: Sequence[Path], root: Path) -> Path | None:
+    """The first of `paths` not inside folder `root` (lexically, as ids are made), else None."""
+    base = os.path.abspath(root)
+    for path in paths:
+        absolute = os.path.abspath(path)
+        if os.path.commonpath([base, absolute]) != base:
+            return path
+    return None
 
 
 def _rel_to(root: str, path: Path) -> str:

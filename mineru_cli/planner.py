@@ -148,12 +148,13 @@ class Planner:
         select: Callable[[int], bool] | None,
         load: LoadOptions,
         keep: Callable[[SourceFile], bool] = lambda src: True,
+        root: Path | None = None,
         ahead: int = PLAN_AHEAD,
         threads: int = PLAN_THREADS,
         ahead_pages: int = PLAN_AHEAD_PAGES,
     ):
         paths, inc, exc = list(inputs), list(include), list(exclude)
-        self._walk = lambda: iter_sources(paths, inc, exc)
+        self._walk = lambda: iter_sources(paths, inc, exc, root)
         self._select, self._load, self._keep = select, load, keep
         # futures in discovery order; bounded: discovery blocks while the driver is behind
         self._planned: queue.Queue[object] = queue.Queue(maxsize=max(1, ahead))

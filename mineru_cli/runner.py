@@ -31,7 +31,7 @@ from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
 from .engines import describe, resolve_engine
-from .inputs import OpenDocuments, SourceFile, parse_page_ranges
+from .inputs import OpenDocuments, SourceFile, outside_root, parse_page_ranges
 from .journal import Journal, NoJournal
 from .planner import Planned, Planner
 from .report import Reporter, StageTimes, Summary
@@ -118,6 +118,12 @@ class Parser:
         for p in config.inputs:
             if not p.exists() and not p.is_symlink():
                 raise SetupError(f"input not found: {p}")
+        if config.root is not None:
+            if not config.root.is_dir():
+                raise SetupError(f"--root: not a folder: {config.root}")
+            stray = outside_root(config.inputs, config.root)
+            if stray is not None:
+                raise SetupError(f"--root: {stray} is not inside {config.root} (page ids are paths relative to it)")
         self.config = config
         self.reporter = reporter or Reporter(quiet=True)
         self.signals = signals  # take SIGINT/SIGTERM for a graceful stop (the CLI)
@@ -175,7 +181,9 @@ class Parser:
             yield None  # the set-up is done: records() returns from here
             t0 = time.monotonic()
             # the planner starts at the first record asked for
-            self.planner = planner = Planner(cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours)
+            self.planner = planner = Planner(
+                cfg.inputs, cfg.include, cfg.exclude, select, cfg.load, keep=ours, root=cfg.root
+            )
             with _Interrupts(reporter, install=self.signals) as stop, planner:
                 try:
                     reporter.start(None)  # the total grows as files are planned (reporter.found)

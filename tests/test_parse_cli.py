@@ -157,6 +157,31 @@ def test_resume_skips_done_pages_and_reprocesses_changes(tmp_path, record_valida
     assert all(not e["resumed"] for e in events(other_opts.stderr) if e["event"] == "page")
 
 
+def test_root_keeps_ids_and_resume_when_a_glob_matches_more_folders(tmp_path, record_validator):
+    # cron runs `mineru parse dump/* ...`: the inputs' common folder moves from dump/2024 to
+    # dump when dump/2025 appears, and with it every id; --root pins the ids
+    (tmp_path / "dump" / "2024").mkdir(parents=True)
+    text_page(tmp_path / "dump" / "2024" / "a.png", "January report")
+    args = ["--root", "dump", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+    first = mineru("parse", "dump/2024", *args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert list(by_id(read_journal(tmp_path / "o.jsonl", record_validator))) == ["2024/a.png#0"]
+
+    (tmp_path / "dump" / "2025").mkdir()
+    text_page(tmp_path / "dump" / "2025" / "c.png", "March report")
+    second = mineru("parse", "dump/2024", "dump/2025", *args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    pages = {e["id"]: e["resumed"] for e in events(second.stderr) if e["event"] == "page"}
+    assert pages == {"2024/a.png#0": True, "2025/c.png#0": False}
+    assert list(by_id(read_journal(tmp_path / "o.jsonl", record_validator))) == ["2024/a.png#0", "2025/c.png#0"]
+
+    outside = mineru("parse", "dump/2024", "dump/2025", "--root", "dump/2024", "--out", "x.jsonl", cwd=tmp_path)
+    assert outside.returncode == 2 and "dump/2025 is not inside dump/2024" in outside.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+    missing = mineru("parse", "dump", "--root", "nowhere", "--out", "x.jsonl", cwd=tmp_path)
+    assert missing.returncode == 2 and "--root: not a folder: nowhere" in missing.stderr
+
+
 def test_failed_pages_are_retried_only_when_asked(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
     text_page(tmp_path / "good.png", "Fine page")
