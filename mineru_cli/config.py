@@ -104,7 +104,9 @@ def default_page_batch(engine: str) -> int:
 # parsed again, not served. Bump it with every such change. 2: filled-in AcroForm fields are
 # drawn, and their values join a trusted text layer (1 drew a filled form as its blank template);
 # the text layer hides what filled rectangles cover and reads scanned pages from their pixels.
-PDF_RENDERER = 2
+# 3: the text of drawn FreeText annotations (a typewriter tool's, a reviewer's text box) joins a
+# trusted text layer, which held none of it (the pixels are unchanged: pdfium drew them before).
+PDF_RENDERER = 3
 
 
 @dataclass(frozen=True)

@@ -470,7 +470,7 @@ class PdfDocument(Document):
         self._forms_warning: str | None = None
         try:
             # pdfium draws AcroForm fields (what was filled into a form) and gives their values
-            # (form_fields.py) only through a form environment, made before any page is loaded:
+            # (annotation_text.py) only through a form environment, made before any page is loaded:
             # without it a filled form renders as its blank template (config.PDF_RENDERER)
             with _quiet(_PDFIUM_LOG):
                 self._pdf.init_forms()

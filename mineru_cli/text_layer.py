@@ -50,7 +50,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
-from .form_fields import field_lines
+from .annotation_text import annotation_lines
 
 MIN_CHARS = 50
 UNICODE_ERROR_SHARE = 0.04
@@ -168,8 +168,8 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
     finally:
         textpage.close()
     layer = _decide(counts, paint, width, height)
-    if layer.trusted:  # the values filled into its form fields are in no text layer (form_fields.py)
-        filled = tuple(TextLine(box, text) for box, text in field_lines(page, pixels, mapper, INK_CONTRAST))
+    if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
+        filled = tuple(TextLine(box, text) for box, text in annotation_lines(page, pixels, mapper, INK_CONTRAST))
         layer = replace(layer, lines=layer.lines + filled)
     return layer
 

@@ -1,11 +1,15 @@
 """Real PDFs for the tests, written with reportlab (a test dependency): prose, two columns, and
-the helpers the text-layer tests draw their own pages with."""
+the helpers the text-layer tests draw their own pages with; annotations added with pdfium."""
 
 from __future__ import annotations
 
+import ctypes
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.pdfgen import canvas
@@ -94,10 +98,7 @@ def form_pdf(path: Path, values=FORM_VALUES, more: Callable | None = None) -> Pa
     each label holding its value ("" leaves it empty), then whatever `more(canvas)` adds."""
 
     def draw(c) -> None:
-        c.setFont("Helvetica", 12)
-        c.drawString(72, 760, FORM_TITLE)
-        c.drawString(72, 600, "Full name:")
-        c.drawString(72, 560, "Address:")
+        form_labels(c)
         for name, (x, y, width, height) in FORM_FIELDS.items():
             value = values.get(name, "")
             c.acroForm.textfield(
@@ -107,6 +108,67 @@ def form_pdf(path: Path, values=FORM_VALUES, more: Callable | None = None) -> Pa
             more(c)
 
     return write_pdf(path, draw)
+
+
+def form_labels(c) -> None:
+    """The form's printed part: its title and the labels left of its fields (FORM_FIELDS)."""
+    c.setFont("Helvetica", 12)
+    c.drawString(72, 760, FORM_TITLE)
+    c.drawString(72, 600, "Full name:")
+    c.drawString(72, 560, "Address:")
+
+
+@dataclass
+class Annot:
+    """An annotation to add with pdfium's public API (reportlab writes no FreeText): its subtype
+    (pypdfium2.raw.FPDF_ANNOT_*), rect (x, y, width, height in points), /Contents, flags, and
+    its normal appearance stream, in page coordinates (FPDFAnnot_SetAP gives the stream the
+    annotation's rect as its /BBox, no /Matrix); None leaves pdfium to make one if it does."""
+
+    subtype: int
+    rect: tuple[float, float, float, float]
+    contents: str | None = None
+    flags: int = 0
+    appearance: str | None = None
+
+
+def typewriter(rect, text: str, size: float = 12) -> Annot:
+    """A FreeText annotation as a viewer's typewriter tool writes it: no border, its text set in
+    its appearance stream from the rectangle's top left, a line per line of `text` (/Helv as no
+    resource: pdfium's standard Helvetica)."""
+    x, y, _, height = rect
+    lines = " ".join(f"({line}) Tj T*" for line in text.split("\n"))
+    stream = f"BT /Helv {size} Tf {size * 1.2} TL {x + 2} {y + height - size} Td {lines} ET"
+    return Annot(pdfium_c.FPDF_ANNOT_FREETEXT, rect, text, appearance=stream)
+
+
+def annotate(path: Path, annots: list[Annot]) -> Path:
+    """Add `annots` to page 0 of the PDF at `path`, saved in place."""
+    pdf = pdfium.PdfDocument(path.read_bytes())
+    page = pdf[0]
+    keep = []  # the UTF-16 buffers pdfium reads from, alive until it has
+
+    def wide(text: str):
+        buffer = ctypes.create_string_buffer((text + "\0").encode("utf-16-le"))
+        keep.append(buffer)
+        return ctypes.cast(buffer, pdfium_c.FPDF_WIDESTRING)
+
+    for spec in annots:
+        annot = pdfium_c.FPDFPage_CreateAnnot(page, spec.subtype)
+        x, y, width, height = spec.rect
+        assert annot and pdfium_c.FPDFAnnot_SetRect(annot, pdfium_c.FS_RECTF(x, y + height, x + width, y))
+        if spec.contents is not None:
+            assert pdfium_c.FPDFAnnot_SetStringValue(annot, b"Contents", wide(spec.contents))
+        if spec.flags:
+            assert pdfium_c.FPDFAnnot_SetFlags(annot, spec.flags)
+        if spec.appearance is not None:
+            mode = pdfium_c.FPDF_ANNOT_APPEARANCEMODE_NORMAL
+            assert pdfium_c.FPDFAnnot_SetAP(annot, mode, wide(spec.appearance))
+        pdfium_c.FPDFPage_CloseAnnot(annot)
+    page.close()
+    pdf.save(str(path))
+    pdf.close()
+    return path
 
 
 def field_pixels(rect, dpi: int = 200, page_height: float = A4[1]) -> tuple[float, float, float, float]:

@@ -1,6 +1,7 @@
-"""Filled-in PDF forms: field values are rendered into the page's pixels and join a trusted
-text layer where they show, in their field's place; nothing else of a form becomes text. Real
-AcroForms written here with reportlab."""
+"""Filled-in PDF forms: field values, and text typed onto a page as FreeText annotations (a
+viewer's typewriter tool), are rendered into the page's pixels and join a trusted text layer
+where they show, in their place; nothing else of a form, or of a page's annotations, becomes
+text. Real AcroForms written here with reportlab, annotations added with pdfium's API."""
 
 from __future__ import annotations
 
@@ -11,12 +12,25 @@ import pypdfium2 as pdfium
 import pytest
 
 pytest.importorskip("reportlab")
-from pdfs import FORM_FIELDS, FORM_TITLE, FORM_VALUES, field_pixels, first_page, form_pdf, write_pdf
+import pypdfium2.raw as pdfium_c
+from pdfs import (
+    FORM_FIELDS,
+    FORM_TITLE,
+    FORM_VALUES,
+    Annot,
+    annotate,
+    field_pixels,
+    first_page,
+    form_labels,
+    form_pdf,
+    typewriter,
+    write_pdf,
+)
 from reportlab.lib.colors import black, lightblue
 
+from mineru_cli.annotation_text import annotation_lines
 from mineru_cli.config import PDF_RENDERER, LoadOptions
 from mineru_cli.core.record import fingerprint
-from mineru_cli.form_fields import field_lines
 from mineru_cli.inputs import SourceFile, open_document
 
 LABELS = [FORM_TITLE, "Full name:", "Address:"]
@@ -135,27 +149,20 @@ def test_a_value_that_does_not_show_is_not_invented(tmp_path):
     a page of a document opened without its forms gives nothing either."""
     path = form_pdf(tmp_path / "form.pdf")
 
-    class Map:  # page points -> pixels at 200 DPI, as text_layer's _DeviceMap gives them
-        k = 200 / 72
-        dy = (0.0, -k)
-
-        def box(self, left, bottom, right, top):
-            return left * self.k, (842 - top) * self.k, right * self.k, (842 - bottom) * self.k
-
     pdf = pdfium.PdfDocument(str(path))
     try:
         pdf.init_forms()
         page = pdf[0]
         blank = np.full((2339, 1654, 3), 255, np.uint8)
-        assert field_lines(page, blank, Map(), 24) == []
+        assert annotation_lines(page, blank, _Map(), 24) == []
         rendered = page.render(scale=200 / 72).to_numpy()[:, :, :3]
-        assert [t for _, t in field_lines(page, rendered, Map(), 24)] == list(FORM_VALUES.values())
+        assert [t for _, t in annotation_lines(page, rendered, _Map(), 24)] == list(FORM_VALUES.values())
         page.close()
     finally:
         pdf.close()
     pdf = pdfium.PdfDocument(str(path))  # no init_forms: no form handle on its pages
     try:
-        assert field_lines(pdf[0], rendered, Map(), 24) == []
+        assert annotation_lines(pdf[0], rendered, _Map(), 24) == []
     finally:
         pdf.close()
 
@@ -182,10 +189,104 @@ def test_a_form_layer_pdfium_cannot_make_costs_only_the_fields(tmp_path, monkeyp
 
 
 def test_the_renderer_revision_is_in_the_fingerprint():
-    """Pages rendered before forms were drawn are parsed again, not served from a journal or cache."""
+    """Pages rendered before forms were drawn, or read before typed-on text joined the text
+    layer, are parsed again, not served from a journal or cache."""
     engine = {"name": "ocr", "version": "x"}
     load = dataclasses.asdict(LoadOptions())
-    assert load["pdf_renderer"] == PDF_RENDERER >= 2
+    assert load["pdf_renderer"] == PDF_RENDERER >= 3
     before = {k: v for k, v in load.items() if k != "pdf_renderer"}  # what earlier versions hashed
     older = dataclasses.asdict(LoadOptions(pdf_renderer=PDF_RENDERER - 1))
     assert len({fingerprint(engine, load), fingerprint(engine, before), fingerprint(engine, older)}) == 3
+
+
+class _Map:  # page points -> pixels at 200 DPI on an A4 page, as text_layer's _DeviceMap gives them
+    k = 200 / 72
+    dy = (0.0, -k)
+
+    def box(self, left, bottom, right, top):
+        return left * self.k, (842 - top) * self.k, right * self.k, (842 - bottom) * self.k
+
+
+TYPED = [typewriter(FORM_FIELDS["name"], FORM_VALUES["name"])]  # a value typed onto a form with no fields
+
+
+def _paper_form(path, annots):
+    return annotate(write_pdf(path, form_labels), annots)
+
+
+def test_text_typed_onto_a_page_joins_a_trusted_text_layer_in_its_place(tmp_path):
+    """A typewriter annotation (its own appearance, no border), one that pdfium draws itself (no
+    appearance stream: pdfium makes one from /Contents, with a border), and a multi-line one."""
+    note_rect, note = (160, 380, 300, 100), "Line one of the note\nLine two of the note"
+    drawn = Annot(pdfium_c.FPDF_ANNOT_FREETEXT, FORM_FIELDS["address"], FORM_VALUES["address"])
+    page = first_page(_paper_form(tmp_path / "typed.pdf", [*TYPED, drawn, typewriter(note_rect, note)]))
+    assert page.text_layer.trusted
+    assert _texts(page) == LABELS + list(FORM_VALUES.values()) + note.split("\n")
+    for name, value in FORM_VALUES.items():
+        (line,) = [ln for ln in page.text_layer.lines if ln.text == value]
+        assert _inside(line.box, FORM_FIELDS[name])
+        assert line.box[3] - line.box[1] >= 20  # on the glyphs (12 pt at 200 DPI)
+    x1, y1, _, y2 = field_pixels(FORM_FIELDS["address"])
+    (line,) = [ln for ln in page.text_layer.lines if ln.text == FORM_VALUES["address"]]
+    assert y1 + 5 <= line.box[1] < line.box[3] <= y2 - 5  # the border pdfium draws round it is no text
+    (label,) = [ln for ln in page.text_layer.lines if ln.text == "Full name:"]
+    (name,) = [ln for ln in page.text_layer.lines if ln.text == FORM_VALUES["name"]]
+    assert label.box[2] < name.box[0] and label.box[1] < (name.box[1] + name.box[3]) / 2 < label.box[3]
+    one, two = page.text_layer.lines[-2:]
+    assert _inside(one.box, note_rect) and _inside(two.box, note_rect) and two.box[1] >= one.box[3]
+
+
+def test_only_annotation_text_a_reader_sees_becomes_text(tmp_path):
+    """Hidden and NoView FreeTexts, one off the page, one whose appearance draws nothing, a
+    sticky note (its icon is drawn, its text only in a viewer's popup) and a stamp (its words
+    are glyphs in its appearance, its /Contents a description) add nothing."""
+    freetext, sticky, stamp = pdfium_c.FPDF_ANNOT_FREETEXT, pdfium_c.FPDF_ANNOT_TEXT, pdfium_c.FPDF_ANNOT_STAMP
+    note = (160, 300, 24, 24)
+    annots = [
+        *TYPED,
+        Annot(freetext, (160, 440, 300, 22), "Hidden words", flags=pdfium_c.FPDF_ANNOT_FLAG_HIDDEN),
+        Annot(freetext, (160, 400, 300, 22), "Unseen words", flags=pdfium_c.FPDF_ANNOT_FLAG_NOVIEW),
+        Annot(freetext, (700, 700, 100, 22), "Off the page"),
+        Annot(freetext, (160, 360, 300, 22), "Drawn as nothing", appearance="q Q"),
+        Annot(sticky, note, "A reviewer's note, in a popup"),
+        Annot(stamp, (160, 200, 200, 40), "Approval stamp", appearance="BT /Helv 24 Tf 170 210 Td (APPROVED) Tj ET"),
+    ]
+    page = first_page(_paper_form(tmp_path / "notes.pdf", annots))
+    assert page.text_layer.trusted
+    assert _texts(page) == LABELS + [FORM_VALUES["name"]]
+    assert _ink(page, note) > 100 and _ink(page, (160, 200, 200, 40)) > 100  # the icon and the stamp are drawn
+    assert _ink(page, (160, 360, 300, 86)) == 0  # nothing drawn for the hidden ones and the empty appearance
+
+
+def test_hidden_annotations_are_left_out_by_their_flags_not_only_their_ink(tmp_path):
+    """Read against the pixels of the page with the annotation shown, a Hidden or NoView one
+    still gives nothing; a shown one is read without the document's form layer too."""
+    rect, value = FORM_FIELDS["name"], FORM_VALUES["name"]
+    shown = _paper_form(tmp_path / "shown.pdf", TYPED)
+    pdf = pdfium.PdfDocument(str(shown))  # no init_forms: FreeText needs no form handle
+    try:
+        page = pdf[0]
+        pixels = page.render(scale=200 / 72).to_numpy()[:, :, :3]
+        assert [t for _, t in annotation_lines(page, pixels, _Map(), 24)] == [value]
+        page.close()
+    finally:
+        pdf.close()
+    for flag in (pdfium_c.FPDF_ANNOT_FLAG_HIDDEN, pdfium_c.FPDF_ANNOT_FLAG_NOVIEW):
+        hidden = typewriter(rect, value)
+        hidden.flags = flag
+        pdf = pdfium.PdfDocument(str(_paper_form(tmp_path / f"hidden{flag}.pdf", [hidden])))
+        try:
+            assert annotation_lines(pdf[0], pixels, _Map(), 24) == []
+        finally:
+            pdf.close()
+
+
+def test_typed_on_text_is_in_the_pixels_with_the_text_layer_off(tmp_path):
+    path = _paper_form(tmp_path / "typed.pdf", TYPED)
+    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer="off"))
+    try:
+        page = doc.page(0)
+    finally:
+        doc.close()
+    assert page.text_layer is None
+    assert _ink(page, FORM_FIELDS["name"]) > 500  # pdfium draws the annotation: OCR reads it

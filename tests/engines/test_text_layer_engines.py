@@ -16,12 +16,15 @@ from pdfs import (
     PROSE,
     TABLE_ROWS,
     TITLE,
+    annotate,
     field_pixels,
     first_page,
+    form_labels,
     form_pdf,
     prose,
     table_pdf,
     two_column_pdf,
+    typewriter,
     write_pdf,
 )
 from tablegrid import html_grid
@@ -133,6 +136,27 @@ def test_a_filled_form_keeps_its_values_in_their_fields(engine, tmp_path, text_l
         x1, y1, x2, y2 = field_pixels(FORM_FIELDS[name])
         bx1, by1, bx2, by2 = block.bbox
         assert bx1 < x2 and x1 < bx2 and by1 <= (y1 + y2) / 2 <= by2  # the block reaches into the field's row
+
+
+@pytest.mark.parametrize("text_layer, source", [("auto", "text_layer"), ("off", "ocr")])
+def test_text_typed_onto_a_form_without_fields_is_in_its_place(engine, tmp_path, text_layer, source):
+    """A value typed onto a printed form with a viewer's typewriter tool (a FreeText annotation)
+    is in the page's blocks whether the text layer is used (the value joins it) or not (OCR
+    reads the rendered page), in its place, read after its label (the layout model may give a
+    value a region of its own)."""
+    typed = [typewriter(FORM_FIELDS[name], value) for name, value in FORM_VALUES.items()]
+    path = annotate(write_pdf(tmp_path / "typed.pdf", form_labels), typed)
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks} == {source}
+    text = _squash("".join(b.text for b in result.blocks))
+    for label, name in (("Full name:", "name"), ("Address:", "address")):
+        assert text.index(_squash(label)) < text.index(_squash(FORM_VALUES[name]))
+        (block,) = [b for b in result.blocks if _squash(FORM_VALUES[name]) in _squash(b.text)]
+        x1, y1, x2, y2 = field_pixels(FORM_FIELDS[name])
+        bx1, by1, bx2, by2 = block.bbox
+        assert bx1 < x2 and x1 < bx2 and by1 <= (y1 + y2) / 2 <= by2  # the block reaches into the value's row
 
 
 def test_an_empty_field_and_a_checked_box_add_no_text(engine, tmp_path):

@@ -1,20 +1,28 @@
-"""The values filled into a PDF page's form fields, as text lines in the rendered page's pixels.
+"""The text that a PDF page's annotations draw and no text layer holds, as text lines in the
+rendered page's pixels.
 
-A value typed into an AcroForm text field or chosen in a combo box is drawn by pdfium's form
-layer (inputs.py initialises it) but is in no text layer: pdfium's text page holds the page's
-content only. A trusted text layer (text_layer.py) would read the labels of a filled form and
-lose what was filled in, so its lines get one line per line of each field's value, read here
-through pdfium's form API, where the rendered page shows the field's ink:
+pdfium renders a page's annotations into its pixels (and, through the form layer inputs.py
+initialises, its form fields), but its text page holds the page's content only. A trusted text
+layer (text_layer.py) would read the labels of a filled form and lose what was filled in, so
+its lines get one line per line of each such annotation's text, read through pdfium's public
+annotation and form API, where the rendered page shows its ink:
 
-* text fields, and combo boxes (the chosen option's label, which the box shows) only: a check
-  box's or radio button's value is a state name ("Yes", "Off"), a push button has none, and a
-  list box shows all its options, its value only highlighted among them;
-* never a password field (it renders as bullets), an empty value, or a widget that is hidden
-  (annotation flags Hidden or NoView) or off the page;
-* only where the field's interior (inside its border) has ink in the pixels: a value whose
+* FreeText annotations (what a viewer's typewriter / "Fill & Sign" tool writes onto a form that
+  has no fields, a reviewer's text box): their /Contents, the plain text of what they show;
+  pdfium draws one without an appearance stream from /Contents and /DA itself;
+* form fields: text fields, and combo boxes (the chosen option's label, which the box shows)
+  only: a check box's or radio button's value is a state name ("Yes", "Off"), a push button
+  has none, and a list box shows all its options, its value only highlighted among them;
+  never a password field (it renders as bullets);
+* never an empty value, or an annotation that is hidden (annotation flags Hidden or NoView)
+  or off the page, and no other kind: a sticky note (Text) draws only its icon (its text shows
+  in a viewer's popup, which pdfium does not draw, open or not), and a stamp's words are glyphs
+  in its appearance stream, which the API gives no text for (its /Contents is a description,
+  not necessarily what it draws);
+* only where the annotation's interior (inside its border) has ink in the pixels: text whose
   appearance does not render is not invented.
 
-A line's box is the extent of that ink, so it lies on the value's glyphs like a text-layer
+A line's box is the extent of that ink, so it lies on the text's glyphs like a text-layer
 line; a multi-line value's lines take the ink's rows, top to bottom (in the page's own up
 direction, so a page with /Rotate stacks them the way it shows them).
 """
@@ -30,7 +38,7 @@ import numpy as np
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-BORDER_PT = 2.5  # a field's interior starts this far inside its rectangle: the 1 pt border, twice when bevelled
+BORDER_PT = 2.5  # an annotation's interior starts this far inside its rectangle: the 1 pt border, twice when bevelled
 _HIDDEN = pdfium_c.FPDF_ANNOT_FLAG_HIDDEN | pdfium_c.FPDF_ANNOT_FLAG_NOVIEW
 
 Box = tuple[int, int, int, int]
@@ -44,13 +52,14 @@ class PageToPixels(Protocol):
     def box(self, left: float, bottom: float, right: float, top: float) -> tuple[float, float, float, float]: ...
 
 
-def field_lines(page: pdfium.PdfPage, pixels: np.ndarray, mapper: PageToPixels, contrast: int) -> list[tuple[Box, str]]:
-    """(box, text) for each line of each filled text-like field of `page` rendered as `pixels`
-    (H x W x 3 or H x W, uint8) that shows ink at least `contrast` levels off its paper; none
-    where the document's forms were not initialised (no form handle on the page)."""
+def annotation_lines(
+    page: pdfium.PdfPage, pixels: np.ndarray, mapper: PageToPixels, contrast: int
+) -> list[tuple[Box, str]]:
+    """(box, text) for each line of each FreeText annotation and filled text-like field of
+    `page` rendered as `pixels` (H x W x 3 or H x W, uint8) that shows ink at least `contrast`
+    levels off its paper, in the page's annotation order; no field lines where the document's
+    forms were not initialised (no form handle on the page)."""
     form = page.formenv
-    if not form:
-        return []
     lines: list[tuple[Box, str]] = []
     for index in range(pdfium_c.FPDFPage_GetAnnotCount(page)):
         annot = pdfium_c.FPDFPage_GetAnnot(page, index)
@@ -66,10 +75,13 @@ def field_lines(page: pdfium.PdfPage, pixels: np.ndarray, mapper: PageToPixels, 
 
 
 def _value(form, annot) -> str:
-    """The value of a visible text field or combo box widget; "" for anything else."""
-    if pdfium_c.FPDFAnnot_GetSubtype(annot) != pdfium_c.FPDF_ANNOT_WIDGET:
-        return ""
+    """The text a visible FreeText annotation, text field or combo box shows; "" for anything else."""
     if pdfium_c.FPDFAnnot_GetFlags(annot) & _HIDDEN:
+        return ""
+    subtype = pdfium_c.FPDFAnnot_GetSubtype(annot)
+    if subtype == pdfium_c.FPDF_ANNOT_FREETEXT:
+        return _text(functools.partial(pdfium_c.FPDFAnnot_GetStringValue, annot, b"Contents"))
+    if subtype != pdfium_c.FPDF_ANNOT_WIDGET or not form:
         return ""
     kind = pdfium_c.FPDFAnnot_GetFormFieldType(form, annot)
     if kind == pdfium_c.FPDF_FORMFIELD_TEXTFIELD:
@@ -136,7 +148,7 @@ def _place(value: str, annot, pixels: np.ndarray, mapper: PageToPixels, contrast
 
 def _ink(region: np.ndarray, contrast: int) -> np.ndarray:
     """The pixels of `region` at least `contrast` levels (in any channel) off its paper, which
-    most of a field's interior is: its median."""
+    most of an annotation's interior is: its median."""
     values = region.reshape(region.shape[0], region.shape[1], -1).astype(np.int16)
     paper = np.median(values.reshape(-1, values.shape[2]), axis=0)
     result: np.ndarray = (np.abs(values - paper) >= contrast).any(axis=2)
@@ -147,7 +159,7 @@ def _bands(profile: np.ndarray, texts: list[str]) -> list[tuple[int, int]]:
     """A slice along `profile` (whether each pixel row, or column, has ink) for each of the
     value's lines, in order: the runs of ink where there are as many as lines with text (a
     blank line takes none), else equal shares of the ink's extent from the first line with
-    text to the last (a value wrapped or clipped in its field)."""
+    text to the last (a value wrapped or clipped in its rectangle)."""
     inked = np.flatnonzero(profile)
     lo, hi = int(inked[0]), int(inked[-1]) + 1
     runs: list[tuple[int, int]] = []
