@@ -35,7 +35,6 @@ rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied)
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import hashlib
 import json
@@ -59,6 +58,7 @@ INVISIBLE_SHARE = 0.5  # of the characters invisible, over a picture: an OCR lay
 ROTATED_SHARE = 0.5
 MIN_HEIGHT_PX = 4.0  # a line box (ascent to descent) this small has glyphs about 2 px tall
 INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a visible glyph
+INK_SHARE = 0.1  # of a glyph's box that may stand out from text the colour of its surround
 FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST from the paper
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
@@ -81,6 +81,7 @@ SETTINGS = {
     "min_height_px": MIN_HEIGHT_PX,
     "ink_contrast": INK_CONTRAST,
     "faint_ink": FAINT_INK,
+    "ink_share": INK_SHARE,
     "gap_split": GAP_SPLIT,
     "space_gap": SPACE_GAP,
     "cover_share": COVER_SHARE,
@@ -177,12 +178,12 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
 def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _DeviceMap, paint: _PaintOrder) -> _Counts:
     counts = _Counts()
     rect = pdfium_c.FS_RECTF()
-    tight = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
     matrix = pdfium_c.FS_MATRIX()
     last: _Char | None = None  # the last character kept: line ends and spaces mark it
     painted: dict[int, bool] = {}  # text object address -> whether it paints nothing
     fills: dict[int, tuple[int, int, int] | None] = {}  # text object address -> its fill colour
     turned: dict[int, int | None] = {}  # text object address -> its quarter turns
+    glyphs = _GlyphIndex(textpage, mapper, fills)
     for i in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, i)
         if code == _PDFIUM_HYPHEN:
@@ -220,8 +221,8 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
         if visible and turns != 0:
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
-        glyph = _glyph_box(textpage, i, tight, mapper, box) if visible else box
-        if visible and not _seen(box, glyph, grey, rgb, _fill(obj, key, fills)):
+        glyph = glyphs.boxes[i] or box
+        if visible and not _seen(box, glyph, grey, rgb, _fill(obj, key, fills), glyphs):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -289,19 +290,53 @@ def _turn(box: tuple[float, float, float, float], turns: int) -> tuple[float, fl
     return x1, y1, x2, y2
 
 
-def _glyph_box(textpage, i: int, tight, mapper: _DeviceMap, box) -> tuple[float, float, float, float]:
-    """The character's glyph box (its ink's extent, not the font's line box) in device pixels;
-    the line box `box` where pdfium gives none (a space-like glyph, a font without outlines)."""
-    left, right, bottom, top = tight
-    if not pdfium_c.FPDFText_GetCharBox(textpage, i, left, right, bottom, top):
-        return box
-    x1, y1, x2, y2 = mapper.box(left.value, bottom.value, right.value, top.value)
-    if x2 - x1 <= 0 or y2 - y1 <= 0:
-        return box
-    return x1, y1, x2, y2
+class _GlyphIndex:
+    """Every character's glyph box (its ink's extent, not the font's line box; None where
+    pdfium gives none: a space, a font without outlines) in device pixels, with its text's
+    fill colour, on a grid: which pixels near a character other-coloured text paints."""
+
+    CELL = 64  # device pixels
+
+    def __init__(self, textpage, mapper: _DeviceMap, fills: dict[int, tuple[int, int, int] | None]):
+        self.boxes: list[tuple[float, float, float, float] | None] = []
+        self._cells: dict[tuple[int, int], list[tuple[tuple[int, int, int, int], tuple[int, int, int] | None]]] = {}
+        left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+        for i in range(textpage.count_chars()):
+            box = None
+            if pdfium_c.FPDFText_GetCharBox(textpage, i, left, right, bottom, top):
+                x1, y1, x2, y2 = mapper.box(left.value, bottom.value, right.value, top.value)
+                if x2 > x1 and y2 > y1:
+                    box = (x1, y1, x2, y2)
+                    obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
+                    self._add(
+                        (int(x1), int(y1), int(math.ceil(x2)), int(math.ceil(y2))), _fill(obj, _address(obj), fills)
+                    )
+            self.boxes.append(box)
+
+    def _add(self, box: tuple[int, int, int, int], fill: tuple[int, int, int] | None) -> None:
+        for cy in range(box[1] // self.CELL, box[3] // self.CELL + 1):
+            for cx in range(box[0] // self.CELL, box[2] // self.CELL + 1):
+                self._cells.setdefault((cx, cy), []).append((box, fill))
+
+    def others(self, rows: slice, columns: slice, fill: tuple[int, int, int]) -> np.ndarray:
+        """The pixels of the region (rows, columns) inside glyph boxes of text of another
+        colour than `fill` (or of no known colour)."""
+        mask = np.zeros((rows.stop - rows.start, columns.stop - columns.start), bool)
+        for cy in range(rows.start // self.CELL, (rows.stop - 1) // self.CELL + 1):
+            for cx in range(columns.start // self.CELL, (columns.stop - 1) // self.CELL + 1):
+                for (x1, y1, x2, y2), other in self._cells.get((cx, cy), ()):
+                    if other is not None and max(abs(a - b) for a, b in zip(other, fill)) < INK_CONTRAST:
+                        continue
+                    r1, r2 = max(y1, rows.start), min(y2, rows.stop)
+                    c1, c2 = max(x1, columns.start), min(x2, columns.stop)
+                    if r1 < r2 and c1 < c2:
+                        mask[r1 - rows.start : r2 - rows.start, c1 - columns.start : c2 - columns.start] = True
+        return mask
 
 
-def _seen(box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int, int, int] | None) -> bool:
+def _seen(
+    box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int, int, int] | None, glyphs: _GlyphIndex
+) -> bool:
     """A reader sees the character (line box `box`, glyph box `glyph`, filled with colour
     `fill` where that is known): on the page, tall enough, not the colour of what is round
     it, with ink under its glyph (in grey, or in colour where `rgb` is given). The glyph box,
@@ -319,7 +354,7 @@ def _seen(box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int,
     region = grey[rows, columns]
     if region.size == 0:
         return False
-    if fill is not None and _like_its_surround(fill, rows, columns, grey, rgb):
+    if fill is not None and _like_its_surround(fill, rows, columns, grey, rgb, glyphs):
         return False
     lightest, darkest = int(region.max()), int(region.min())
     if lightest - darkest >= INK_CONTRAST:
@@ -339,21 +374,48 @@ def _seen(box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int,
     return max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
 
 
-def _like_its_surround(fill: tuple[int, int, int], rows: slice, columns: slice, grey, rgb) -> bool:
-    """Whether text of colour `fill` is within INK_CONTRAST of what surrounds its glyph (the
-    median of the pixels on the edge of its box: the paper, a band's colour), in grey and in
-    every channel: white text on white paper, however close other lines' ink comes."""
-    top, bottom, left, right = rows.start, rows.stop - 1, columns.start, columns.stop - 1
-    edge = np.concatenate([grey[top, columns], grey[bottom, columns], grey[rows, left], grey[rows, right]])
-    edge.sort()
+def _like_its_surround(fill: tuple[int, int, int], rows: slice, columns: slice, grey, rgb, glyphs: _GlyphIndex) -> bool:
+    """Whether text of colour `fill` cannot be told from what surrounds its glyph: white text
+    on white paper, however close other lines' ink comes. Its colour is within INK_CONTRAST of
+    the median of its box's top and bottom rows and of the median of its side columns (each:
+    glyphs that touch their neighbours have the neighbours' ink down their sides), and under
+    INK_SHARE of the middle of its box stands out from that colour (a pattern or a Type3 glyph
+    paints its own colour, whatever fill pdfium reports), in grey and in every channel."""
     paint = (fill[0] * 299 + fill[1] * 587 + fill[2] * 114) // 1000
-    if abs(int(edge[len(edge) // 2]) - paint) >= INK_CONTRAST:
+    if not _edges_match(grey[rows, columns].astype(np.int16), np.int16(paint)):
         return False  # most text: its grey alone stands out
-    if rgb is None:
-        return True
-    edge = np.concatenate([rgb[top, columns], rgb[bottom, columns], rgb[rows, left], rgb[rows, right]])
-    surround = np.median(edge, axis=0)
-    return float(np.abs(surround - np.asarray(fill, float)).max()) < INK_CONTRAST
+    if rgb is not None and not _edges_match(rgb[rows, columns].astype(np.int16), np.asarray(fill, np.int16)):
+        return False
+    # ink in the middle of the box that other-coloured text does not explain is the glyph's own
+    others = glyphs.others(rows, columns, fill)
+    return _little_ink(grey[rows, columns].astype(np.int16), np.int16(paint), others) and (
+        rgb is None or _little_ink(rgb[rows, columns].astype(np.int16), np.asarray(fill, np.int16), others)
+    )
+
+
+def _edges_match(region: np.ndarray, paint) -> bool:
+    """The medians of the region's top and bottom rows and of its side columns are each within
+    INK_CONTRAST of `paint` (region H x W grey or H x W x 3)."""
+    across = np.concatenate([region[0], region[-1]])
+    down = np.concatenate([region[:, 0], region[:, -1]])
+    for edge in (across, down):
+        middle = np.sort(edge, axis=0)[len(edge) // 2]  # the median (np.median costs more than the rest)
+        if (np.abs(middle - paint) >= INK_CONTRAST).any():
+            return False
+    return True
+
+
+def _little_ink(region: np.ndarray, paint, others: np.ndarray) -> bool:
+    """Under INK_SHARE of the middle of the region (pixels `others` marks left out) stands out
+    from `paint`: other lines' ascenders and descenders reach into a box's top and bottom, a
+    glyph's own strokes cross its middle."""
+    h, w = region.shape[:2]
+    rows, columns = slice(h // 4, h - h // 4 or None), slice(w // 6, w - w // 6 or None)
+    differs = np.abs(region[rows, columns] - paint) >= INK_CONTRAST
+    if differs.ndim == 3:
+        differs = differs.any(axis=2)
+    free = ~others[rows, columns]
+    return int(free.sum()) == 0 or float((differs & free).sum()) < INK_SHARE * int(free.sum())
 
 
 def _paints_nothing(obj, key: int, known: dict[int, bool]) -> bool:
@@ -447,9 +509,11 @@ class _PaintOrder:
     is there. Its text is what the page's pixels do not show: the text under a scan in an
     "image over text" PDF, a passage pasted over, a redacted name. Objects inside form
     XObjects are placed through the forms' matrices (the `cm` in force where each form is
-    drawn and its /Matrix), as pdfium draws them."""
+    drawn and its /Matrix) and within the clips in force where they are drawn, as pdfium draws
+    them; nothing inside a form drawn translucent (a 15 % watermark) covers anything."""
 
     MAX_DEPTH = 8  # form XObjects inside form XObjects
+    CELL = 64  # device pixels: the grid the covers are found on, by a character's centre
 
     def __init__(self, page, mapper: _DeviceMap):
         self.has_picture = False
@@ -458,11 +522,14 @@ class _PaintOrder:
         self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
         self._page = page
         self._mapper = mapper
-        self._ats: list[tuple[int, ...]] = []
-        self._later: list[tuple[float, float, float, float]] | None = None
-        self._walk(page, pdfium_c.FPDFPage_GetObject, pdfium_c.FPDFPage_CountObjects(page), (), _IDENTITY)
+        self._grid: dict[tuple[int, int], list[_Cover]] | None = None
+        count = pdfium_c.FPDFPage_CountObjects(page)
+        self._walk(page, pdfium_c.FPDFPage_GetObject, count, (), _IDENTITY, None, False)
 
-    def _walk(self, parent, get, count: int, where: tuple[int, ...], matrix: _Affine) -> None:
+    def _walk(self, parent, get, count: int, where: tuple[int, ...], matrix: _Affine, within, faint: bool) -> None:
+        """The objects of `parent` (the page, or a form whose content space `matrix` maps to
+        the page), each painting only within device box `within` (None: anywhere), covering
+        nothing where `faint` (drawn see-through)."""
         for k in range(count):
             obj = get(parent, k)
             kind = pdfium_c.FPDFPageObj_GetType(obj)
@@ -471,37 +538,63 @@ class _PaintOrder:
                 self.text_at[_address(obj)] = at
             elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
                 self.has_picture = True
-                box = None if pdfium_c.FPDFPageObj_HasTransparency(obj) else self._painted_box(obj, matrix)
+                if faint or pdfium_c.FPDFPageObj_HasTransparency(obj):
+                    continue
+                box = self._painted_box(obj, matrix, within)
                 if box is not None:
                     cover = _Cover(at, box, False, self._mask_reader(obj, matrix))
                     self.covers_list.append(cover)
                     self.pictures.append(cover)
-            elif kind == pdfium_c.FPDF_PAGEOBJ_PATH and _opaque_filled_rectangle(obj):
-                box = self._painted_box(obj, matrix)
+            elif kind == pdfium_c.FPDF_PAGEOBJ_PATH and not faint and _opaque_filled_rectangle(obj):
+                box = self._painted_box(obj, matrix, within)
                 if box is not None:
                     self.covers_list.append(_Cover(at, box, True))
             elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and len(at) < self.MAX_DEPTH:
                 inner = _compose(matrix, _object_matrix(obj))  # the form's content space -> the page
-                self._walk(obj, pdfium_c.FPDFFormObj_GetObject, pdfium_c.FPDFFormObj_CountObjects(obj), at, inner)
+                clip = self._clip_box(obj, matrix)  # the clip in force where the form is drawn
+                limit = within if clip is None else clip if within is None else _intersect(within, clip)
+                if clip is not None and limit is None:
+                    continue  # clipped away whole
+                # a form drawn with a fill alpha under 1 paints all it holds see-through (pdfium
+                # keeps the alpha on the form, its objects report none)
+                see_through = faint or _alpha(obj, pdfium_c.FPDFPageObj_GetFillColor) < 255
+                n = pdfium_c.FPDFFormObj_CountObjects(obj)
+                self._walk(obj, pdfium_c.FPDFFormObj_GetObject, n, at, inner, limit, see_through)
 
-    def _painted_box(self, obj, matrix: _Affine) -> tuple[float, float, float, float] | None:
+    def _painted_box(self, obj, matrix: _Affine, within) -> tuple[float, float, float, float] | None:
         """Where an object paints, in device pixels: its bounds within its clip paths' bounds
-        (both in its content space: the page's, or the enclosing form's)."""
+        (both in its content space: the page's, or the enclosing form's) and within `within`."""
         left, bottom, right, top = (ctypes.c_float() for _ in range(4))
         if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
             return None
-        box = [left.value, bottom.value, right.value, top.value]
+        box = self._device_box((left.value, bottom.value, right.value, top.value), matrix)
+        clip = self._clip_box(obj, matrix)
+        for limit in (clip, within):
+            if box is not None and limit is not None:
+                box = _intersect(box, limit)
+        return box
+
+    def _clip_box(self, obj, matrix: _Affine) -> tuple[float, float, float, float] | None:
+        """The bounds of an object's clip paths in device pixels (None: no clip); an empty box
+        for a clip that leaves nothing."""
         clip = pdfium_c.FPDFPageObj_GetClipPath(obj)
+        box: tuple[float, float, float, float] | None = None
+        x, y = ctypes.c_float(), ctypes.c_float()
         for path in range(pdfium_c.FPDFClipPath_CountPaths(clip) if clip else 0):
             xs, ys = [], []
-            x, y = ctypes.c_float(), ctypes.c_float()
             for seg in range(pdfium_c.FPDFClipPath_CountPathSegments(clip, path)):
                 segment = pdfium_c.FPDFClipPath_GetPathSegment(clip, path, seg)
                 if segment and pdfium_c.FPDFPathSegment_GetPoint(segment, x, y):
                     xs.append(x.value)
                     ys.append(y.value)
             if xs:
-                box = [max(box[0], min(xs)), max(box[1], min(ys)), min(box[2], max(xs)), min(box[3], max(ys))]
+                bounds = self._device_box((min(xs), min(ys), max(xs), max(ys)), matrix) or (0.0, 0.0, 0.0, 0.0)
+                box = bounds if box is None else (_intersect(box, bounds) or (0.0, 0.0, 0.0, 0.0))
+        return box
+
+    def _device_box(self, box, matrix: _Affine) -> tuple[float, float, float, float] | None:
+        """A box of a content space (left, bottom, right, top) as device pixels, through
+        `matrix` to the page; None when empty."""
         if box[0] >= box[2] or box[1] >= box[3]:
             return None
         corners = [_apply(matrix, x, y) for x in (box[0], box[2]) for y in (box[1], box[3])]
@@ -560,35 +653,26 @@ class _PaintOrder:
         at = self.text_at.get(text_key)
         if at is None:
             return False
-        if self._later is None:  # in paint order: for each, the extent of it and all later ones
-            self.covers_list.sort(key=lambda c: c.at)
-            self._ats = [c.at for c in self.covers_list]
-            self._later = []
-            extent = (math.inf, math.inf, -math.inf, -math.inf)
-            for c in reversed(self.covers_list):
-                p = c.box
-                extent = (min(extent[0], p[0]), min(extent[1], p[1]), max(extent[2], p[2]), max(extent[3], p[3]))
-                self._later.append(extent)
-            self._later.reverse()
-        first = bisect.bisect_right(self._ats, at)  # the first object painted after the text
-        if first == len(self.covers_list):
-            return False
-        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        e = self._later[first]
-        if not (e[0] <= cx <= e[2] and e[1] <= cy <= e[3]):
-            return False
-        return any(c.hides(box) for c in self.covers_list[first:])
+        if self._grid is None:  # each cell: the covers over it (thousands of table borders: no scan of them all)
+            self._grid = {}
+            for c in self.covers_list:
+                x1, y1, x2, y2 = (int(v // self.CELL) for v in c.box)
+                for cy in range(y1, y2 + 1):
+                    for cx in range(x1, x2 + 1):
+                        self._grid.setdefault((cx, cy), []).append(c)
+        centre = (int((box[0] + box[2]) / 2 // self.CELL), int((box[1] + box[3]) / 2 // self.CELL))
+        return any(c.at > at and c.hides(box) for c in self._grid.get(centre, ()))
 
     def picture_share(self, width: int, height: int) -> float:
         """The share of the rendered page that opaque pictures paint (their union, on a grid
         of GRID_PX cells), whatever lies over them."""
-        big = [c for c in self.pictures if _area(c.box) >= 0.1 * width * height]
-        if not big:
+        if not self.pictures:
             return 0.0
         gw, gh = max(1, width // GRID_PX), max(1, height // GRID_PX)
         grid = np.zeros((gh, gw), bool)
-        for c in big:
-            if c.opaque_share() < SCAN_OPAQUE:
+        for c in self.pictures:  # a scan may come in strips, or tiles
+            big = _area(c.box) >= 0.01 * width * height  # a small one's mask is not worth reading
+            if big and c.opaque_share() < SCAN_OPAQUE:
                 continue
             x1, y1, x2, y2 = (v / GRID_PX for v in c.box)
             grid[max(0, int(y1)) : int(math.ceil(y2)), max(0, int(x1)) : int(math.ceil(x2))] = True
@@ -624,6 +708,11 @@ def _invert(m: _Affine) -> _Affine | None:
         return None
     ia, ib, ic, id_ = d / det, -b / det, -c / det, a / det
     return (ia, ib, ic, id_, -(e * ia + f * ic), -(e * ib + f * id_))
+
+
+def _intersect(a, b) -> tuple[float, float, float, float] | None:
+    box = (max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3]))
+    return box if box[0] < box[2] and box[1] < box[3] else None
 
 
 def _area(box: tuple[float, float, float, float]) -> float:

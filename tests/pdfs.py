@@ -176,3 +176,41 @@ def field_pixels(rect, dpi: int = 200, page_height: float = A4[1]) -> tuple[floa
     x, y, width, height = rect
     k = dpi / 72
     return x * k, (page_height - y - height) * k, (x + width) * k, (page_height - y) * k
+
+
+def raw_pdf(path: Path, content: str, resources: str = "", objects: dict[int, bytes | str] | None = None) -> Path:
+    """A one-page US Letter PDF written object by object, for what reportlab does not write
+    (text filled with a shading pattern, a clip set before a form's Do, a translucent form).
+    Fonts /F1 Helvetica and /F2 Helvetica-Bold; `objects` numbered from 10 (see `pdf_stream`)."""
+    objs: dict[int, bytes | str] = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: "<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        4: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>",
+        5: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 6 0 R "
+        f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> {resources} >> >>",
+        6: pdf_stream("", content),
+        **(objects or {}),
+    }
+    out, offsets = bytearray(b"%PDF-1.7\n"), {}
+    for number in sorted(objs):
+        body = objs[number]
+        offsets[number] = len(out)
+        out += b"%d 0 obj\n" % number + (body.encode("latin-1") if isinstance(body, str) else body) + b"\nendobj\n"
+    xref, size = len(out), max(objs) + 1
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    for number in range(1, size):
+        out += (b"%010d 00000 n \n" % offsets[number]) if number in offsets else b"0000000000 65535 f \n"
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def pdf_stream(entries: str, data: bytes | str) -> bytes:
+    data = data.encode("latin-1") if isinstance(data, str) else data
+    return b"<< " + entries.encode() + b" /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
+
+
+def text_lines(texts, x: float = 72, top: float = 720, size: float = 12, lead: float = 16, font: str = "F1") -> str:
+    """Content-stream text: one BT ... ET per line, `lead` points apart."""
+    return "".join(f"BT /{font} {size} Tf {x} {top - lead * i} Td ({t}) Tj ET\n" for i, t in enumerate(texts))

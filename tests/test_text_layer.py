@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 pytest.importorskip("reportlab")
-from pdfs import PROSE
+from pdfs import PROSE, pdf_stream, raw_pdf, text_lines
 from pdfs import prose as _prose
 from pdfs import write_pdf as _pdf
 from reportlab.lib.utils import ImageReader
@@ -585,3 +586,83 @@ def test_line_boxes_stay_within_the_page(tmp_path):
     for ln in page.text_layer.lines:
         x1, y1, x2, y2 = ln.box
         assert 0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height, (ln.text, ln.box, (width, height))
+
+
+def test_text_filled_with_a_gradient_is_read(tmp_path):
+    # pdfium reports a shading pattern's fill as white: the glyphs' own ink says they show
+    shading = (
+        "<< /ShadingType 2 /ColorSpace /DeviceRGB /Coords [72 0 400 0] "
+        "/Function << /FunctionType 2 /Domain [0 1] /C0 [0.8 0 0] /C1 [0 0 0.8] /N 1 >> >>"
+    )
+    content = "q /Pattern cs /P0 scn BT /F2 24 Tf 72 720 Td (Annual Report 2024) Tj ET Q\n" + text_lines(PROSE, top=680)
+    path = raw_pdf(
+        tmp_path / "gradient.pdf",
+        content,
+        "/Pattern << /P0 10 0 R >>",
+        {10: f"<< /PatternType 2 /Shading {shading} >>"},
+    )
+    layer = _layer(path).text_layer
+    assert layer.trusted and _texts(layer) == ["Annual Report 2024"] + PROSE and layer.hidden == 0
+
+
+def test_a_heavy_headline_whose_letters_touch_keeps_every_letter(tmp_path):
+    content = text_lines(PROSE, top=500) + "BT /F2 40 Tf -4 Tc 72 700 Td (Illuminating) Tj ET\n"
+    layer = _layer(raw_pdf(tmp_path / "tight.pdf", content)).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + ["Illuminating"]
+
+
+def test_a_picture_in_a_form_drawn_see_through_covers_nothing(tmp_path):
+    # a watermark: an opaque picture in a transparency group drawn with a 15 % fill alpha
+    mark = np.full((200, 400, 3), 255, np.uint8)
+    mark[60:140, 40:360] = (200, 60, 60)
+    body = [f"Paragraph line {i}: the contract terms below apply to all orders placed." for i in range(20)]
+    objects = {
+        10: pdf_stream(
+            "/Type /XObject /Subtype /Image /Width 400 /Height 200 /ColorSpace /DeviceRGB "
+            "/BitsPerComponent 8 /Filter /FlateDecode",
+            zlib.compress(mark.tobytes()),
+        ),
+        11: pdf_stream(
+            "/Type /XObject /Subtype /Form /BBox [0 0 1 1] /Group << /S /Transparency >> "
+            "/Resources << /XObject << /Wm 10 0 R >> >>",
+            "/Wm Do",
+        ),
+        12: "<< /Type /ExtGState /ca 0.15 /CA 0.15 >>",
+    }
+    content = text_lines(body, top=740, lead=20, size=11) + "q /G gs 460 0 0 460 76 300 cm /Fm Do Q\n"
+    resources = "/XObject << /Fm 11 0 R >> /ExtGState << /G 12 0 R >>"
+    layer = _layer(raw_pdf(tmp_path / "watermark.pdf", content, resources, objects)).text_layer
+    assert layer.trusted and _texts(layer) == body and layer.hidden == 0
+
+
+def test_a_form_clipped_where_it_is_drawn_hides_only_what_it_paints(tmp_path):
+    # a white patch form drawn under a clip set before its Do: it paints only inside the clip
+    lines = PROSE + ["This line sits under the clipped-away part of the patch."]
+    content = text_lines(lines, top=720) + "q 300 730 40 40 re W n 1 0 0 1 68 600 cm /Fw Do Q\n"
+    objects = {10: pdf_stream("/Type /XObject /Subtype /Form /BBox [0 0 400 140]", "1 1 1 rg 0 0 400 140 re f")}
+    layer = _layer(raw_pdf(tmp_path / "clipped.pdf", content, "/XObject << /Fw 10 0 R >>", objects)).text_layer
+    texts = _texts(layer)
+    assert layer.trusted and texts[-1] == lines[-1] and texts[0] == lines[0], texts
+    hidden_line = [t for t in texts if t not in lines]
+    assert len(hidden_line) <= 2, texts  # the first line is cut where the patch shows, nowhere else
+
+
+def test_a_scan_stored_in_strips_is_read_from_its_pixels(tmp_path):
+    scan = np.asarray(Image.open(io.BytesIO(_scan_png(PROSE * 3))).convert("L"))
+    strips, objects, resources, content = 16, {}, [], ""  # each under a tenth of the page
+    step = scan.shape[0] // strips
+    for k in range(strips):
+        part = np.ascontiguousarray(scan[k * step : (k + 1) * step if k < strips - 1 else scan.shape[0]])
+        h = part.shape[0] * 792 / scan.shape[0]
+        y = 792 - k * step * 792 / scan.shape[0] - h
+        objects[10 + k] = pdf_stream(
+            f"/Type /XObject /Subtype /Image /Width {part.shape[1]} /Height {part.shape[0]} "
+            "/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode",
+            zlib.compress(part.tobytes()),
+        )
+        resources.append(f"/S{k} {10 + k} 0 R")
+        content += f"q 612 0 0 {h:.4f} 0 {y:.4f} cm /S{k} Do Q\n"
+    content += "BT /F1 8 Tf 150 20 Td (Downloaded from the digital archive on 2024-03-05 by a reader.) Tj ET\n"
+    path = raw_pdf(tmp_path / "strips.pdf", content, "/XObject << " + " ".join(resources) + " >>", objects)
+    layer = _layer(path).text_layer
+    assert not layer.trusted and layer.reason == "scanned"
