@@ -492,7 +492,8 @@ class _Cover:
         for fx in (1 / 6, 1 / 2, 5 / 6):  # a 3 x 3 sample of the character's box
             for fy in (1 / 6, 1 / 2, 5 / 6):
                 col, row = where(box[0] + fx * (box[2] - box[0]), box[1] + fy * (box[3] - box[1]))
-                opaque += alpha[min(h - 1, max(0, int(row))), min(w - 1, max(0, int(col)))] >= OPAQUE_ALPHA
+                if 0 <= row < h and 0 <= col < w:  # off a turned picture's corner: not under it
+                    opaque += alpha[int(row), int(col)] >= OPAQUE_ALPHA
         return opaque >= 5
 
     def opaque_share(self) -> float:
