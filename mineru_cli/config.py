@@ -106,7 +106,8 @@ def default_page_batch(engine: str) -> int:
 # the text layer hides what filled rectangles cover and reads scanned pages from their pixels.
 # 3: the text of drawn FreeText annotations (a typewriter tool's, a reviewer's text box) joins a
 # trusted text layer, which held none of it (the pixels are unchanged: pdfium drew them before).
-PDF_RENDERER = 3
+# 4: fields and FreeText annotations give the text their appearance shows, not their values.
+PDF_RENDERER = 4
 
 
 @dataclass(frozen=True)

@@ -510,7 +510,7 @@ class PdfDocument(Document):
         """The page's text layer, read against its rendered pixels; a text layer pdfium cannot
         read costs only itself (the page is then read from its pixels, with a warning)."""
         try:
-            return read_text_layer(page, np.asarray(image))  # RGB: coloured text on a band of its grey shows
+            return read_text_layer(page, np.asarray(image), index)  # RGB: coloured text on a band of its grey shows
         except Exception as exc:  # noqa: BLE001 - the pixels are still good
             warns.append(f"PDF page {index + 1}: text layer unreadable ({type(exc).__name__}: {exc}); read from pixels")
             return None

@@ -156,8 +156,9 @@ class _Counts:
     visible: list[_Char] = field(default_factory=list)
 
 
-def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
-    """The text layer of `page` rendered as `pixels` (H x W x 3 RGB or H x W grey, uint8)."""
+def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None = None) -> TextLayer:
+    """The text layer of `page` (page `index` of its document) rendered as `pixels` (H x W x 3
+    RGB or H x W grey, uint8)."""
     rgb = pixels if pixels.ndim == 3 else None
     grey = pixels if rgb is None else np.asarray(Image.fromarray(rgb).convert("L"))
     height, width = grey.shape[:2]
@@ -170,7 +171,7 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray) -> TextLayer:
         textpage.close()
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
-        filled = tuple(TextLine(box, text) for box, text in annotation_lines(page, pixels, mapper, INK_CONTRAST))
+        filled = tuple(TextLine(box, text) for box, text in annotation_lines(page, pixels, mapper, INK_CONTRAST, index))
         layer = replace(layer, lines=layer.lines + filled)
     return layer
 

@@ -32,6 +32,7 @@ from mineru_cli.annotation_text import annotation_lines
 from mineru_cli.config import PDF_RENDERER, LoadOptions
 from mineru_cli.core.record import fingerprint
 from mineru_cli.inputs import SourceFile, open_document
+from mineru_cli.text_layer import _DeviceMap
 
 LABELS = [FORM_TITLE, "Full name:", "Address:"]
 
@@ -154,15 +155,15 @@ def test_a_value_that_does_not_show_is_not_invented(tmp_path):
         pdf.init_forms()
         page = pdf[0]
         blank = np.full((2339, 1654, 3), 255, np.uint8)
-        assert annotation_lines(page, blank, _Map(), 24) == []
+        assert annotation_lines(page, blank, _map(page), 24) == []
         rendered = page.render(scale=200 / 72).to_numpy()[:, :, :3]
-        assert [t for _, t in annotation_lines(page, rendered, _Map(), 24)] == list(FORM_VALUES.values())
+        assert [t for _, t in annotation_lines(page, rendered, _map(page), 24)] == list(FORM_VALUES.values())
         page.close()
     finally:
         pdf.close()
     pdf = pdfium.PdfDocument(str(path))  # no init_forms: no form handle on its pages
     try:
-        assert annotation_lines(pdf[0], rendered, _Map(), 24) == []
+        assert annotation_lines(pdf[0], rendered, _map(pdf[0]), 24) == []
     finally:
         pdf.close()
 
@@ -193,18 +194,14 @@ def test_the_renderer_revision_is_in_the_fingerprint():
     layer, are parsed again, not served from a journal or cache."""
     engine = {"name": "ocr", "version": "x"}
     load = dataclasses.asdict(LoadOptions())
-    assert load["pdf_renderer"] == PDF_RENDERER >= 3
+    assert load["pdf_renderer"] == PDF_RENDERER >= 4
     before = {k: v for k, v in load.items() if k != "pdf_renderer"}  # what earlier versions hashed
     older = dataclasses.asdict(LoadOptions(pdf_renderer=PDF_RENDERER - 1))
     assert len({fingerprint(engine, load), fingerprint(engine, before), fingerprint(engine, older)}) == 3
 
 
-class _Map:  # page points -> pixels at 200 DPI on an A4 page, as text_layer's _DeviceMap gives them
-    k = 200 / 72
-    dy = (0.0, -k)
-
-    def box(self, left, bottom, right, top):
-        return left * self.k, (842 - top) * self.k, right * self.k, (842 - bottom) * self.k
+def _map(page) -> _DeviceMap:  # page points -> pixels at 200 DPI on an A4 page
+    return _DeviceMap(page, 1654, 2339)
 
 
 TYPED = [typewriter(FORM_FIELDS["name"], FORM_VALUES["name"])]  # a value typed onto a form with no fields
@@ -267,7 +264,7 @@ def test_hidden_annotations_are_left_out_by_their_flags_not_only_their_ink(tmp_p
     try:
         page = pdf[0]
         pixels = page.render(scale=200 / 72).to_numpy()[:, :, :3]
-        assert [t for _, t in annotation_lines(page, pixels, _Map(), 24)] == [value]
+        assert [t for _, t in annotation_lines(page, pixels, _map(page), 24)] == [value]
         page.close()
     finally:
         pdf.close()
@@ -276,7 +273,7 @@ def test_hidden_annotations_are_left_out_by_their_flags_not_only_their_ink(tmp_p
         hidden.flags = flag
         pdf = pdfium.PdfDocument(str(_paper_form(tmp_path / f"hidden{flag}.pdf", [hidden])))
         try:
-            assert annotation_lines(pdf[0], pixels, _Map(), 24) == []
+            assert annotation_lines(pdf[0], pixels, _map(pdf[0]), 24) == []
         finally:
             pdf.close()
 
@@ -290,3 +287,112 @@ def test_typed_on_text_is_in_the_pixels_with_the_text_layer_off(tmp_path):
         doc.close()
     assert page.text_layer is None
     assert _ink(page, FORM_FIELDS["name"]) > 500  # pdfium draws the annotation: OCR reads it
+
+
+def _raw_pdf(path, content: str, fields: dict[int, str], acroform: str, extra=None, rotate: int = 0):
+    """A one-page Letter PDF written object by object: `content` in Helvetica (/F1), the
+    widgets `fields` (object number -> dictionary) as its annotations and AcroForm fields,
+    `acroform` the rest of the AcroForm's dictionary, `extra` more objects (appearance streams)."""
+
+    def stream(data: str) -> str:
+        return f"<< /Length {len(data)} >>\nstream\n{data}\nendstream"
+
+    refs = " ".join(f"{n} 0 R" for n in fields)
+    objects = {
+        1: f"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [{refs}] {acroform} >> >>",
+        2: "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        3: f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Rotate {rotate} /Contents 4 0 R"
+        f" /Resources << /Font << /F1 5 0 R >> >> /Annots [{refs}] >>",
+        4: stream(content),
+        5: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        **fields,
+        **{n: stream(data) if not data.startswith("<<") else data for n, data in (extra or {}).items()},
+    }
+    out, offsets = bytearray(b"%PDF-1.7\n"), {}
+    for n in sorted(objects):
+        offsets[n] = len(out)
+        out += f"{n} 0 obj\n{objects[n]}\nendobj\n".encode("latin-1")
+    xref, size = len(out), max(objects) + 1
+    out += f"xref\n0 {size}\n0000000000 65535 f \n".encode()
+    for n in range(1, size):
+        out += (f"{offsets[n]:010d} 00000 n \n" if n in offsets else "0000000000 65535 f \n").encode()
+    out += f"trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(bytes(out))
+    return path
+
+
+def _body(texts, top: float, x: float = 72, lead: float = 16) -> str:
+    return "".join(f"BT /F1 12 Tf {x} {top - lead * i} Td ({t}) Tj ET\n" for i, t in enumerate(texts))
+
+
+BODY = [
+    "The quick brown fox jumps over the lazy dog again.",
+    "Pack my box with five dozen liquor jugs today now.",
+    "Sphinx of black quartz, judge my vow, said the man.",
+]
+HELV = "/DR << /Font << /Helv 5 0 R >> >> /DA (/Helv 0 Tf 0 g)"
+
+
+def test_a_field_gives_what_its_appearance_shows_not_its_value(tmp_path):
+    """A number field formatted by its JavaScript action ($1,234.50 for 1234.5), a date field
+    (03/05/2024 for 20240305), both as their appearance streams show them (pdfium runs no
+    JavaScript), and a value too long for its one-line field: only what shows inside it."""
+
+    def widget(name: str, value: str, y: int, more: str = "") -> str:
+        return (
+            f"<< /Type /Annot /Subtype /Widget /FT /Tx /T ({name}) /V ({value}) /DA (/Helv 12 Tf 0 g)"
+            f" /Rect [130 {y} 330 {y + 20}] /P 3 0 R /F 4 {more} >>"
+        )
+
+    def shows(text: str) -> str:
+        ap = f"/Tx BMC BT 0 g /Helv 12 Tf 2 5 Td ({text}) Tj ET EMC"
+        form = "/Type /XObject /Subtype /Form /BBox [0 0 200 20] /Resources << /Font << /Helv 5 0 R >> >>"
+        return f"<< {form} /Length {len(ap)} >>\nstream\n{ap}\nendstream"
+
+    action = '/AA << /F << /S /JavaScript /JS (AFNumber_Format\\(2,0,0,0,"$",true\\);) >> >>'
+    long = "This note is far too long to fit in the small field so most of it is cut off at the edge"
+    fields = {
+        20: widget("amount", "1234.5", 595, f"{action} /AP << /N 30 0 R >>"),
+        21: widget("date", "20240305", 555, "/AP << /N 31 0 R >>"),
+        22: widget("notes", long, 515),  # no appearance: pdfium makes one, clipped to the field
+    }
+    content = _body(BODY, 740) + _body(["Amount:", "Date:", "Notes:"], 600, lead=40)
+    path = _raw_pdf(
+        tmp_path / "formatted.pdf", content, fields, HELV, {30: shows("$1,234.50"), 31: shows("03/05/2024")}
+    )
+    page = first_page(path)
+    assert page.text_layer.trusted
+    amount, date, note = page.text_layer.lines[-3:]
+    assert (amount.text, date.text) == ("$1,234.50", "03/05/2024")
+    assert long.startswith(note.text) and len(note.text) >= len("This note is far too long to fit in the")
+    assert len(note.text) < len("This note is far too long to fit in the sm")  # what shows, not the value
+    k, height = 200 / 72, 792
+    for line, y in ((amount, 595), (date, 555), (note, 515)):
+        x1, y1, x2, y2 = 130 * k, (height - y - 20) * k, 330 * k, (height - y) * k
+        assert x1 - 1 <= line.box[0] < line.box[2] <= x2 + 1 and y1 - 1 <= line.box[1] < line.box[3] <= y2 + 1
+
+
+def test_an_upright_field_on_a_turned_page_stacks_its_lines_in_reading_order(tmp_path):
+    """A /Rotate 90 page whose text is set turned so that it reads upright, and a multi-line
+    field turned with it (/MK /R 90, as Acrobat writes one): its lines read across the shown
+    page, top to bottom, as the page's own lines do."""
+    value = "12 Harbour Road\\rFlat 3\\rPortsmouth PO1 2AB"
+    field = (
+        f"<< /Type /Annot /Subtype /Widget /FT /Tx /T (addr) /Ff 4096 /V ({value}) /DA (/Helv 12 Tf 0 g)"
+        " /Rect [177 130 252 400] /P 3 0 R /F 4 /MK << /BC [0 0 0] /R 90 >> >>"
+    )
+    turned = "q 0 1 -1 0 612 0 cm\n" + _body(BODY + ["How vexingly quick daft zebras jump in the meadow."], 560)
+    turned += _body(["Address:"], 430) + "Q\n"
+    page = first_page(
+        _raw_pdf(tmp_path / "turned.pdf", turned, {20: field}, "/NeedAppearances true " + HELV, rotate=90)
+    )
+    assert page.text_layer.trusted and page.image.width > page.image.height  # shown landscape
+    lines = page.text_layer.lines[-3:]
+    assert [ln.text for ln in lines] == ["12 Harbour Road", "Flat 3", "Portsmouth PO1 2AB"]
+    for ln in lines:
+        assert ln.box[2] - ln.box[0] > ln.box[3] - ln.box[1]  # across the shown page, not strips down it
+        assert 25 <= ln.box[3] - ln.box[1] <= 45  # a 12 pt line
+    assert all(b.box[1] >= a.box[3] - 2 for a, b in zip(lines, lines[1:]))  # top to bottom
+    assert len({ln.box[0] for ln in lines}) == 1  # set flush left, as the field shows them
+    (label,) = [ln for ln in page.text_layer.lines if ln.text == "Address:"]
+    assert label.box[2] < lines[0].box[0] and label.box[1] - 5 <= lines[0].box[1]  # right of its label
