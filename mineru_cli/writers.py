@@ -26,6 +26,7 @@ import io
 import json
 import os
 import secrets
+import time
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Callable
@@ -226,18 +227,42 @@ def _atomic_write(path: Path, data: str | bytes) -> Path:
     return path
 
 
+STALE_TEMP_S = 3600  # a temporary file of ours this old belongs to a write that was killed
+
+
 def open_temporary_beside(path: Path) -> tuple[BinaryIO, Path]:
     """A new temporary file in `path`'s folder (the rename onto `path` stays atomic), opened for
     writing, and its name. The name is this writer's alone: two runs writing one --out-dir (other
     journals, one document) each write and rename their own, where a shared fixed name was
     truncated or removed under the other. Created as open() creates a file (the umask's mode,
-    which the rename keeps), never over an existing one; the name is cut to stay within NAME_MAX."""
+    which the rename keeps), never over an existing one; the name is cut to 200 bytes to stay
+    within NAME_MAX. Such files of this name older than STALE_TEMP_S are removed: a run killed
+    between a write and its rename leaves its file behind, and a cron job killed often would
+    pile them up (a write never takes that long)."""
+    prefix = "." + os.fsdecode(os.fsencode(path.name)[:200]) + "."
     while True:
-        tmp = path.with_name(f".{path.name[:200]}.{secrets.token_hex(6)}.tmp")
+        tmp = path.with_name(f"{prefix}{secrets.token_hex(6)}.tmp")
         try:
-            return open(tmp, "xb"), tmp
+            handle = open(tmp, "xb")
+            break
         except FileExistsError:  # 48 random bits taken already: draw again
             continue
+    _remove_stale(path.parent, prefix)
+    return handle, tmp
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
+    cutoff = time.time() - STALE_TEMP_S
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        try:
+            if os.stat(folder / name).st_mtime < cutoff:
+                os.unlink(folder / name)
+        except OSError:
+            continue  # gone already, or not ours to remove
 
 
 DOCUMENT_FILES = ("{stem}.md", "{stem}_content_list.json", "{stem}_layout.pdf")  # what --format writes

@@ -5,12 +5,13 @@ import errno
 import json
 import os
 import resource
+import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from mineru_cli.writers import content_list_items, document_dir, write_documents
+from mineru_cli.writers import STALE_TEMP_S, content_list_items, document_dir, open_temporary_beside, write_documents
 
 
 def page(source, index, blocks, status="ok"):
@@ -228,3 +229,28 @@ def test_two_runs_writing_one_document_never_share_a_temporary(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (folder / "d.md").stat().st_mode & 0o777 == 0o666 & ~umask  # as open() makes a file
+
+
+def test_a_long_multibyte_name_keeps_its_temporary_within_name_max(tmp_path):
+    # 80 CJK characters are 240 bytes: a temporary name cut at 200 characters went past 255 bytes
+    target = tmp_path / ("文" * 80 + ".md")
+    handle, tmp = open_temporary_beside(target)
+    with handle:
+        handle.write(b"x")
+    assert len(os.fsencode(tmp.name)) <= 255 and tmp.parent == tmp_path
+    os.replace(tmp, target)
+    assert target.read_bytes() == b"x"
+
+
+def test_temporaries_left_by_killed_writes_are_removed_once_stale(tmp_path):
+    target = tmp_path / "d.md"
+    stale, fresh = tmp_path / ".d.md.0123456789ab.tmp", tmp_path / ".d.md.ba9876543210.tmp"
+    other = tmp_path / ".e.md.0123456789ab.tmp"  # another document's
+    for p in (stale, fresh, other):
+        p.write_bytes(b"torn")
+    old = time.time() - STALE_TEMP_S - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    handle, tmp = open_temporary_beside(target)
+    handle.close()
+    assert not stale.exists() and fresh.exists() and other.exists() and tmp.exists()

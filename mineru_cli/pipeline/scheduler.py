@@ -471,7 +471,9 @@ class Scheduler:
                 self._node_lost(w, why, now)
             else:
                 self._lost(w, lambda t: crashed(t, now, self._crash(why)))
-        elif not w.ready and not node:  # a node lost under a starting worker is not its failure
+        # a node lost under a starting worker is not its failure, nor a worker a stop's signal
+        # reached before it could ignore it (a SIGTERM to the process group while it starts)
+        elif not w.ready and not node and not self._stopping:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES:
                 raise SetupError(
