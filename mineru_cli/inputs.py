@@ -79,17 +79,23 @@ def discover(
 
 
 def iter_sources(
-    paths: list[Path], include: Sequence[str] = (), exclude: Sequence[str] = (), root: Path | None = None
+    paths: list[Path],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    root: Path | None = None,
+    listed: set[str] | None = None,
 ) -> Iterator[SourceFile]:
     """discover() as a stream: each SourceFile as the walk reaches it (folders are listed one at
-    a time), so a planner can start on the first file of a huge dump at once."""
+    a time), so a planner can start on the first file of a huge dump at once. `listed` gets the
+    rel of each folder the walk lists ("." for the root): a failed record of such a folder from
+    an earlier run (it could not be listed then) is out of date."""
     args = _unique_args(paths)
     root_dir = os.path.abspath(root) if root is not None else _input_root(args)
     # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first. One argument
     # cannot (a walk reaches each name once), so a single folder's dump keeps no set of names.
     seen: set[str] | None = set() if len(args) > 1 else None
     for arg in args:
-        for src in _discover_arg(arg, _rel_to(root_dir, arg)):
+        for src in _discover_arg(arg, _rel_to(root_dir, arg), listed if listed is not None else set()):
             if not _selected(src.rel, include, exclude):
                 continue
             if seen is not None:
@@ -175,13 +181,13 @@ def _stat_or_error(path: Path, rel: str) -> os.stat_result | SourceFile:
         return _failed(path, rel, "unreadable", f"cannot stat: {exc.strerror or exc}")
 
 
-def _discover_arg(arg: Path, rel: str) -> Iterator[SourceFile]:
+def _discover_arg(arg: Path, rel: str, listed: set[str]) -> Iterator[SourceFile]:
     st = _stat_or_error(arg, rel)
     if isinstance(st, SourceFile):
         yield st
     elif stat.S_ISDIR(st.st_mode):
         # An explicit folder is walked; files inside are relative to the input root.
-        yield from _walk(arg, "" if rel == "." else rel, {(st.st_dev, st.st_ino)})
+        yield from _walk(arg, "" if rel == "." else rel, {(st.st_dev, st.st_ino)}, listed)
     elif not stat.S_ISREG(st.st_mode):
         yield _failed(arg, rel, "not_a_file", f"not a regular file ({_file_type(st)})")
     elif _is_doc(arg.name):
@@ -211,7 +217,7 @@ def _sniff_kind(path: Path) -> str | None:
         return None
 
 
-def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[SourceFile]:
+def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]], listed: set[str]) -> Iterator[SourceFile]:
     """Depth-first, entries sorted by name; `ancestors` holds (dev, ino) of the folders
     on the current path, so a link back up is reported once instead of walked forever."""
     try:
@@ -220,6 +226,7 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
     except OSError as exc:
         yield _failed(folder, rel or ".", "unreadable", f"cannot list folder: {exc.strerror or exc}")
         return
+    listed.add(rel or ".")
     for entry in entries:
         name = entry.name
         if name.startswith("."):
@@ -234,7 +241,7 @@ def _walk(folder: Path, rel: str, ancestors: set[tuple[int, int]]) -> Iterator[S
                 message = f"{st.error.message}; a folder (or of unknown type): nothing in it is parsed"
                 yield _failed(path, child_rel, st.error.kind, message)
         elif stat.S_ISDIR(st.st_mode):
-            yield from _walk_child_dir(path, child_rel, st, ancestors)
+            yield from _walk_child_dir(path, child_rel, st, ancestors, listed)
         elif _is_doc(name):
             if stat.S_ISREG(st.st_mode):
                 yield SourceFile(path, child_rel, _kind_for(name))
@@ -253,7 +260,7 @@ def _may_be_folder(entry: os.DirEntry) -> bool:
         return exc.errno not in (errno.ENOENT, errno.ELOOP)
 
 
-def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iterator[SourceFile]:
+def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors, listed: set[str]) -> Iterator[SourceFile]:
     key = (st.st_dev, st.st_ino)
     if _is_doc(path.name):
         yield _failed(path, rel, "not_a_file", "is a directory (named like a document; not walked)")
@@ -263,7 +270,7 @@ def _walk_child_dir(path: Path, rel: str, st: os.stat_result, ancestors) -> Iter
             path, rel, "symlink_loop", f"symlink loop: {target} is an ancestor folder; not walked", status="skipped"
         )
     else:
-        yield from _walk(path, rel, ancestors | {key})
+        yield from _walk(path, rel, ancestors | {key}, listed)
 
 
 def _file_type(st: os.stat_result) -> str:

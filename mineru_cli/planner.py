@@ -154,7 +154,8 @@ class Planner:
         ahead_pages: int = PLAN_AHEAD_PAGES,
     ):
         paths, inc, exc = list(inputs), list(include), list(exclude)
-        self._walk = lambda: iter_sources(paths, inc, exc, root)
+        self.listed: set[str] = set()  # the folders the walk listed (iter_sources)
+        self._walk = lambda: iter_sources(paths, inc, exc, root, self.listed)
         self._select, self._load, self._keep = select, load, keep
         # futures in discovery order; bounded: discovery blocks while the driver is behind
         self._planned: queue.Queue[object] = queue.Queue(maxsize=max(1, ahead))

@@ -222,7 +222,8 @@ class Parser:
                 finally:
                     planner.close()
                     order = _input_order(journal.index, self._file_order)
-                    journal.compact(order, drop=_pages_past_end(journal.index, self._fixed_counts))
+                    drop = _pages_past_end(journal.index, self._fixed_counts)
+                    journal.compact(order, drop=drop + _folders_listed_now(journal.index, planner.listed))
                     summary.seconds = time.monotonic() - t0
                 if cfg.formats and not summary.interrupted:
                     stopping = lambda: stop.requested  # noqa: E731
@@ -544,6 +545,12 @@ def _input_order(index, files: dict[str, tuple[int, Sequence[int]]]) -> list[str
         if place is not None and number is not None and number in pages:
             ours.append((place, number, pid))
     return [pid for _, _, pid in sorted(ours)]
+
+
+def _folders_listed_now(index, listed: set[str]) -> list[str]:
+    """Ids of failed records of folders this run listed: one that could not be listed before
+    (unreadable then) has its documents' records now, and its own would say so for ever."""
+    return [pid for pid, entry in index.items() if entry.status != "ok" and split_page_id(pid)[0] in listed]
 
 
 def _pages_past_end(index, counts: dict[str, int]) -> list[str]:

@@ -343,3 +343,11 @@ def test_a_folder_that_cannot_be_searched_gets_a_record_and_exit_1(tmp_path):
     for rid in ("locked/a.png#0", "locked/sub#0"):
         assert recs[rid]["status"] == "failed" and recs[rid]["error"]["kind"] == "unreadable", recs[rid]
     assert "folder" in recs["locked/sub#0"]["error"]["message"]
+
+    # once it can be searched, its documents are read and the folder's own record goes: no id
+    # of a document ever takes its place, so it would say the folder is unreadable for ever
+    again = mineru("parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    recs = {x["id"]: x for x in read_journal(tmp_path / "o.jsonl")}
+    assert sorted(recs) == ["locked/a.png#0", "locked/sub/b.png#0", "ok.png#0"], sorted(recs)
+    assert all(x["status"] == "ok" for x in recs.values())
