@@ -107,7 +107,8 @@ def default_page_batch(engine: str) -> int:
 # 3: the text of drawn FreeText annotations (a typewriter tool's, a reviewer's text box) joins a
 # trusted text layer, which held none of it (the pixels are unchanged: pdfium drew them before).
 # 4: fields and FreeText annotations give the text their appearance shows, not their values.
-PDF_RENDERER = 4
+# 5: a field counts only where its own ink shows; descenders, typed-over templates, numeric values, signatures.
+PDF_RENDERER = 5
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
-from .annotation_text import annotation_lines
+from .annotation_text import Unreadable, annotation_lines
 
 MIN_CHARS = 50
 UNICODE_ERROR_SHARE = 0.04
@@ -171,7 +171,12 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None 
         textpage.close()
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
-        filled = tuple(TextLine(box, text) for box, text in annotation_lines(page, pixels, mapper, INK_CONTRAST, index))
+        try:
+            filled = tuple(
+                TextLine(box, text) for box, text in annotation_lines(page, pixels, mapper, INK_CONTRAST, index)
+            )
+        except Unreadable as exc:  # what they show is not readable as text: OCR reads the page
+            return replace(layer, lines=(), trusted=False, reason=exc.reason, detail=exc.detail)
         layer = replace(layer, lines=layer.lines + filled)
     return layer
 

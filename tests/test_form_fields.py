@@ -396,3 +396,129 @@ def test_an_upright_field_on_a_turned_page_stacks_its_lines_in_reading_order(tmp
     assert len({ln.box[0] for ln in lines}) == 1  # set flush left, as the field shows them
     (label,) = [ln for ln in page.text_layer.lines if ln.text == "Address:"]
     assert label.box[2] < lines[0].box[0] and label.box[1] - 5 <= lines[0].box[1]  # right of its label
+
+
+# A review's cases, as pages of printed lines with one field or annotation each (objects from 10).
+_LINES = "".join(
+    f"BT /F1 11 Tf 72 {740 - 16 * i} Td (The quick brown fox jumps over the lazy dog while reading labels) Tj ET\n"
+    for i in range(8)
+)
+
+
+def _stream(d: str, data: str) -> str:
+    return f"<< {d} /Length {len(data)} >>\nstream\n{data}\nendstream"
+
+
+def _review_pdf(path, annots: dict[int, str], content: str = "", refs=None, fields=None):
+    refs = list(annots) if refs is None else refs
+    fields = [k for k in annots if "/Subtype /Widget" in annots[k]] if fields is None else fields
+    objects = {
+        1: f"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [{' '.join(f'{k} 0 R' for k in fields)}]"
+        " /DR << /Font << /Helv 3 0 R >> >> >> >>",
+        2: "<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        4: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 3 0 R >> >>"
+        f" /Annots [{' '.join(f'{k} 0 R' for k in refs)}] >>",
+        5: _stream("", _LINES + content),
+        **annots,
+    }
+    out, offsets = bytearray(b"%PDF-1.7\n"), {}
+    for n in sorted(objects):
+        offsets[n] = len(out)
+        out += f"{n} 0 obj\n{objects[n]}\nendobj\n".encode("latin-1")
+    xref, size = len(out), max(objects) + 2  # one free number past the last object
+    out += f"xref\n0 {size}\n0000000000 65535 f \n".encode()
+    for n in range(1, size):
+        out += (f"{offsets[n]:010d} 00000 n \n" if n in offsets else "0000000000 65535 f \n").encode()
+    out += f"trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(bytes(out))
+    return path
+
+
+def _shows(text: str, w: int = 200, h: int = 20) -> str:
+    form = f"/Type /XObject /Subtype /Form /BBox [0 0 {w} {h}] /Resources << /Font << /Helv 3 0 R >> >>"
+    return _stream(form, f"/Tx BMC BT /Helv 12 Tf 0 g 2 6 Td ({text}) Tj ET EMC")
+
+
+def _field(value: str = "(X)", ap: int = 11, rect: str = "100 500 300 520") -> str:
+    return (
+        f"<< /Type /Annot /Subtype /Widget /FT /Tx /T (f) /V {value} /Rect [{rect}] /P 4 0 R /F 4"
+        f" /DA (/Helv 12 Tf 0 g) /AP << /N {ap} 0 R >> >>"
+    )
+
+
+def _added(path) -> tuple[list[str], bool]:
+    layer = first_page(path, dpi=144).text_layer
+    return [ln.text for ln in layer.lines[8:]], layer.trusted
+
+
+def test_a_field_under_another_annotation_gives_only_what_shows(tmp_path):
+    """A black Square annotation over "123-45-" of a filled SSN field (a viewer's redaction):
+    only the digits whose own ink shows."""
+    annots = {
+        10: _field("(123-45-6789)"),
+        11: _shows("123-45-6789"),
+        12: _stream("/Type /XObject /Subtype /Form /BBox [100 500 148 520]", "0 g 100 500 48 20 re f"),
+        13: "<< /Type /Annot /Subtype /Square /Rect [100 500 148 520] /F 4 /C [0 0 0] /IC [0 0 0] /P 4 0 R"
+        " /AP << /N 12 0 R >> >>",
+    }
+    assert _added(_review_pdf(tmp_path / "redact.pdf", annots, refs=[10, 13])) == (["6789"], True)
+
+
+def test_letters_with_descenders_in_a_tight_field_are_kept(tmp_path):
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(tmp_path / "tight.pdf"), pagesize=(612, 792))
+    c.setFont("Helvetica", 11)
+    for i in range(8):
+        c.drawString(72, 740 - 16 * i, "The quick brown fox jumps over the lazy dog while reading labels")
+    c.acroForm.textfield(name="m", value="Jiggly Puppy yoga", x=100, y=450, width=300, height=16, fontSize=12)
+    c.save()
+    assert _added(tmp_path / "tight.pdf") == (["Jiggly Puppy yoga"], True)
+
+
+def test_a_value_typed_over_a_printed_template_keeps_its_characters(tmp_path):
+    annots = {10: _field("(03/05/2024)"), 11: _shows("03/05/2024")}
+    path = _review_pdf(tmp_path / "date.pdf", annots, "BT /F1 12 Tf 102 506 Td (__/__/____) Tj ET")
+    assert _added(path) == (["__/__/____", "03/05/2024"], True)
+
+
+def test_a_field_is_read_by_its_kind_not_its_value(tmp_path):
+    """A numeric /V (pdfium gives no string for it) shown as "$1,234.50", and a FreeText with
+    rich text (/RC) and no /Contents."""
+    annots = {
+        10: _field("1234.5"),
+        11: _shows("$1,234.50"),
+        12: _stream(
+            "/Type /XObject /Subtype /Form /BBox [100 440 400 460] /Resources << /Font << /Helv 3 0 R >> >>",
+            "BT /Helv 12 Tf 0 g 102 446 Td (Reviewer typed this) Tj ET",
+        ),
+        13: '<< /Type /Annot /Subtype /FreeText /Rect [100 440 400 460] /F 4 /RC (<body xmlns="http://www.w3.org/1999/xhtml">'
+        "<p>Reviewer typed this</p></body>) /DA (/Helv 12 Tf 0 g) /P 4 0 R /AP << /N 12 0 R >> >>",
+    }
+    assert _added(_review_pdf(tmp_path / "gated.pdf", annots)) == (["$1,234.50", "Reviewer typed this"], True)
+
+
+def test_a_field_listed_twice_gives_its_text_once(tmp_path):
+    annots = {10: _field("(Visible Value)"), 11: _shows("Visible Value")}
+    assert _added(_review_pdf(tmp_path / "dup.pdf", annots, refs=[10, 10])) == (["Visible Value"], True)
+
+
+def test_fields_pdfium_cannot_copy_leave_the_page_to_ocr(tmp_path):
+    """/Annots holds a reference to a free object: pdfium's copy of the page has none of its
+    annotations, so the field's text cannot be read from it: the layer is not trusted (OCR)."""
+    annots = {10: _field("(Visible Value)"), 11: _shows("Visible Value")}
+    layer = first_page(_review_pdf(tmp_path / "dangling.pdf", annots, refs=[12, 10]), dpi=144).text_layer
+    assert not layer.trusted and layer.reason == "annotations" and layer.lines == ()
+
+
+def test_a_signed_signature_field_gives_its_visible_text(tmp_path):
+    form = "/Type /XObject /Subtype /Form /BBox [0 0 250 40] /Resources << /Font << /Helv 3 0 R >> >>"
+    annots = {
+        10: "<< /Type /Annot /Subtype /Widget /FT /Sig /T (sig) /V 12 0 R /Rect [100 400 350 440] /P 4 0 R /F 4"
+        " /AP << /N 11 0 R >> >>",
+        11: _stream(form, "BT /Helv 10 Tf 0 g 4 26 Td (Digitally signed by Jane Q Signer) Tj ET"),
+        12: "<< /Type /Sig /Filter /Adobe.PPKLite /SubFilter /adbe.pkcs7.detached /Contents <00>"
+        " /ByteRange [0 0 0 0] >>",
+    }
+    assert _added(_review_pdf(tmp_path / "sig.pdf", annots)) == (["Digitally signed by Jane Q Signer"], True)
