@@ -50,7 +50,11 @@ def cgroup_cpu_quota(root: Path = CGROUP_ROOT) -> float | None:
     (-1: no quota). `root`: where the cgroup filesystem is mounted."""
     try:
         quota, period = (root / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
+        if quota == "max":
+            return None
+        if int(quota) > 0 and int(period) > 0:  # no kernel writes others; a hand-made file may
+            return int(quota) / int(period)
+        return None
     except (OSError, ValueError):
         pass
     for name in _CGROUP_V1_CPU:

@@ -187,6 +187,9 @@ def test_cgroup_cpu_quota_v2_and_v1(tmp_path):
     assert cgroup_cpu_quota(tmp_path) is None
     (tmp_path / "cpu.max").write_text("150000 100000\n")
     assert cgroup_cpu_quota(tmp_path) == 1.5
+    for odd in ("150000 0\n", "-5 100000\n", "garbage\n"):  # no quota read from what no kernel writes
+        (tmp_path / "cpu.max").write_text(odd)
+        assert cgroup_cpu_quota(tmp_path) is None and available_cpus(tmp_path) >= 1
     (tmp_path / "cpu.max").unlink()
     for name in ("cpu", "cpu,cpuacct"):
         v1 = tmp_path / "v1" / name
