@@ -376,7 +376,7 @@ def _seen(
         return False
     if fill is None:
         return False
-    paint = (fill[0] * 299 + fill[1] * 587 + fill[2] * 114) // 1000  # its grey, as Pillow's convert("L")
+    paint = _grey(fill)
     return max(abs(lightest - paint), abs(darkest - paint)) >= INK_CONTRAST
 
 
@@ -387,7 +387,7 @@ def _like_its_surround(fill: tuple[int, int, int], rows: slice, columns: slice, 
     glyphs that touch their neighbours have the neighbours' ink down their sides), and under
     INK_SHARE of the middle of its box stands out from that colour (a pattern or a Type3 glyph
     paints its own colour, whatever fill pdfium reports), in grey and in every channel."""
-    paint = (fill[0] * 299 + fill[1] * 587 + fill[2] * 114) // 1000
+    paint = _grey(fill)
     if not _edges_match(grey[rows, columns].astype(np.int16), np.int16(paint)):
         return False  # most text: its grey alone stands out
     if rgb is not None and not _edges_match(rgb[rows, columns].astype(np.int16), np.asarray(fill, np.int16)):
@@ -397,6 +397,11 @@ def _like_its_surround(fill: tuple[int, int, int], rows: slice, columns: slice, 
     return _little_ink(grey[rows, columns].astype(np.int16), np.int16(paint), others) and (
         rgb is None or _little_ink(rgb[rows, columns].astype(np.int16), np.asarray(fill, np.int16), others)
     )
+
+
+def _grey(colour: tuple[int, int, int]) -> int:
+    """A colour's grey level, as Pillow's convert("L") gives it."""
+    return (colour[0] * 299 + colour[1] * 587 + colour[2] * 114) // 1000
 
 
 def _edges_match(region: np.ndarray, paint) -> bool:

@@ -192,12 +192,17 @@ def raw_pdf(path: Path, content: str, resources: str = "", objects: dict[int, by
         6: pdf_stream("", content),
         **(objects or {}),
     }
+    return write_objects(path, objs)
+
+
+def write_objects(path: Path, objects: dict[int, bytes | str]) -> Path:
+    """A PDF of `objects` (number -> body; 1 the catalog), with its cross-reference table."""
     out, offsets = bytearray(b"%PDF-1.7\n"), {}
-    for number in sorted(objs):
-        body = objs[number]
+    for number in sorted(objects):
+        body = objects[number]
         offsets[number] = len(out)
         out += b"%d 0 obj\n" % number + (body.encode("latin-1") if isinstance(body, str) else body) + b"\nendobj\n"
-    xref, size = len(out), max(objs) + 1
+    xref, size = len(out), max(objects) + 1
     out += b"xref\n0 %d\n0000000000 65535 f \n" % size
     for number in range(1, size):
         out += (b"%010d 00000 n \n" % offsets[number]) if number in offsets else b"0000000000 65535 f \n"

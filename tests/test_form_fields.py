@@ -24,6 +24,7 @@ from pdfs import (
     form_labels,
     form_pdf,
     typewriter,
+    write_objects,
     write_pdf,
 )
 from reportlab.lib.colors import black, lightblue
@@ -81,13 +82,18 @@ def test_boxes_follow_the_dpi_and_the_area_cap(tmp_path):
     assert x1 - 2 <= line.box[0] < line.box[2] <= x2 + 2 and y1 - 2 <= line.box[1] < line.box[3] <= y2 + 2
 
 
-def test_the_value_is_in_the_pixels_with_the_text_layer_off(tmp_path):
-    path = form_pdf(tmp_path / "form.pdf")
+def _pixels_only(path):
+    """The first page of `path` as `--text-layer off` loads it."""
     doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer="off"))
     try:
-        page = doc.page(0)
+        return doc.page(0)
     finally:
         doc.close()
+
+
+def test_the_value_is_in_the_pixels_with_the_text_layer_off(tmp_path):
+    path = form_pdf(tmp_path / "form.pdf")
+    page = _pixels_only(path)
     assert page.text_layer is None
     # the field drawn as filled in (a render without the form layer leaves the field blank)
     assert all(_ink(page, rect) > 500 for rect in FORM_FIELDS.values())
@@ -280,11 +286,7 @@ def test_hidden_annotations_are_left_out_by_their_flags_not_only_their_ink(tmp_p
 
 def test_typed_on_text_is_in_the_pixels_with_the_text_layer_off(tmp_path):
     path = _paper_form(tmp_path / "typed.pdf", TYPED)
-    doc = open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer="off"))
-    try:
-        page = doc.page(0)
-    finally:
-        doc.close()
+    page = _pixels_only(path)
     assert page.text_layer is None
     assert _ink(page, FORM_FIELDS["name"]) > 500  # pdfium draws the annotation: OCR reads it
 
@@ -308,17 +310,7 @@ def _raw_pdf(path, content: str, fields: dict[int, str], acroform: str, extra=No
         **fields,
         **{n: stream(data) if not data.startswith("<<") else data for n, data in (extra or {}).items()},
     }
-    out, offsets = bytearray(b"%PDF-1.7\n"), {}
-    for n in sorted(objects):
-        offsets[n] = len(out)
-        out += f"{n} 0 obj\n{objects[n]}\nendobj\n".encode("latin-1")
-    xref, size = len(out), max(objects) + 1
-    out += f"xref\n0 {size}\n0000000000 65535 f \n".encode()
-    for n in range(1, size):
-        out += (f"{offsets[n]:010d} 00000 n \n" if n in offsets else "0000000000 65535 f \n").encode()
-    out += f"trailer\n<< /Size {size} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
-    return path
+    return write_objects(path, objects)
 
 
 def _body(texts, top: float, x: float = 72, lead: float = 16) -> str:
