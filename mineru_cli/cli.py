@@ -503,7 +503,7 @@ def merge(
     from .journal import merge as merge_journals
 
     try:
-        pages, duplicates = merge_journals(out, journals)
+        pages, duplicates, renamed = merge_journals(out, journals)
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
@@ -511,6 +511,14 @@ def merge(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(f"{out}: {pages} page(s) from {len(journals)} journal(s); {duplicates} found more than once")
+    if renamed:
+        longer, shorter = renamed[0]
+        typer.echo(
+            f"warning: {len(renamed)} page(s) are in {out} twice, under ids from two different roots "
+            f"({longer} and {shorter}): the journals were made with different --root or from different "
+            "folders; give every shard's run the same --root",
+            err=True,
+        )
 
 
 @app.command()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
+from .core.record import page_id
 
 FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
 # How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
@@ -424,11 +425,30 @@ def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return str(new.get("created", "")) >= str(old.get("created", ""))
 
 
-def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int]:
+def renamed_pages(records: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs of page ids that name one page of one file under two roots: the same content and
+    page, one source a path inside the other (`dump/a/x.pdf#0` and `a/x.pdf#0`), which is what
+    journals made with different --root (or from different folders) hold. Identical copies of a
+    file at unrelated paths are no such pair."""
+    by_content: dict[tuple[str, int], set[str]] = {}
+    for rec in records:
+        sha = rec.get("source_sha256")
+        if isinstance(sha, str) and isinstance(rec.get("page_index"), int):
+            by_content.setdefault((sha, rec["page_index"]), set()).add(str(rec.get("source", "")))
+    pairs = []
+    for (_, page), sources in by_content.items():
+        for longer in sources:
+            for shorter in sources:
+                if longer != shorter and longer.endswith("/" + shorter):
+                    pairs.append((page_id(longer, page), page_id(shorter, page)))
+    return sorted(pairs)
+
+
+def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str, str]]]:
     """Join journals (one per --shard machine, say) into `out`, which may exist: one record per
     page, an ok record over a failed one, then the later one. Returns (pages, duplicates: pages
-    found in more than one place). An input that is missing or no journal is a SetupError, and
-    nothing is written then."""
+    found in more than one place, pages kept under two ids: `renamed_pages`). An input that is
+    missing or no journal is a SetupError, and nothing is written then."""
     chosen: dict[str, dict[str, Any]] = {}
     duplicates = 0
     sources = [Path(p) for p in journals]
@@ -456,4 +476,4 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int]:
             if pid not in mine or journal.get(pid) != rec:
                 journal.append(rec)
         journal.compact(list(chosen))
-    return len(chosen), duplicates
+    return len(chosen), duplicates, renamed_pages(chosen.values())

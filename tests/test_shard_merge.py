@@ -113,3 +113,27 @@ def test_merge_onto_a_full_disk_exits_3_with_the_journal_whole(tmp_path):
     assert 1 <= len(read_journal(tmp_path / "m.jsonl")) < 8  # every line whole
     r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)  # room again
     assert r.returncode == 0 and read_journal(tmp_path / "m.jsonl") == records, r.stderr
+
+
+def test_merge_warns_when_journals_name_one_page_from_two_roots(tmp_path):
+    """Shards made with different roots (one run over `dump/`, one over `dump/a`) name one page
+    `a/prose.png#0` and `prose.png#0`: the merge keeps both, and says so; copies of a file at
+    unrelated paths are no such pair."""
+    (tmp_path / "dump" / "a").mkdir(parents=True)
+    (tmp_path / "dump" / "b").mkdir()
+    page = (EXAMPLES / "prose.png").read_bytes()
+    (tmp_path / "dump" / "a" / "prose.png").write_bytes(page)
+    (tmp_path / "dump" / "b" / "copy.png").write_bytes(page)
+    for out, root in (("wide.jsonl", "dump"), ("narrow.jsonl", "dump/a")):
+        r = mineru("parse", root, "--out", out, "--no-cache", "--engine", "ocr", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    r = mineru("merge", "wide.jsonl", "narrow.jsonl", "--out", "all.jsonl", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert {rec["id"] for rec in read_journal(tmp_path / "all.jsonl")} == {
+        "a/prose.png#0",
+        "b/copy.png#0",
+        "prose.png#0",
+    }
+    assert "warning: 1 page(s) are in all.jsonl twice" in r.stderr and "(a/prose.png#0 and prose.png#0)" in r.stderr
+    alone = mineru("merge", "wide.jsonl", "--out", "wide-again.jsonl", cwd=tmp_path)
+    assert alone.returncode == 0 and "warning" not in alone.stderr, alone.stderr
