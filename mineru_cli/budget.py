@@ -40,34 +40,72 @@ WORKER_MEM = 1 * GiB
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
 # cgroup v1 mounts the cpu controller under one of these names (alone, or joined with cpuacct)
 _CGROUP_V1_CPU = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+# cgroup v1 writes "no memory limit" as the largest page-aligned number (2^63 - 4096): anything
+# this large is no limit
+_V1_NO_LIMIT = 1 << 62
 
 
-def cgroup_cpu_quota(root: Path = CGROUP_ROOT) -> float | None:
-    """The CPUs a cgroup quota allows this process (2.5: 250 ms of CPU per 100 ms), or None
-    without a quota: cgroup v2's cpu.max, else cgroup v1's cpu.cfs_quota_us / cpu.cfs_period_us
-    (-1: no quota). `root`: where the cgroup filesystem is mounted."""
+def _own_cgroups(mount: Path, controller: str, proc_cgroup: Path) -> list[Path]:
+    """This process's cgroup folders for `controller` under `mount`, from its own up to the
+    mount's root: a limit set on any of them holds (the kernel applies the tightest). The path
+    comes from /proc/self/cgroup (`0::/path` on v2, `N:cpu,cpuacct:/path` on v1); a path that
+    is not under this mount (a container that sees its own cgroup as the mount's root, with the
+    host's path in /proc) leaves the root alone."""
+    rel = ""
     try:
-        quota, period = (root / "cpu.max").read_text().split()[:2]
-        if quota == "max":
-            return None
-        if int(quota) > 0 and int(period) > 0:  # no kernel writes others; a hand-made file may
-            return int(quota) / int(period)
-        return None
+        for line in proc_cgroup.read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if (controller == "" and controllers == "") or controller in controllers.split(","):
+                rel = path.strip("/")
+                break
     except (OSError, ValueError):
         pass
-    for name in _CGROUP_V1_CPU:
-        try:
-            quota_us = int((root / name / "cpu.cfs_quota_us").read_text())
-            period_us = int((root / name / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
-            continue
-        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    parts = [p for p in rel.split("/") if p]
+    dirs = [mount.joinpath(*parts[:i]) for i in range(len(parts), 0, -1)]
+    return [d for d in dirs if d.is_dir()] + [mount]
+
+
+def _v2_cpu_quota(folder: Path) -> float | None:
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
+        if quota != "max" and int(quota) > 0 and int(period) > 0:  # no kernel writes others; a hand-made file may
+            return int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
     return None
 
 
-def available_cpus(cgroup_root: Path = CGROUP_ROOT) -> int:
+def _v1_cpu_quota(folder: Path) -> float | None:
+    try:
+        quota_us = int((folder / "cpu.cfs_quota_us").read_text())
+        period_us = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+def _tightest(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def cgroup_cpu_quota(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> float | None:
+    """The CPUs a cgroup quota allows this process (2.5: 250 ms of CPU per 100 ms), or None
+    without a quota: cgroup v2's cpu.max, else cgroup v1's cpu.cfs_quota_us / cpu.cfs_period_us
+    (-1: no quota), the tightest of this process's cgroup and its parents. `root`: where the
+    cgroup filesystem is mounted."""
+    if (root / "cgroup.controllers").is_file() or (root / "cpu.max").is_file():  # v2 (unified)
+        return _tightest([_v2_cpu_quota(d) for d in _own_cgroups(root, "", proc_cgroup)])
+    for name in _CGROUP_V1_CPU:
+        if (root / name).is_dir():
+            return _tightest([_v1_cpu_quota(d) for d in _own_cgroups(root / name, "cpu", proc_cgroup)])
+    return None
+
+
+def available_cpus(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
     """Cores we may use: the affinity mask, further limited by a cgroup CPU quota (v2 or v1).
 
     os.cpu_count() counts the host's cores, which oversubscribes a container or a taskset."""
@@ -75,14 +113,40 @@ def available_cpus(cgroup_root: Path = CGROUP_ROOT) -> int:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         n = os.cpu_count() or 1
-    quota = cgroup_cpu_quota(cgroup_root)
+    quota = cgroup_cpu_quota(cgroup_root, proc_cgroup)
     if quota is not None:
         n = min(n, max(1, math.ceil(quota)))
     return max(1, n)
 
 
-def available_memory() -> int | None:
-    """Bytes we may still use: MemAvailable, further limited by a cgroup v2 memory limit."""
+def _memory_room(folder: Path, limit_file: str, usage_file: str) -> float | None:
+    """Bytes a cgroup's memory limit leaves (limit - usage), None without a limit."""
+    try:
+        limit = (folder / limit_file).read_text().strip()
+        if limit == "max" or int(limit) >= _V1_NO_LIMIT:
+            return None
+        return max(0, int(limit) - int((folder / usage_file).read_text().strip()))
+    except (OSError, ValueError):
+        return None
+
+
+def cgroup_memory_room(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int | None:
+    """Bytes this process's cgroup memory limits leave (cgroup v2's memory.max - memory.current,
+    v1's memory.limit_in_bytes - memory.usage_in_bytes; the tightest of its cgroup and parents),
+    None without a limit."""
+    if (root / "cgroup.controllers").is_file() or (root / "memory.max").is_file():
+        dirs, files = _own_cgroups(root, "", proc_cgroup), ("memory.max", "memory.current")
+    else:
+        dirs, files = (
+            _own_cgroups(root / "memory", "memory", proc_cgroup),
+            ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+        )
+    room = _tightest([_memory_room(d, *files) for d in dirs])
+    return None if room is None else int(room)
+
+
+def available_memory(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int | None:
+    """Bytes we may still use: MemAvailable, further limited by a cgroup memory limit (v2 or v1)."""
     avail = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -91,14 +155,9 @@ def available_memory() -> int | None:
                 break
     except (OSError, ValueError):
         pass
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-            room = max(0, int(limit) - used)
-            avail = room if avail is None else min(avail, room)
-    except (OSError, ValueError):
-        pass
+    room = cgroup_memory_room(cgroup_root, proc_cgroup)
+    if room is not None:
+        avail = room if avail is None else min(avail, room)
     return avail
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fshelpers import read_only
-from helpers import mineru
+from helpers import EXAMPLES, mineru
 
 from mineru_cli.vlm.export_format import FORMAT, FORMAT_VERSION, GRAPHS, write_manifest
 
@@ -203,3 +203,63 @@ def test_cgroup_cpu_quota_v2_and_v1(tmp_path):
         (v1 / "cpu.cfs_quota_us").write_text(f"{100000 * (len(os.sched_getaffinity(0)) + 3)}\n")
         assert available_cpus(tmp_path / "v1") == len(os.sched_getaffinity(0))  # the affinity mask is less
         shutil.rmtree(tmp_path / "v1")
+
+
+def _real_cgroup(name: str, cpus: float | None, memory: int | None) -> list[Path]:
+    """A real cgroup with these limits (cgroup v2, or v1's cpu and memory controllers), as the
+    folders a process joins (write its pid to each one's cgroup.procs); skips where this machine
+    does not let the tests make one (not root, no writable cgroup filesystem)."""
+    import os
+
+    root = Path("/sys/fs/cgroup")
+    if os.geteuid() != 0:
+        pytest.skip("making a cgroup needs root")
+    if (root / "cgroup.controllers").is_file():  # v2
+        if not {"cpu", "memory"} <= set((root / "cgroup.subtree_control").read_text().split()):
+            pytest.skip("cgroup v2 without the cpu and memory controllers enabled for children")
+        folders = {"cpu": root / name, "memory": root / name}
+        files = {"cpu": ("cpu.max", f"{int(cpus * 100000)} 100000"), "memory": ("memory.max", str(memory))}
+    else:
+        folders = {"cpu": root / "cpu" / name, "memory": root / "memory" / name}
+        files = {"cpu": ("cpu.cfs_quota_us", str(int(cpus * 100000) if cpus else -1))}
+        files["memory"] = ("memory.limit_in_bytes", str(memory or -1))
+    try:
+        for kind in ("cpu", "memory"):
+            folders[kind].mkdir(exist_ok=True)
+            if (cpus if kind == "cpu" else memory) is not None:
+                (folders[kind] / files[kind][0]).write_text(files[kind][1])
+    except OSError as exc:
+        pytest.skip(f"cannot make a cgroup here: {exc}")
+    return sorted(set(folders.values()))
+
+
+@pytest.mark.parametrize("limit", ["cpu", "memory"])
+def test_the_plan_follows_a_real_cgroup_the_process_is_in(tmp_path, limit):
+    """The CPU quota and the memory limit that hold for this process are those of its own
+    cgroup (and its parents), not of the cgroup filesystem's root: on cgroup v1 only the root's
+    were read, and the root's memory limit not at all, so a run inside a limited cgroup planned
+    for the whole machine (a worker per core, each with 1 GiB it did not have)."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: a quota of one CPU changes nothing to see")
+    name = f"mineru-test-{os.getpid()}-{limit}"
+    folders = _real_cgroup(name, 1.0 if limit == "cpu" else None, 1536 << 20 if limit == "memory" else None)
+
+    def join() -> None:
+        for folder in folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    try:
+        r = mineru(
+            "parse", str(EXAMPLES), "--out", "r.jsonl", "--cpus", "2", "--explain-plan", cwd=tmp_path, preexec_fn=join
+        )
+    finally:
+        for folder in folders:
+            folder.rmdir()
+    assert r.returncode == 0, r.stderr
+    plan = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+    if limit == "cpu":
+        assert plan["cores"].split()[4] == "1", r.stdout
+    else:
+        assert plan["workers"].split()[1] == "1" and "memory: 1." in plan["workers"], r.stdout
