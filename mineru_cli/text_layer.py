@@ -69,6 +69,12 @@ SCAN_COVERAGE = 0.9  # of the page that opaque pictures paint: a scan, read from
 SCAN_OPAQUE = 0.9  # of a picture's box it must paint opaquely to count towards that
 MASK_MAX_PX = 8_000_000  # the largest picture whose own mask is read (32 MB as pdfium renders it)
 GRID_PX = 8  # the cell, in page pixels, of the grid the pictures' coverage is counted on
+# Seen characters that show which way up the page stands, even when they are too few to use as
+# its text (a figure's labels): this many at least, this share of them running left to right,
+# on a page that pictures paint less than this share of (a picture's own text may run any way)
+UPRIGHT_MIN_CHARS = 10
+UPRIGHT_SHARE = 0.9
+UPRIGHT_MAX_PICTURES = 0.5
 
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
 _PDFIUM_HYPHEN = 0x02  # what pdfium reports for a hyphen at the end of a line
@@ -107,6 +113,8 @@ class TextLayer:
     chars: int  # visible characters (spaces and line ends not counted)
     hidden: int  # characters never emitted: invisible, outside the page, too small, no ink
     detail: str = ""  # the figure behind the reason, for the record
+    # the seen characters run left to right (UPRIGHT_*): the page stands upright as rendered
+    upright: bool = False
 
     def info(self) -> dict[str, Any]:
         """The record's `text_layer` field."""
@@ -133,7 +141,7 @@ class TextLayer:
             return x1, y1, x2, y2
 
         lines = tuple(TextLine(scale(ln.box), ln.text) for ln in self.lines)
-        return TextLayer(lines, self.trusted, self.reason, self.chars, self.hidden, self.detail)
+        return replace(self, lines=lines)
 
 
 @dataclass
@@ -765,9 +773,15 @@ def _address(obj) -> int:
 def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> TextLayer:
     visible = len(counts.visible) + sum(map(len, counts.turned.values()))
     total = max(1, counts.total)
+    coverage = paint.picture_share(width, height) if counts.total else 0.0
+    upright = (
+        len(counts.visible) >= UPRIGHT_MIN_CHARS
+        and len(counts.visible) >= UPRIGHT_SHARE * visible
+        and coverage < UPRIGHT_MAX_PICTURES
+    )
 
     def untrusted(reason: str, detail: str) -> TextLayer:
-        return TextLayer((), False, reason, visible, counts.hidden, detail)
+        return TextLayer((), False, reason, visible, counts.hidden, detail, upright=upright)
 
     if counts.total == 0:
         return untrusted("no_text", "the page has no text layer")
@@ -777,7 +791,6 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     # number) would keep the stamp and lose the scan: pictures that paint the page are read
     # from its pixels, whatever text lies over them (MinerU's classifier sends documents of
     # such pages to OCR too)
-    coverage = paint.picture_share(width, height)
     if coverage >= SCAN_COVERAGE:
         return untrusted("scanned", f"pictures paint {coverage:.0%} of the page")
     if counts.unicode_errors / total >= UNICODE_ERROR_SHARE:
@@ -797,7 +810,7 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     # a glyph's line box reaches past the page's edge where its text does (set at the top
     # edge, running off the side): the lines stay within the page
     lines = [TextLine(_within(ln.box, width, height), ln.text) for ln in lines]
-    return TextLayer(tuple(lines), True, None, visible, counts.hidden)
+    return TextLayer(tuple(lines), True, None, visible, counts.hidden, upright=upright)
 
 
 def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:

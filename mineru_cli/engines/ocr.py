@@ -158,7 +158,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.6"  # bump when the same inputs would give different output
+    version = "3.7"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -196,7 +196,10 @@ class OcrEngine:
         else:
             self.warm_up()
             t = time.perf_counter()
-            turned, score = self._upright(bgr)
+            # text the text layer shows running left to right on the page (too little or too
+            # broken to use as its text) says the page stands upright: the classifier, which
+            # sees only the page's centre, turned figures with upright labels upside down
+            turned, score = (0, 1.0) if text is not None and text.upright else self._upright(bgr)
             if turned:
                 bgr = orientation.turn(bgr, turned)
                 warnings.append(f"page read turned {turned} degrees counter-clockwise (orientation score {score:.2f})")

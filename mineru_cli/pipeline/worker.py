@@ -336,9 +336,15 @@ def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | 
 def page_key(fp: str, page) -> str:
     """The fingerprint a page's result is cached under: a page whose trusted text layer the
     engine reads is keyed by that text too (two PDFs can render to the same pixels with
-    different text), so a cache hit is never another text's result."""
+    different text), so a cache hit is never another text's result; one read from its pixels
+    whose text layer says it stands upright (the engine then turns it nowhere) apart from the
+    same pixels without that word (an image, another PDF)."""
     layer = page.text_layer
-    return fp if layer is None or not layer.trusted else f"{fp}:text:{layer.digest()[:32]}"
+    if layer is None:
+        return fp
+    if layer.trusted:
+        return f"{fp}:text:{layer.digest()[:32]}"
+    return f"{fp}:upright" if layer.upright else fp
 
 
 def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> PageOutcome:

@@ -58,3 +58,39 @@ def test_a_turned_page_reads_as_the_upright_one_with_boxes_on_its_own_ink(engine
         assert 0 <= x1 < x2 <= turned.width and 0 <= y1 < y2 <= turned.height
         if block.text:
             assert grey[y1:y2, x1:x2].min() < 128  # on the text's ink in the turned page
+
+
+def test_upright_labels_in_the_text_layer_keep_a_figure_page_upright(tmp_path):
+    """A real figure page (tests/data/figure_labels_asme.pdf) whose 25 labels are too few to use
+    as its text: the classifier alone takes it for upside down and read its labels turned
+    ("I− = θ" for "θ = 1"); its text layer shows them upright, so the page is read as it stands.
+    The same pixels as an image (no text layer) are still classified, and the cache keeps the
+    two results apart."""
+    import json
+
+    from helpers import mineru
+
+    from mineru_cli.config import LoadOptions
+    from mineru_cli.inputs import PdfDocument
+
+    pdf = Path(__file__).resolve().parents[1] / "data" / "figure_labels_asme.pdf"
+    doc = PdfDocument(pdf, LoadOptions())
+    page = doc.page(0)
+    doc.close()
+    assert page.text_layer is not None and not page.text_layer.trusted and page.text_layer.upright
+    (tmp_path / "image").mkdir()
+    (tmp_path / "pdf").mkdir()
+    page.image.save(tmp_path / "image" / "figure.png")
+    (tmp_path / "pdf" / "figure.pdf").write_bytes(pdf.read_bytes())
+    records = {}
+    for kind in ("image", "pdf"):  # one cache: the image's result first
+        r = mineru("parse", kind, "--out", f"{kind}.jsonl", "--cache-dir", "cache", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        records[kind] = json.loads((tmp_path / f"{kind}.jsonl").read_text().splitlines()[0])
+    image, from_pdf = records["image"], records["pdf"]
+    assert image["source_sha256"] != from_pdf["source_sha256"]  # two files ...
+    assert any(w.startswith("page read turned 180") for w in image["warnings"]), image["warnings"]
+    assert from_pdf["cache"]["status"] == "miss"  # ... of the same pixels, not served the image's result
+    assert not any(w.startswith("page read turned") for w in from_pdf["warnings"]), from_pdf["warnings"]
+    texts = [b["text"].replace(" ", "") for b in from_pdf["blocks"]]
+    assert "θ=1" in texts and any(t.startswith("Γ") for t in texts), texts
