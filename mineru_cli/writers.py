@@ -76,14 +76,14 @@ def write_documents(
         stem = PurePosixPath(source).stem
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
-            written.append(_atomic_write(folder / f"{stem}.md", md))
+            written.append(atomic_write(folder / f"{stem}.md", md))
         if "content-list" in formats:
             items = []
             for page in pages:
                 image = load_page(source, page["page_index"]) if load_page else None
                 items += content_list_items(page, folder, image)
             written.append(
-                _atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
+                atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
             )
         if "layout" in formats and load_page is not None:
             from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
@@ -204,7 +204,7 @@ def _crop(image, bbox, folder: Path) -> str:
         # short one (a disk with a few kB left) as success, which would leave a torn crop
         buf = io.BytesIO()
         crop.convert("RGB").save(buf, "JPEG", quality=90)
-        _atomic_write(path, buf.getvalue())
+        atomic_write(path, buf.getvalue())
     return f"images/{name}"
 
 
@@ -214,7 +214,7 @@ def _distance(a, b) -> float:
     return (ax - bx) ** 2 + (ay - by) ** 2
 
 
-def _atomic_write(path: Path, data: str | bytes) -> Path:
+def atomic_write(path: Path, data: str | bytes) -> Path:
     """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary
     (Python's file objects write on after a short write, so the error is raised)."""
     fh, tmp = open_temporary_beside(path)
