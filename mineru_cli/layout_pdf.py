@@ -13,9 +13,12 @@ the image at --dpi pixels per inch (a PDF page's own size in points; an image at
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import re
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
@@ -24,6 +27,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .overlay import block_source, colour, source_label, source_letter
 
+EDGE_BYTES = 2048  # the start of a saved PDF holds its document information, the end its trailer
+_TRAILER_ID = re.compile(rb"/ID\s*\[\s*<([0-9A-Fa-f]{32})>\s*<([0-9A-Fa-f]{32})>\s*\]")
+_CREATION_DATE = re.compile(rb"/CreationDate\s*\((D:\d{14}[+-]\d\d'\d\d'?)\)")
 JPEG_QUALITY = 85  # boxes and numbers stay crisp; a 1655x2339 page is ~0.4 MB
 FILL_ALPHA = 40  # the box's tint: enough to see the region, the text under it stays legible
 LEGEND_BG = (245, 245, 245)
@@ -115,14 +121,18 @@ def write_layout_pdf(
     load_page(record) -> the page image the record's boxes are in."""
     pdf = pdfium.PdfDocument.new()
     buffers = []  # pdfium reads each JPEG when the document is saved: keep them until then
+    drawn_pages = hashlib.md5(usedforsecurity=False)  # what the file holds, for its /ID
+    records: list[dict[str, Any]] = []
     try:
         for record in pages:
+            records.append(record)
             drawn = draw_page(load_page(record), record)
             width_pt, height_pt = page_points(record, dpi)
             scale = width_pt / drawn.width  # the page's points per pixel; the legend strip keeps it
             buf = io.BytesIO()
             # 4:4:4 (no chroma subsampling): a thin coloured outline keeps its colour
             drawn.save(buf, "JPEG", quality=JPEG_QUALITY, subsampling=0)
+            drawn_pages.update(f"{width_pt:.3f}x{drawn.height * scale:.3f}:".encode() + buf.getbuffer())
             buf.seek(0)
             buffers.append(buf)
             page = pdf.new_page(width_pt, drawn.height * scale)
@@ -141,6 +151,7 @@ def write_layout_pdf(
                 pdf.save(out)
                 if out.error is not None:
                     raise out.error
+                _stable(out, drawn_pages.hexdigest(), records)
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
@@ -152,11 +163,14 @@ def write_layout_pdf(
 class _Checked:
     """The file pypdfium2 saves into, keeping the first write error: pypdfium2 writes through a
     ctypes callback, where an exception (a full disk) is only printed and the save goes on, which
-    would leave a torn PDF."""
+    would leave a torn PDF. It keeps the file's first and last bytes for _stable()."""
 
     def __init__(self, fh: IO[bytes]):
         self.fh = fh
         self.error: OSError | None = None
+        self.size = 0
+        self.head = b""  # the first bytes written: the document information (/CreationDate)
+        self.tail = b""  # the last bytes written: the trailer (/ID)
 
     def write(self, data: bytes) -> int:
         if self.error is None:
@@ -164,4 +178,37 @@ class _Checked:
                 self.fh.write(data)
             except OSError as exc:
                 self.error = exc
+        if len(self.head) < EDGE_BYTES:
+            self.head = (self.head + bytes(data))[:EDGE_BYTES]
+        self.tail = (self.tail + bytes(data))[-EDGE_BYTES:]
+        self.size += len(data)
         return len(data)
+
+    def overwrite(self, pattern: re.Pattern[bytes], value: bytes, at_end: bool) -> None:
+        """Write `value` over every group of `pattern`'s match in the file's first (or last)
+        bytes, where the group is as long as `value`: no offset in the file moves."""
+        edge = self.tail if at_end else self.head
+        found = pattern.search(edge)
+        if found is None:
+            return  # not written as pdfium writes it: the file stays as saved
+        start = self.size - len(edge) if at_end else 0
+        for group in range(1, len(found.groups()) + 1):
+            if found.end(group) - found.start(group) == len(value):
+                self.fh.seek(start + found.start(group))
+                self.fh.write(value)
+        self.fh.seek(self.size)
+
+
+def _stable(out: _Checked, drawn: str, records: list[dict[str, Any]]) -> None:
+    """Make the saved file a function of what it shows. pdfium stamps a new document with the
+    clock (/CreationDate) and draws its trailer /ID at random on every save, so the same pages
+    gave another file each run: the date becomes the newest of the records' `created` (when the
+    pages' content was made; left as saved without one) and the /ID `drawn`, a hash of the pages."""
+    out.overwrite(_TRAILER_ID, drawn.upper().encode("ascii"), at_end=True)
+    created = [r.get("created") for r in records]
+    if created and all(isinstance(c, str) for c in created):
+        try:
+            newest = max(datetime.fromisoformat(str(c)).astimezone(timezone.utc) for c in created)
+        except ValueError:
+            return
+        out.overwrite(_CREATION_DATE, newest.strftime("D:%Y%m%d%H%M%S+00'00'").encode("ascii"), at_end=False)

@@ -14,7 +14,10 @@ Rules by block type:
                      labels read inside a figure stay in the block, as in MinerU's pipeline)
   header / footer /  omitted: page furniture stays in the blocks only
   page_number
-  anything else      its text as a paragraph (text, list, captions, ...)
+  text               its text as a paragraph; a line starting with a block marker (`# `, `- `,
+                     `+ `, `* `) has it escaped (`\\# `), as MinerU escapes a text block's, so prose
+                     never becomes a heading or a list item
+  anything else      its text as a paragraph (list, captions, ...)
 (core.blocks.NOT_IN_MARKDOWN lists the omitted types.)
 """
 
@@ -57,7 +60,20 @@ def block_to_markdown(block: Block) -> str:
         # a fence longer than any run of backticks in the code, which would otherwise close it
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
+    if kind == T.TEXT:
+        return escape_block_marker(text)
     return text
+
+
+# MinerU's TEXT_BLOCK_MARKDOWN_PREFIX_RE (mineru/backend/utils/markdown_utils.py), on every line:
+# its text blocks are one line, ours may hold several, and CommonMark lets a heading or a list
+# item interrupt a paragraph. `*` too: MinerU escapes every `*` in text, so its `* ` is no bullet.
+_BLOCK_MARKER = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<marker>#{1,6}|[+*-])(?=[ \t])", re.MULTILINE)
+
+
+def escape_block_marker(text: str) -> str:
+    """`text` with a backslash before each line's leading heading or bullet marker."""
+    return _BLOCK_MARKER.sub(lambda m: f"{m['indent']}\\{m['marker']}", text)
 
 
 def _details(content: str, summary: str) -> str:

@@ -21,6 +21,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from importlib import resources
@@ -30,6 +31,7 @@ from typing import Any, Callable
 from .config import LoadOptions
 from .journal import read_records
 from .overlay import COLOURS, OTHER, block_source, hex_colour
+from .writers import atomic_write
 
 THUMB_WIDTH = 360  # px: a card's width on a laptop screen; ~12-18 KB a PDF page (base64 JPEG)
 THUMB_QUALITY = 60
@@ -57,9 +59,7 @@ def write_review(
     root = Path(root) if root is not None else Path.cwd()
     thumbs = _thumbnails(records, root, log) if images else {}
     page = render(records, thumbs, title=str(records_path))
-    tmp = out.with_name("." + out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write(out, page)  # whole or not at all, through a temporary of this run's own
     wanted = sum(1 for r in records if r.get("image") and r.get("page_count")) if images else 0
     return ReviewStats(len(records), len(thumbs), wanted - len(thumbs), out.stat().st_size)
 
@@ -96,7 +96,7 @@ def render(records: list[dict[str, Any]], thumbs: dict[str, str], title: str) ->
     }
     template = resources.files("mineru_cli").joinpath("assets/review.html").read_text(encoding="utf-8")
     return (
-        template.replace("__TITLE__", html.escape(title))
+        template.replace("__TITLE__", html.escape(shown(title)))
         .replace("__IMAGES__", "\n".join(image_tags))
         .replace("__DATA__", _script_json(data))
     )
@@ -206,7 +206,24 @@ def _jpeg(image) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown(text: str) -> str:
+    """`text` as a UTF-8 page can hold it. A file name that is not UTF-8 reaches the records as
+    lone surrogates (os.fsdecode's surrogateescape), which UTF-8 cannot encode: its bytes are
+    shown as `\\xff`, as `ls -b` shows them (any other lone surrogate as `\\udXXX`)."""
+    return _SURROGATE.sub(_escaped_surrogate, text)
+
+
+def _escaped_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
 def _script_json(data: Any) -> str:
-    """JSON safe inside a <script> element: no '<', '>' or '&' that could close it."""
+    """JSON safe inside a <script> element: no '<', '>' or '&' that could close it, and no lone
+    surrogate (shown(): each becomes its escape's text, so the page is valid UTF-8)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = _SURROGATE.sub(lambda m: json.dumps(shown(m.group()))[1:-1], text)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

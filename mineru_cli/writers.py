@@ -14,6 +14,9 @@ image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `c
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
 `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
+A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text) and `list_items`
+(the texts of the text blocks inside it, which are not items of their own), as MinerU gathers them;
+a list read as text of its own (no block inside it) is a text item.
 Captions and footnotes are attached to the nearest image/table of their kind on the page (an image
 caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote).
 """
@@ -27,6 +30,7 @@ import json
 import os
 import secrets
 import time
+from collections import Counter
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Callable
@@ -41,6 +45,7 @@ from .core.blocks import (
     Block,
 )
 from .core.blocks import BlockType as T
+from .core.geometry import covered
 from .markdown import blocks_to_markdown
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -76,14 +81,14 @@ def write_documents(
         stem = PurePosixPath(source).stem
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
-            written.append(_atomic_write(folder / f"{stem}.md", md))
+            written.append(atomic_write(folder / f"{stem}.md", md))
         if "content-list" in formats:
             items = []
             for page in pages:
                 image = load_page(source, page["page_index"]) if load_page else None
                 items += content_list_items(page, folder, image)
             written.append(
-                _atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
+                atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
             )
         if "layout" in formats and load_page is not None:
             from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
@@ -106,11 +111,21 @@ def _last_page(load_page: Callable[[str, int], Any]) -> Callable[[str, int], Any
 
 
 def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
-    """One page's content_list items, in reading order, captions attached to their owners."""
+    """One page's content_list items, in reading order, captions attached to their owners and
+    list items gathered into their list."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
+    blocks = record["blocks"]
+    members = list_members(blocks)
+    in_a_list = {m for ms in members.values() for m in ms}
     items: list[tuple[int, dict, dict]] = []  # (position in reading order, block, item)
     attached: list[tuple[int, dict, dict]] = []
-    for pos, b in enumerate(record["blocks"]):
+    for pos, b in enumerate(blocks):
+        if pos in in_a_list:
+            continue
+        if b["type"] == T.LIST and (pos in members or not b.get("text", "").strip()):
+            if pos in members:  # a list with no item and no text of its own is nothing (as in MinerU)
+                items.append((pos, b, _list_item(b, [blocks[m] for m in members[pos]], w, h, page_idx)))
+            continue
         entry = (pos, b, _item(b, w, h, page_idx, folder, image))
         (attached if b["type"] in ATTACHED_TO else items).append(entry)
     for pos, b, item in attached:
@@ -131,11 +146,45 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
     return [it for _, _, it in sorted(items, key=lambda e: e[0])]
 
 
-def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
+LIST_ITEM_TYPES = (T.TEXT, T.REF_TEXT)
+LIST_ITEM_SHARE = 0.8  # MinerU's fix_list_blocks: a text block this much inside a list is its item
+
+
+def list_members(blocks: list[dict]) -> dict[int, list[int]]:
+    """The items of each list block on a page, by position in reading order, as MinerU's
+    fix_list_blocks gathers them: the VLM's `list` is a container whose items are the text and
+    ref_text blocks at least LIST_ITEM_SHARE inside it (each in the first such list). Lists
+    with no item are left out."""
+    lists = [pos for pos, b in enumerate(blocks) if b["type"] == T.LIST]
+    members: dict[int, list[int]] = {}
+    for pos, b in enumerate(blocks):
+        if b["type"] not in LIST_ITEM_TYPES:
+            continue
+        owner = next((lp for lp in lists if covered(b["bbox"], blocks[lp]["bbox"]) >= LIST_ITEM_SHARE), None)
+        if owner is not None:
+            members.setdefault(owner, []).append(pos)
+    return members
+
+
+def _list_item(b: dict, entries: list[dict], w: int, h: int, page_idx: int) -> dict:
+    """MinerU's list item: its items' texts (blank ones left out, as MinerU leaves them) and
+    the type most of them have (text on a tie) as sub_type; the container's own text, if any,
+    is not read (MinerU clears it)."""
+    counts = Counter(str(e["type"]) for e in entries)
+    sub_type = max(counts, key=lambda t: (counts[t], t == T.TEXT))
+    texts = [e.get("text", "") for e in entries if e.get("text", "").strip()]
+    return {"type": "list", "sub_type": sub_type, "list_items": texts, **_base(b, w, h, page_idx)}
+
+
+def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
     x1, y1, x2, y2 = b["bbox"]
     bbox = [round(x1 * 1000 / w), round(y1 * 1000 / h), round(x2 * 1000 / w), round(y2 * 1000 / h)]
+    return {"bbox": bbox, "page_idx": page_idx}
+
+
+def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     kind, text = b["type"], b.get("text", "")
-    base = {"bbox": bbox, "page_idx": page_idx}
+    base = _base(b, w, h, page_idx)
     if kind in CONTENT_LIST_EQUATION:
         latex = b.get("latex") or text
         return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}
@@ -204,7 +253,7 @@ def _crop(image, bbox, folder: Path) -> str:
         # short one (a disk with a few kB left) as success, which would leave a torn crop
         buf = io.BytesIO()
         crop.convert("RGB").save(buf, "JPEG", quality=90)
-        _atomic_write(path, buf.getvalue())
+        atomic_write(path, buf.getvalue())
     return f"images/{name}"
 
 
@@ -214,7 +263,7 @@ def _distance(a, b) -> float:
     return (ax - bx) ** 2 + (ay - by) ** 2
 
 
-def _atomic_write(path: Path, data: str | bytes) -> Path:
+def atomic_write(path: Path, data: str | bytes) -> Path:
     """Replace `path` whole or not at all: a full disk leaves the earlier file and no temporary
     (Python's file objects write on after a short write, so the error is raised)."""
     fh, tmp = open_temporary_beside(path)

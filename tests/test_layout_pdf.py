@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pypdfium2 as pdfium
 import pytest
 from helpers import EXAMPLES, mineru
@@ -132,3 +135,34 @@ def test_format_layout_after_a_finished_run_draws_without_parsing_again(tmp_path
     assert (tmp_path / "r.jsonl").read_bytes() == journal  # nothing parsed again
     (pw, ph), _, count = _render(tmp_path / "docs" / "page_png" / "page_layout.pdf", 0)
     assert count == 1 and pw == pytest.approx(900 * 72 / 200, abs=0.5)
+
+
+def test_the_same_records_give_the_same_layout_pdf_byte_for_byte(tmp_path):
+    """A cron re-run rewrites every document's layout PDF from the same records: it must be the
+    same file (pdfium stamps a new document with the clock and draws a trailer /ID at random on
+    each save), and still a valid PDF."""
+    src = SourceFile(EXAMPLES / "report.pdf", "report.pdf", "pdf")
+    with open_document(src, LoadOptions(dpi=DPI)) as doc:
+        images = [doc.page(i).image for i in range(doc.page_count)]
+    w = images[0].width
+    records = [
+        {
+            **_record("report.pdf", i, 2, images[i], [{"type": "text", "bbox": [60, 60, w - 60, 200]}]),
+            "created": f"2026-12-0{i + 1}T13:00:0{i}+01:00",
+        }
+        for i in (0, 1)
+    ]
+    runs = []
+    for run in ("first", "second"):
+        if runs:
+            time.sleep(1.1)  # another second on the clock
+        write_documents(records, tmp_path / run, {"layout"}, lambda s, i: images[i], dpi=DPI)
+        runs.append((tmp_path / run / "report_pdf" / "report_layout.pdf").read_bytes())
+    assert runs[0] == runs[1]
+    assert b"/CreationDate(D:20261202120001+00'00')" in runs[0]  # the newest record's, in UTC
+    assert _render(tmp_path / "first" / "report_pdf" / "report_layout.pdf", 1)[2] == 2
+    other = [records[0], {**records[1], "blocks": [{"type": "title", "bbox": [60, 60, w - 60, 200]}]}]
+    write_documents(other, tmp_path / "other", {"layout"}, lambda s, i: images[i], dpi=DPI)
+    redrawn = (tmp_path / "other" / "report_pdf" / "report_layout.pdf").read_bytes()
+    ids = [re.search(rb"/ID\s*\[<([0-9A-F]{32})>", data)[1] for data in (runs[0], redrawn)]
+    assert ids[0] != ids[1]  # another drawing, another ID

@@ -69,3 +69,21 @@ def test_analysed_figures_fold_their_content_as_mineru_4_does():
 def test_code_containing_a_fence_keeps_its_own():
     md = block_to_markdown(Block("code", BOX, "print('''\n```\n''')"))
     assert md == "````\nprint('''\n```\n''')\n````"
+
+
+def test_prose_that_starts_like_a_heading_or_a_bullet_stays_prose():
+    """A PDF's text layer or OCR reads a paragraph "# of pages ..." or a line "- 5 degrees":
+    Markdown would make a heading or a list item of it; MinerU escapes the marker of a text block
+    (escape_text_block_markdown_prefix) and so do we, on each of the block's lines."""
+    blocks = [
+        Block("text", BOX, "# of pages read: 12"),
+        Block("text", BOX, "Temperatures were\n- 5 degrees at night\n+ 3 by day\n* roughly"),
+        Block("text", BOX, "#hashtag and -1 and ####### seven stay as they are"),
+        Block("list", BOX, "- one\n- two"),  # a list is Markdown's list
+    ]
+    assert blocks_to_markdown(blocks) == (
+        "\\# of pages read: 12\n\n"
+        "Temperatures were\n\\- 5 degrees at night\n\\+ 3 by day\n\\* roughly\n\n"
+        "#hashtag and -1 and ####### seven stay as they are\n\n"
+        "- one\n- two\n"
+    )

@@ -7,6 +7,7 @@ where it can) through Playwright for Python; no browser is ever downloaded. With
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -268,3 +269,28 @@ def test_screenshot_shows_the_page_image_with_its_box_overlaid(page, tmp_path):
     assert max(px(120.5, 150)) < 120
     # outside any box: the scan's white
     assert min(px(20, 20)) > 240
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_as_its_bytes(browser, tmp_path):
+    """A real run over a file whose name is not UTF-8 (its record holds os.fsdecode's lone
+    surrogates): the review page is written, opens, and names the file by its bytes."""
+    name = os.fsdecode(b"scan \xff.png")
+    root = tmp_path / os.fsdecode(b"dump \xfe")
+    root.mkdir()
+    Image.new("RGB", (200, 100), "white").save(root / name)
+    journal = root / os.fsdecode(b"results \xfd.jsonl")
+    parsed = mineru("parse", str(root), "--out", str(journal), "--cpus", "1", "--no-cache", cwd=tmp_path)
+    assert parsed.returncode == 0, parsed.stderr
+    html_path = tmp_path / "report.html"
+    r = mineru("review", str(journal), "--html", str(html_path), "--root", str(root), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "1 page(s), 1 image(s)" in r.stdout  # the file is found by its real name
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    pg = browser.new_page()
+    try:
+        pg.goto(html_path.as_uri())
+        pg.wait_for_function("window.reviewReady === true", timeout=10000)
+        assert pg.get_attribute("#grid .page", "data-id") == "scan \\xff.png#0"
+        assert "dump \\xfe" in pg.title() and "results \\xfd.jsonl" in pg.title()
+    finally:
+        pg.close()

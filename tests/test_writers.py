@@ -254,3 +254,35 @@ def test_temporaries_left_by_killed_writes_are_removed_once_stale(tmp_path):
     handle, tmp = open_temporary_beside(target)
     handle.close()
     assert not stale.exists() and fresh.exists() and other.exists() and tmp.exists()
+
+
+def test_a_vlm_list_is_one_list_item_of_the_text_blocks_inside_it(tmp_path):
+    """The VLM's `list` is a container (skipped in step 2: no text of its own); its items are
+    the text blocks inside it. MinerU (fix_list_blocks, then make_blocks_to_content_list) writes
+    one `list` item with their texts as `list_items`, not a blank text item beside them."""
+    blocks = [
+        {"type": "title", "bbox": [100, 20, 1900, 80], "text": "Steps", "score": None, "source": "vlm"},
+        {"type": "list", "bbox": [100, 100, 1900, 400], "text": "", "score": None, "source": "vlm"},
+        {"type": "text", "bbox": [120, 110, 1880, 190], "text": "1. Unpack the box.", "score": None, "source": "vlm"},
+        {"type": "text", "bbox": [120, 210, 1880, 290], "text": "2. Plug it in.", "score": None, "source": "vlm"},
+        {"type": "text", "bbox": [120, 310, 1880, 390], "text": " ", "score": None, "source": "vlm"},
+        {"type": "text", "bbox": [100, 500, 1900, 700], "text": "Then wait.", "score": None, "source": "vlm"},
+        {"type": "list", "bbox": [100, 800, 1900, 900], "text": "", "score": None, "source": "vlm"},  # nothing in it
+    ]
+    items = content_list_items(page("manual.pdf", 2, blocks), tmp_path, None)
+    assert [it["type"] for it in items] == ["text", "list", "text"]
+    title, steps, after = items
+    assert steps == {
+        "type": "list",
+        "sub_type": "text",
+        "list_items": ["1. Unpack the box.", "2. Plug it in."],
+        "bbox": [50, 100, 950, 400],
+        "page_idx": 2,
+    }
+    assert (title["text"], after["text"]) == ("Steps", "Then wait.")
+
+
+def test_a_list_with_text_of_its_own_is_a_text_item(tmp_path):
+    blocks = [{"type": "list", "bbox": [0, 0, 2000, 500], "text": "- one\n- two", "score": 0.9}]
+    (item,) = content_list_items(page("scan.png", 0, blocks), tmp_path, None)
+    assert (item["type"], item["text"]) == ("text", "- one\n- two")
