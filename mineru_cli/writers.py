@@ -47,6 +47,7 @@ from .core.blocks import (
 from .core.blocks import BlockType as T
 from .core.geometry import covered
 from .markdown import blocks_to_markdown
+from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
 
@@ -68,7 +69,7 @@ def write_documents(
 
     load_page(source, page_index) -> PIL image, for the crops of content-list and the pages of
     layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size)."""
-    written = []
+    written: list[Path] = []
     if load_page is not None:
         load_page = _last_page(load_page)  # a one-page document is rendered once for both formats
     key = lambda r: r["source"]  # noqa: E731
@@ -77,8 +78,13 @@ def write_documents(
         if not pages:
             continue
         folder = document_dir(out_dir, source)
-        folder.mkdir(parents=True, exist_ok=True)
         stem = PurePosixPath(source).stem
+        stamp = _Stamp.at(folder, stem).of(pages, formats, load_page is not None, dpi)
+        if stamp.holds():
+            continue  # its files were written from these very records: nothing to redo
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp.remove()  # until all its files are written anew
+        start = len(written)
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
             written.append(atomic_write(folder / f"{stem}.md", md))
@@ -90,12 +96,68 @@ def write_documents(
             written.append(
                 atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
             )
+            stamp.crops = sorted({path for it in items for path in _crops_of(it)})
         if "layout" in formats and load_page is not None:
             from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
 
             path = folder / f"{stem}_layout.pdf"
             written.append(write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi))
+        stamp.write([p.name for p in written[start:]])
     return written
+
+
+# A document's files are a function of its ok pages' records, the formats, the crops' source and
+# --dpi, and this code: the stamp beside them holds a hash of those, so a re-run with nothing new
+# for a document rewrites nothing (its crops and layout pages were rendered from the source
+# again, 0.1-0.2 s a page, on every run). FILES_REVISION: bump when the same records give other files.
+STAMP = ".{stem}.mineru-files.json"
+FILES_REVISION = 1
+
+
+class _Stamp:
+    """What a document's files were last written from, and which files those are."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.digest = ""
+        self.crops: list[str] = []  # images/<name>.jpg the content list names
+
+    @classmethod
+    def at(cls, folder: Path, stem: str) -> _Stamp:
+        return cls(folder / STAMP.format(stem=stem))
+
+    def of(self, pages: list[dict], formats: set[str], crops: bool, dpi: float) -> _Stamp:
+        """This stamp for files written from `pages` (ok records), `formats`, crops or none, `dpi`."""
+        h = hashlib.sha256(json.dumps([FILES_REVISION, __version__, sorted(formats), crops, dpi]).encode())
+        for page in pages:
+            h.update(json.dumps(page, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        self.digest = h.hexdigest()
+        return self
+
+    def holds(self) -> bool:
+        """Whether the files were written from the same inputs and are all still there."""
+        try:
+            held = json.loads(self.path.read_text(encoding="utf-8"))
+            return held["digest"] == self.digest and all((self.path.parent / f).is_file() for f in held["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def write(self, files: list[str]) -> None:
+        try:
+            atomic_write(self.path, json.dumps({"digest": self.digest, "files": files + self.crops}))
+        except OSError:
+            pass  # the files are written; without their stamp the next run writes them again
+
+    def remove(self) -> None:
+        try:
+            self.path.unlink()
+        except OSError:
+            pass  # none there, or none that could be written (a name too long)
+
+
+def _crops_of(item: dict) -> list[str]:
+    path = item.get("img_path")
+    return [path] if isinstance(path, str) and path else []
 
 
 def _last_page(load_page: Callable[[str, int], Any]) -> Callable[[str, int], Any]:
@@ -340,6 +402,7 @@ def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
     removed = []
     for source in sources:
         folder, stem = document_dir(out_dir, source), PurePosixPath(source).stem
+        _Stamp.at(folder, stem).remove()  # first: no stamp outlives its files
         for pattern in DOCUMENT_FILES:
             path = folder / pattern.format(stem=stem)
             try:

@@ -211,8 +211,9 @@ def test_two_runs_writing_one_document_never_share_a_temporary(tmp_path):
 
     def run() -> None:
         try:
-            for _ in range(150):
-                write_documents(recs, tmp_path, {"markdown", "layout"}, lambda source, index: white)
+            for i in range(150):  # records made anew each time: each write is a real one
+                again = [{**rec, "created": f"2026-12-05T12:00:{i % 60:02d}.{i:06d}+00:00"} for rec in recs]
+                write_documents(again, tmp_path, {"markdown", "layout"}, lambda source, index: white)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 
@@ -223,7 +224,7 @@ def test_two_runs_writing_one_document_never_share_a_temporary(tmp_path):
         t.join()
     assert errors == []
     folder = document_dir(tmp_path, "d.png")
-    assert sorted(p.name for p in folder.iterdir()) == ["d.md", "d_layout.pdf"]  # no temporary left
+    assert sorted(p.name for p in folder.iterdir()) == [".d.mineru-files.json", "d.md", "d_layout.pdf"]  # no temporary
     assert (folder / "d.md").read_text().strip() == "Body text."
     assert (folder / "d_layout.pdf").read_bytes().rstrip().endswith(b"%%EOF")
     umask = os.umask(0)
