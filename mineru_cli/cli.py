@@ -136,13 +136,15 @@ def parse(
     cache_ttl: str = typer.Option(
         DEFAULT_CACHE_TTL, "--cache-ttl", help="How long a result lives in the shared tier (90s, 2h, 7d)."
     ),
-    formats: List[OutputFormat] = typer.Option(
+    formats: List[str] = typer.Option(
         [],
         "--format",
         "-f",
+        metavar="|".join(OutputFormat.values()),
         help="Also write per-document files: markdown (<stem>.md), "
         "content-list (MinerU's <stem>_content_list.json + <stem>.md + "
-        "images/) or layout (<stem>_layout.pdf: boxes drawn, numbered in reading order). Repeatable.",
+        "images/) or layout (<stem>_layout.pdf: boxes drawn, numbered in reading order). Repeatable, "
+        "or several at once: -f markdown,layout.",
     ),
     out_dir: Optional[Path] = typer.Option(
         _default("out_dir"),

@@ -199,6 +199,14 @@ def _several(value: Any) -> tuple[Any, ...]:
     return (value,) if isinstance(value, (str, Path)) else tuple(value)
 
 
+def _formats(value: Any) -> tuple[Any, ...]:
+    """--format's values, each also a comma-separated list (`-f markdown,layout`)."""
+    out: list[Any] = []
+    for one in _several(value):
+        out += [part.strip() for part in one.split(",")] if isinstance(one, str) else [one]
+    return tuple(out)
+
+
 def _number(value: Any, kind: type[int] | type[float], name: str) -> Any:
     option = "--" + name.replace("_", "-")
     try:
@@ -275,7 +283,7 @@ class RunConfig:
             raise SetupError("--ray-address needs --executor ray")
         if self.mode is not None:
             put("mode", parse_choice(Mode, self.mode, "--mode"))
-        put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in _several(self.formats)))
+        put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in _formats(self.formats)))
         put("include", tuple(_several(self.include)))
         put("exclude", tuple(_several(self.exclude)))
         for name, kind in _NUMBERS:

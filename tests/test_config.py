@@ -30,6 +30,15 @@ def test_api_values_are_taken_as_the_cli_would_take_them():
     assert str(c.shard) == "2/3" and pickle.loads(pickle.dumps(c)) == c
 
 
+def test_formats_may_come_comma_separated():
+    """`-f markdown,layout` (as many tools take a list) was refused with a message from the
+    option parser; each value of --format may now list several."""
+    c = RunConfig.from_options(["x"], formats=["markdown,layout", "content-list"], out_dir="o")
+    assert c.formats == frozenset({OutputFormat.MARKDOWN, OutputFormat.LAYOUT, OutputFormat.CONTENT_LIST})
+    with pytest.raises(SetupError, match="--format 'pdf': choose from"):
+        RunConfig.from_options(["x"], formats="markdown, pdf")
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
