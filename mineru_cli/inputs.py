@@ -36,7 +36,8 @@ from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 from .text_layer import TextLayer, read_text_layer
 
-DOC_EXTS = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
+# MinerU's image suffixes (JPEG 2000 too: archives keep their scans so), TIFF's short name, PDF
+DOC_EXTS = {".png", ".jpg", ".jpeg", ".jp2", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
 
 WHITE = (255, 255, 255)
 _HEAD_BYTES = 1024  # pdfium accepts a "%PDF-" header anywhere in the first 1 KiB

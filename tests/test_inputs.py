@@ -102,13 +102,13 @@ def close_to(actual, expected, tol=8) -> bool:
 
 
 def test_walk_is_sorted_recursive_and_filters_extensions(tmp_path):
-    for name in ["b.png", "a.PNG", "A.jpg", "sub/c.pdf", "sub/z/d.tiff", "notes.txt", "c.webp"]:
+    for name in ["b.png", "a.PNG", "A.jpg", "sub/c.pdf", "sub/z/d.tiff", "notes.txt", "c.webp", "scan.JP2"]:
         p = tmp_path / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"x")
     found = discover([tmp_path])
-    assert rels(found) == ["A.jpg", "a.PNG", "b.png", "c.webp", "sub/c.pdf", "sub/z/d.tiff"]
-    assert [s.kind for s in found] == ["image"] * 4 + ["pdf", "image"]
+    assert rels(found) == ["A.jpg", "a.PNG", "b.png", "c.webp", "scan.JP2", "sub/c.pdf", "sub/z/d.tiff"]
+    assert [s.kind for s in found] == ["image"] * 5 + ["pdf", "image"]
     assert all(s.error is None for s in found)
     assert found[0].path == tmp_path / "A.jpg"  # as discovered, not resolved
 
@@ -393,6 +393,19 @@ def test_modes_become_8bit_rgb(tmp_path, mode, color, name, expected):
     page = load_page(tmp_path / name)
     assert page.image.mode == "RGB"
     assert close_to(page.image.getpixel((4, 4)), expected, tol=2)
+
+
+def test_a_jpeg_2000_scan_is_a_page(tmp_path):
+    """JPEG 2000 (.jp2), as archives keep scans and MinerU takes them, is found in a folder and
+    decoded (Pillow's OpenJPEG)."""
+    im = Image.new("RGB", (64, 48), (250, 250, 250))
+    im.paste((20, 20, 20), (8, 8, 40, 16))
+    im.save(tmp_path / "scan.jp2", quality_mode="dB", quality_layers=[60])
+    [src] = discover([tmp_path])
+    page = load_page(src.path)
+    assert page.image.size == (64, 48)
+    assert close_to(page.image.getpixel((20, 12)), (20, 20, 20), tol=12)
+    assert close_to(page.image.getpixel((50, 40)), (250, 250, 250), tol=12)
 
 
 def test_16_bit_is_scaled_not_clipped(tmp_path):
