@@ -14,6 +14,7 @@ from ..config import user_cache_dir
 from ..core.errors import EXIT_SETUP
 from ..units import parse_duration, parse_size
 from .node import node_local_dir
+from .result_cache import page_result
 from .similarity import unpack_thumb
 from .store import SqliteStore, digest
 
@@ -126,7 +127,8 @@ def import_(
                 r = json.loads(line)
                 if digest(r["payload"]) != r["digest"]:
                     raise ValueError("payload checksum mismatch")
-                json.loads(r["payload"])  # must be JSON text
+                if page_result(r["payload"]) is None:
+                    raise ValueError("payload is not a page result")
                 tw, th, ph = int(r["thumb_w"]), int(r["thumb_h"]), int(r["phash"])
                 thumb, coarse = base64.b64decode(r["thumb"]), base64.b64decode(r["coarse"])
                 try:

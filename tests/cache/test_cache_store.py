@@ -15,7 +15,7 @@ from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
-from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore
+from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore, digest
 from mineru_cli.config import user_cache_dir
 from mineru_cli.units import parse_duration, parse_size
 
@@ -121,6 +121,24 @@ def test_checksum_mismatch_is_a_miss(tmp_path):
     assert any("checksum" in w for w in warnings)
 
 
+def test_a_row_that_is_no_page_result_is_a_miss_then_replaced(tmp_path):
+    """A row whose checksum holds but whose payload is no page result (a block without its
+    box): it failed its page on every run; it is a miss, and the page's new result replaces it."""
+    with ResultCache(tmp_path) as c:
+        img = put(c, 9)
+    payload = '{"blocks": [{"type": "text", "text": "x"}], "markdown": "x"}'
+    con = sqlite3.connect(tmp_path / FILENAME)
+    con.execute("UPDATE entries SET payload=?, digest=?", (payload, digest(payload)))
+    con.commit()
+    con.close()
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+        assert warnings == ["local cache entry p9 is not a page result; ignored (the page is parsed again)"]
+        put(c, 9)
+        assert c.lookup(img, pixel_sha256(img), FP).payload["markdown"] == "page 9"
+
+
 def test_schema_version_mismatch_starts_over(tmp_path):
     with ResultCache(tmp_path) as c:
         img = put(c, 3)
@@ -167,15 +185,19 @@ def test_cli_stats_prune_export_import_clear(tmp_path, monkeypatch):
             + "\n"
             + json.dumps(dict(rows[2], payload=5))
             + "\n"
+            # a payload of another shape, its checksum right: no page result, never imported
+            + json.dumps(dict(rows[3], payload="[]", digest=digest("[]"), pixel_sha256="d" * 64))
+            + "\n"
         )
     r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
     assert r.exit_code == 0, r.output
-    assert "imported 7 entries (1 for exact hits only), skipped 3 damaged lines" in r.output
+    assert "imported 7 entries (1 for exact hits only), skipped 4 damaged lines" in r.output
     with ResultCache(dst) as c:
         assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
         assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"  # kept for exact hits
     imported = SqliteStore(dst)
     assert imported.get(FP, "f" * 64) is None  # the tampered line
+    assert imported.get(FP, "d" * 64) is None  # the payload of another shape
     assert imported._run(
         lambda conn: conn.execute(
             "SELECT thumb_w, length(thumb) FROM entries WHERE pixel_sha256=?", ("e" * 64,)
