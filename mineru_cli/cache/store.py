@@ -4,8 +4,9 @@ WAL mode with a busy timeout lets many worker processes read and write at once
 (each opens its own connection).  Rows hold JSON text and a zlib-packed YCbCr
 thumbnail (none for pages with no near-duplicate search), never pickles; a
 digest of the payload catches bit rot SQLite itself would not notice.  A file that is not a database, or one SQLite
-reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; a
-schema version mismatch drops and recreates the tables.
+reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; an
+earlier schema version drops and recreates the tables, a later one (a newer
+mineru-cli's cache) is left untouched and not used (NewerCache).
 
 A cache that cannot be written (a read-only mount, files of another user) but holds entries is
 opened read-only: hits are served, nothing is stored or touched, and a damaged file is never
@@ -90,6 +91,11 @@ class CorruptCache(Exception):
     """The SQLite file is damaged (raised internally, handled by rebuilding)."""
 
 
+class NewerCache(Exception):
+    """The file holds a later schema than this version reads: a newer mineru-cli's cache, which
+    this one neither reads nor empties (both versions may run on one machine, alternately)."""
+
+
 @dataclass
 class Entry:
     id: int
@@ -137,6 +143,18 @@ def network_filesystem_warning(directory: Path, mountinfo: str | None = None) ->
         "file locking, and processes on several machines sharing it can corrupt it or read stale rows; "
         "give a local --cache-dir (share results between machines with --cache-url redis://...)"
     )
+
+
+def _refuse_newer(conn: sqlite3.Connection) -> None:
+    """NewerCache where the file's schema version is later than SCHEMA_VERSION."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+        raise NewerCache(
+            f"it was written by a newer mineru-cli (cache schema {row[0]}; this version reads {SCHEMA_VERSION}) "
+            "and is left as it is: give this version a --cache-dir of its own"
+        )
 
 
 def _read_only_error(e: sqlite3.OperationalError) -> bool:
@@ -236,7 +254,7 @@ class SqliteStore:
                     if "locked" not in str(e) or time.monotonic() > deadline:
                         raise
                     time.sleep(min(0.05 * attempt, 0.5))
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, NewerCache):
             conn.close()
             raise
         self._conn = conn
@@ -247,6 +265,7 @@ class SqliteStore:
     def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        _refuse_newer(conn)  # before _SCHEMA, whose indexes a later layout may not fit
         conn.executescript(_SCHEMA)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:

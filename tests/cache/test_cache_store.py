@@ -149,6 +149,47 @@ def test_schema_version_mismatch_starts_over(tmp_path):
         assert c.lookup(img, pixel_sha256(img), FP) is None
 
 
+def _newer(folder):
+    con = sqlite3.connect(folder / FILENAME)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+
+
+def test_a_cache_of_a_newer_schema_is_left_as_it_is_and_not_used(tmp_path):
+    """A newer mineru-cli's cache on the same machine (the default folder is shared): this
+    version emptied it without a word on every run, and the newer one emptied it back."""
+    with ResultCache(tmp_path) as c:
+        img = put(c, 3)
+    _newer(tmp_path)
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+        put(c, 4)
+    assert len(warnings) == 1 and "newer mineru-cli" in warnings[0] and "running without it" in warnings[0]
+    con = sqlite3.connect(tmp_path / FILENAME)
+    assert con.execute("SELECT value FROM meta").fetchall() == [(str(SCHEMA_VERSION + 1),)]
+    assert con.execute("SELECT page_id FROM entries").fetchall() == [("p3",)]
+
+
+def test_cache_commands_on_a_cache_they_cannot_use_say_why(tmp_path):
+    """A cache folder that is a file, or a newer mineru-cli's cache: every `mineru cache`
+    command ended in a traceback (exit 1); it says why and exits 2."""
+    (tmp_path / "file").write_text("not a folder")
+    with ResultCache(tmp_path / "newer") as c:
+        put(c, 1)
+    _newer(tmp_path / "newer")
+    run = CliRunner().invoke
+    export = str(tmp_path / "out.jsonl")
+    for folder, why in (("file", "File exists"), ("newer", "newer mineru-cli")):
+        for command in (["stats"], ["clear"], ["prune", "--older-than", "1d"], ["export", export]):
+            r = run(cache_app, [*command, "--cache-dir", str(tmp_path / folder)])
+            assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (command, r.output)
+            assert r.output.startswith("error: ") and why in r.output, r.output
+    con = sqlite3.connect(tmp_path / "newer" / FILENAME)
+    assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)  # not cleared
+
+
 def test_units():
     assert parse_duration("30d") == 30 * 86400 and parse_duration("2h") == 7200 and parse_duration("90") == 90
     assert parse_size("2GB") == 2 * 10**9 and parse_size("1GiB") == 2**30
