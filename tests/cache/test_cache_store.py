@@ -4,6 +4,9 @@ import base64
 import json
 import multiprocessing as mp
 import sqlite3
+import subprocess
+import sys
+import time
 import zlib
 
 import numpy as np
@@ -13,6 +16,7 @@ from typer.testing import CliRunner
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
+from mineru_cli.cache import store as store_module
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore, digest
@@ -188,6 +192,49 @@ def test_cache_commands_on_a_cache_they_cannot_use_say_why(tmp_path):
             assert r.output.startswith("error: ") and why in r.output, r.output
     con = sqlite3.connect(tmp_path / "newer" / FILENAME)
     assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)  # not cleared
+
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")
+con.execute("UPDATE entries SET last_used = last_used")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_cache_another_process_holds_costs_one_busy_wait_not_one_per_page(tmp_path, monkeypatch):
+    """Another process holds the file's write lock (a `mineru cache prune` vacuuming a large
+    cache, a stopped process mid-write): every store waited the whole busy timeout (30 s a
+    page, for the rest of the run). One wait now pauses the writes; hits are served all along,
+    and stores go on once the pause is over and the file is free."""
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(store_module, "LOCKED_PAUSE_S", 2.0, raising=False)
+    with ResultCache(tmp_path) as c:
+        first = put(c, 0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path / FILENAME)], stdout=subprocess.PIPE, text=True
+    )
+    warnings = []
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with ResultCache(tmp_path, warn=warnings.append) as c:
+            t = time.perf_counter()
+            for seed in range(1, 5):
+                put(c, seed)  # each waited the busy timeout
+            held = time.perf_counter() - t
+            assert c.lookup(first, pixel_sha256(first), FP).kind == "hit"
+            holder.kill()
+            holder.wait()
+            time.sleep(2.1)
+            img = put(c, 9)
+            assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert held < 2.5, held
+    assert len(warnings) == 1 and "held by another process" in warnings[0], warnings
 
 
 def test_units():
