@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import sqlite3
 import zlib
 from pathlib import Path
 from typing import Optional
@@ -14,8 +16,9 @@ from ..config import user_cache_dir
 from ..core.errors import EXIT_SETUP
 from ..units import parse_duration, parse_size
 from .node import node_local_dir
+from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import SqliteStore, digest
+from .store import NewerCache, SqliteStore, digest
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -49,6 +52,26 @@ def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
     return store
 
 
+def _cache_errors(command):
+    """A cache that cannot be used (its folder a file or not ours, a full disk, a newer
+    mineru-cli's cache, a file another process holds locked past the busy timeout) ends the
+    command with the reason and exit 2, not a traceback."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except OSError as e:  # its message names the file
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(EXIT_SETUP) from None
+        except (sqlite3.Error, NewerCache) as e:
+            why = f"{e}; another process is writing it, try again later" if "locked" in str(e) else str(e)
+            typer.echo(f"error: cache folder {_folder(kwargs.get('cache_dir'))}: {why}", err=True)
+            raise typer.Exit(EXIT_SETUP) from None
+
+    return run
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000:
@@ -58,6 +81,7 @@ def _human(n: float) -> str:
 
 
 @cache_app.command()
+@_cache_errors
 def stats(
     cache_dir: Optional[Path] = CacheDir, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
@@ -74,12 +98,14 @@ def stats(
 
 
 @cache_app.command()
+@_cache_errors
 def clear(cache_dir: Optional[Path] = CacheDir) -> None:
     """Remove every entry."""
     typer.echo(f"removed {_open_for_writing(cache_dir, 'clear the cache').clear()} entries")
 
 
 @cache_app.command()
+@_cache_errors
 def prune(
     cache_dir: Optional[Path] = CacheDir,
     older_than: Optional[str] = typer.Option(None, help="Drop entries unused for this long, e.g. 30d."),
@@ -95,6 +121,7 @@ def prune(
 
 
 @cache_app.command("export")
+@_cache_errors
 def export_(
     file: Path = typer.Argument(..., help="JSONL file to write."), cache_dir: Optional[Path] = CacheDir
 ) -> None:
@@ -110,6 +137,7 @@ def export_(
 
 
 @cache_app.command("import")
+@_cache_errors
 def import_(
     file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
     cache_dir: Optional[Path] = CacheDir,
@@ -126,7 +154,8 @@ def import_(
                 r = json.loads(line)
                 if digest(r["payload"]) != r["digest"]:
                     raise ValueError("payload checksum mismatch")
-                json.loads(r["payload"])  # must be JSON text
+                if page_result(r["payload"]) is None:
+                    raise ValueError("payload is not a page result")
                 tw, th, ph = int(r["thumb_w"]), int(r["thumb_h"]), int(r["phash"])
                 thumb, coarse = base64.b64decode(r["thumb"]), base64.b64decode(r["coarse"])
                 try:

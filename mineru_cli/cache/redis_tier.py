@@ -54,9 +54,10 @@ class RedisTier:
             return None
         try:
             v = json.loads(raw)
-            if digest(v["payload"]) != v["digest"]:
+            page_id, payload = v["page_id"], v["payload"]
+            if not (isinstance(page_id, str) and isinstance(payload, str)) or digest(payload) != v["digest"]:
                 return None
-            return v["page_id"], v["payload"], int(v["width"]), int(v["height"])
+            return page_id, payload, int(v["width"]), int(v["height"])
         except (ValueError, KeyError, TypeError):
             return None  # someone else's or damaged value: a miss, never a wrong result
 

@@ -10,6 +10,7 @@ make a run faster, never wrong and never failed.
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,41 @@ class CacheHit:
     kind: Literal["hit", "near-hit"]
     payload: dict
     source: str  # page id the result was computed for
+
+
+def page_result(payload_json: str) -> dict | None:
+    """The cached text as a page's result (what the worker stores: blocks, markdown, warnings),
+    or None where it is not one. A checksum only says the text is what was written; a value
+    written by another program, by hand or under a clashing key can still be JSON of another
+    shape, which as a hit would fail its page on every run."""
+    try:
+        payload = json.loads(payload_json)
+    except ValueError:
+        return None
+    if not (
+        isinstance(payload, dict)
+        and isinstance(payload.get("blocks"), list)
+        and isinstance(payload.get("markdown"), str)
+        and isinstance(payload.get("warnings", []), list)
+        and all(isinstance(w, str) for w in payload.get("warnings", []))
+        and all(_is_block(b) for b in payload["blocks"])
+    ):
+        return None
+    return payload
+
+
+def _is_block(d: object) -> bool:
+    """Whether `d` is a record's block (core.blocks.Block.as_dict's fields, of their types)."""
+    if not (isinstance(d, dict) and isinstance(d.get("type"), str) and isinstance(d.get("text", ""), str)):
+        return False
+    box, score = d.get("bbox"), d.get("score")
+    return (
+        isinstance(box, list) and len(box) == 4 and all(_finite(v) for v in box) and (score is None or _finite(score))
+    )
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 class ResultCache:
@@ -66,6 +102,13 @@ class ResultCache:
     def _local_failed(self, e: Exception) -> None:
         self._warn(f"local cache error ({type(e).__name__}: {e}); this page is treated as a miss")
 
+    def _result(self, payload_json: str, page_id: str, tier: str) -> dict | None:
+        """The entry's page result, or None (a miss, said once per entry) where it is none."""
+        payload = page_result(payload_json)
+        if payload is None:
+            self._warn(f"{tier} cache entry {page_id} is not a page result; ignored (the page is parsed again)")
+        return payload
+
     def _hashes(self, image: Image.Image, pixel_sha256: str) -> tuple[np.ndarray | None, int]:
         """The page's verification thumbnail and pHash; (None, 0) for a page that gets no
         near-duplicate search (sim.verification_thumb)."""
@@ -85,16 +128,17 @@ class ResultCache:
         if self._store is not None:
             try:
                 e = self._store.get(fingerprint, pixel_sha256)
-                if e is not None:
-                    return CacheHit("hit", json.loads(e.payload), e.page_id)
+                if e is not None and (payload := self._result(e.payload, e.page_id, "local")) is not None:
+                    return CacheHit("hit", payload, e.page_id)
             except Exception as ex:  # noqa: BLE001 - a failing local tier degrades to a miss
                 self._local_failed(ex)
         if self._redis is not None:
             got = self._redis.get(fingerprint, pixel_sha256)
             if got is not None:
                 page_id, payload_json, _, _ = got
-                self._fill_local(image, pixel_sha256, fingerprint, page_id, payload_json)
-                return CacheHit("hit", json.loads(payload_json), page_id)
+                if (payload := self._result(payload_json, page_id, "shared")) is not None:
+                    self._fill_local(image, pixel_sha256, fingerprint, page_id, payload_json)
+                    return CacheHit("hit", payload, page_id)
         if self.near == "verify" and self._store is not None:
             try:
                 return self._near(image, pixel_sha256, fingerprint)
@@ -133,7 +177,9 @@ class ResultCache:
             cached = sim.unpack_thumb(blob, tw, th)
             if not sim.compare(cached, query_thumbs[(tw, th)]).ok:
                 continue
-            payload = json.loads(entry.payload)
+            payload = self._result(entry.payload, entry.page_id, "local")
+            if payload is None:
+                continue
             scale = tw / entry.width
             if not (sim.lines_tall_enough(payload, scale) and sim.lines_contrasted(payload, cached, scale)):
                 continue  # text the pixel check cannot vouch for: small print, or told apart by colour

@@ -4,8 +4,9 @@ WAL mode with a busy timeout lets many worker processes read and write at once
 (each opens its own connection).  Rows hold JSON text and a zlib-packed YCbCr
 thumbnail (none for pages with no near-duplicate search), never pickles; a
 digest of the payload catches bit rot SQLite itself would not notice.  A file that is not a database, or one SQLite
-reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; a
-schema version mismatch drops and recreates the tables.
+reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; an
+earlier schema version drops and recreates the tables, a later one (a newer
+mineru-cli's cache) is left untouched and not used (NewerCache).
 
 A cache that cannot be written (a read-only mount, files of another user) but holds entries is
 opened read-only: hits are served, nothing is stored or touched, and a damaged file is never
@@ -33,6 +34,11 @@ FILENAME = "results.sqlite3"
 TOUCH_EVERY_S = 3600  # refresh last_used at most hourly: hits stay read-only
 OPEN_RETRY_S = 5.0  # how long to retry setting up the file while other processes create it
 WRITE_RETRY_S = 60.0  # a read-only cache: how often a store tries to open it for writing again
+BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another process's write to end
+# A write that waited BUSY_TIMEOUT_S in vain (another process holds the file: a `mineru cache
+# prune` vacuuming a large cache, a stopped process mid-write): stores and last-use updates are
+# skipped this long, so each new page does not wait the busy timeout again.
+LOCKED_PAUSE_S = 60.0
 # Filesystems where SQLite's WAL locking (fcntl byte ranges + a shared-memory -shm file) is not
 # reliable between machines (mountinfo's type field; FUSE ones as "fuse.<name>").
 NETWORK_FILESYSTEMS = frozenset(
@@ -90,6 +96,11 @@ class CorruptCache(Exception):
     """The SQLite file is damaged (raised internally, handled by rebuilding)."""
 
 
+class NewerCache(Exception):
+    """The file holds a later schema than this version reads: a newer mineru-cli's cache, which
+    this one neither reads nor empties (both versions may run on one machine, alternately)."""
+
+
 @dataclass
 class Entry:
     id: int
@@ -139,6 +150,18 @@ def network_filesystem_warning(directory: Path, mountinfo: str | None = None) ->
     )
 
 
+def _refuse_newer(conn: sqlite3.Connection) -> None:
+    """NewerCache where the file's schema version is later than SCHEMA_VERSION."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+        raise NewerCache(
+            f"it was written by a newer mineru-cli (cache schema {row[0]}; this version reads {SCHEMA_VERSION}) "
+            "and is left as it is: give this version a --cache-dir of its own"
+        )
+
+
 def _read_only_error(e: sqlite3.OperationalError) -> bool:
     text = str(e)
     return "unable to open" in text or "readonly" in text or "read-only" in text
@@ -154,6 +177,7 @@ class SqliteStore:
         self._inode: int | None = None
         self.readonly = False  # opened read-only: hits served, nothing written
         self._write_tried = 0.0  # monotonic time of the last attempt to open for writing
+        self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -199,7 +223,9 @@ class SqliteStore:
         exist, else `immutable` (nothing can write a file nobody may write)."""
         uri = self.path.absolute().as_uri() + "?mode=ro"
         for attempt in (uri, uri + "&immutable=1"):
-            conn = sqlite3.connect(attempt, uri=True, timeout=30, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                attempt, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             try:
                 row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             except sqlite3.OperationalError:
@@ -223,7 +249,7 @@ class SqliteStore:
             with open(self.path, "rb") as f:
                 if f.read(16) != b"SQLite format 3\x00":
                     self._move_aside("not an SQLite file")
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
             deadline = time.monotonic() + OPEN_RETRY_S
             for attempt in itertools.count(1):
@@ -236,7 +262,7 @@ class SqliteStore:
                     if "locked" not in str(e) or time.monotonic() > deadline:
                         raise
                     time.sleep(min(0.05 * attempt, 0.5))
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, NewerCache):
             conn.close()
             raise
         self._conn = conn
@@ -247,6 +273,7 @@ class SqliteStore:
     def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        _refuse_newer(conn)  # before _SCHEMA, whose indexes a later layout may not fit
         conn.executescript(_SCHEMA)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
@@ -323,8 +350,8 @@ class SqliteStore:
             ).fetchone()
             if row is None:
                 return None
-            if row[6] < time.time() - TOUCH_EVERY_S and not self.readonly:
-                conn.execute("UPDATE entries SET last_used=? WHERE id=?", (time.time(), row[0]))
+            if row[6] < time.time() - TOUCH_EVERY_S and self._may_write():
+                self._write_or_pause(conn, "UPDATE entries SET last_used=? WHERE id=?", (time.time(), row[0]))
             return self._checked(conn, row[:6])
 
         return self._run(q)
@@ -398,6 +425,8 @@ class SqliteStore:
     ) -> None:
         if self.readonly and not self._writable_again():
             return
+        if not self._may_write():
+            return
         now = time.time()
         row = (
             fingerprint,
@@ -416,7 +445,8 @@ class SqliteStore:
             thumb,
         )
         self._run(
-            lambda conn: conn.execute(
+            lambda conn: self._write_or_pause(
+                conn,
                 f"INSERT INTO entries ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
                 "ON CONFLICT (fingerprint, pixel_sha256) DO UPDATE SET page_id=excluded.page_id, "
                 "width=excluded.width, height=excluded.height, phash=excluded.phash, digest=excluded.digest, "
@@ -425,6 +455,24 @@ class SqliteStore:
                 row,
             )
         )
+
+    def _may_write(self) -> bool:
+        return not self.readonly and time.monotonic() >= self._locked_until
+
+    def _write_or_pause(self, conn: sqlite3.Connection, sql: str, params: tuple) -> None:
+        """One write of a parse (a store, a last-use update). Another process holding the file
+        past the busy timeout skips it, and the writes of the next LOCKED_PAUSE_S (said once):
+        the page is served or parsed all the same."""
+        try:
+            conn.execute(sql, params)
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            self._locked_until = time.monotonic() + LOCKED_PAUSE_S
+            self._warn(
+                f"cache file {self.path} is held by another process ({e}); "
+                f"new results are not stored for {LOCKED_PAUSE_S:.0f} s at a time while it is"
+            )
 
     def _writable_again(self) -> bool:
         """A read-only cache: reopen it for writing at most every WRITE_RETRY_S."""

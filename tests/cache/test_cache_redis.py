@@ -1,5 +1,6 @@
 """Shared tier against a real redis-server on a loopback port."""
 
+import json
 import shutil
 import socket
 import subprocess
@@ -7,11 +8,13 @@ import time
 
 import numpy as np
 import pytest
+from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache.redis_tier import RedisTier
 from mineru_cli.cache.similarity import pixel_sha256
+from mineru_cli.cache.store import digest
 
 redis = pytest.importorskip("redis", reason="the redis client package is not installed")
 REDIS_SERVER = shutil.which("redis-server")
@@ -74,7 +77,7 @@ def test_ttl_is_honoured(tmp_path, redis_server):
     _, url, client = redis_server
     img = page(2)
     with ResultCache(tmp_path / "a", redis_url=url, ttl_s=1) as a:
-        a.store(img, pixel_sha256(img), FP, "p#0", {"blocks": []})
+        a.store(img, pixel_sha256(img), FP, "p#0", {"blocks": [], "markdown": ""})
     key = RedisTier.key(FP, pixel_sha256(img))
     assert 0 < client.pttl(key) <= 1000
     time.sleep(1.2)
@@ -82,7 +85,7 @@ def test_ttl_is_honoured(tmp_path, redis_server):
     with ResultCache(tmp_path / "b", redis_url=url) as b:
         assert b.lookup(img, pixel_sha256(img), FP) is None
     with ResultCache(tmp_path / "c", redis_url=url) as c:  # default TTL: 2 h
-        c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": []})
+        c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": [], "markdown": ""})
     assert 7190 <= client.ttl(key) <= 7200
 
 
@@ -113,7 +116,7 @@ def test_redis_down_from_the_start(tmp_path):
         for s in range(5):
             img = page(s)
             assert c.lookup(img, pixel_sha256(img), FP) is None
-            c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": []})
+            c.store(img, pixel_sha256(img), FP, f"p{s}", {"blocks": [], "markdown": ""})
         img = page(0)
         assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
     assert len(warnings) == 1
@@ -126,3 +129,74 @@ def test_damaged_redis_value_is_a_miss(tmp_path, redis_server):
     client.set(RedisTier.key(FP, pixel_sha256(img)), b"\x00not json")
     with ResultCache(tmp_path, redis_url=url) as c:
         assert c.lookup(img, pixel_sha256(img), FP) is None
+
+
+NOT_RESULTS = (
+    "[]",  # JSON, not an object
+    '{"blocks": []}',  # no markdown
+    '{"blocks": [{"type": "text", "text": "x"}], "markdown": "x"}',  # a block without its box
+    '{"blocks": [{"type": "text", "bbox": [0, 0, "a", 9]}], "markdown": ""}',
+    '{"blocks": [], "markdown": "", "warnings": "one"}',
+)
+
+
+def shared_value(payload_json, page_id="other#0") -> str:
+    """A value as RedisTier.put writes it, its checksum right, around any payload text."""
+    dig = digest(payload_json) if isinstance(payload_json, str) else "0" * 64
+    return json.dumps({"page_id": page_id, "payload": payload_json, "digest": dig, "width": 300, "height": 200})
+
+
+@pytest.mark.parametrize("payload_json", NOT_RESULTS)
+def test_a_shared_value_that_is_no_page_result_is_a_miss_and_not_copied(tmp_path, redis_server, payload_json):
+    """A value whose checksum holds but whose payload is JSON of another shape (another
+    program's, one written by hand): as a hit it failed its page on every run, and was copied
+    into the local tier, where it failed the page after Redis had forgotten it too."""
+    _, url, client = redis_server
+    img = page(4)
+    sha = pixel_sha256(img)
+    client.set(RedisTier.key(FP, sha), shared_value(payload_json))
+    warnings = []
+    with ResultCache(tmp_path, redis_url=url, warn=warnings.append) as c:
+        assert c.lookup(img, sha, FP) is None
+        assert any("not a page result" in w for w in warnings), warnings
+    with ResultCache(tmp_path) as c:  # nothing of it reached the local tier
+        assert c.lookup(img, sha, FP) is None
+    with ResultCache(tmp_path, redis_url=url) as c:  # the page parsed again replaces it
+        c.store(img, sha, FP, "mine#0", {"blocks": [], "markdown": "mine"})
+    with ResultCache(tmp_path / "other", redis_url=url) as c:
+        assert c.lookup(img, sha, FP).payload["markdown"] == "mine"
+
+
+@pytest.mark.parametrize("field", [{"payload": 5}, {"page_id": 7}, {"payload": None}])
+def test_a_shared_value_with_fields_of_another_type_is_a_miss(tmp_path, redis_server, field):
+    _, url, client = redis_server
+    img = page(5)
+    value = json.loads(shared_value('{"blocks": [], "markdown": "x"}')) | field
+    client.set(RedisTier.key(FP, pixel_sha256(img)), json.dumps(value))
+    with ResultCache(tmp_path, redis_url=url, warn=lambda m: None) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+
+
+@pytest.mark.e2e
+def test_parse_reparses_a_page_whose_shared_value_is_no_result(tmp_path, redis_server):
+    """Through `mineru parse`: a shared value of another shape under a page's key is parsed
+    again (it failed the page with cache_error, on every run and --retry-failed)."""
+    _, url, client = redis_server
+    (tmp_path / "in").mkdir()
+    shutil.copy(EXAMPLES / "prose.png", tmp_path / "in" / "prose.png")
+    args = ["--engine", "ocr", "--cache-url", url]
+    r = mineru("parse", "in", "--out", "a.jsonl", "--cache-dir", "ca", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (first,) = read_journal(tmp_path / "a.jsonl")
+    (key,) = client.keys("*")
+    value = json.loads(client.get(key))
+    payload = json.loads(value["payload"])
+    for block in payload["blocks"]:
+        del block["bbox"]  # a layout this version does not write
+    client.set(key, shared_value(json.dumps(payload), value["page_id"]))
+    r = mineru("parse", "in", "--out", "b.jsonl", "--cache-dir", "cb", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (again,) = read_journal(tmp_path / "b.jsonl")
+    assert again["status"] == "ok" and again["cache"] == {"status": "miss"}
+    assert again["blocks"] == first["blocks"] and again["markdown"] == first["markdown"]
+    assert "not a page result" in r.stderr

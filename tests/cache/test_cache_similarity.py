@@ -153,7 +153,8 @@ def test_a_line_of_small_print_among_large_content_is_never_a_near_hit(tmp_path)
                 "text": "Price 5,605.50 EUR",
                 "lines": [{"bbox": [56, 657, 250, 670], "text": "Price 5,605.50 EUR"}],
             }
-        ]
+        ],
+        "markdown": "Price 5,605.50 EUR",
     }
     with ResultCache(tmp_path) as cache:
         cache.store(a, pixel_sha256(a), FP, "a#0", payload)
@@ -161,7 +162,8 @@ def test_a_line_of_small_print_among_large_content_is_never_a_near_hit(tmp_path)
             assert cache.lookup(query, pixel_sha256(query), FP) is None
         # the same page whose result has only tall lines is found near
         c = chart_slide("1.00", size=24)
-        tall = {"blocks": [{"type": "text", "bbox": [56, 650, 400, 690], "lines": [{"bbox": [56, 650, 400, 690]}]}]}
+        box = [56, 650, 400, 690]
+        tall = {"blocks": [{"type": "text", "bbox": box, "lines": [{"bbox": box}]}], "markdown": "Price 1.00 EUR"}
         cache.store(c, pixel_sha256(c), FP, "c#0", tall)
         copy = jpeg(c)
         assert cache.lookup(copy, pixel_sha256(copy), FP).kind == "near-hit"
@@ -175,7 +177,8 @@ def test_text_told_apart_by_colour_more_than_brightness_is_never_a_near_hit(tmp_
     box = [57, 681, 218, 704]  # the OCR engine's box for this line
 
     def payload(amount):
-        return {"blocks": [{"type": "text", "bbox": box, "lines": [{"bbox": box, "text": f"Total due: {amount}"}]}]}
+        line = f"Total due: {amount}"
+        return {"blocks": [{"type": "text", "bbox": box, "lines": [{"bbox": box, "text": line}]}], "markdown": line}
 
     gold = (255, 215, 0)
     a, b = secondary_text_page("5,600.00", gold), secondary_text_page("6,600.00", gold)

@@ -4,6 +4,9 @@ import base64
 import json
 import multiprocessing as mp
 import sqlite3
+import subprocess
+import sys
+import time
 import zlib
 
 import numpy as np
@@ -13,9 +16,10 @@ from typer.testing import CliRunner
 
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
+from mineru_cli.cache import store as store_module
 from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
-from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore
+from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore, digest
 from mineru_cli.config import user_cache_dir
 from mineru_cli.units import parse_duration, parse_size
 
@@ -121,6 +125,24 @@ def test_checksum_mismatch_is_a_miss(tmp_path):
     assert any("checksum" in w for w in warnings)
 
 
+def test_a_row_that_is_no_page_result_is_a_miss_then_replaced(tmp_path):
+    """A row whose checksum holds but whose payload is no page result (a block without its
+    box): it failed its page on every run; it is a miss, and the page's new result replaces it."""
+    with ResultCache(tmp_path) as c:
+        img = put(c, 9)
+    payload = '{"blocks": [{"type": "text", "text": "x"}], "markdown": "x"}'
+    con = sqlite3.connect(tmp_path / FILENAME)
+    con.execute("UPDATE entries SET payload=?, digest=?", (payload, digest(payload)))
+    con.commit()
+    con.close()
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+        assert warnings == ["local cache entry p9 is not a page result; ignored (the page is parsed again)"]
+        put(c, 9)
+        assert c.lookup(img, pixel_sha256(img), FP).payload["markdown"] == "page 9"
+
+
 def test_schema_version_mismatch_starts_over(tmp_path):
     with ResultCache(tmp_path) as c:
         img = put(c, 3)
@@ -129,6 +151,90 @@ def test_schema_version_mismatch_starts_over(tmp_path):
     con.commit()
     with ResultCache(tmp_path) as c:
         assert c.lookup(img, pixel_sha256(img), FP) is None
+
+
+def _newer(folder):
+    con = sqlite3.connect(folder / FILENAME)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+
+
+def test_a_cache_of_a_newer_schema_is_left_as_it_is_and_not_used(tmp_path):
+    """A newer mineru-cli's cache on the same machine (the default folder is shared): this
+    version emptied it without a word on every run, and the newer one emptied it back."""
+    with ResultCache(tmp_path) as c:
+        img = put(c, 3)
+    _newer(tmp_path)
+    warnings = []
+    with ResultCache(tmp_path, warn=warnings.append) as c:
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+        put(c, 4)
+    assert len(warnings) == 1 and "newer mineru-cli" in warnings[0] and "running without it" in warnings[0]
+    con = sqlite3.connect(tmp_path / FILENAME)
+    assert con.execute("SELECT value FROM meta").fetchall() == [(str(SCHEMA_VERSION + 1),)]
+    assert con.execute("SELECT page_id FROM entries").fetchall() == [("p3",)]
+
+
+def test_cache_commands_on_a_cache_they_cannot_use_say_why(tmp_path):
+    """A cache folder that is a file, or a newer mineru-cli's cache: every `mineru cache`
+    command ended in a traceback (exit 1); it says why and exits 2."""
+    (tmp_path / "file").write_text("not a folder")
+    with ResultCache(tmp_path / "newer") as c:
+        put(c, 1)
+    _newer(tmp_path / "newer")
+    run = CliRunner().invoke
+    export = str(tmp_path / "out.jsonl")
+    for folder, why in (("file", "File exists"), ("newer", "newer mineru-cli")):
+        for command in (["stats"], ["clear"], ["prune", "--older-than", "1d"], ["export", export]):
+            r = run(cache_app, [*command, "--cache-dir", str(tmp_path / folder)])
+            assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (command, r.output)
+            assert r.output.startswith("error: ") and why in r.output, r.output
+    con = sqlite3.connect(tmp_path / "newer" / FILENAME)
+    assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)  # not cleared
+
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN IMMEDIATE")
+con.execute("UPDATE entries SET last_used = last_used")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_cache_another_process_holds_costs_one_busy_wait_not_one_per_page(tmp_path, monkeypatch):
+    """Another process holds the file's write lock (a `mineru cache prune` vacuuming a large
+    cache, a stopped process mid-write): every store waited the whole busy timeout (30 s a
+    page, for the rest of the run). One wait now pauses the writes; hits are served all along,
+    and stores go on once the pause is over and the file is free."""
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(store_module, "LOCKED_PAUSE_S", 2.0, raising=False)
+    with ResultCache(tmp_path) as c:
+        first = put(c, 0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path / FILENAME)], stdout=subprocess.PIPE, text=True
+    )
+    warnings = []
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with ResultCache(tmp_path, warn=warnings.append) as c:
+            t = time.perf_counter()
+            for seed in range(1, 5):
+                put(c, seed)  # each waited the busy timeout
+            held = time.perf_counter() - t
+            assert c.lookup(first, pixel_sha256(first), FP).kind == "hit"
+            holder.kill()
+            holder.wait()
+            time.sleep(2.1)
+            img = put(c, 9)
+            assert c.lookup(img, pixel_sha256(img), FP).kind == "hit"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert held < 2.5, held
+    assert len(warnings) == 1 and "held by another process" in warnings[0], warnings
 
 
 def test_units():
@@ -167,15 +273,19 @@ def test_cli_stats_prune_export_import_clear(tmp_path, monkeypatch):
             + "\n"
             + json.dumps(dict(rows[2], payload=5))
             + "\n"
+            # a payload of another shape, its checksum right: no page result, never imported
+            + json.dumps(dict(rows[3], payload="[]", digest=digest("[]"), pixel_sha256="d" * 64))
+            + "\n"
         )
     r = run(cache_app, ["import", str(out), "--cache-dir", str(dst)])
     assert r.exit_code == 0, r.output
-    assert "imported 7 entries (1 for exact hits only), skipped 3 damaged lines" in r.output
+    assert "imported 7 entries (1 for exact hits only), skipped 4 damaged lines" in r.output
     with ResultCache(dst) as c:
         assert c.lookup(imgs[0], pixel_sha256(imgs[0]), FP).source == "p0"
         assert c.lookup(imgs[1], "e" * 64, FP).kind == "hit"  # kept for exact hits
     imported = SqliteStore(dst)
     assert imported.get(FP, "f" * 64) is None  # the tampered line
+    assert imported.get(FP, "d" * 64) is None  # the payload of another shape
     assert imported._run(
         lambda conn: conn.execute(
             "SELECT thumb_w, length(thumb) FROM entries WHERE pixel_sha256=?", ("e" * 64,)

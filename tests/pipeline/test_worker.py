@@ -19,22 +19,40 @@ def _page(docs, src):
     return docs.get(src).page(0)
 
 
-def test_a_cache_lookup_failure_is_recorded_with_stage_cache(tmp_path):
+class _BrokenCache:
+    """A cache whose lookup raises (ResultCache turns its own problems into misses; this is the
+    page boundary's last line for what it does not foresee)."""
+
+    def lookup(self, *args):
+        raise RuntimeError("the cache broke")
+
+
+def test_a_cache_lookup_failure_is_recorded_with_stage_cache():
     src = SourceFile(EXAMPLES / "prose.png", "prose.png", "image")
     docs = OpenDocuments(LoadOptions())
-    cache = ResultCache(tmp_path / "cache", warn=lambda m: None)
     try:
-        page = _page(docs, src)
-        # a row that is JSON but no result (another tool's, a damaged one): the lookup itself fails
-        cache.store(page.image, page.sha256, "fp", "other#0", {"not": "a result"})
         stages: list[Stage] = []
-        out = prepare_page(cache, docs, "fp", src, 0, stages.append)
+        out = prepare_page(_BrokenCache(), docs, "fp", src, 0, stages.append)
         assert isinstance(out, PageOutcome) and out.status is Status.FAILED
         assert (out.error.kind, out.error.stage) == (ErrorKind.CACHE_ERROR, Stage.CACHE), out.error
-        assert "KeyError" in out.error.message and stages == [Stage.RENDER, Stage.CACHE]
-        # the same page under another fingerprint misses and waits for the engine
-        waiting = prepare_page(cache, docs, "other-fp", src, 0, lambda s: None)
+        assert "the cache broke" in out.error.message and stages == [Stage.RENDER, Stage.CACHE]
+    finally:
+        docs.close()
+
+
+def test_a_cached_row_that_is_no_result_is_a_miss(tmp_path):
+    """A row that is JSON but no page result (another tool's, one written by hand) failed its
+    page on every run; the page now waits for the engine, and the run says why once."""
+    src = SourceFile(EXAMPLES / "prose.png", "prose.png", "image")
+    docs = OpenDocuments(LoadOptions())
+    warnings: list[str] = []
+    cache = ResultCache(tmp_path / "cache", warn=warnings.append)
+    try:
+        page = _page(docs, src)
+        cache.store(page.image, page.sha256, "fp", "other#0", {"not": "a result"})
+        waiting = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
         assert not isinstance(waiting, PageOutcome) and waiting.cache.status is CacheStatus.MISS
+        assert warnings == ["local cache entry other#0 is not a page result; ignored (the page is parsed again)"]
     finally:
         cache.close()
         docs.close()
