@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from pathlib import Path
 from typing import List, Optional
 
@@ -469,9 +470,10 @@ def export_cmd(
                 f"mineru export needs torch, transformers, onnx and onnxscript: "
                 f"pip install 'mineru-cli[export]' ({exc})"
             ) from None
+        out = out or model_dir / "onnx"
         report = export_model(
             model_dir,
-            out or model_dir / "onnx",
+            out,
             int8=int8,
             int4=int4,
             verify=verify,
@@ -486,10 +488,30 @@ def export_cmd(
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
+    except OSError as exc:  # a full or read-only disk, mostly; the unfinished folder is removed
+        typer.echo(f"error: {_export_failed(out or Path('.'), exc)}", err=True)
+        raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(
         json.dumps(
             {k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")}, indent=2, default=str
         )
+    )
+
+
+def _export_failed(out: Path, exc: OSError) -> str:
+    """What a user reads when writing an export failed: the error (the ONNX writers' own words
+    may lack the cause, "problem writing element 4096 to file") with the free space where it
+    goes, and that an export already in OUT is still whole."""
+    folder = out.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = f"{shutil.disk_usage(folder).free / 1e6:.1f} MB free in {folder}"
+    except OSError:
+        free = f"{folder} unreadable"
+    return (
+        f"the export to {out} failed ({type(exc).__name__}: {exc}; {free}); nothing of it was kept and an "
+        "export already there is unchanged: free space (or choose another --out) and run it again"
     )
 
 

@@ -148,14 +148,19 @@ def model_checks(model: str | None) -> list[Check]:
     (models.discover, the listing `mineru models` prints), exports verified."""
     from .models import EXPORT, discover
     from .vlm.export_format import is_export_dir
-    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, find_model, is_model_dir
+    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, find_model, is_model_dir, named_place
 
     checks = []
     model_dir: Path | None = None
-    given = Path(model).expanduser() if model else None
-    if given is not None and not is_model_dir(given) and (is_export_dir(given) or is_export_dir(given / "onnx")):
+    place = named_place(model)  # --model, else $MINERU_MODEL_PATH: each may name an export
+    if (
+        place is not None
+        and not is_model_dir(place[1])
+        and any(is_export_dir(p) for p in (place[1], place[1] / "onnx"))
+    ):
         # an export alone is enough for the onnx runtime (engines.vlm.locate)
-        checks.append(Check("model", INFO, f"--model {given} is an ONNX export (no model folder: runtime onnx only)"))
+        where, given = place
+        checks.append(Check("model", INFO, f"{where} {given} is an ONNX export (no model folder: runtime onnx only)"))
     else:
         try:
             model_dir = find_model(model)

@@ -26,8 +26,17 @@ from pathlib import Path
 from .core.errors import SetupError
 from .hashing import file_sha256
 from .vlm import int8_target
-from .vlm.export_format import FORMAT, is_export_dir, read_manifest, verify_export
-from .vlm.model_dir import ENV_VAR, is_model_dir, missing_files, search_places
+from .vlm.export_format import (
+    FORMAT,
+    MANIFEST,
+    is_export_dir,
+    is_unfinished_export,
+    not_an_export,
+    read_manifest,
+    source_mismatch,
+    verify_export,
+)
+from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, is_model_dir, missing_files, named_place, search_places
 from .vlm.model_identity import detect, from_manifest
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -59,8 +68,10 @@ class Entry:
         return asdict(self)
 
     def line(self) -> str:
-        release = self.release or f"unknown ({self.identity_error})"
-        kind = f"export {self.format}, {self.quantization}" if self.kind == EXPORT else "model folder"
+        release = self.release or (f"unknown ({self.identity_error})" if self.identity_error else "release unknown")
+        kind = "model folder" if self.kind == MODEL else f"export {self.format}, {self.quantization}"
+        if self.kind == EXPORT and self.format is None:  # no manifest read: an unfinished export
+            kind = "unfinished export"
         fix = f" -> fix: {self.fix}" if self.fix else ""
         return (
             f"[{self.status:>4}] {self.path}\n       {kind}; {release}; {self.bytes / 1e9:.2f} GB; "
@@ -86,10 +97,20 @@ def candidates(model: str | None = None) -> list[tuple[str, Path]]:
     return out
 
 
+def _holds_model(path: Path) -> bool:
+    """Whether parse finds a model folder or an export at `path` (or in its onnx/ folder)."""
+    return any(is_export_dir(p) or is_model_dir(p) for p in (path, path / "onnx"))
+
+
 def discover(model: str | None = None, full: bool = False) -> list[Entry]:
-    """Every model folder and export found (each once, under the first place it was found)."""
+    """Every model folder and export found (each once, under the first place it was found).
+    A named place (model_dir.named_place) that holds neither is a failed entry first: parse refuses it, so it
+    is never passed over in silence."""
     seen: set[Path] = set()
     entries = []
+    place = named_place(model)
+    if place is not None and not _holds_model(place[1]):
+        entries.append(inspect(place[1], place[0], full))
     for where, path in candidates(model):
         if not (is_export_dir(path) or is_model_dir(path)):
             continue
@@ -97,22 +118,27 @@ def discover(model: str | None = None, full: bool = False) -> list[Entry]:
         if real in seen:
             continue
         seen.add(real)
-        entries.append(inspect(real, where, full))
+        entries.append(inspect(real, where, full, of_parent=place is None or real != place[1].resolve()))
     return entries
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def inspect(path: str | Path, where: str = "given", full: bool = False) -> Entry:
-    """One folder: an export (manifest.json) or a model folder; full: hash every file again."""
+def inspect(path: str | Path, where: str = "given", full: bool = False, of_parent: bool = True) -> Entry:
+    """One folder: an export (manifest.json) or a model folder; full: hash every file again.
+    of_parent: an export in a model folder's onnx/, which parse runs as that model's, must be
+    made from its weights (False: the export was named itself, and parse runs it as it is)."""
     path = Path(path)
     if is_export_dir(path):
-        return _inspect_export(path, where, full)
+        return _inspect_export(path, where, full, of_parent)
     entry = Entry(str(path), MODEL, where)
     missing = missing_files(path)
     if missing:
-        entry.status, entry.detail = FAIL, f"not a model folder (missing: {', '.join(missing)})"
+        entry.status, entry.detail, entry.fix = FAIL, _not_a_model(path, missing), DOWNLOAD_HINT
+        if is_unfinished_export(path):
+            entry.kind = EXPORT
+            entry.fix = "run the same mineru export again: it starts over and removes this folder"
         return entry
     entry.bytes = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
     try:
@@ -139,7 +165,16 @@ def inspect(path: str | Path, where: str = "given", full: bool = False) -> Entry
     return entry
 
 
-def _inspect_export(path: Path, where: str, full: bool) -> Entry:
+def _not_a_model(path: Path, missing: list[str]) -> str:
+    """Why `path`, which lacks `missing`, is neither a model folder nor an export."""
+    if missing == ["the folder itself"]:
+        return "no such folder" if not path.exists() else "not a folder"
+    if is_unfinished_export(path):
+        return not_an_export(path).split("; ")[0]
+    return f"not a model folder (missing: {', '.join(missing)}) and not an ONNX export (no {MANIFEST})"
+
+
+def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entry:
     entry = Entry(str(path), EXPORT, where, format=FORMAT)
     entry.bytes = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     try:
@@ -154,6 +189,10 @@ def _inspect_export(path: Path, where: str, full: bool) -> Entry:
         model = path.parent if path.name == "onnx" else None
         where = f"--model {model} " if model else ""
         entry.fix = f"mineru export {where}--out {path} --force (add --int8 if it was an INT8 export)"
+        return entry
+    if of_parent and path.name == "onnx" and is_model_dir(path.parent) and (why := source_mismatch(path, path.parent)):
+        entry.status, entry.detail = FAIL, f"not made from the weights of the model folder it is in: {why}"
+        entry.fix = f"mineru export --model {path.parent} --force"
         return entry
     try:
         ident = from_manifest(path, manifest)

@@ -97,6 +97,21 @@ def test_a_tampered_export_fails_with_the_file_and_the_fix(tmp_path, env):
     assert code == 1 and checks[f"export {export}"]["status"] == "fail"
 
 
+def test_an_export_named_by_the_variable_is_the_model_parse_uses(tmp_path, env):
+    """$MINERU_MODEL_PATH naming an export (which parse runs with the onnx runtime, as it runs
+    --model naming one) failed the model check as "not a MinerU2.5 model folder"."""
+    export = make_export(tmp_path / "elsewhere" / "model")
+    (export.parent / "model.safetensors").unlink()
+    for value in (export, export.parent):  # the export, or a folder holding it in onnx/
+        code, report, checks = doctor(tmp_path, {**env, "MINERU_MODEL_PATH": str(value)})
+        assert code == 0 and report["ok"] is True, checks
+        assert (
+            checks["model"]["status"] == "info"
+            and f"$MINERU_MODEL_PATH {value} is an ONNX export" in checks["model"]["detail"]
+        )
+        assert checks[f"export {export}"]["status"] == "ok"
+
+
 def test_an_unwritable_cache_folder_fails_with_the_fix(tmp_path, env):
     (tmp_path / "a-file").write_text("")
     code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / "a-file" / "cache"))

@@ -138,6 +138,30 @@ def test_a_model_folder_that_is_not_there_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and "is not a folder" in r.stderr and r.stdout == ""
 
 
+def test_a_named_folder_without_a_model_is_reported_as_parse_refuses_it(site, tmp_path):
+    """--model X (or $MINERU_MODEL_PATH) naming a folder with neither a model nor an export was
+    passed over in silence: exit 0 when another model was found, 1 "none found" otherwise, while
+    parse refuses X (exit 2). It is a failed entry that names X and what it lacks."""
+    root = site["root"]
+    (tmp_path / "some-folder").mkdir()
+    (tmp_path / "some-folder" / "config.json").write_text("{}")
+    r, report = models(root, "--model", str(tmp_path / "some-folder"), "--json")
+    first = report["entries"][0]
+    assert r.returncode == 1 and report["ok"] is False, r.stdout
+    assert (first["path"], first["where"], first["status"]) == (str(tmp_path / "some-folder"), "--model", "fail")
+    assert "not a model folder (missing: tokenizer.json" in first["detail"] and "not an ONNX export" in first["detail"]
+    assert len(report["entries"]) == 5  # the four found as before, each listed
+    p = mineru("parse", str(tmp_path), "--model", str(tmp_path / "some-folder"), cwd=root, env=env_for(root))
+    assert p.returncode == 2 and f"--model {tmp_path / 'some-folder'} is not a MinerU2.5 model folder" in p.stderr
+    # the variable likewise, unless --model overrides it (as parse does)
+    nowhere = str(tmp_path / "nowhere")
+    r = mineru("models", cwd=root, env={**env_for(root), "MINERU_MODEL_PATH": nowhere}, timeout=120)
+    assert r.returncode == 1 and f"[fail] {nowhere}" in r.stdout and "$MINERU_MODEL_PATH; no such folder" in r.stdout
+    env = {**env_for(root), "MINERU_MODEL_PATH": nowhere}
+    r = mineru("models", "--model", str(site["export"]), "--json", cwd=root, env=env, timeout=120)
+    assert nowhere not in r.stdout and json.loads(r.stdout)["entries"][0]["status"] == "ok", r.stdout
+
+
 def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
     """As `models verify --help` says: 1 when PATH is a folder but not a whole model or export,
     2 only when it is no folder."""

@@ -175,7 +175,7 @@ def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
 
 def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     """(folder, runtime) of a usable MinerU2.5 model, or None."""
-    from ..vlm.export_format import find_export, is_export_dir
+    from ..vlm.export_format import export_in, find_export
     from ..vlm.model_dir import find_model
 
     if runtime != "torch":
@@ -186,8 +186,8 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     model_dir = find_model(model)  # a --model or $MINERU_MODEL_PATH that is no model folder raises
     if model_dir is None:
         return None
-    if runtime != "torch" and is_export_dir(model_dir / "onnx"):
-        return str(model_dir / "onnx"), "onnx"
+    if runtime != "torch" and (export_dir := export_in(model_dir)) is not None:  # made from its weights
+        return str(export_dir), "onnx"
     if runtime == "onnx" or not _torch_available():
         return None
     return str(model_dir), "torch"

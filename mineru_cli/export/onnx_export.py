@@ -13,8 +13,10 @@ weight (per output channel), optionally bias-corrected with mean inputs measured
 pages (bias_correction); INT4 is MatMulNBits (block-wise, weights only) for the decoder, with the
 vision encoder in INT8.
 
-The folder is written as OUT.partial and renamed into place when complete, so a crash never
-leaves a folder with a manifest that describes half an export.
+The folder is written as OUT.partial, marked unfinished (export_format.UNFINISHED) until it is
+renamed into place complete, so a crash never leaves a folder taken for an export: a SIGKILL
+during verification leaves OUT.partial with a manifest, which `mineru models` and parse do not
+take. An export already in OUT is set aside as OUT.replaced (marked too) and removed after.
 
 Imports torch and transformers: export time only.
 """
@@ -45,7 +47,9 @@ from ..vlm.export_format import (
     FORMAT_VERSION,
     GRAPHS,
     MANIFEST,
+    UNFINISHED,
     decoder_io,
+    is_unfinished_export,
     read_manifest,
     write_manifest,
 )
@@ -501,6 +505,30 @@ def _model_table(model) -> dict:
     }
 
 
+def _work_dirs(out_dir: Path) -> tuple[Path, Path]:
+    """(where the export is written, where an export already in out_dir is set aside); a
+    set-aside folder left by a cut-off run is removed, anything else there is in the way."""
+    work = out_dir.with_name(out_dir.name + ".partial")
+    old = out_dir.with_name(out_dir.name + ".replaced")
+    if old.exists():
+        if not is_unfinished_export(old):
+            raise SetupError(f"{old} is in the way of replacing {out_dir}: move it elsewhere")
+        shutil.rmtree(old)
+    return work, old
+
+
+def _move_into_place(work: Path, out_dir: Path, old: Path) -> None:
+    """Rename the finished work folder to out_dir. An export already there is marked unfinished
+    and renamed aside first, then removed: out_dir is at every moment the old export whole, the
+    new one whole, or absent (between two renames), never a half-removed folder."""
+    (work / UNFINISHED).unlink()
+    if out_dir.exists():
+        (out_dir / UNFINISHED).touch()
+        os.replace(out_dir, old)
+    os.replace(work, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def export_model(
     model_dir: str | Path,
     out_dir: str | Path,
@@ -561,9 +589,10 @@ def export_model(
     if threads:
         torch.set_num_threads(int(threads))
     timings: dict[str, float] = {}
-    work = out_dir.with_name(out_dir.name + ".partial")
+    work, old = _work_dirs(out_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    (work / UNFINISHED).touch()
     try:
         t0 = time.monotonic()
         _say(log, f"hashing the weights of {model_dir}")
@@ -702,9 +731,7 @@ def export_model(
             write_manifest(work, manifest)
 
         del model
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(work, out_dir)
+        _move_into_place(work, out_dir, old)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

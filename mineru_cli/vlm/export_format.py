@@ -32,7 +32,7 @@ from pathlib import Path
 from ..config import user_cache_dir
 from ..core.errors import SetupError
 from ..hashing import file_sha256 as sha256_file
-from .model_dir import ENV_VAR
+from .model_dir import ENV_VAR, is_model_dir
 
 MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
@@ -56,6 +56,11 @@ COPIED_FILES = (
 )
 # Where the verified-file stamps are kept: in config.user_cache_dir(), beside the result cache.
 STAMPS_FILE = "verified-exports.json"
+# Marks a folder whose export is not complete: one being written (OUT.partial, manifest and all
+# before its verification), or one set aside to be replaced. Such a folder is never an export
+# (is_export_dir), so a run cut off by SIGKILL or a power cut leaves nothing `mineru models` or
+# parse would take for one. The exporter removes it just before moving the folder into place.
+UNFINISHED = ".unfinished"
 
 
 def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
@@ -73,7 +78,7 @@ def file_table(folder: Path) -> dict:
     return {
         p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != MANIFEST
+        if p.is_file() and p.name not in (MANIFEST, UNFINISHED)
     }
 
 
@@ -154,6 +159,40 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_st
     return manifest
 
 
+def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
+    """Why the export in export_dir was not made from model_dir's weights as they are now (other
+    safetensors, or one whose sha256 is not the one its manifest records), or None when it was or
+    the manifest records none. A file is hashed once while its stamp stays (_VerifiedStamps)."""
+    recorded = (read_manifest(export_dir).get("source") or {}).get("files") or {}
+    present = {p.name: p for p in sorted(model_dir.glob("*.safetensors"))}
+    if not recorded:
+        return None
+    if set(recorded) != set(present):
+        return f"it was made from {', '.join(sorted(recorded))}, the folder holds {', '.join(present) or 'none'}"
+    stamps = _VerifiedStamps()
+    changed = [name for name, path in present.items() if not stamps.matches(path, recorded[name])]
+    stamps.save()
+    if changed:
+        return f"{', '.join(changed)} changed since it was made"
+    return None
+
+
+def export_in(model_dir: Path) -> Path | None:
+    """model_dir/onnx when it holds an export (None when not), after checking that it was made
+    from model_dir's weights: a model folder updated in place (hf download of a newer revision)
+    keeps its old onnx/, which must not run in the new model's name. SetupError when not."""
+    export_dir = model_dir / "onnx"
+    if not is_export_dir(export_dir):
+        return None
+    why = source_mismatch(export_dir, model_dir)
+    if why:
+        raise SetupError(
+            f"the ONNX export {export_dir} was not made from the weights of the model folder it is in ({why}); "
+            f"export it again with: mineru export --model {model_dir} --force (or run --runtime torch)"
+        )
+    return export_dir
+
+
 class _VerifiedStamps:
     """Files whose sha256 was checked, by (path, sha256) -> their stat stamp at that time.
 
@@ -185,6 +224,15 @@ class _VerifiedStamps:
     def seen(self, path: Path, sha256) -> bool:
         return self.table.get(self._key(path, sha256)) == self._stamp(path)
 
+    def matches(self, path: Path, sha256) -> bool:
+        """Whether the file's sha256 is `sha256` (hashed again unless its stamp says so)."""
+        if self.seen(path, sha256):
+            return True
+        if sha256_file(path) != sha256:
+            return False
+        self.add(path, sha256)
+        return True
+
     def add(self, path: Path, sha256) -> None:
         self.table[self._key(path, sha256)] = self._stamp(path)
         self.changed = True
@@ -205,7 +253,20 @@ class _VerifiedStamps:
 
 
 def is_export_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    """Whether path holds a complete export (a manifest, and not marked UNFINISHED)."""
+    return (Path(path) / MANIFEST).is_file() and not is_unfinished_export(path)
+
+
+def is_unfinished_export(path: str | Path) -> bool:
+    """Whether path is an export still being written, or left half-done by a cut-off export."""
+    return (Path(path) / UNFINISHED).is_file()
+
+
+def not_an_export(path: Path) -> str:
+    """Why `path` is no export, for an error message."""
+    if is_unfinished_export(path):
+        return "is an unfinished export (mineru export was cut off while writing it); run mineru export again"
+    return f"is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
 
 
 def find_export(explicit: str | os.PathLike | None = None) -> Path:
@@ -218,9 +279,9 @@ def find_export(explicit: str | os.PathLike | None = None) -> Path:
             "make one with: mineru export MODEL_DIR OUT_DIR"
         )
     path = Path(value).expanduser()
-    for candidate in (path, path / "onnx"):
-        if is_export_dir(candidate):
-            return candidate.resolve()
-    raise SetupError(
-        f"{source} {path} is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
-    )
+    if is_export_dir(path):
+        return path.resolve()
+    inside = export_in(path) if is_model_dir(path) else (path / "onnx" if is_export_dir(path / "onnx") else None)
+    if inside is not None:
+        return inside.resolve()
+    raise SetupError(f"{source} {path} {not_an_export(path)}")

@@ -123,8 +123,22 @@ def search_places() -> list[tuple[str, Path]]:
     return places
 
 
+def named_place(explicit: str | os.PathLike | None = None) -> tuple[str, Path] | None:
+    """(source, folder) of the place the user named: --model, else $MINERU_MODEL_PATH (which
+    --model overrides); None when neither is set. parse takes its model or export from there or
+    refuses to run; `mineru models` and `mineru doctor` report that same place."""
+    for source, value in (("--model", explicit), (f"${ENV_VAR}", os.environ.get(ENV_VAR))):
+        if value:
+            return source, Path(value).expanduser()
+    return None
+
+
 def _checked(path: Path, source: str) -> Path:
+    from .export_format import is_unfinished_export, not_an_export  # (it imports this module)
+
     missing = missing_files(path)
+    if missing and is_unfinished_export(path):
+        raise SetupError(f"{source} {path} {not_an_export(path)}")
     if missing:
         raise SetupError(
             f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {DOWNLOAD_HINT}"

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +18,8 @@ pytest.importorskip("transformers")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from fshelpers import read_only, small_filesystem  # noqa: E402
+from helpers import mineru  # noqa: E402
 from model_shapes import small_random_config  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
 from tiny_fixtures import tiny_vlm  # noqa: E402,F401
@@ -21,7 +28,7 @@ from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.export.bench import OPENVINO_VARIANT  # noqa: E402
 from mineru_cli.export.onnx_export import export_model  # noqa: E402
 from mineru_cli.vlm import int8_target, openvino_vision  # noqa: E402
-from mineru_cli.vlm.export_format import read_manifest  # noqa: E402
+from mineru_cli.vlm.export_format import UNFINISHED, is_export_dir, read_manifest  # noqa: E402
 
 FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
 
@@ -269,7 +276,112 @@ def test_export_replaces_an_old_export_with_force(tiny_vlm, tmp_path):
     (out / "stale.bin").write_bytes(b"x")
     report = export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, force=True, threads=1)
     assert not (out / "stale.bin").exists() and report["parity"] is None
-    assert not (tmp_path / "exp.partial").exists()
+    assert not (tmp_path / "exp.partial").exists() and not (tmp_path / "exp.replaced").exists()
+
+
+def test_a_set_aside_export_left_by_a_cut_off_replacement_is_removed(tiny_vlm, tmp_path):
+    """The old export is renamed aside (marked unfinished) before the new one takes its place; a
+    run killed in between leaves it, and the next export removes it. A folder of that name that
+    is no such leftover is the user's: refused, never removed."""
+    out, aside = tmp_path / "exp", tmp_path / "exp.replaced"
+    export_model(tiny_vlm / "model", aside, exporter="torchscript", verify=False, threads=1)
+    (aside / UNFINISHED).touch()
+    export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, threads=1)
+    assert is_export_dir(out) and not aside.exists()
+    aside.mkdir()
+    (aside / "notes.txt").write_text("mine")
+    with pytest.raises(SetupError, match="in the way"):
+        export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, force=True, threads=1)
+    assert (aside / "notes.txt").read_text() == "mine" and is_export_dir(out)
+
+
+def test_an_export_to_a_full_or_read_only_disk_says_so(tiny_vlm, tmp_path):
+    """A full disk ended `mineru export` in a Python traceback ("OSError: problem writing element
+    4096 to file") with exit 1; it is one line saying what failed and how much space is free,
+    exit 3 (the output could not be written), and nothing is left on the disk."""
+    with small_filesystem(tmp_path / "fs", "600k") as fs:
+        if fs is None:
+            pytest.skip("cannot mount a small filesystem here")
+        r = mineru("export", "--model", str(tiny_vlm / "model"), "--out", str(fs / "exp"), "--threads", "1")
+        assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert f"error: the export to {fs / 'exp'} failed" in r.stderr and f"MB free in {fs}" in r.stderr
+        assert list(fs.iterdir()) == []
+    (tmp_path / "ro").mkdir()
+    with read_only(tmp_path / "ro"):
+        r = mineru("export", "--model", str(tiny_vlm / "model"), "--out", str(tmp_path / "ro" / "exp"))
+    assert r.returncode == 3 and "Read-only file system" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_vlm, tmp_path):
+    """A model folder updated in place (new weights, as an `hf download` of a newer revision
+    writes them) kept its onnx/ export of the old weights, which parse ran in the folder's name
+    and `mineru models` listed as ok. parse refuses it, saying how to export again; models and
+    doctor fail it; an export made again is taken."""
+    from safetensors.numpy import load_file, save_file
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, threads=1)
+    tensors = load_file(model / "model.safetensors")
+    tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"] * 1.5
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    r = mineru("parse", str(tiny_vlm / "page.png"), "--model", str(model), "--out", "r.jsonl", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and not (tmp_path / "r.jsonl").exists(), r.stderr[-2000:]
+    assert f"the ONNX export {model / 'onnx'} was not made from the weights of the model folder" in r.stderr
+    assert f"mineru export --model {model} --force" in r.stderr and "model.safetensors changed" in r.stderr
+    listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
+    entries = {Path(e["path"]).name: e for e in json.loads(listing.stdout)["entries"]}
+    assert listing.returncode == 1 and entries["onnx"]["status"] == "fail" and entries["model"]["status"] == "ok"
+    d = mineru("doctor", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
+    assert d.returncode == 1 and any(
+        c["name"] == f"export {model / 'onnx'}" and c["status"] == "fail" for c in json.loads(d.stdout)["checks"]
+    )
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, force=True, threads=1)
+    listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
+    assert listing.returncode == 0, listing.stdout
+
+
+# An export killed (SIGKILL: no cleanup runs) at a fixed point: when verification begins, the
+# manifest of the whole export is already written in OUT.partial
+KILLED_IN_VERIFICATION = """
+import os, signal, sys
+from mineru_cli.export.onnx_export import export_model
+
+def log(message):
+    if message.startswith("checking the export"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+export_model(sys.argv[1], sys.argv[2], exporter="torchscript", threads=1, log=log)
+"""
+
+
+def test_an_export_killed_before_it_is_complete_is_never_taken_for_one(tiny_vlm, tmp_path):
+    """`mineru models` listed the OUT.partial of an export killed during verification as a whole
+    export ("[ok]", its files match the manifest written before verification) and parse ran it;
+    it is marked unfinished until it is renamed into place: not listed, refused by name with
+    what to do, and the next export starts over."""
+    out = tmp_path / "models" / "exp"
+    out.parent.mkdir()
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_VERIFICATION, str(tiny_vlm / "model"), str(out)], timeout=600
+    )
+    partial = tmp_path / "models" / "exp.partial"
+    assert killed.returncode == -signal.SIGKILL and (partial / "manifest.json").is_file() and not out.exists()
+    env = {
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "MODELSCOPE_CACHE": str(tmp_path / "modelscope"),
+        "MINERU_TOOLS_CONFIG_JSON": str(tmp_path / "mineru.json"),
+        "MINERU_MODEL_PATH": "",
+    }
+    r = mineru("models", "--json", cwd=tmp_path, env=env, timeout=120)
+    assert json.loads(r.stdout)["entries"] == [], r.stdout
+    r = mineru("models", "--model", str(partial), cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 1 and "[fail] " in r.stdout and "unfinished export" in r.stdout, r.stdout
+    r = mineru("parse", str(tiny_vlm / "page.png"), "--model", str(partial), cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 2 and "is an unfinished export" in r.stderr and "run mineru export again" in r.stderr
+    export_model(tiny_vlm / "model", out, exporter="torchscript", verify=False, threads=1)
+    assert is_export_dir(out) and not partial.exists()
 
 
 def test_bench_compares_runtimes_on_a_small_random_model(tmp_path):
