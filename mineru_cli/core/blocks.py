@@ -98,9 +98,10 @@ CONTENT_LIST_IMAGE = frozenset({T.IMAGE})
 CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
 CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
 CONTENT_LIST_TEXT = frozenset({T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE})
-# A heading's level (Markdown's `#` count, content_list's text_level) as MinerU gives it: a
-# doc_title 1, a paragraph_title 2 to 6 (MinerU 4: docvortex's _normalize_raw_blocks), a title
-# 1 to 6 (MinerU 3's get_title_level), each its default unless its block gives a level.
+# A heading's level (Markdown's `#` count, content_list's text_level) as MinerU gives it, as
+# (default, lowest, highest): a doc_title 1, a paragraph_title 2 to 6 (MinerU 4: docvortex's
+# _normalize_raw_blocks), a title 1 (MinerU 3's get_title_level) up to Markdown's deepest, 6;
+# the default unless its block gives a level.
 HEADING_LEVELS: Mapping[str, tuple[int, int, int]] = MappingProxyType(
     {T.DOC_TITLE: (1, 1, 1), T.PARAGRAPH_TITLE: (2, 2, 6), T.TITLE: (1, 1, 6)}
 )
