@@ -1,7 +1,9 @@
 """Blocks (already in reading order) -> Markdown, shared by all engines.
 
 Rules by block type:
-  title              "# text" ("#" * extra["level"] when given, 1..6)
+  title, doc_title,  "# text", "#" repeated for its level (core.blocks.heading_level: a doc_title
+  paragraph_title    1, a paragraph_title 2..6, a title 1..6; extra["level"] when given), as
+                     MinerU writes them
   table              extra["html"] as-is, else extra["cells"] (rows of cell
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
@@ -12,8 +14,9 @@ Rules by block type:
                      "chart content"), as MinerU 4 writes it, less the image link (there is
                      no cropped image to link to); otherwise omitted (the embedded engine's
                      labels read inside a figure stay in the block, as in MinerU's pipeline)
-  header / footer /  omitted: page furniture stays in the blocks only
-  page_number
+  header / footer /  omitted: page furniture stays in the blocks only (a page_footnote is
+  page_number /      written as a paragraph)
+  aside_text
   text               its text as a paragraph; a line starting with a block marker (`# `, `- `,
                      `+ `, `* `) has it escaped (`\\# `), as MinerU escapes a text block's, so prose
                      never becomes a heading or a list item
@@ -27,7 +30,7 @@ import html
 import re
 from collections.abc import Iterable
 
-from mineru_cli.core.blocks import FIGURES, NOT_IN_MARKDOWN, Block
+from mineru_cli.core.blocks import FIGURES, HEADINGS, NOT_IN_MARKDOWN, Block, heading_level
 from mineru_cli.core.blocks import BlockType as T
 
 
@@ -44,9 +47,8 @@ def block_to_markdown(block: Block) -> str:
     if kind in FIGURES:  # only an analysed figure's text: an OCR'd figure's labels stay out
         analysed = "sub_type" in extra
         return _details(text, str(extra["sub_type"] or f"{kind} content")) if text and analysed else ""
-    if kind == T.TITLE:
-        level = extra.get("level", 1)
-        level = min(max(int(level), 1), 6) if isinstance(level, (int, float)) else 1
+    if kind in HEADINGS:
+        level = heading_level(kind, extra.get("level"))
         return f"{'#' * level} {' '.join(text.split())}" if text else ""
     if kind == T.TABLE:
         if extra.get("html"):

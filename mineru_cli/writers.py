@@ -8,15 +8,17 @@ boxes drawn on each page: layout_pdf.py). Each document gets its own folder unde
 folder, named after its path relative to the input root (two `report.pdf` never collide).
 
 content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
-the page furniture types), `bbox` in 0..1000 page units, `page_idx` (0-based), plus by type:
-text: `text`, `text_level` (1 for titles); equation: `text` ($$-wrapped LaTeX), `text_format`;
+the page furniture types, which stay in reading order), `bbox` in 0..1000 page units, `page_idx`
+(0-based), plus by type: text: `text`, `text_level` for headings (a doc_title 1, a paragraph_title
+2, a title 1: core.blocks.heading_level); equation: `text` ($$-wrapped LaTeX), `text_format`;
 image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `content` (the
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
 `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
 A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text) and `list_items`
 (the texts of the text blocks inside it, which are not items of their own), as MinerU gathers them;
-a list read as text of its own (no block inside it) is a text item.
+a list read as text of its own (no block inside it) is a text item. Each run of ref_text blocks
+(one alone too) is one list of sub_type ref_text, as MinerU 4 writes a page's references.
 Captions and footnotes are attached to the nearest image/table of their kind on the page (an image
 caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote).
 """
@@ -43,6 +45,7 @@ from .core.blocks import (
     CONTENT_LIST_TEXT,
     HEADINGS,
     Block,
+    heading_level,
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
@@ -111,7 +114,7 @@ def write_documents(
 # for a document rewrites nothing (its crops and layout pages were rendered from the source
 # again, 0.1-0.2 s a page, on every run). FILES_REVISION: bump when the same records give other files.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 1
+FILES_REVISION = 2
 
 
 class _Stamp:
@@ -173,8 +176,9 @@ def _last_page(load_page: Callable[[str, int], Any]) -> Callable[[str, int], Any
 
 
 def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
-    """One page's content_list items, in reading order, captions attached to their owners and
-    list items gathered into their list."""
+    """One page's content_list items, in reading order (page furniture in its place, as MinerU 4
+    writes it), captions attached to their owners, list items gathered into their list and each
+    run of references made one list."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
     blocks = record["blocks"]
     members = list_members(blocks)
@@ -205,7 +209,26 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
             items.append(
                 (pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"], "page_idx": page_idx})
             )
-    return [it for _, _, it in sorted(items, key=lambda e: e[0])]
+    return _reference_lists(sorted(items, key=lambda e: e[0]), w, h, page_idx)
+
+
+def _reference_lists(entries: list[tuple[int, dict, dict]], w: int, h: int, page_idx: int) -> list[dict]:
+    """The entries' items, each run of ref_text blocks one `list` item of sub_type ref_text (a
+    lone one too), its bbox around them all and its list_items their texts, blank ones left out
+    (a run of only blank ones is nothing), as MinerU 4 writes a page's references (content_list
+    v1: iter_page_units, unit_bbox)."""
+    items: list[dict] = []
+    for is_ref, run in groupby(entries, key=lambda e: e[1]["type"] == T.REF_TEXT):
+        if not is_ref:
+            items += [it for _, _, it in run]
+            continue
+        blocks = [b for _, b, _ in run]
+        texts = [b.get("text", "") for b in blocks if b.get("text", "").strip()]
+        if texts:
+            box = [f(b["bbox"][i] for b in blocks) for i, f in enumerate((min, min, max, max))]
+            base = _base({"bbox": box}, w, h, page_idx)
+            items.append({"type": "list", "sub_type": str(T.REF_TEXT), "list_items": texts, **base})
+    return items
 
 
 LIST_ITEM_TYPES = (T.TEXT, T.REF_TEXT)
@@ -239,6 +262,9 @@ def _list_item(b: dict, entries: list[dict], w: int, h: int, page_idx: int) -> d
 
 
 def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
+    # MinerU writes the VLM's own 0..1000 grid (int() of a box already on it); ours is in pixels,
+    # rounded from that grid, and round() gives the grid back on a page over 1000 px wide, where
+    # int() is one less for about half the coordinates.
     x1, y1, x2, y2 = b["bbox"]
     bbox = [round(x1 * 1000 / w), round(y1 * 1000 / h), round(x2 * 1000 / w), round(y2 * 1000 / h)]
     return {"bbox": bbox, "page_idx": page_idx}
@@ -283,7 +309,7 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     if kind in CONTENT_LIST_TEXT:
         item = {"type": "text", "text": text, **base}
         if kind in HEADINGS:
-            item["text_level"] = int(b.get("level", 1))
+            item["text_level"] = heading_level(kind, b.get("level"))
         return item
     return {"type": kind, "text": text, **base}  # header, footer, page_number, aside_text, ...
 

@@ -87,3 +87,32 @@ def test_prose_that_starts_like_a_heading_or_a_bullet_stays_prose():
         "#hashtag and -1 and ####### seven stay as they are\n\n"
         "- one\n- two\n"
     )
+
+
+def test_pro_titles_are_headings_at_minerus_levels():
+    """MinerU2.5-Pro reads a document's title as doc_title and a section heading as
+    paragraph_title; MinerU 4 writes them as headings, `#` and `##` (docvortex's _render_title,
+    the levels from _normalize_raw_blocks: a doc_title is 1, a paragraph_title 2 to 6)."""
+    blocks = [
+        Block("doc_title", BOX, "Parsing\nDocuments"),
+        Block("paragraph_title", BOX, "1 Introduction"),
+        Block("paragraph_title", BOX, "1.1 Scope", extra={"level": 3}),
+        Block("paragraph_title", BOX, "2 Methods", extra={"level": 1}),  # never above a doc_title
+        Block("doc_title", BOX, "Parsing", extra={"level": 4}),
+        Block("title", BOX, "Results", extra={"level": 9}),
+    ]
+    assert blocks_to_markdown(blocks) == (
+        "# Parsing Documents\n\n## 1 Introduction\n\n### 1.1 Scope\n\n## 2 Methods\n\n# Parsing\n\n###### Results\n"
+    )
+
+
+def test_aside_text_stays_out_as_minerus_markdown_leaves_it():
+    """A margin note (arXiv's stamp down a paper's first page) is page furniture: MinerU leaves
+    aside_text out of the Markdown as it leaves headers and page numbers (MinerU 4: docvortex's
+    PAGE_AUXILIARY_BLOCK_TYPES; MinerU 3: a discarded block); a page footnote stays."""
+    blocks = [
+        Block("aside_text", BOX, "arXiv:2301.00001v1 [cs.CL] 1 Jan 2023"),
+        Block("text", BOX, "Body."),
+        Block("page_footnote", BOX, "1 A footnote."),
+    ]
+    assert blocks_to_markdown(blocks) == "Body.\n\n1 A footnote.\n"

@@ -59,6 +59,60 @@ def test_content_list_items_follow_minerus_format(tmp_path):
     assert all(0 <= v <= 1000 for it in items for v in it["bbox"])
 
 
+def test_pro_headings_get_minerus_text_levels(tmp_path):
+    """MinerU 4 gives a doc_title text_level 1 and a paragraph_title 2 (2 to 6 where its block
+    says; docvortex's _normalize_raw_blocks); a title (2509, the embedded engine) 1, as MinerU 3."""
+    blocks = [
+        {"type": "doc_title", "bbox": [0, 0, 2000, 50], "text": "Parsing Documents", "score": None},
+        {"type": "paragraph_title", "bbox": [0, 100, 2000, 150], "text": "1 Introduction", "score": None},
+        {"type": "paragraph_title", "bbox": [0, 200, 2000, 250], "text": "1.1 Scope", "score": None, "level": 3},
+        {"type": "title", "bbox": [0, 300, 2000, 350], "text": "Results", "score": None},
+    ]
+    items = content_list_items(page("pro.pdf", 0, blocks), tmp_path, None)
+    assert [(it["text"], it["text_level"]) for it in items] == [
+        ("Parsing Documents", 1),
+        ("1 Introduction", 2),
+        ("1.1 Scope", 3),
+        ("Results", 1),
+    ]
+
+
+def test_a_run_of_references_is_one_ref_text_list(tmp_path):
+    """MinerU 4 writes each run of ref_text blocks on a page (one alone too) as one `list` item,
+    sub_type ref_text, its bbox around them all (content_list v1's ReferenceGroup: iter_page_units,
+    unit_bbox); a block of another type between two ends a run, and a blank reference is left out."""
+
+    def ref(y, text):
+        return {"type": "ref_text", "bbox": [100, y, 1900, y + 40], "text": text, "score": None}
+
+    blocks = [
+        {"type": "paragraph_title", "bbox": [100, 0, 1900, 40], "text": "References", "score": None},
+        ref(100, "[1] A. Author. A paper. 2020."),
+        ref(150, "   "),
+        {**ref(200, "[2] B. Author. Another. 2021."), "bbox": [80, 200, 1000, 240]},
+        {"type": "page_footnote", "bbox": [100, 900, 1900, 940], "text": "1 A footnote.", "score": None},
+        ref(950, "[3] C. Author. The last. 2022."),
+    ]
+    items = content_list_items(page("refs.pdf", 2, blocks), tmp_path, None)
+    assert items[1:] == [
+        {
+            "type": "list",
+            "sub_type": "ref_text",
+            "list_items": ["[1] A. Author. A paper. 2020.", "[2] B. Author. Another. 2021."],
+            "bbox": [40, 100, 950, 240],
+            "page_idx": 2,
+        },
+        {"type": "page_footnote", "text": "1 A footnote.", "bbox": [50, 900, 950, 940], "page_idx": 2},
+        {
+            "type": "list",
+            "sub_type": "ref_text",
+            "list_items": ["[3] C. Author. The last. 2022."],
+            "bbox": [50, 950, 950, 990],
+            "page_idx": 2,
+        },
+    ]
+
+
 def test_ocr_table_cells_become_table_body(tmp_path):
     blocks = [
         {"type": "table", "bbox": [0, 0, 10, 10], "text": "", "score": 0.9, "cells": [["Name", "Qty"], ["a<b", "2"]]}

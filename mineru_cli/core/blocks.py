@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Mapping
 
 from .words import Word
 
@@ -55,9 +55,9 @@ PARATEXT = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT, T.PAGE_FO
 # Read first / last whatever their position (reading_order).
 PAGE_TOP = frozenset({T.HEADER})
 PAGE_BOTTOM = frozenset({T.FOOTER, T.PAGE_NUMBER})
-# Not in a page's Markdown: running heads, and pictures without text (an analysed picture or
-# chart shows its description or table: markdown.py).
-NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER})
+# Not in a page's Markdown: running heads and margin notes (MinerU leaves them out), and pictures
+# without text (an analysed picture or chart shows its description or table: markdown.py).
+NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT})
 FIGURES = frozenset({T.IMAGE, T.CHART})
 # Plain prose that OCR lines reflowed into a paragraph reproduce (hybrid takes the OCR text for
 # these). Left to the VLM: table, equation(_block), code and algorithm (structure, indentation and
@@ -98,7 +98,23 @@ CONTENT_LIST_IMAGE = frozenset({T.IMAGE})
 CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
 CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
 CONTENT_LIST_TEXT = frozenset({T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE})
-HEADINGS = frozenset({T.TITLE, T.DOC_TITLE, T.PARAGRAPH_TITLE})
+# A heading's level (Markdown's `#` count, content_list's text_level) as MinerU gives it, as
+# (default, lowest, highest): a doc_title 1, a paragraph_title 2 to 6 (MinerU 4: docvortex's
+# _normalize_raw_blocks), a title 1 (MinerU 3's get_title_level) up to Markdown's deepest, 6;
+# the default unless its block gives a level.
+HEADING_LEVELS: Mapping[str, tuple[int, int, int]] = MappingProxyType(
+    {T.DOC_TITLE: (1, 1, 1), T.PARAGRAPH_TITLE: (2, 2, 6), T.TITLE: (1, 1, 6)}
+)
+HEADINGS = frozenset(HEADING_LEVELS)
+
+
+def heading_level(kind: str, level: object = None) -> int:
+    """The level of a heading of type `kind` whose block gives `level` (None: none given)."""
+    default, lowest, highest = HEADING_LEVELS[kind]
+    given = int(level) if isinstance(level, (int, float)) and not isinstance(level, bool) else default
+    return min(max(given, lowest), highest)
+
+
 # Captions and footnotes -> the type of block they belong to. content_list.json lists them on
 # the nearest block of that type on the page, in a field named after the caption's type.
 ATTACHED_TO = MappingProxyType(
