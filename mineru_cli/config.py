@@ -220,6 +220,21 @@ def _number(value: Any, kind: type[int] | type[float], name: str) -> Any:
         raise SetupError(f"{option} must be {'a whole number' if kind is int else 'a number'}, not {value!r}") from None
 
 
+def _is_redis_url(url: str) -> bool:
+    """Whether `url` has the form redis-py's Redis.from_url takes (it is checked before any
+    worker starts: a bad one failed there, as an engine that could not start)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is no number
+    except ValueError:
+        return False
+    if parts.scheme == "unix":
+        return bool(parts.path)
+    return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
+
+
 def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:
     if value is not None and (value < low or (high is not None and value > high)):
         span = f"at least {low:g}" if high is None else f"between {low:g} and {high:g}"
@@ -304,6 +319,12 @@ class RunConfig:
             put("cache_ttl", int(parse_duration(self.cache_ttl)))
         except ValueError as exc:
             raise SetupError(f"--cache-ttl: {exc}") from None
+        _at_least(self.cache_ttl, 1, "--cache-ttl")  # seconds: Redis keeps a key whole seconds
+        if self.cache_url is not None and not _is_redis_url(self.cache_url):
+            raise SetupError(
+                f"--cache-url {self.cache_url!r} is not a Redis URL: "
+                "redis://[user:password@]host[:port][/db], rediss://... (TLS) or unix:///path/to/socket"
+            )
         parse_choice(GifFrames, self.load.gif_frames, "--gif-frames")
         parse_choice(TextLayerChoice, self.load.text_layer, "--text-layer")
         _at_least(self.load.dpi, 36, "--dpi", 600)

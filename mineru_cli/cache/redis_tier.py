@@ -3,7 +3,10 @@
 Only exact keys (fingerprint, pixel sha256) live here; near-duplicate search
 stays local, where the verification thumbnails are.  Redis is an optimisation:
 any error (down, killed mid-run, timeout) disables the tier for the rest of
-the run after one warning, and the run carries on with the local tier.
+the run after one warning, and the run carries on with the local tier.  A
+server that answers a write with an error (a read-only replica, a user whose
+ACL allows reads only, a full Redis that evicts nothing) stops the writes
+only: what it holds is still read.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class RedisTier:
             self._fail("the redis package is not installed (pip install 'mineru-cli[redis]')")
             return
         self._errors = (redis.RedisError, OSError)
+        self._refused = redis.ResponseError  # the server's own answer: it is up, it refuses this
+        self._writes = True
         # Short timeouts: a dead server must cost one warning, not minutes.
         self._client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=2.0)
 
@@ -64,7 +69,7 @@ class RedisTier:
     def put(
         self, fingerprint: str, pixel_sha256: str, page_id: str, payload_json: str, width: int, height: int
     ) -> None:
-        if self._client is None:
+        if self._client is None or not self._writes:
             return
         value = json.dumps(
             {
@@ -77,6 +82,9 @@ class RedisTier:
         )
         try:
             self._client.set(self.key(fingerprint, pixel_sha256), value, ex=self.ttl_s)
+        except self._refused as e:
+            self._writes = False
+            self._warn(f"shared cache {self.url} refuses writes ({e}); its results are still read, none are stored")
         except self._errors as e:
             self._fail(f"{type(e).__name__}: {e}")
 

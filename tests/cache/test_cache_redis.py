@@ -109,6 +109,31 @@ def test_redis_killed_mid_run_warns_once_and_continues(tmp_path, redis_server):
     assert len(warnings) == 1 and "local cache only" in warnings[0], warnings
 
 
+@pytest.mark.parametrize("refusal", ["acl", "replica"])
+def test_a_redis_that_refuses_writes_is_still_read(tmp_path, redis_server, refusal):
+    """A shared tier that answers reads but refuses writes (a user whose ACL allows GET only, a
+    read-only replica) was switched off at the first refused store, its hits with it: now one
+    warning says so, stores stop, and what it holds is still served."""
+    _, url, client = redis_server
+    img, other = page(20), page(21)
+    with ResultCache(tmp_path / "writer", redis_url=url) as a:
+        a.store(img, pixel_sha256(img), FP, "a/x.png#0", {"blocks": [], "markdown": "from A"})
+    if refusal == "acl":
+        client.acl_setuser("reader", enabled=True, passwords=["+pw"], keys=["*"], commands=["+get", "+ping"])
+        url = url.replace("redis://", "redis://reader:pw@")
+    else:
+        client.config_set("replica-read-only", "yes")
+        client.replicaof("127.0.0.1", free_port())  # a replica of a master that never answers: it keeps its data
+    warnings = []
+    with ResultCache(tmp_path / "reader", redis_url=url, warn=warnings.append) as b:
+        assert b.lookup(other, pixel_sha256(other), FP) is None
+        b.store(other, pixel_sha256(other), FP, "b/y.png#0", {"blocks": [], "markdown": "from B"})
+        hit = b.lookup(img, pixel_sha256(img), FP)
+        assert hit is not None and hit.kind == "hit" and hit.payload["markdown"] == "from A"
+    assert len(warnings) == 1 and "refuses writes" in warnings[0], warnings
+    assert client.get(RedisTier.key(FP, pixel_sha256(other))) is None
+
+
 def test_redis_down_from_the_start(tmp_path):
     warnings = []
     t = time.perf_counter()
