@@ -197,7 +197,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
     from .cache.node import node_local_dir
-    from .cache.store import FILENAME
+    from .cache.store import FILENAME, NewerCache, refuse_newer
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
     folder = node_local_dir(Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir())
@@ -213,10 +213,13 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
+            refuse_newer(conn)
             entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
             integrity = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         finally:
             conn.close()
+    except NewerCache as exc:  # parse runs without it, as with a folder it cannot write
+        return [Check("cache", FAIL, f"{db}: {exc}", "give this version another --cache-dir (or run with --no-cache)")]
     except sqlite3.Error as exc:
         return [
             Check(

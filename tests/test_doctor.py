@@ -121,6 +121,25 @@ def test_an_unwritable_cache_folder_fails_with_the_fix(tmp_path, env):
     assert code == 0 and checks["cache"]["status"] == "info"
 
 
+def test_a_newer_versions_cache_fails_as_parse_runs_without_it(tmp_path, env):
+    """A cache written by a later mineru-cli (a later schema), which parse leaves alone and runs
+    without, was reported `ok` with its entries."""
+    import sqlite3
+
+    from mineru_cli.cache import ResultCache
+    from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION
+
+    folder = tmp_path / "shared-cache"
+    ResultCache(folder).close()  # a cache of this version's schema
+    code, _, checks = doctor(tmp_path, env, "--cache-dir", str(folder))
+    assert code == 0 and checks["cache"]["status"] == "ok", checks["cache"]
+    with sqlite3.connect(folder / FILENAME) as con:
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    code, _, checks = doctor(tmp_path, env, "--cache-dir", str(folder))
+    assert code == 1 and checks["cache"]["status"] == "fail", checks["cache"]
+    assert "newer mineru-cli" in checks["cache"]["detail"] and "--cache-dir" in checks["cache"]["fix"]
+
+
 def test_a_read_only_cache_folder_fails_with_the_fix(tmp_path, env):
     folder = tmp_path / "ro-cache"
     folder.mkdir()

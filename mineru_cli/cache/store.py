@@ -150,7 +150,7 @@ def network_filesystem_warning(directory: Path, mountinfo: str | None = None) ->
     )
 
 
-def _refuse_newer(conn: sqlite3.Connection) -> None:
+def refuse_newer(conn: sqlite3.Connection) -> None:
     """NewerCache where the file's schema version is later than SCHEMA_VERSION."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
         return
@@ -273,7 +273,7 @@ class SqliteStore:
     def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        _refuse_newer(conn)  # before _SCHEMA, whose indexes a later layout may not fit
+        refuse_newer(conn)  # before _SCHEMA, whose indexes a later layout may not fit
         conn.executescript(_SCHEMA)
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
