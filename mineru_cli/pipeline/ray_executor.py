@@ -28,6 +28,7 @@ Design
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -247,13 +248,14 @@ class RayTransport:
                 ray.init(address=self.address, **kwargs)
             else:
                 self._temp_dir = tempfile.mkdtemp(prefix="mray", dir="/tmp" if os.path.isdir("/tmp") else None)
-                ray.init(
-                    address="local",
-                    num_cpus=self.num_cpus,
-                    object_store_memory=OBJECT_STORE_BYTES,
-                    _temp_dir=self._temp_dir,
-                    **kwargs,
-                )
+                with _sigterm_held_off():
+                    ray.init(
+                        address="local",
+                        num_cpus=self.num_cpus,
+                        object_store_memory=OBJECT_STORE_BYTES,
+                        _temp_dir=self._temp_dir,
+                        **kwargs,
+                    )
         except Exception as exc:  # noqa: BLE001 - no cluster there, version mismatch, ...
             where = f"at --ray-address {self.address}" if self.address else "(a private local instance)"
             self._started_ray = True  # whatever it got to: shut it down
@@ -443,9 +445,15 @@ class RayTransport:
 
     def _lost(self, a: _Actor, exc: BaseException) -> Lost:
         """An actor whose call raised: killed (its other answers are never read); whether its
-        node went away (then its pages are not to blame)."""
+        node went away (then its pages are not to blame). The private instance's node is its
+        only one: nothing could run again, so the run stops (SetupError)."""
         self._kill(a)
         if self._node_died(a, exc):
+            if self.address is None:
+                raise SetupError(
+                    f"the private Ray instance lost its node ({_brief(exc)}): its raylet died (killed, "
+                    "`ray stop`, out of memory?); the pages finished are in the journal, re-run to resume"
+                )
             return Lost(f"node {a.where} lost: {_brief(exc)}", node=True)
         return Lost(_brief(exc))
 
@@ -512,6 +520,27 @@ class RayExecutor(Scheduler):
 
     def node_plans(self) -> list[dict[str, Any]]:
         return self.transport.node_plans()
+
+
+@contextlib.contextmanager
+def _sigterm_held_off() -> Iterator[None]:
+    """Block SIGTERM in this thread while the private instance starts: its processes (GCS,
+    raylet, and the actors they start) inherit the mask, as they inherit the SIGINT that Ray
+    blocks for them. A SIGTERM to the whole process group or cgroup (`timeout`, `kill -- -PGID`,
+    a service manager's stop) then reaches the driver alone, which stops gracefully with its
+    actors still there to finish their pages; `ray.shutdown()` ends them with SIGKILL once its
+    SIGTERM goes unanswered (a second per process). A SIGTERM to the driver meanwhile waits,
+    pending, and is handled after."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, no process groups
+        yield
+        return
+    held = {signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        if signal.SIGTERM not in previous:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 def _absolute(src: Any) -> Any:

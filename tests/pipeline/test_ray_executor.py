@@ -59,9 +59,11 @@ def parse(src: Path, out: Path, *extra: str, env: dict | None = None):
     )
 
 
-def start_ray(src: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+def start_ray(
+    src: Path, out: Path, *extra: str, env: dict | None = None, new_session: bool = False
+) -> subprocess.Popen:
     """`mineru parse ... --executor ray --log-json` started, not waited for (helpers.start_parse)."""
-    return start_parse(src, out, "--cpus", "2", "--executor", "ray", *extra, env=env)
+    return start_parse(src, out, "--cpus", "2", "--executor", "ray", *extra, env=env, new_session=new_session)
 
 
 def test_examples_parse_to_the_same_records_as_the_local_executor(tmp_path, record_validator):
@@ -167,6 +169,72 @@ def test_sigterm_stops_gracefully_then_resume_does_every_page_once(tmp_path, rec
     assert s["interrupted"] and s["ok"] + s["unfinished"] == len(words)
     first = {r["id"] for r in read_journal(out, record_validator)}
     assert 1 <= len(first) < len(words)
+    r = parse(src, out, "--executor", "ray")
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(out, record_validator)
+    assert sorted(x["id"] for x in recs) == sorted(f"p{i}.png#0" for i in range(len(words)))  # exactly once
+    assert all(x["status"] == "ok" for x in recs)
+
+
+def test_sigterm_to_the_process_group_stops_gracefully_and_a_rerun_does_each_once(tmp_path, record_validator):
+    """SIGTERM to the whole process group (`timeout`, `kill -- -PGID`, a service manager) reached
+    the private Ray instance's GCS and raylet too: the actors died with the pages in flight, and
+    the driver waited out its grace period or hung 60 s until Ray ended it with exit 1. Ray's
+    processes hold SIGTERM off as they hold SIGINT: the pages in flight finish, the run stops as
+    without Ray (exit 130), and a re-run parses each page once."""
+    words = [f"Word{i}" for i in range(8)]
+    src = text_pages(tmp_path / "in", words)
+    out = tmp_path / "o.jsonl"
+    proc = start_ray(src, out, env={"MINERU_TEST_FAULTS": "slow=*"}, new_session=True)
+    lines: list[str] = []
+    # every page sleeps 1 s at its engine stage: both actors hold pages when the signal comes
+    wait_for_event(proc, lines, lambda e: e["event"] == "heartbeat" and e["busy"] == 2 and e["done"] >= 1)
+    before = sum('"event": "page"' in x for x in lines)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines[-5:]) + rest
+    s = summary("".join(lines) + rest)
+    assert s["interrupted"] and s["ok"] + s["unfinished"] == len(words)
+    assert s["ok"] >= before + 2, s  # the pages in flight finished: their actors were not killed
+    first = read_journal(out, record_validator)
+    assert first and all(r["status"] == "ok" for r in first), first
+    r = parse(src, out, "--executor", "ray")
+    assert r.returncode == 0, r.stderr
+    recs = read_journal(out, record_validator)
+    assert sorted(x["id"] for x in recs) == sorted(f"p{i}.png#0" for i in range(len(words)))  # exactly once
+    assert all(x["status"] == "ok" for x in recs)
+
+
+def test_a_private_instance_that_loses_its_node_stops_at_once_and_a_rerun_resumes(tmp_path, record_validator):
+    """The private instance's raylet killed mid-run (the OOM killer, `ray stop`): its one node is
+    gone for good. The run waited for actors that could never be placed (10 min) before it gave
+    up; it now stops at once with exit 2 saying so, the pages done are in the journal, and a
+    re-run parses the rest, each page once."""
+    import psutil
+
+    words = [f"Word{i}" for i in range(4)]
+    src = text_pages(tmp_path / "in", words)
+    out = tmp_path / "o.jsonl"
+    # p3 hangs: the run is still going when the GCS finds the node gone (already created
+    # actors answer their calls without a raylet)
+    faults = {"MINERU_TEST_FAULTS": "hang=p3.png*"}
+    proc = start_ray(src, out, "--page-timeout", "600", env=faults, new_session=True)
+    try:
+        lines: list[str] = []
+        wait_for_event(proc, lines, lambda e: e["event"] == "page")
+        ray_procs = psutil.Process(proc.pid).children(recursive=True)
+        raylets = [p for p in ray_procs if "raylet/raylet" in " ".join(p.cmdline())]
+        assert len(raylets) == 1
+        raylets[0].kill()
+        _, rest = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 2, "".join(lines[-5:]) + rest
+    assert "private Ray instance" in rest and "re-run" in rest, rest
+    first = read_journal(out, record_validator)
+    assert first and all(r["status"] == "ok" for r in first), first
     r = parse(src, out, "--executor", "ray")
     assert r.returncode == 0, r.stderr
     recs = read_journal(out, record_validator)
