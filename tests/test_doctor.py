@@ -297,3 +297,52 @@ def test_the_plan_follows_a_real_cgroup_the_process_is_in(tmp_path, limit):
         assert plan["cores"].split()[4] == "1", r.stdout
     else:
         assert plan["workers"].split()[1] == "1" and "memory: 1." in plan["workers"], r.stdout
+
+
+def _cgroup_file(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_limits_of_our_own_cgroup_and_those_above_it(tmp_path):
+    """A process in a cgroup below the mount (a systemd service with CPUQuota=/MemoryMax=, a
+    `systemd-run -p CPUQuota=` job, a cgroup v1 host) had its quota ignored: only the mount's
+    own files were read, so the plan took every core of the host. The quota and the memory room
+    are now read from our own cgroup (/proc/self/cgroup) and every cgroup above it, the least
+    winning; a container that sees its cgroup as the mount keeps reading the mount."""
+    from mineru_cli.budget import available_cpus, available_memory, cgroup_cpu_quota
+
+    proc = tmp_path / "proc-self-cgroup"
+    v2 = tmp_path / "v2"
+    service = v2 / "system.slice" / "cron-mineru.service"
+    proc.write_text("0::/system.slice/cron-mineru.service\n")
+    _cgroup_file(v2 / "cgroup.controllers", "cpu memory pids\n")  # what marks a v2 mount
+    _cgroup_file(service / "cpu.max", "100000 100000\n")
+    assert cgroup_cpu_quota(v2, proc) == 1.0
+    assert available_cpus(v2, proc) == 1
+    _cgroup_file(v2 / "system.slice" / "cpu.max", "50000 100000\n")  # the slice allows less
+    assert cgroup_cpu_quota(v2, proc) == 0.5
+    _cgroup_file(service / "memory.max", f"{2 << 30}\n")
+    _cgroup_file(service / "memory.current", f"{1 << 29}\n")
+    memory = available_memory(v2, proc)
+    assert memory is not None and memory <= (2 << 30) - (1 << 29)
+
+    v1 = tmp_path / "v1"
+    job = v1 / "cpu,cpuacct" / "user.slice" / "job"
+    proc.write_text("11:memory:/user.slice/job\n4:cpu,cpuacct:/user.slice/job\n0::/user.slice/job\n")
+    _cgroup_file(job / "cpu.cfs_quota_us", "150000\n")
+    _cgroup_file(job / "cpu.cfs_period_us", "100000\n")
+    _cgroup_file(v1 / "cpu,cpuacct" / "cpu.cfs_quota_us", "-1\n")  # the root: no quota
+    _cgroup_file(v1 / "cpu,cpuacct" / "cpu.cfs_period_us", "100000\n")
+    assert cgroup_cpu_quota(v1, proc) == 1.5
+    _cgroup_file(v1 / "memory" / "user.slice" / "job" / "memory.limit_in_bytes", f"{1 << 30}\n")
+    _cgroup_file(v1 / "memory" / "user.slice" / "job" / "memory.usage_in_bytes", "0\n")
+    _cgroup_file(v1 / "memory" / "memory.limit_in_bytes", "9223372036854771712\n")  # no limit
+    _cgroup_file(v1 / "memory" / "memory.usage_in_bytes", f"{5 << 30}\n")
+    memory = available_memory(v1, proc)
+    assert memory is not None and memory <= 1 << 30
+
+    container = tmp_path / "container"  # our path (the host's) is not under the mount: the mount is ours
+    proc.write_text("0::/docker/0123abcd\n")
+    _cgroup_file(container / "cpu.max", "200000 100000\n")
+    assert cgroup_cpu_quota(container, proc) == 2.0
