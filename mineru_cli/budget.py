@@ -119,27 +119,46 @@ def available_cpus(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGR
     return max(1, n)
 
 
-def _memory_room(folder: Path, limit_file: str, usage_file: str) -> float | None:
-    """Bytes a cgroup's memory limit leaves (limit - usage), None without a limit."""
+def _memory_room(folder: Path, limit_file: str, usage_file: str, inactive_file: str) -> float | None:
+    """Bytes a cgroup's memory limit leaves (limit - usage), None without a limit. The usage
+    counts the page cache of files its processes read or wrote, which the kernel takes back
+    when the memory is wanted: its inactive part (memory.stat's `inactive_file`, v1's
+    `total_inactive_file` with its children's) is room, as a container's working set leaves it
+    out. A cgroup that has read as many files as its limit, as a cron job's does after a run,
+    shows a usage at the limit with that limit free."""
     try:
         limit = (folder / limit_file).read_text().strip()
         if limit == "max" or int(limit) >= _V1_NO_LIMIT:
             return None
-        return max(0, int(limit) - int((folder / usage_file).read_text().strip()))
+        used = int((folder / usage_file).read_text().strip())
     except (OSError, ValueError):
         return None
+    return max(0, int(limit) - max(0, used - _stat(folder, inactive_file)))
+
+
+def _stat(folder: Path, key: str) -> int:
+    """A value of the cgroup's memory.stat (0 where it cannot be read)."""
+    try:
+        for line in (folder / "memory.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def cgroup_memory_room(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int | None:
     """Bytes this process's cgroup memory limits leave (cgroup v2's memory.max - memory.current,
-    v1's memory.limit_in_bytes - memory.usage_in_bytes; the tightest of its cgroup and parents),
-    None without a limit."""
+    v1's memory.limit_in_bytes - memory.usage_in_bytes, the page cache it can take back not
+    counted as used: _memory_room; the tightest of its cgroup and parents), None without a
+    limit."""
     if (root / "cgroup.controllers").is_file() or (root / "memory.max").is_file():
-        dirs, files = _own_cgroups(root, "", proc_cgroup), ("memory.max", "memory.current")
+        dirs, files = _own_cgroups(root, "", proc_cgroup), ("memory.max", "memory.current", "inactive_file")
     else:
         dirs, files = (
             _own_cgroups(root / "memory", "memory", proc_cgroup),
-            ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+            ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
         )
     room = _tightest([_memory_room(d, *files) for d in dirs])
     return None if room is None else int(room)

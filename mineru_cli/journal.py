@@ -425,11 +425,13 @@ def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return str(new.get("created", "")) >= str(old.get("created", ""))
 
 
-def renamed_pages(records: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+def renamed_pages(records: Iterable[dict[str, Any]], holders: dict[str, set[int]]) -> list[tuple[str, str]]:
     """Pairs of page ids that name one page of one file under two roots: the same content and
-    page, one source a path inside the other (`dump/a/x.pdf#0` and `a/x.pdf#0`), which is what
-    journals made with different --root (or from different folders) hold. Identical copies of a
-    file at unrelated paths are no such pair."""
+    page, one source a path inside the other (`dump/a/x.pdf#0` and `a/x.pdf#0`), no journal
+    holding both (`holders`: page id -> the journals that hold it), which is what journals
+    made with different --root (or from different folders) hold. Identical copies of a file at
+    unrelated paths are no such pair, nor copies one journal holds both of (`x.pdf` and
+    `old/x.pdf` of one folder: one run has one root)."""
     by_content: dict[tuple[str, int], set[str]] = {}
     for rec in records:
         sha = rec.get("source_sha256")
@@ -439,8 +441,9 @@ def renamed_pages(records: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
     for (_, page), sources in by_content.items():
         for longer in sources:
             for shorter in sources:
-                if longer != shorter and longer.endswith("/" + shorter):
-                    pairs.append((page_id(longer, page), page_id(shorter, page)))
+                ids = page_id(longer, page), page_id(shorter, page)
+                if longer.endswith("/" + shorter) and not holders.get(ids[0], set()) & holders.get(ids[1], set()):
+                    pairs.append(ids)
     return sorted(pairs)
 
 
@@ -450,6 +453,7 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str
     found in more than one place, pages kept under two ids: `renamed_pages`). An input that is
     missing or no journal is a SetupError, and nothing is written then."""
     chosen: dict[str, dict[str, Any]] = {}
+    holders: dict[str, set[int]] = {}  # page id -> the journals that hold it (-1: out)
     duplicates = 0
     sources = [Path(p) for p in journals]
     for path in sources:
@@ -464,10 +468,12 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str
             rec = journal.get(pid)
             if rec is not None:
                 chosen[pid] = rec
+                holders[pid] = {-1}
         mine = set(chosen)
-        for path in sources:
+        for n, path in enumerate(sources):
             for rec in read_records(path):
                 pid = rec["id"]
+                holders.setdefault(pid, set()).add(n)
                 if pid in chosen and chosen[pid] is not rec:
                     duplicates += 1
                 if _better(rec, chosen.get(pid)):
@@ -476,4 +482,4 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str
             if pid not in mine or journal.get(pid) != rec:
                 journal.append(rec)
         journal.compact(list(chosen))
-    return len(chosen), duplicates, renamed_pages(chosen.values())
+    return len(chosen), duplicates, renamed_pages(chosen.values(), holders)

@@ -71,7 +71,9 @@ MASK_MAX_PX = 8_000_000  # the largest picture whose own mask is read (32 MB as 
 GRID_PX = 8  # the cell, in page pixels, of the grid the pictures' coverage is counted on
 # Seen characters that show which way up the page stands, even when they are too few to use as
 # its text (a figure's labels): this many at least, this share of them running left to right,
-# on a page that pictures paint less than this share of (a picture's own text may run any way)
+# on a page whose pictures' boxes cover less than this share of it (a picture's own text may run
+# any way: a scan painted as a stencil mask or through a blend mode paints only its ink, yet it
+# is the page)
 UPRIGHT_MIN_CHARS = 10
 UPRIGHT_SHARE = 0.9
 UPRIGHT_MAX_PICTURES = 0.5
@@ -539,6 +541,7 @@ class _PaintOrder:
         self.has_picture = False
         self.covers_list: list[_Cover] = []
         self.pictures: list[_Cover] = []  # the opaque pictures among them, for the page's coverage
+        self.picture_boxes: list[tuple[float, float, float, float]] = []  # where every picture paints, opaque or not
         self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
         self._page = page
         self._mapper = mapper
@@ -558,9 +561,11 @@ class _PaintOrder:
                 self.text_at[_address(obj)] = at
             elif kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
                 self.has_picture = True
+                box = self._painted_box(obj, matrix, within)
+                if box is not None:
+                    self.picture_boxes.append(box)
                 if faint or pdfium_c.FPDFPageObj_HasTransparency(obj):
                     continue
-                box = self._painted_box(obj, matrix, within)
                 if box is not None:
                     cover = _Cover(at, box, False, self._mask_reader(obj, matrix))
                     self.covers_list.append(cover)
@@ -686,17 +691,29 @@ class _PaintOrder:
     def picture_share(self, width: int, height: int) -> float:
         """The share of the rendered page that opaque pictures paint (their union, on a grid
         of GRID_PX cells), whatever lies over them."""
-        if not self.pictures:
-            return 0.0
-        gw, gh = max(1, width // GRID_PX), max(1, height // GRID_PX)
-        grid = np.zeros((gh, gw), bool)
+        boxes = []
         for c in self.pictures:  # a scan may come in strips, or tiles
             big = _area(c.box) >= 0.01 * width * height  # a small one's mask is not worth reading
-            if big and c.opaque_share() < SCAN_OPAQUE:
-                continue
-            x1, y1, x2, y2 = (v / GRID_PX for v in c.box)
-            grid[max(0, int(y1)) : int(math.ceil(y2)), max(0, int(x1)) : int(math.ceil(x2))] = True
-        return float(grid.mean())
+            if not big or c.opaque_share() >= SCAN_OPAQUE:
+                boxes.append(c.box)
+        return _union_share(boxes, width, height)
+
+    def picture_box_share(self, width: int, height: int) -> float:
+        """The share of the rendered page within the boxes of its pictures, opaque or not."""
+        return _union_share(self.picture_boxes, width, height)
+
+
+def _union_share(boxes: list[tuple[float, float, float, float]], width: int, height: int) -> float:
+    """The share of a `width` x `height` page that the union of device `boxes` covers, on a
+    grid of GRID_PX cells."""
+    if not boxes:
+        return 0.0
+    gw, gh = max(1, width // GRID_PX), max(1, height // GRID_PX)
+    grid = np.zeros((gh, gw), bool)
+    for box in boxes:
+        x1, y1, x2, y2 = (v / GRID_PX for v in box)
+        grid[max(0, int(y1)) : int(math.ceil(y2)), max(0, int(x1)) : int(math.ceil(x2))] = True
+    return float(grid.mean())
 
 
 _Affine = tuple[float, float, float, float, float, float]  # PDF's (a, b, c, d, e, f)
@@ -777,7 +794,7 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     upright = (
         len(counts.visible) >= UPRIGHT_MIN_CHARS
         and len(counts.visible) >= UPRIGHT_SHARE * visible
-        and coverage < UPRIGHT_MAX_PICTURES
+        and paint.picture_box_share(width, height) < UPRIGHT_MAX_PICTURES
     )
 
     def untrusted(reason: str, detail: str) -> TextLayer:

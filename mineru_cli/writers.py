@@ -87,25 +87,24 @@ def write_documents(
             continue  # its files were written from these very records: nothing to redo
         folder.mkdir(parents=True, exist_ok=True)
         stamp.remove()  # until all its files are written anew
-        start = len(written)
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
-            written.append(atomic_write(folder / f"{stem}.md", md))
+            written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
         if "content-list" in formats:
             items = []
             for page in pages:
                 image = load_page(source, page["page_index"]) if load_page else None
                 items += content_list_items(page, folder, image)
-            written.append(
-                atomic_write(folder / f"{stem}_content_list.json", json.dumps(items, ensure_ascii=False, indent=2))
-            )
+            content_list = json.dumps(items, ensure_ascii=False, indent=2)
+            written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
             stamp.crops = sorted({path for it in items for path in _crops_of(it)})
         if "layout" in formats and load_page is not None:
             from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
 
             path = folder / f"{stem}_layout.pdf"
-            written.append(write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi))
-        stamp.write([p.name for p in written[start:]])
+            layout = write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi)
+            written.append(stamp.wrote(layout))
+        stamp.write()
     return written
 
 
@@ -113,6 +112,10 @@ def write_documents(
 # --dpi, and this code: the stamp beside them holds a hash of those, so a re-run with nothing new
 # for a document rewrites nothing (its crops and layout pages were rendered from the source
 # again, 0.1-0.2 s a page, on every run). FILES_REVISION: bump when the same records give other files.
+# Each file is held as this run wrote it (its inode, size and modification time): another run
+# writing the same document into this folder from other records (another journal) replaces
+# files under this run's name between its writes and its stamp, and a stamp that only named them
+# vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
 FILES_REVISION = 2
 
@@ -124,6 +127,7 @@ class _Stamp:
         self.path = path
         self.digest = ""
         self.crops: list[str] = []  # images/<name>.jpg the content list names
+        self.written: dict[str, list[int]] = {}  # file name -> its _identity as written
 
     @classmethod
     def at(cls, folder: Path, stem: str) -> _Stamp:
@@ -138,16 +142,30 @@ class _Stamp:
         return self
 
     def holds(self) -> bool:
-        """Whether the files were written from the same inputs and are all still there."""
+        """Whether the files were written from the same inputs and are all still there, each
+        the file that writer left (crops: there; their names are their pixels)."""
         try:
             held = json.loads(self.path.read_text(encoding="utf-8"))
-            return held["digest"] == self.digest and all((self.path.parent / f).is_file() for f in held["files"])
-        except (OSError, ValueError, KeyError, TypeError):
+            folder = self.path.parent
+            return (
+                held["digest"] == self.digest
+                and all(_identity(folder / f) == identity for f, identity in held["written"].items())
+                and all((folder / f).is_file() for f in held["crops"])
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
 
-    def write(self, files: list[str]) -> None:
+    def wrote(self, path: Path) -> Path:
+        """Note `path` as written now (by this run: it was renamed into place just before)."""
         try:
-            atomic_write(self.path, json.dumps({"digest": self.digest, "files": files + self.crops}))
+            self.written[path.name] = _identity(path)
+        except OSError:  # gone already (another run removed it): a stamp that never holds
+            self.written[path.name] = []
+        return path
+
+    def write(self) -> None:
+        try:
+            atomic_write(self.path, json.dumps({"digest": self.digest, "written": self.written, "crops": self.crops}))
         except OSError:
             pass  # the files are written; without their stamp the next run writes them again
 
@@ -156,6 +174,12 @@ class _Stamp:
             self.path.unlink()
         except OSError:
             pass  # none there, or none that could be written (a name too long)
+
+
+def _identity(path: Path) -> list[int]:
+    """Which file `path` is: another one renamed over it (another run's) has another inode."""
+    st = path.stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 def _crops_of(item: dict) -> list[str]:

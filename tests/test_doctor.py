@@ -346,3 +346,39 @@ def test_cgroup_limits_of_our_own_cgroup_and_those_above_it(tmp_path):
     proc.write_text("0::/docker/0123abcd\n")
     _cgroup_file(container / "cpu.max", "200000 100000\n")
     assert cgroup_cpu_quota(container, proc) == 2.0
+
+
+def test_the_plan_counts_a_cgroups_file_cache_as_room(tmp_path):
+    """Files read or written in a memory-limited cgroup stay in the page cache charged to it,
+    up to its limit, until the memory is wanted: a cgroup that has written 1.25 GiB under a
+    2.25 GiB limit (a cron job's cgroup after a run) has its whole limit for the workers, not
+    the 1 GiB its usage leaves (the plan went down to one worker)."""
+    import os
+    import subprocess
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: one worker either way")
+    name = f"mineru-test-{os.getpid()}-cache"
+    folders = _real_cgroup(name, None, 2304 << 20)
+
+    def join() -> None:
+        for folder in folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    try:
+        written = subprocess.run(
+            ["dd", "if=/dev/zero", f"of={tmp_path / 'cached.bin'}", "bs=1M", "count=1280", "conv=fsync"],
+            preexec_fn=join,
+            capture_output=True,
+        )
+        assert written.returncode == 0, written.stderr
+        r = mineru(
+            "parse", str(EXAMPLES), "--out", "r.jsonl", "--cpus", "2", "--explain-plan", cwd=tmp_path, preexec_fn=join
+        )
+    finally:
+        (tmp_path / "cached.bin").unlink(missing_ok=True)
+        for folder in folders:
+            folder.rmdir()
+    assert r.returncode == 0, r.stderr
+    plan = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+    assert plan["workers"].split()[1] == "2", r.stdout

@@ -137,3 +137,19 @@ def test_merge_warns_when_journals_name_one_page_from_two_roots(tmp_path):
     assert "warning: 1 page(s) are in all.jsonl twice" in r.stderr and "(a/prose.png#0 and prose.png#0)" in r.stderr
     alone = mineru("merge", "wide.jsonl", "--out", "wide-again.jsonl", cwd=tmp_path)
     assert alone.returncode == 0 and "warning" not in alone.stderr, alone.stderr
+
+
+def test_merge_says_nothing_of_copies_one_journal_holds_at_nested_paths(tmp_path):
+    """A folder holding a file and a copy of it in a subfolder (`prose.png`, `archive/prose.png`)
+    is one run under one root: merging its journal (alone, or again into its output) warned of
+    two roots and told the user to give every shard the same --root."""
+    (tmp_path / "dump" / "archive").mkdir(parents=True)
+    page = (EXAMPLES / "prose.png").read_bytes()
+    (tmp_path / "dump" / "prose.png").write_bytes(page)
+    (tmp_path / "dump" / "archive" / "prose.png").write_bytes(page)
+    r = mineru("parse", "dump", "--out", "one.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for _ in range(2):
+        r = mineru("merge", "one.jsonl", "--out", "all.jsonl", cwd=tmp_path)
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    assert {rec["id"] for rec in read_journal(tmp_path / "all.jsonl")} == {"prose.png#0", "archive/prose.png#0"}

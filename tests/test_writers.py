@@ -341,3 +341,40 @@ def test_a_list_with_text_of_its_own_is_a_text_item(tmp_path):
     blocks = [{"type": "list", "bbox": [0, 0, 2000, 500], "text": "- one\n- two", "score": 0.9}]
     (item,) = content_list_items(page("scan.png", 0, blocks), tmp_path, None)
     assert (item["type"], item["text"]) == ("text", "- one\n- two")
+
+
+def test_files_another_run_wrote_over_are_written_again_though_the_stamp_matches(tmp_path):
+    """Two runs writing one document into one --out-dir from other records (two journals of a
+    file of the same name): the other run's Markdown lands between this run's Markdown and its
+    stamp, which then matched this run's records and vouched for the other's Markdown on every
+    later run (with nothing new for the document). A file that is not the one this run wrote is
+    written again."""
+    size = {"width": 400, "height": 300, "original_width": 400, "original_height": 300}
+    white = Image.new("RGB", (400, 300), "white")
+
+    def records(text: str) -> list[dict]:
+        return [
+            {
+                **page("d.png", 0, [{"type": "text", "bbox": [10, 10, 390, 100], "text": text, "score": 0.9}]),
+                "image": size,
+            }
+        ]
+
+    mine, theirs = records("Mine."), records("Theirs.")
+    other_run_done: list[bool] = []
+
+    def load_page(source, index):  # called between this run's Markdown and its content list
+        if not other_run_done:
+            other_run_done.append(True)
+            write_documents(theirs, tmp_path, {"content-list"}, lambda source, index: white)
+        return white
+
+    write_documents(mine, tmp_path, {"content-list"}, load_page)
+    md = document_dir(tmp_path, "d.png") / "d.md"
+    assert md.read_text().strip() == "Theirs."  # the other run's, with this run's stamp now
+    assert [p.name for p in write_documents(mine, tmp_path, {"content-list"}, lambda s, i: white)] == [
+        "d.md",
+        "d_content_list.json",
+    ]
+    assert md.read_text().strip() == "Mine."
+    assert write_documents(mine, tmp_path, {"content-list"}, lambda s, i: white) == []  # and then it holds

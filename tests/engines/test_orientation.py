@@ -94,3 +94,48 @@ def test_upright_labels_in_the_text_layer_keep_a_figure_page_upright(tmp_path):
     assert not any(w.startswith("page read turned") for w in from_pdf["warnings"]), from_pdf["warnings"]
     texts = [b["text"].replace(" ", "") for b in from_pdf["blocks"]]
     assert "θ=1" in texts and any(t.startswith("Γ") for t in texts), texts
+
+
+def _scan_pdf(path: Path, scan: Image.Image, how: str) -> Path:
+    """A landscape page whose picture is `scan` painted as a bilevel stencil mask
+    (`imagemask`: it paints only its black) or through a Multiply blend (`multiply`), under a
+    short visible stamp set upright (a court's filing line)."""
+    import zlib
+
+    from pdfs import pdf_stream, write_objects
+
+    w, h = scan.size
+    if how == "imagemask":
+        image = f"/Type /XObject /Subtype /Image /Width {w} /Height {h} /ImageMask true /BitsPerComponent 1"
+        data, gs = scan.convert("1").tobytes(), ""
+    else:
+        image = f"/Type /XObject /Subtype /Image /Width {w} /Height {h} /ColorSpace /DeviceGray /BitsPerComponent 8"
+        data, gs = scan.convert("L").tobytes(), "/GS1 gs "
+    content = f"q {gs}0 g 800 0 0 450 0 0 cm /Im1 Do Q\nBT /F1 9 Tf 20 440 Td (Filed 01/01/20 Page 3 of 10) Tj ET\n"
+    objects: dict[int, bytes | str] = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: "<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        5: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 800 450] /Contents 6 0 R /Resources << /Font << /F1 3 0 R >> "
+        "/XObject << /Im1 10 0 R >> /ExtGState << /GS1 11 0 R >> >> >>",
+        6: pdf_stream("", content),
+        10: pdf_stream(image + " /Filter /FlateDecode", zlib.compress(data)),
+        11: "<< /Type /ExtGState /BM /Multiply >>",
+    }
+    return write_objects(path, objects)
+
+
+@pytest.mark.parametrize("how", ["imagemask", "multiply"])
+def test_an_upright_stamp_over_a_scan_turned_upside_down_leaves_the_scan_classified(engine, upright, tmp_path, how):
+    """A scan fed upside down, painted as a stencil mask (bilevel scans are) or through a blend
+    mode, neither of which paints its whole box opaquely, under a few upright characters of a
+    stamp: the stamp says nothing of which way up the scan stands, so the page is classified and
+    read turned back, as an image of it is."""
+    from pdfs import first_page
+
+    page, want = upright
+    pdf = first_page(_scan_pdf(tmp_path / f"{how}.pdf", page.rotate(180), how), dpi=144)
+    assert pdf.text_layer is not None and not pdf.text_layer.trusted and not pdf.text_layer.upright
+    result = engine.parse(pdf.image, pdf.text_layer)
+    assert "page read turned 180 degrees" in " ".join(result.warnings), result.warnings
+    assert any(b.text == want.blocks[0].text for b in result.blocks), [b.text for b in result.blocks]
