@@ -1,11 +1,16 @@
 """mineru-cli: batch document parsing on plain CPUs. `mineru_cli.parse()` is the Python API."""
 
+from typing import TYPE_CHECKING
+
 from .version import __version__
+
+if TYPE_CHECKING:  # what type checkers see of the names loaded on first use below
+    from .api import PageRecord, Parser, RunConfig, parse
 
 __all__ = ["Parser", "PageRecord", "RunConfig", "parse", "__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # Loaded on first use: worker processes import this package before they set their thread
     # environment, and the API pulls in numpy and the PDF renderer.
     if name in ("parse", "Parser", "PageRecord", "RunConfig"):

@@ -13,14 +13,13 @@ are yielded from the journal), the journal is compacted at the end. Without `out
 is written and nothing is resumed; the result cache is still on by default, as in the CLI
 (cache=False turns it off). Bad pages come back as records with status failed; set-up
 problems (a bad option, a missing input or model, a mode the engine cannot run, an `out` that
-is not a journal) raise SetupError when parse() is called, before any record. Breaking out of
-the loop stops the workers; what was journaled stays.
+is not a journal) raise SetupError when parse() is called, before any record; a full disk under
+`out` raises OutputError. Breaking out of the loop stops the workers; what was journaled stays.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import weakref
 from os import PathLike
 from typing import Any, Generator, Iterable, Union
@@ -28,7 +27,7 @@ from typing import Any, Generator, Iterable, Union
 from .config import RunConfig
 from .core.errors import SetupError
 from .core.record import PageRecord
-from .pipeline.worker import WORKER_ENV
+from .pipeline.pool import in_worker
 from .report import Reporter
 from .runner import Parser
 
@@ -43,22 +42,27 @@ def parse(
     warnings on stderr). The options, the paths and the engine are checked and the journal opened
     (and locked) at once, so a SetupError raises from this call; the work starts at the first
     record asked for."""
-    if os.environ.get(WORKER_ENV):
+    if in_worker():
         raise SetupError(
             "mineru_cli.parse() was called while a worker process imported your script: call it under "
             '`if __name__ == "__main__":` (worker processes are spawned and import the script again)'
         )
-    inputs = [paths] if isinstance(paths, (str, PathLike)) else list(paths)
-    config = RunConfig.from_options(inputs, out=out, **options)
+    config = RunConfig.from_options(paths, out=out, **options)
     records = Parser(config, reporter).records()
-    # closed before the interpreter tears itself down, so a loop left unfinished still compacts
-    atexit.register(_close, weakref.ref(records))
+    _UNFINISHED.add(records)
     return records
 
 
-def _close(ref: weakref.ref[Generator[PageRecord, None, None]]) -> None:
-    records = ref()
-    if records is not None:
+# The runs whose records are still referenced: one exit hook for all of them (a hook per call
+# would pile up for the life of a process that calls parse() again and again).
+_UNFINISHED: weakref.WeakSet[Generator[PageRecord, None, None]] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_unfinished() -> None:
+    """Closed before the interpreter tears itself down, so a loop left unfinished still
+    compacts its journal and stops its workers."""
+    for records in list(_UNFINISHED):
         records.close()
 
 

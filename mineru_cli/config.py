@@ -194,15 +194,54 @@ _NUMBERS = (
 )
 
 
-def _several(value: Any) -> tuple[Any, ...]:
+def _several(value: Any, option: str) -> tuple[Any, ...]:
     """A repeatable option's values: one string (or path) is one value, not its characters."""
-    return (value,) if isinstance(value, (str, Path)) else tuple(value)
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise SetupError(f"{option} takes one value or a list of them, not {value!r}") from None
+
+
+def _patterns(value: Any, option: str) -> tuple[str, ...]:
+    """--include / --exclude: glob patterns, one string or several."""
+    patterns = _several(value, option)
+    for one in patterns:
+        if not isinstance(one, str):
+            raise SetupError(f"{option} takes glob patterns (strings), not {one!r}")
+    return patterns
+
+
+def _path(value: Any, option: str) -> Path:
+    """A path option's value (a str or os.PathLike)."""
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    raise SetupError(f"{option} must be a path, not {value!r}")
+
+
+def _flag(value: Any, option: str) -> bool:
+    """A switch's value: True or False, not a string whose truth would be taken ("no" is true)."""
+    if isinstance(value, bool):
+        return value
+    raise SetupError(f"{option} must be True or False, not {value!r}")
+
+
+def _pages(value: Any) -> str:
+    """--pages as its text ("1-3,7"); the API also takes a page number or a list of numbers and
+    ranges ([1, "4-6"])."""
+    if isinstance(value, str):
+        return value
+    parts = list(value) if hasattr(value, "__iter__") else [value]
+    if all(isinstance(p, (int, str)) and not isinstance(p, bool) for p in parts):
+        return ",".join(str(p) for p in parts)
+    raise SetupError(f"--pages takes ranges such as '1-3,7' (or page numbers), not {value!r}")
 
 
 def _formats(value: Any) -> tuple[Any, ...]:
     """--format's values, each also a comma-separated list (`-f markdown,layout`)."""
     out: list[Any] = []
-    for one in _several(value):
+    for one in _several(value, "--format"):
         out += [part.strip() for part in one.split(",")] if isinstance(one, str) else [one]
     return tuple(out)
 
@@ -233,6 +272,16 @@ def _is_redis_url(url: str) -> bool:
     if parts.scheme == "unix":
         return bool(parts.path)
     return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
+
+
+def _duration(value: Any, option: str) -> int:
+    """Whole seconds of a duration given as text ("2h") or as seconds."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 15m, 2h, 30d)")
+        return int(parse_duration(value))
+    except ValueError as exc:
+        raise SetupError(f"{option}: {exc}") from None
 
 
 def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:
@@ -285,11 +334,16 @@ class RunConfig:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
-        paths = (self.inputs,) if isinstance(self.inputs, (str, Path)) else self.inputs
-        put("inputs", tuple(Path(p) for p in paths))
-        put("out", None if self.out is None else Path(self.out))
+        put("inputs", tuple(_path(p, "an input") for p in _several(self.inputs, "paths")))
+        put("out", None if self.out is None else _path(self.out, "--out"))
         if self.out_dir is not None:
-            put("out_dir", Path(self.out_dir))
+            put("out_dir", _path(self.out_dir, "--out-dir"))
+        for name in ("force", "retry_failed", "cache", "image_analysis"):
+            put(name, _flag(getattr(self, name), "--" + name.replace("_", "-")))
+        if not isinstance(self.load, LoadOptions):
+            raise SetupError(f"load must be a LoadOptions, not {self.load!r}")
+        if self.pages is not None:
+            put("pages", _pages(self.pages))
         put("engine", parse_choice(EngineChoice, self.engine, "--engine"))
         put("runtime", parse_choice(Runtime, self.runtime, "--runtime"))
         put("cache_near", parse_choice(CacheNear, self.cache_near, "--cache-near"))
@@ -299,28 +353,25 @@ class RunConfig:
         if self.mode is not None:
             put("mode", parse_choice(Mode, self.mode, "--mode"))
         put("formats", frozenset(parse_choice(OutputFormat, f, "--format") for f in _formats(self.formats)))
-        put("include", tuple(_several(self.include)))
-        put("exclude", tuple(_several(self.exclude)))
+        put("include", _patterns(self.include, "--include"))
+        put("exclude", _patterns(self.exclude, "--exclude"))
         for name, kind in _NUMBERS:
             if getattr(self, name) is not None:
                 put(name, _number(getattr(self, name), kind, name))
         put("load", dataclasses.replace(self.load, dpi=_number(self.load.dpi, int, "dpi")))
         if self.cache_dir is not None:
-            put("cache_dir", Path(self.cache_dir))
+            put("cache_dir", _path(self.cache_dir, "--cache-dir"))
         if self.root is not None:
-            put("root", Path(self.root))
+            put("root", _path(self.root, "--root"))
         rss = self.max_worker_rss
         try:
             put("max_worker_rss", parse_size(_number(rss, int, "max_worker_rss") if not isinstance(rss, str) else rss))
         except ValueError as exc:
             raise SetupError(f"--max-worker-rss: {exc}") from None
         _at_least(self.max_worker_rss, 0, "--max-worker-rss")
-        try:
-            put("cache_ttl", int(parse_duration(self.cache_ttl)))
-        except ValueError as exc:
-            raise SetupError(f"--cache-ttl: {exc}") from None
-        _at_least(self.cache_ttl, 1, "--cache-ttl")  # seconds: Redis keeps a key whole seconds
-        if self.cache_url is not None and not _is_redis_url(self.cache_url):
+        put("cache_ttl", _duration(self.cache_ttl, "--cache-ttl"))
+        _at_least(self.cache_ttl, 1, "--cache-ttl")  # Redis refuses an expiry below 1 s on every store
+        if self.cache_url is not None and not (isinstance(self.cache_url, str) and _is_redis_url(self.cache_url)):
             raise SetupError(
                 f"--cache-url {self.cache_url!r} is not a Redis URL: "
                 "redis://[user:password@]host[:port][/db], rediss://... (TLS) or unix:///path/to/socket"
@@ -352,12 +403,14 @@ class RunConfig:
         return self.out_dir if self.out_dir is not None else DEFAULT_OUT_DIR
 
     @classmethod
-    def from_options(cls, inputs: Any, **options: Any) -> RunConfig:
-        """The API's keywords: the fields above, plus `dpi`, `gif_frames` and `text_layer` for `load`."""
+    def from_options(cls, inputs: Any, /, **options: Any) -> RunConfig:
+        """The API's keywords: the fields above but the inputs (given first), plus `dpi`,
+        `gif_frames` and `text_layer` for `load`."""
         load = {k: options.pop(k) for k in ("dpi", "gif_frames", "text_layer") if k in options}
-        if load:
-            options["load"] = dataclasses.replace(options.get("load") or LoadOptions(), **load)
-        unknown = set(options) - {f.name for f in dataclasses.fields(cls)}
+        base = options.get("load") or LoadOptions()
+        if load and isinstance(base, LoadOptions):  # another `load` is refused below
+            options["load"] = dataclasses.replace(base, **load)
+        unknown = set(options) - {f.name for f in dataclasses.fields(cls)} | ({"inputs"} & set(options))
         if unknown:
             raise SetupError(f"unknown option(s): {', '.join(sorted(unknown))}")
         return cls(inputs=inputs, **options)

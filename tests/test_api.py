@@ -129,3 +129,127 @@ def test_a_script_without_a_main_guard_gets_a_clear_error(docs, tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode != 0
     assert 'if __name__ == "__main__":' in r.stderr and "worker processes are spawned" in r.stderr, r.stderr[-3000:]
+
+
+def test_option_values_of_the_wrong_type_raise_setup_errors(docs):
+    """README: a bad option raises SetupError. Values of the wrong type raised TypeError or
+    AttributeError (pages=3, include=None, root=5, cache_ttl=None), and a switch given as a
+    string was taken by its truth (cache="no" kept the cache on)."""
+    for options, message in (
+        ({"include": None}, "--include takes one value or a list of them, not None"),
+        ({"exclude": ["*.pdf", 5]}, "--exclude takes glob patterns (strings), not 5"),
+        ({"formats": None}, "--format takes one value or a list of them, not None"),
+        ({"root": 5}, "--root must be a path, not 5"),
+        ({"cache_dir": 5}, "--cache-dir must be a path, not 5"),
+        ({"out": 5}, "--out must be a path, not 5"),
+        ({"cache_ttl": None}, "--cache-ttl: not a duration: None"),
+        ({"cache_ttl": 0}, "--cache-ttl must be at least 1, not 0"),
+        ({"load": None}, "load must be a LoadOptions, not None"),
+        ({"pages": [1, 2.5]}, "--pages takes ranges such as '1-3,7' (or page numbers), not [1, 2.5]"),
+        ({"cache": "no"}, "--cache must be True or False, not 'no'"),
+        ({"force": 1}, "--force must be True or False, not 1"),
+        ({"inputs": [docs]}, "unknown option(s): inputs"),
+    ):
+        with pytest.raises(SetupError, match=re.escape(message)):
+            mineru_cli.parse(docs, engine="ocr", **options)
+    for paths, message in ((5, "paths takes one value or a list of them, not 5"), ([docs, 5], "not 5")):
+        with pytest.raises(SetupError, match=re.escape(message)):
+            mineru_cli.parse(paths, engine="ocr")
+
+
+def test_pages_as_numbers(docs):
+    """pages takes a page number, or a list of numbers and ranges, as well as --pages' text."""
+    got = [r.id for r in mineru_cli.parse(docs / "report.pdf", engine="ocr", cache=False, pages=2)]
+    assert got == ["report.pdf#1"]
+    got = [r.id for r in mineru_cli.parse(docs / "report.pdf", engine="ocr", cache=False, pages=range(1, 3))]
+    assert sorted(got) == ["report.pdf#0", "report.pdf#1"]
+
+
+def test_parse_in_another_thread_while_workers_start_is_no_worker(docs):
+    """A service calling parse() from two threads: while one run spawned its workers (its
+    environment holds the worker marker then), a parse() in another thread took itself for a
+    worker and raised the "called while a worker process imported your script" SetupError."""
+    import threading
+
+    stop = threading.Event()
+    messages: set[str] = set()
+
+    def other_requests() -> None:
+        while not stop.is_set():
+            with pytest.raises(SetupError) as exc:
+                mineru_cli.parse(docs / "missing.pdf")
+            messages.add(str(exc.value))
+
+    t = threading.Thread(target=other_requests)
+    t.start()
+    try:
+        paths = [docs / "prose.png", docs / "report.pdf"]
+        records = list(mineru_cli.parse(paths, engine="ocr", cache=False, workers=2))
+    finally:
+        stop.set()
+        t.join()
+    assert len(records) == 3
+    assert messages == {f"input not found: {docs / 'missing.pdf'}"}
+
+
+def test_each_call_does_not_leave_an_exit_hook(docs):
+    """A long-lived process calls parse() again and again: each call registered an atexit hook
+    that stayed for the life of the process."""
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)  # CPython's count of registered hooks
+    if count is None:
+        pytest.skip("this interpreter does not count its exit hooks")
+    mineru_cli.parse(docs, engine="ocr", cache=False).close()  # imports what registers hooks once
+    before = count()
+    for _ in range(20):
+        mineru_cli.parse(docs, engine="ocr", cache=False).close()
+    assert count() == before
+
+
+def test_the_package_is_typed_for_its_users(tmp_path):
+    """README: parse() yields typed PageRecords. The package had no py.typed marker (mypy
+    skipped it: "missing library stubs or py.typed marker") and its lazily loaded names were
+    Any to a type checker, so a user's mypy --strict saw no types at all."""
+    import subprocess
+    import sys
+    import venv
+    import zipfile
+    from pathlib import Path
+
+    pytest.importorskip("mypy")
+    repo = Path(mineru_cli.__file__).parent.parent
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copytree(repo / "mineru_cli", src / "mineru_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / name, src / name)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src)]
+    subprocess.run([*build, "-w", str(tmp_path / "wheel")], check=True, capture_output=True, timeout=300)
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    zipfile.ZipFile(wheel).extractall(site)  # installed as pip installs it
+    script = tmp_path / "user.py"
+
+    def mypy(body: str) -> subprocess.CompletedProcess[str]:
+        script.write_text(
+            "import mineru_cli\nfrom mineru_cli import PageRecord\n\n\n"
+            "def main() -> None:\n"
+            "    for record in mineru_cli.parse(['docs/'], out='results.jsonl', engine='ocr'):\n"
+            f"        {body}\n"
+        )
+        cmd = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-executable", str(python)]
+        return subprocess.run([*cmd, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    ok = mypy("r: PageRecord = record\n        print(r.id, r.status.value, len(r.blocks), r.as_dict()['id'])")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = mypy("print(record.page_number)")
+    assert '"PageRecord" has no attribute "page_number"' in bad.stdout, bad.stdout + bad.stderr

@@ -5,7 +5,7 @@ pyproject.toml holds it to that), so every layer can use it.
 """
 
 from .blocks import Block, BlockType
-from .errors import ErrorInfo, PageError, SetupError
+from .errors import ErrorInfo, OutputError, PageError, SetupError
 from .record import SCHEMA_VERSION, CacheInfo, ImageInfo, PageRecord, page_id, split_page_id
 from .words import CacheStatus, ErrorKind, Stage, Status
 
@@ -17,6 +17,7 @@ __all__ = [
     "ErrorInfo",
     "ErrorKind",
     "ImageInfo",
+    "OutputError",
     "PageError",
     "PageRecord",
     "SCHEMA_VERSION",

@@ -36,9 +36,17 @@ from .worker import WORKER_ENV, rss_bytes, worker_main
 
 _HOST = socket.gethostname()
 
-__all__ = ["PoolStats", "WorkerPool", "describe_exit"]
+__all__ = ["PoolStats", "WorkerPool", "describe_exit", "in_worker"]
 
 _SPAWN_LOCK = threading.Lock()
+
+
+def in_worker() -> bool:
+    """Whether this process is a worker (spawned with WORKER_ENV set). This process's own
+    environment holds WORKER_ENV too while one of its threads spawns a worker: read under the
+    spawn lock, another thread never takes that moment for being a worker."""
+    with _SPAWN_LOCK:
+        return bool(os.environ.get(WORKER_ENV))
 
 
 def _script_hint() -> str:
