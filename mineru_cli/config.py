@@ -108,7 +108,8 @@ def default_page_batch(engine: str) -> int:
 # trusted text layer, which held none of it (the pixels are unchanged: pdfium drew them before).
 # 4: fields and FreeText annotations give the text their appearance shows, not their values.
 # 5: a field counts only where its own ink shows; descenders, typed-over templates, numeric values, signatures.
-PDF_RENDERER = 5
+# 6: a stencil-mask picture (a bilevel scan painted in its ink colour) counts towards `scanned` by its box.
+PDF_RENDERER = 6
 
 
 @dataclass(frozen=True)

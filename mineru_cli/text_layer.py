@@ -542,6 +542,7 @@ class _PaintOrder:
         self.covers_list: list[_Cover] = []
         self.pictures: list[_Cover] = []  # the opaque pictures among them, for the page's coverage
         self.picture_boxes: list[tuple[float, float, float, float]] = []  # where every picture paints, opaque or not
+        self.stencils: list[tuple[float, float, float, float]] = []  # the boxes of stencil-mask pictures
         self.text_at: dict[int, tuple[int, ...]] = {}  # text object address -> its place in the order
         self._page = page
         self._mapper = mapper
@@ -564,6 +565,11 @@ class _PaintOrder:
                 box = self._painted_box(obj, matrix, within)
                 if box is not None:
                     self.picture_boxes.append(box)
+                if box is not None and not faint and _stencil_mask(obj, self._page):
+                    # a bilevel scan painted in its ink colour (/ImageMask): only its ink shows,
+                    # so it hides little text, yet its box is a scanned page's
+                    self.stencils.append(box)
+                    continue
                 if faint or pdfium_c.FPDFPageObj_HasTransparency(obj):
                     continue
                 if box is not None:
@@ -690,8 +696,8 @@ class _PaintOrder:
 
     def picture_share(self, width: int, height: int) -> float:
         """The share of the rendered page that opaque pictures paint (their union, on a grid
-        of GRID_PX cells), whatever lies over them."""
-        boxes = []
+        of GRID_PX cells), whatever lies over them; a stencil mask's by its box."""
+        boxes = list(self.stencils)
         for c in self.pictures:  # a scan may come in strips, or tiles
             big = _area(c.box) >= 0.01 * width * height  # a small one's mask is not worth reading
             if not big or c.opaque_share() >= SCAN_OPAQUE:
@@ -754,6 +760,15 @@ def _intersect(a, b) -> tuple[float, float, float, float] | None:
 
 def _area(box: tuple[float, float, float, float]) -> float:
     return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _stencil_mask(obj, page) -> bool:
+    """Whether an image object is a stencil mask (/ImageMask: one bit a sample and no colour
+    space of its own; it paints the fill colour where its samples say)."""
+    meta = pdfium_c.FPDF_IMAGEOBJ_METADATA()
+    if not pdfium_c.FPDFImageObj_GetImageMetadata(obj, page, ctypes.byref(meta)):
+        return False
+    return bool(meta.bits_per_pixel == 1 and meta.colorspace == pdfium_c.FPDF_COLORSPACE_UNKNOWN)
 
 
 def _opaque_filled_rectangle(obj) -> bool:

@@ -572,6 +572,22 @@ def test_a_scanned_page_with_a_visible_stamp_is_read_from_its_pixels(tmp_path):
     assert not layer.trusted and layer.reason == "scanned" and layer.lines == ()
 
 
+def test_a_bilevel_scan_painted_as_a_stencil_mask_under_a_long_stamp_is_read_from_its_pixels(tmp_path):
+    """A bilevel scan drawn as a stencil mask (/ImageMask: its samples paint the fill colour)
+    paints only its ink, so it counted towards no page coverage: under a court filing's header
+    line of 50+ characters the page was trusted, its text the header alone, the scan's lost."""
+    scan = Image.open(io.BytesIO(_scan_png(PROSE * 3))).convert("1")
+    mask = pdf_stream(
+        f"/Type /XObject /Subtype /Image /Width {scan.width} /Height {scan.height} /ImageMask true "
+        "/BitsPerComponent 1 /Filter /FlateDecode",
+        zlib.compress(scan.tobytes()),  # Pillow's 0 (black) is the mask's default painting sample
+    )
+    stamp = "Case 1:20-cv-01234-ABC Document 12-3 Filed 01/01/20 Page 3 of 10 PageID #: 1234"
+    content = "q 0 0 0 rg 612 0 0 792 0 0 cm /Scan Do Q\n" + f"BT /F1 9 Tf 60 770 Td ({stamp}) Tj ET\n"
+    layer = _layer(raw_pdf(tmp_path / "filing.pdf", content, "/XObject << /Scan 10 0 R >>", {10: mask})).text_layer
+    assert not layer.trusted and layer.reason == "scanned" and layer.lines == (), layer.info()
+
+
 def test_line_boxes_stay_within_the_page(tmp_path):
     def draw(c):
         _prose(c, top=700)
