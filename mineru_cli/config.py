@@ -362,6 +362,8 @@ class RunConfig:
         put("load", dataclasses.replace(self.load, dpi=_number(self.load.dpi, int, "dpi")))
         if self.cache_dir is not None:
             put("cache_dir", _path(self.cache_dir, "--cache-dir"))
+        if self.model is not None:
+            put("model", str(_path(self.model, "--model")))
         if self.root is not None:
             put("root", _path(self.root, "--root"))
         rss = self.max_worker_rss

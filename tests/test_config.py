@@ -54,6 +54,8 @@ def test_formats_may_come_comma_separated():
         ({"cache_ttl": "later"}, "--cache-ttl"),
         ({"cache_ttl": "0.5s"}, "--cache-ttl must be at least 1, not 0"),
         ({"cache_url": "localhost:6379"}, "--cache-url 'localhost:6379' is not a Redis URL"),
+        ({"cache_url": 6379}, "--cache-url 6379 is not a Redis URL"),
+        ({"model": 5}, "--model must be a path, not 5"),
         ({"cache_url": "redis://:6379/0"}, "is not a Redis URL"),
         ({"cache_url": "redis://host:port/0"}, "is not a Redis URL"),
         ({"colour": "red"}, "unknown option"),
