@@ -87,6 +87,12 @@ def _v1_cpu_quota(folder: Path) -> float | None:
     return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
+def _unified(root: Path, limit_file: str) -> bool:
+    """Whether the cgroup filesystem at `root` is cgroup v2 (unified): its root lists the
+    controllers, or holds the v2 limit file itself (a container's own cgroup as the mount)."""
+    return (root / "cgroup.controllers").is_file() or (root / limit_file).is_file()
+
+
 def _tightest(values: list[float | None]) -> float | None:
     found = [v for v in values if v is not None]
     return min(found) if found else None
@@ -97,7 +103,7 @@ def cgroup_cpu_quota(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) 
     without a quota: cgroup v2's cpu.max, else cgroup v1's cpu.cfs_quota_us / cpu.cfs_period_us
     (-1: no quota), the tightest of this process's cgroup and its parents. `root`: where the
     cgroup filesystem is mounted."""
-    if (root / "cgroup.controllers").is_file() or (root / "cpu.max").is_file():  # v2 (unified)
+    if _unified(root, "cpu.max"):
         return _tightest([_v2_cpu_quota(d) for d in _own_cgroups(root, "", proc_cgroup)])
     for name in _CGROUP_V1_CPU:
         if (root / name).is_dir():
@@ -153,7 +159,7 @@ def cgroup_memory_room(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP
     v1's memory.limit_in_bytes - memory.usage_in_bytes, the page cache it can take back not
     counted as used: _memory_room; the tightest of its cgroup and parents), None without a
     limit."""
-    if (root / "cgroup.controllers").is_file() or (root / "memory.max").is_file():
+    if _unified(root, "memory.max"):
         dirs, files = _own_cgroups(root, "", proc_cgroup), ("memory.max", "memory.current", "inactive_file")
     else:
         dirs, files = (

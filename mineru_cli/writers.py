@@ -247,7 +247,7 @@ def _reference_lists(entries: list[tuple[int, dict, dict]], w: int, h: int, page
             items += [it for _, _, it in run]
             continue
         blocks = [b for _, b, _ in run]
-        texts = [b.get("text", "") for b in blocks if b.get("text", "").strip()]
+        texts = _item_texts(blocks)
         if texts:
             box = [f(b["bbox"][i] for b in blocks) for i, f in enumerate((min, min, max, max))]
             base = _base({"bbox": box}, w, h, page_idx)
@@ -281,8 +281,13 @@ def _list_item(b: dict, entries: list[dict], w: int, h: int, page_idx: int) -> d
     is not read (MinerU clears it)."""
     counts = Counter(str(e["type"]) for e in entries)
     sub_type = max(counts, key=lambda t: (counts[t], t == T.TEXT))
-    texts = [e.get("text", "") for e in entries if e.get("text", "").strip()]
+    texts = _item_texts(entries)
     return {"type": "list", "sub_type": sub_type, "list_items": texts, **_base(b, w, h, page_idx)}
+
+
+def _item_texts(blocks: list[dict]) -> list[str]:
+    """A list item's list_items: its blocks' texts, blank ones left out (as MinerU leaves them)."""
+    return [b.get("text", "") for b in blocks if b.get("text", "").strip()]
 
 
 def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
