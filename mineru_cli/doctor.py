@@ -200,7 +200,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     from .cache.store import FILENAME, NewerCache, refuse_newer
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
-    folder = node_local_dir(Path(cache_dir).expanduser() if cache_dir is not None else user_cache_dir())
+    folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
     fix = f"chmod u+rwx {folder}, or give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
     if problem:

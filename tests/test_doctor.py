@@ -190,7 +190,8 @@ def test_node_in_the_cache_folder_is_this_machine(tmp_path, env):
     assert "{node}" not in checks["cache"]["detail"]
     r = mineru("cache", "stats", "--cache-dir", str(tmp_path / "c_{node}"), "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / f"c_{host}").is_dir() and not (tmp_path / "c_{node}").exists()
+    assert json.loads(r.stdout)["path"] == str(tmp_path / f"c_{host}" / "results.sqlite3"), r.stdout
+    assert not (tmp_path / "c_{node}").exists()
 
 
 def test_ocr_models_are_the_files_the_engine_loads(tmp_path, env):

@@ -18,7 +18,7 @@ from ..units import parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import NewerCache, SqliteStore, digest
+from .store import FILENAME, NewerCache, SqliteStore, digest
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -37,6 +37,25 @@ def _folder(cache_dir: Optional[Path]) -> Path:
 
 def _open(cache_dir: Optional[Path]) -> SqliteStore:
     return SqliteStore(_folder(cache_dir), warn=lambda m: typer.echo(m, err=True))
+
+
+def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
+    """The cache file's path where there is none yet (a machine that never parsed, or a
+    mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
+    opening the store would make an empty cache there and report it as fine. A --cache-dir
+    that is a file is left to the store, whose error says so."""
+    directory = _folder(cache_dir)
+    if directory.exists() and not directory.is_dir():
+        return None
+    return None if (directory / FILENAME).exists() else directory / FILENAME
+
+
+def _nothing_to_remove(cache_dir: Optional[Path]) -> bool:
+    """True, said, where there is no cache file to clear or prune."""
+    absent = _absent(cache_dir)
+    if absent is not None:
+        typer.echo(f"removed 0 entries (no cache file at {absent})")
+    return absent is not None
 
 
 def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
@@ -86,7 +105,14 @@ def stats(
     cache_dir: Optional[Path] = CacheDir, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
     """Entries, size on disk and integrity of the cache."""
-    s = _open(cache_dir).stats()
+    absent = _absent(cache_dir)
+    if absent is not None:
+        if json_out:
+            typer.echo(json.dumps({"path": str(absent), "exists": False, "entries": 0}))
+        else:
+            typer.echo(f"path:         {absent}\nentries:      0 (no cache file there yet)")
+        return
+    s = {**_open(cache_dir).stats(), "exists": True}
     if json_out:
         typer.echo(json.dumps(s))
         return
@@ -101,6 +127,8 @@ def stats(
 @_cache_errors
 def clear(cache_dir: Optional[Path] = CacheDir) -> None:
     """Remove every entry."""
+    if _nothing_to_remove(cache_dir):
+        return
     typer.echo(f"removed {_open_for_writing(cache_dir, 'clear the cache').clear()} entries")
 
 
@@ -117,6 +145,8 @@ def prune(
         size = parse_size(max_size) if max_size else None
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    if _nothing_to_remove(cache_dir):
+        return
     typer.echo(f"removed {_open_for_writing(cache_dir, 'prune the cache').prune(age, size)} entries")
 
 
@@ -126,14 +156,14 @@ def export_(
     file: Path = typer.Argument(..., help="JSONL file to write."), cache_dir: Optional[Path] = CacheDir
 ) -> None:
     """Write every entry as one JSON line (thumbnail base64-encoded)."""
-    n = 0
+    n, absent = 0, _absent(cache_dir)
     with open(file, "w", encoding="utf-8") as f:
-        for row in _open(cache_dir).iter_rows():
+        for row in _open(cache_dir).iter_rows() if absent is None else ():
             row["thumb"] = base64.b64encode(row["thumb"]).decode()
             row["coarse"] = base64.b64encode(row["coarse"]).decode()
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
-    typer.echo(f"exported {n} entries to {file}")
+    typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
 
 
 @cache_app.command("import")

@@ -15,8 +15,10 @@ NODE = "{node}"
 
 
 def node_local_dir(directory: Path) -> Path:
-    """`directory` with every `{node}` replaced by this machine's host name."""
+    """`directory` as this machine uses it: every `{node}` replaced by its host name and a
+    leading `~` by the user's home (`MINERU_CACHE_DIR=~/cache` in a cron or systemd
+    environment arrives unexpanded, and parse, doctor and `mineru cache` must name one folder)."""
     text = str(directory)
-    if NODE not in text:
-        return Path(directory)
-    return Path(text.replace(NODE, socket.gethostname() or "localhost"))
+    if NODE in text:
+        text = text.replace(NODE, socket.gethostname() or "localhost")
+    return Path(text).expanduser()

@@ -194,6 +194,40 @@ def test_cache_commands_on_a_cache_they_cannot_use_say_why(tmp_path):
     assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)  # not cleared
 
 
+def test_cache_commands_where_no_cache_is_create_none(tmp_path, monkeypatch):
+    """A machine that never parsed, or a mistyped --cache-dir: stats reported an empty cache
+    as fine, and every command made the folder and an empty cache file there."""
+    run = CliRunner().invoke
+    missing = tmp_path / "typo" / "cache"
+    export = tmp_path / "out.jsonl"
+    r = run(cache_app, ["stats", "--cache-dir", str(missing), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output) == {
+        "path": str(missing / FILENAME),
+        "exists": False,
+        "entries": 0,
+    }, r.output
+    assert "no cache file there yet" in run(cache_app, ["stats", "--cache-dir", str(missing)]).output
+    for command in (["clear"], ["prune", "--older-than", "1d"], ["export", str(export)]):
+        r = run(cache_app, [*command, "--cache-dir", str(missing)])
+        assert r.exit_code == 0 and f"no cache file at {missing / FILENAME}" in r.output, (command, r.output)
+    assert export.read_text() == "" and not (tmp_path / "typo").exists()
+
+
+def test_cache_commands_and_parse_name_one_folder_for_a_tilde(tmp_path, monkeypatch):
+    """MINERU_CACHE_DIR=~/cache (a cron or systemd environment does not expand it): parse
+    cached in the home's folder, `mineru cache` read and created a folder named "~" in the
+    working directory and reported it empty."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MINERU_CACHE_DIR", "~/cache")
+    monkeypatch.chdir(tmp_path)
+    with ResultCache(user_cache_dir()) as c:  # where parse's workers store
+        put(c, 1)
+    assert (tmp_path / "home" / "cache" / FILENAME).exists()
+    r = CliRunner().invoke(cache_app, ["stats", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["entries"] == 1, r.output
+    assert not (tmp_path / "~").exists()
+
+
 HOLD_LOCK = """
 import sqlite3, sys, time
 con = sqlite3.connect(sys.argv[1], isolation_level=None)
