@@ -86,6 +86,7 @@ def write_documents(
         if stamp.holds():
             continue  # its files were written from these very records: nothing to redo
         folder.mkdir(parents=True, exist_ok=True)
+        earlier = stamp.earlier()
         stamp.remove()  # until all its files are written anew
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
@@ -104,6 +105,7 @@ def write_documents(
             path = folder / f"{stem}_layout.pdf"
             layout = write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi)
             written.append(stamp.wrote(layout))
+        stamp.settle(earlier)
         stamp.write()
     return written
 
@@ -126,6 +128,7 @@ class _Stamp:
     def __init__(self, path: Path):
         self.path = path
         self.digest = ""
+        self.records = ""  # the hash of the records alone: whether files of other formats still hold
         self.crops: list[str] = []  # images/<name>.jpg the content list names
         self.written: dict[str, list[int]] = {}  # file name -> its _identity as written
 
@@ -135,11 +138,47 @@ class _Stamp:
 
     def of(self, pages: list[dict], formats: set[str], crops: bool, dpi: float) -> _Stamp:
         """This stamp for files written from `pages` (ok records), `formats`, crops or none, `dpi`."""
-        h = hashlib.sha256(json.dumps([FILES_REVISION, __version__, sorted(formats), crops, dpi]).encode())
+        h = hashlib.sha256(json.dumps([FILES_REVISION, __version__]).encode())
         for page in pages:
             h.update(json.dumps(page, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        self.digest = h.hexdigest()
+        self.records = h.hexdigest()
+        self.digest = hashlib.sha256(json.dumps([self.records, sorted(formats), crops, dpi]).encode()).hexdigest()
         return self
+
+    def earlier(self) -> dict | None:
+        """The stamp there now (before this run rewrites the files), or None."""
+        try:
+            held = json.loads(self.path.read_text(encoding="utf-8"))
+            return held if isinstance(held.get("written"), dict) and isinstance(held.get("crops"), list) else None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def settle(self, earlier: dict | None) -> None:
+        """The files the earlier stamp names that this run did not write again (a format no
+        longer asked for, a crop no longer in the content list): kept, and named by this stamp,
+        where they were written from the same records and are still the files written;
+        removed where the records have changed since (a `doc_content_list.json` of the file's
+        earlier content must not stand beside the Markdown of its new one). A file that is no
+        longer the one written is another run's or the user's and is left alone."""
+        if earlier is None:
+            return
+        folder, same = self.path.parent, earlier.get("records") == self.records
+        for name, identity in earlier["written"].items():
+            if name in self.written or not isinstance(name, str) or "/" in name:
+                continue
+            try:
+                ours = _identity(folder / name) == identity
+            except OSError:
+                continue  # gone
+            if ours and same:
+                self.written[name] = identity
+            elif ours:
+                _unlink(folder / name)
+        kept = set(self.crops) | {c for c in earlier["crops"] if same and isinstance(c, str)}
+        for crop in set(earlier["crops"]) - kept:
+            if isinstance(crop, str) and _is_crop(crop):
+                _unlink(folder / crop)
+        self.crops = sorted(kept)
 
     def holds(self) -> bool:
         """Whether the files were written from the same inputs and are all still there, each
@@ -165,7 +204,12 @@ class _Stamp:
 
     def write(self) -> None:
         try:
-            atomic_write(self.path, json.dumps({"digest": self.digest, "written": self.written, "crops": self.crops}))
+            atomic_write(
+                self.path,
+                json.dumps(
+                    {"digest": self.digest, "records": self.records, "written": self.written, "crops": self.crops}
+                ),
+            )
         except OSError:
             pass  # the files are written; without their stamp the next run writes them again
 
@@ -174,6 +218,24 @@ class _Stamp:
             self.path.unlink()
         except OSError:
             pass  # none there, or none that could be written (a name too long)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # gone already, or not removable (no permission): it is left
+
+
+def _is_crop(path: str) -> bool:
+    """`images/<name>`, a crop as the content list names it."""
+    folder, _, name = path.partition("/")
+    return folder == "images" and _is_crop_name(name)
+
+
+def _is_crop_name(name: str) -> bool:
+    """A crop's file name as _crop makes it: its pixels' hash."""
+    return len(name) == 36 and name.endswith(".jpg") and all(c in "0123456789abcdef" for c in name[:32])
 
 
 def _identity(path: Path) -> list[int]:
@@ -443,8 +505,8 @@ def is_output(out_dir: str, path: str) -> bool:
         return False
     parts = PurePosixPath(path[len(out_dir) :].replace(os.sep, "/")).parts
     name, folder = parts[-1], parts[-2] if len(parts) > 1 else ""
-    if folder == "images":  # a crop: its name is its pixels' hash
-        return len(name) == 36 and name.endswith(".jpg") and all(c in "0123456789abcdef" for c in name[:32])
+    if folder == "images":
+        return _is_crop_name(name)
     stem = name.removesuffix("_layout.pdf")
     return stem != name and folder.startswith(stem + "_")  # <stem>_layout.pdf in the <stem>_<ext> folder
 
@@ -452,12 +514,18 @@ def is_output(out_dir: str, path: str) -> bool:
 def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
     """Remove the per-document files of documents that have no ok page now (every page failed,
     or the file could not be read): files an earlier run wrote from the document's earlier
-    content must not stand for it. Crops under images/ stay: they are named by their pixels, and
-    a folder name can be shared with another document's (`a.pdf` and a folder `a_pdf`)."""
+    content must not stand for it. Crops under images/ go where the stamp names them (a folder
+    name can be shared with another document's, `a.pdf` and a folder `a_pdf`, so nothing
+    else there is removed)."""
     removed = []
     for source in sources:
         folder, stem = document_dir(out_dir, source), PurePosixPath(source).stem
-        _Stamp.at(folder, stem).remove()  # first: no stamp outlives its files
+        stamp = _Stamp.at(folder, stem)
+        earlier = stamp.earlier()
+        stamp.remove()  # first: no stamp outlives its files
+        for crop in earlier["crops"] if earlier else ():
+            if isinstance(crop, str) and _is_crop(crop):
+                _unlink(folder / crop)
         for pattern in DOCUMENT_FILES:
             path = folder / pattern.format(stem=stem)
             try:

@@ -378,3 +378,53 @@ def test_files_another_run_wrote_over_are_written_again_though_the_stamp_matches
     ]
     assert md.read_text().strip() == "Mine."
     assert write_documents(mine, tmp_path, {"content-list"}, lambda s, i: white) == []  # and then it holds
+
+
+def _noise(seed: int) -> Image.Image:
+    """A page whose crops differ from another seed's (crops are named by their pixels)."""
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (1000, 2000, 3), dtype=np.uint8))
+
+
+def test_files_of_formats_no_longer_asked_for_go_when_the_records_change(tmp_path):
+    """A document's content changed (the file replaced) and the next run asked for Markdown
+    only: it wrote the new Markdown and left the content list and its crops of the earlier
+    content beside it (doc.md read one page, doc_content_list.json another)."""
+    folder = document_dir(tmp_path, "a.pdf")
+    before, after = [page("a.pdf", 0, BLOCKS)], [page("a.pdf", 0, [{**BLOCKS[-2], "text": "New text."}])]
+    write_documents(before, tmp_path, {"content-list"}, lambda s, i: _noise(1))
+    crops = sorted(folder.glob("images/*.jpg"))
+    assert len(crops) == 2 and (folder / "a_content_list.json").is_file()  # the table and the image
+    assert [p.name for p in write_documents(after, tmp_path, {"markdown"}, lambda s, i: _noise(2))] == ["a.md"]
+    assert sorted(p.name for p in folder.iterdir()) == [".a.mineru-files.json", "a.md", "images"]
+    assert list(folder.glob("images/*")) == [] and (folder / "a.md").read_text().strip() == "New text."
+    assert write_documents(after, tmp_path, {"markdown"}, lambda s, i: _noise(2)) == []  # and then it holds
+
+
+def test_files_of_formats_no_longer_asked_for_stay_while_the_records_are_the_same(tmp_path):
+    """The same records: the content list and its crops still hold, and stay named by the
+    stamp (a later change of the records removes them); a file the user has written over is
+    theirs and is left alone."""
+    folder, records = document_dir(tmp_path, "a.pdf"), [page("a.pdf", 0, BLOCKS)]
+    records[0]["image"] |= {"original_width": 2000, "original_height": 1000}  # the layout PDF's page size
+    write_documents(records, tmp_path, {"content-list", "layout"}, lambda s, i: _noise(1))
+    crops = sorted(folder.glob("images/*.jpg"))
+    (folder / "a_layout.pdf").write_bytes(b"the user's own")
+    assert [p.name for p in write_documents(records, tmp_path, {"markdown"}, lambda s, i: _noise(1))] == ["a.md"]
+    assert (folder / "a_content_list.json").is_file() and sorted(folder.glob("images/*.jpg")) == crops
+    assert write_documents(records, tmp_path, {"markdown"}, lambda s, i: _noise(1)) == []
+    changed = [page("a.pdf", 0, BLOCKS[:2])]
+    write_documents(changed, tmp_path, {"markdown"}, lambda s, i: _noise(1))
+    assert not (folder / "a_content_list.json").exists() and list(folder.glob("images/*")) == []
+    assert (folder / "a_layout.pdf").read_bytes() == b"the user's own"
+
+
+def test_a_document_with_no_ok_page_loses_its_crops_too(tmp_path):
+    """remove_documents removed the Markdown and content list and left their crops for good."""
+    from mineru_cli.writers import remove_documents
+
+    folder = document_dir(tmp_path, "a.pdf")
+    write_documents([page("a.pdf", 0, BLOCKS)], tmp_path, {"content-list"}, lambda s, i: _noise(1))
+    other = folder / "images" / "notes.txt"  # not a crop of ours
+    other.write_text("kept")
+    assert len(remove_documents(tmp_path, ["a.pdf"])) == 2
+    assert list(folder.glob("images/*")) == [other]
