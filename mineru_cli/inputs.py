@@ -670,7 +670,7 @@ def to_rgb8(im: Image.Image) -> Image.Image:
     if im.mode in SIXTEEN_BIT_MODES:
         im = _sixteen_to_l(im)
     elif im.mode == "F":
-        im = Image.fromarray(np.clip(np.asarray(im), 0, 255).round().astype(np.uint8))
+        im = _float_to_l(im)
     if _has_alpha(im):
         rgba = im.convert("RGBA")  # P/L/RGB with a tRNS colour become real alpha here
         return Image.alpha_composite(Image.new("RGBA", rgba.size, WHITE + (255,)), rgba).convert("RGB")
@@ -697,6 +697,16 @@ def _sixteen_to_l(im: Image.Image) -> Image.Image:
         full = (1 << peak.bit_length()) - 1
         grey = Image.fromarray(((a * 255 + full // 2) // full).astype(np.uint8))
     return _with_transparent_value(grey, a, im.info.get("transparency"))
+
+
+def _float_to_l(im: Image.Image) -> Image.Image:
+    """A 32-bit float grey image (a float TIFF) -> 8-bit. Float data mostly holds 0..1 (1 white):
+    read on 0..255, as Pillow's convert does, such a page is all but black. Values all within
+    0..1 are read on that scale, others on 0..255; NaN is black."""
+    a = np.nan_to_num(np.asarray(im, dtype=np.float64), nan=0.0, posinf=255.0, neginf=0.0)
+    if a.size and a.max() <= 1.0:
+        a = a * 255
+    return Image.fromarray(np.clip(a, 0, 255).round().astype(np.uint8))
 
 
 def _with_transparent_value(grey: Image.Image, values: np.ndarray, key) -> Image.Image:

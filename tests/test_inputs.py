@@ -475,6 +475,18 @@ def test_a_16_bit_white_is_zero_tiff_is_not_a_negative(tmp_path):
         assert load_page(tmp_path / name).image.tobytes() == page.convert("RGB").tobytes(), name
 
 
+def test_a_float_tiff_reads_on_the_scale_its_values_use(tmp_path):
+    # 32-bit float data mostly holds 0..1 (1 white); read on 0..255 that page was all but black
+    page = _text_page_l()
+    values = np.asarray(page).astype(np.float32)
+    Image.fromarray(values / 255, mode="F").save(tmp_path / "unit.tif")
+    Image.fromarray(values, mode="F").save(tmp_path / "bytes.tif")
+    for name in ("unit.tif", "bytes.tif"):
+        with Image.open(tmp_path / name) as saved:
+            assert saved.mode == "F"
+        assert load_page(tmp_path / name).image.tobytes() == page.convert("RGB").tobytes(), name
+
+
 def test_8_bit_inputs_are_untouched_by_the_16_bit_rule(tmp_path):
     page = _text_page_l()
     page.save(tmp_path / "grey.png")
