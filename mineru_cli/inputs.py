@@ -453,6 +453,8 @@ class ImageDocument(Document):
                 _check_bomb(self._im.size, self.opts.bomb_pixels)  # header size, before decoding
                 self._im.load()
                 frame, warns = _upright(self._im)
+                if _white_is_zero(self._im):
+                    frame = _positive(frame)
         except PageError:
             raise
         except Exception as exc:  # noqa: BLE001 - a decoder's failure is this file's error
@@ -493,7 +495,7 @@ class PdfDocument(Document):
         warns: list[str] = [self._forms_warning] if self._forms_warning else []
         try:
             page = self._pdf[index]
-            width, height = page.get_size()
+            width, height = _page_size(page, index, warns)
             image, original, cap = self._render(page, width, height)
             if self.opts.text_layer == "auto":
                 text = self._text_layer(page, image, index, warns)
@@ -541,6 +543,23 @@ class PdfDocument(Document):
 
     def close(self) -> None:
         self._pdf.close()
+
+
+def _page_size(page, index: int, warns: list[str]) -> tuple[float, float]:
+    """The page's size in points. pdfium shows a page its CropBox cut from its MediaBox; a
+    CropBox that misses the MediaBox leaves nothing (a 0 x 0 page it refuses to render), where
+    PDF viewers (pdf.js, MuPDF) show the whole MediaBox: so is the page rendered then."""
+    width, height = page.get_size()
+    if width > 0 and height > 0:
+        return width, height
+    crop = [round(v, 2) for v in page.get_cropbox()]
+    media = page.get_mediabox()
+    page.set_cropbox(*media)
+    warns.append(
+        f"PDF page {index + 1}: its CropBox {crop} lies outside its MediaBox "
+        f"{[round(v, 2) for v in media]}; the whole MediaBox is rendered"
+    )
+    return page.get_size()
 
 
 def _no_pages(path: Path) -> bool:
@@ -643,12 +662,15 @@ def _finish_page(
     return Page(rgb, pixels_sha256(rgb), original, scale * factor, warns)
 
 
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
 def to_rgb8(im: Image.Image) -> Image.Image:
     """Any Pillow mode -> 8-bit RGB; transparency is flattened onto white."""
-    if im.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+    if im.mode in SIXTEEN_BIT_MODES:
         im = _sixteen_to_l(im)
     elif im.mode == "F":
-        im = Image.fromarray(np.clip(np.asarray(im), 0, 255).round().astype(np.uint8))
+        im = _float_to_l(im)
     if _has_alpha(im):
         rgba = im.convert("RGBA")  # P/L/RGB with a tRNS colour become real alpha here
         return Image.alpha_composite(Image.new("RGBA", rgba.size, WHITE + (255,)), rgba).convert("RGB")
@@ -670,9 +692,44 @@ def _sixteen_to_l(im: Image.Image) -> Image.Image:
     a = np.clip(np.asarray(im).astype(np.int64), 0, 65535)
     peak = int(a.max()) if a.size else 0
     if peak <= 255:
-        return Image.fromarray(a.astype(np.uint8))
-    full = (1 << peak.bit_length()) - 1
-    return Image.fromarray(((a * 255 + full // 2) // full).astype(np.uint8))
+        grey = Image.fromarray(a.astype(np.uint8))
+    else:
+        full = (1 << peak.bit_length()) - 1
+        grey = Image.fromarray(((a * 255 + full // 2) // full).astype(np.uint8))
+    return _with_transparent_value(grey, a, im.info.get("transparency"))
+
+
+def _float_to_l(im: Image.Image) -> Image.Image:
+    """A 32-bit float grey image (a float TIFF) -> 8-bit. Float data mostly holds 0..1 (1 white):
+    read on 0..255, as Pillow's convert does, such a page is all but black. Values all within
+    0..1 are read on that scale, others on 0..255; NaN is black."""
+    a = np.nan_to_num(np.asarray(im, dtype=np.float64), nan=0.0, posinf=255.0, neginf=0.0)
+    if a.size and a.max() <= 1.0:
+        a = a * 255
+    return Image.fromarray(np.clip(a, 0, 255).round().astype(np.uint8))
+
+
+def _with_transparent_value(grey: Image.Image, values: np.ndarray, key) -> Image.Image:
+    """A 16-bit grey PNG's tRNS names one value as see-through (its background, mostly): that
+    becomes alpha here, for to_rgb8 to put white behind, as it does for 8-bit ones."""
+    if not isinstance(key, int):
+        return grey
+    alpha = Image.fromarray(np.where(values == key, 0, 255).astype(np.uint8))
+    return Image.merge("LA", (grey, alpha))
+
+
+def _white_is_zero(im: Image.Image) -> bool:
+    """A 16-bit grey TIFF frame stored WhiteIsZero (PhotometricInterpretation 0: 0 is paper
+    white). Pillow inverts such data only up to 8 bits; a 16-bit frame comes as stored, a
+    negative of the page."""
+    tags = getattr(im, "tag_v2", None)
+    return im.format == "TIFF" and im.mode in SIXTEEN_BIT_MODES and tags is not None and tags.get(262) == 0
+
+
+def _positive(frame: Image.Image) -> Image.Image:
+    """A WhiteIsZero frame as 8-bit grey with 0 black: inverted after the bit-depth scaling,
+    so a 12-bit scan in 16 bits keeps its whole range."""
+    return ImageOps.invert(_sixteen_to_l(frame).convert("L"))
 
 
 def _fit_area(im: Image.Image, max_pixels: int) -> tuple[Image.Image, float]:

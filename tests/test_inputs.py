@@ -450,6 +450,43 @@ def test_16_bit_is_scaled_by_the_bit_depth_its_values_use():
     assert [inputs.to_rgb8(sixteen).getpixel((x, 0))[0] for x in range(4)] == [0, 128, 255, 1]
 
 
+def test_a_16_bit_grey_png_with_a_transparent_value_gets_white_behind_it(tmp_path):
+    # tRNS names the see-through grey value (here the background, 0): a viewer shows white
+    # there, as the normalisation does for 8-bit grey, palette and alpha images
+    values = np.where(np.asarray(_text_page_l()) < 128, 20000, 0).astype(np.uint16)
+    Image.fromarray(values).save(tmp_path / "logo.png", transparency=0)
+    with Image.open(tmp_path / "logo.png") as saved:
+        assert (saved.mode, saved.info.get("transparency")) == ("I;16", 0)
+    grey = np.asarray(load_page(tmp_path / "logo.png").image.convert("L"))
+    assert (grey[values == 0] == 255).all()
+    assert (grey[values == 20000] < 255).all()  # the ink stays ink
+
+
+def test_a_16_bit_white_is_zero_tiff_is_not_a_negative(tmp_path):
+    # PhotometricInterpretation 0 (WhiteIsZero): 0 is paper white. Pillow inverts such data
+    # up to 8 bits and reads a 16-bit frame as stored; both must give the page itself
+    page = _text_page_l()
+    stored = (255 - np.asarray(page).astype(np.uint16)) * 257
+    Image.fromarray(stored).save(tmp_path / "scan16.tif", tiffinfo={262: 0})
+    page.save(tmp_path / "scan8.tif", tiffinfo={262: 0})
+    for name in ("scan16.tif", "scan8.tif"):
+        with Image.open(tmp_path / name) as saved:
+            assert saved.tag_v2[262] == 0
+        assert load_page(tmp_path / name).image.tobytes() == page.convert("RGB").tobytes(), name
+
+
+def test_a_float_tiff_reads_on_the_scale_its_values_use(tmp_path):
+    # 32-bit float data mostly holds 0..1 (1 white); read on 0..255 that page was all but black
+    page = _text_page_l()
+    values = np.asarray(page).astype(np.float32)
+    Image.fromarray(values / 255, mode="F").save(tmp_path / "unit.tif")
+    Image.fromarray(values, mode="F").save(tmp_path / "bytes.tif")
+    for name in ("unit.tif", "bytes.tif"):
+        with Image.open(tmp_path / name) as saved:
+            assert saved.mode == "F"
+        assert load_page(tmp_path / name).image.tobytes() == page.convert("RGB").tobytes(), name
+
+
 def test_8_bit_inputs_are_untouched_by_the_16_bit_rule(tmp_path):
     page = _text_page_l()
     page.save(tmp_path / "grey.png")
@@ -539,6 +576,23 @@ def test_encrypted_pdf(tmp_path):
     err = open_error(tmp_path / "locked.pdf")
     assert err.kind == "encrypted" and "password" in err.message
     assert load_page(tmp_path / "open.pdf").image.size == (278, 278)
+
+
+def test_a_crop_box_outside_the_media_box_renders_the_media_box(tmp_path):
+    # pdfium makes such a page 0 x 0 and refuses to render it; viewers show the MediaBox
+    ink = b"0 g 20 20 60 60 re f"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] /CropBox [300 300 400 400] /Contents 4 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(ink), ink),
+    ]
+    (tmp_path / "cropped.pdf").write_bytes(minimal_pdf(objects))
+    page = load_page(tmp_path / "cropped.pdf", dpi=72)
+    assert page.image.size == (200, 100)
+    grey = np.asarray(page.image.convert("L"))
+    assert grey[100 - 50, 50] == 0 and grey[100 - 90, 150] == 255  # the square, drawn upright; paper around it
+    assert any("CropBox" in w and "MediaBox" in w for w in page.warnings)
 
 
 def test_pdf_original_size_matches_uncapped_render(tmp_path):
