@@ -18,9 +18,12 @@ Rules by block type:
   page_number /      written as a paragraph)
   aside_text
   text               its text as a paragraph; a line starting with a block marker (`# `, `- `,
-                     `+ `, `* `) has it escaped (`\\# `), as MinerU escapes a text block's, so prose
-                     never becomes a heading or a list item
+                     `+ `, `* `, or the marker alone on its line) has it escaped (`\\# `), as MinerU
+                     escapes a text block's, so prose never becomes a heading or a list item
   anything else      its text as a paragraph (list, captions, ...)
+Text read off the page (extra["source"] `text_layer` or `ocr`: literal characters, not Markdown)
+has the characters escaped that Markdown would otherwise take for markup and hide (escape_inline):
+in prose, headings and table cells alike.
 (core.blocks.NOT_IN_MARKDOWN lists the omitted types.)
 """
 
@@ -42,6 +45,7 @@ def blocks_to_markdown(blocks: Iterable[Block]) -> str:
 def block_to_markdown(block: Block) -> str:
     """One block's Markdown, or "" when the block does not belong in it."""
     kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
+    literal = extra.get("source") in LITERAL_SOURCES
     if kind in NOT_IN_MARKDOWN:
         return ""
     if kind in FIGURES:  # only an analysed figure's text: an OCR'd figure's labels stay out
@@ -49,19 +53,23 @@ def block_to_markdown(block: Block) -> str:
         return _details(text, str(extra["sub_type"] or f"{kind} content")) if text and analysed else ""
     if kind in HEADINGS:
         level = heading_level(kind, extra.get("level"))
-        return f"{'#' * level} {' '.join(text.split())}" if text else ""
+        heading = " ".join(text.split())
+        return f"{'#' * level} {_literal_heading(heading) if literal else heading}" if text else ""
     if kind == T.TABLE:
         if extra.get("html"):
             return str(extra["html"]).strip()
         if extra.get("cells"):
-            return cells_to_markdown(extra["cells"])
-        return "  \n".join(line.strip() for line in text.splitlines() if line.strip())
+            return cells_to_markdown(extra["cells"], literal)
+        lines = (line.strip() for line in text.splitlines() if line.strip())
+        return "  \n".join(escape_block_marker(escape_inline(line)) if literal else line for line in lines)
     if kind == T.EQUATION and extra.get("latex"):
         return f"$$\n{str(extra['latex']).strip()}\n$$"
     if kind == T.CODE and text:
         # a fence longer than any run of backticks in the code, which would otherwise close it
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
+    if literal:  # any paragraph read off the page: a caption, a reference, a footnote too
+        return escape_block_marker(escape_inline(text))
     if kind == T.TEXT:
         return escape_block_marker(text)
     return text
@@ -70,7 +78,11 @@ def block_to_markdown(block: Block) -> str:
 # MinerU's TEXT_BLOCK_MARKDOWN_PREFIX_RE (mineru/backend/utils/markdown_utils.py), on every line:
 # its text blocks are one line, ours may hold several, and CommonMark lets a heading or a list
 # item interrupt a paragraph. `*` too: MinerU escapes every `*` in text, so its `* ` is no bullet.
-_BLOCK_MARKER = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<marker>#{1,6}|[+*-])(?=[ \t])", re.MULTILINE)
+# A marker alone on its line is one too (an empty heading or list item, its character lost), and
+# so are a blockquote's `>` and a line of only `=` or `-` (a heading's underline, a rule).
+_BLOCK_MARKER = re.compile(
+    r"^(?P<indent>[ \t]{0,3})(?P<marker>(?:#{1,6}|[+*-])(?=[ \t]|$)|>|(?:=+|-+)(?=[ \t]*$))", re.MULTILINE
+)
 
 
 def escape_block_marker(text: str) -> str:
@@ -78,26 +90,50 @@ def escape_block_marker(text: str) -> str:
     return _BLOCK_MARKER.sub(lambda m: f"{m['indent']}\\{m['marker']}", text)
 
 
+# Where a block's text was read off the page as it stands (the text layer or OCR): its characters
+# are literal. The VLM's text is Markdown already (inline formulas as $...$), and is left alone.
+LITERAL_SOURCES = frozenset({"text_layer", "ocr"})
+# Characters Markdown takes for inline markup: MinerU's conservative set (emphasis, code spans,
+# strike-through, inline math: escape_conservative_markdown_text), plus what CommonMark would
+# hide or change outright: a `<` opening a tag (`\usepackage[<options>]` would show without
+# "<options>"), comment or autolink, an `&` starting an entity (`&amp;` would show as "&"), a `[`
+# opening a link or a link definition (its target, or all of it, would be hidden), and a
+# backslash before punctuation (`\{` would show as "{") or a line break (a hard break).
+_INLINE = re.compile(r"""\\(?=[!-/:-@\[-`{-~]|\n)|[*_`~$]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|\[(?=[^\]]*\][(:])""")
+
+
+def escape_inline(text: str) -> str:
+    """`text` with a backslash before each character Markdown would read as inline markup, so a
+    Markdown viewer shows the characters that were read."""
+    return _INLINE.sub(lambda m: "\\" + m[0], text)
+
+
+def _literal_heading(text: str) -> str:
+    # a heading's closing run of `#` (after a space, or all of it) is markup and would be dropped
+    return re.sub(r"(^|(?<=[ \t]))#+$", lambda m: "\\" + m[0], escape_inline(text))
+
+
 def _details(content: str, summary: str) -> str:
     """A folded HTML block, as MinerU 4 (docvortex) writes an analysed figure's content."""
     return f"<details>\n<summary>{html.escape(summary, quote=False)}</summary>\n\n{content}\n</details>"
 
 
-def cells_to_markdown(rows: list[list[str]]) -> str:
-    """Rows of cell strings -> Markdown table; the first row is the header."""
+def cells_to_markdown(rows: list[list[str]], literal: bool = False) -> str:
+    """Rows of cell strings -> Markdown table; the first row is the header. literal: the cells
+    were read off the page (their inline markup characters are escaped)."""
     width = max((len(r) for r in rows), default=0)
     if width == 0:
         return ""
     lines = []
     for n, row in enumerate(rows):
-        cells = [_cell(c) for c in row] + [""] * (width - len(row))
+        cells = [_cell(c, literal) for c in row] + [""] * (width - len(row))
         lines.append("| " + " | ".join(cells) + " |")
         if n == 0:
             lines.append("|" + "---|" * width)
     return "\n".join(lines)
 
 
-def _cell(text) -> str:
+def _cell(text, literal: bool = False) -> str:
     # A pipe would end the cell and a newline the row.
-    text = "" if text is None else str(text)
-    return " ".join(text.split()).replace("|", "\\|")
+    text = " ".join(("" if text is None else str(text)).split())
+    return (escape_inline(text) if literal else text).replace("|", "\\|")

@@ -119,7 +119,7 @@ def write_documents(
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 2
+FILES_REVISION = 3
 
 
 class _Stamp:

@@ -1,3 +1,5 @@
+import pytest
+
 from mineru_cli.core.blocks import Block
 from mineru_cli.markdown import block_to_markdown, blocks_to_markdown, cells_to_markdown
 
@@ -116,3 +118,49 @@ def test_aside_text_stays_out_as_minerus_markdown_leaves_it():
         Block("page_footnote", BOX, "1 A footnote."),
     ]
     assert blocks_to_markdown(blocks) == "Body.\n\n1 A footnote.\n"
+
+
+def _shown(markdown: str) -> str:
+    """The text a CommonMark viewer shows for `markdown`, whitespace squeezed."""
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    parts: list[str] = []
+    parser = HTMLParser()
+    parser.handle_data = parts.append  # type: ignore[method-assign]
+    parser.feed(MarkdownIt("commonmark").render(markdown))
+    parser.close()
+    return " ".join("".join(parts).split())
+
+
+PAGE_TEXTS = [
+    "The package is called using \\usepackage[<options>]{ekaia}.",  # ekaia.pdf p2
+    "<Opening text>",  # DEMO-BFHLetter.pdf: a letter template's placeholder
+    "\\renewcommand\\LTcaptype{figure} \\caption{An example}\\\\ A & B \\\\ \\{x\\}",
+    "Cameron Gray <c.gray@bangor.ac.uk>, see <https://example.org>",
+    "a*b*c, __init__, `ls`, ~~old~~ and $5 or $6; AT&amp;T &copy; &#169;",
+    "see [the manual](man.pdf) and\n[1]: a reference",
+    "+",
+    "Sum\n===\nline\n---\n> quoted\\\nend",
+]
+
+
+@pytest.mark.parametrize("kind", ["text", "title", "image_caption", "ref_text", "table"])
+@pytest.mark.parametrize("text", PAGE_TEXTS)
+def test_text_read_off_the_page_shows_as_read(kind, text):
+    """Text from a PDF's text layer or OCR is literal: a Markdown viewer shows its characters,
+    none taken for a tag, an entity, emphasis, a link, a heading's closing hashes or a line
+    break. The VLM's text is Markdown already and stays as it is."""
+    md = block_to_markdown(Block(kind, BOX, text, extra={"source": "text_layer"}))
+    assert _shown(md) == " ".join(text.split())
+    assert block_to_markdown(Block(kind, BOX, "a *b* c", extra={"source": "vlm"})).endswith("a *b* c")
+
+
+def test_table_cells_read_off_the_page_show_as_read():
+    rows = [["Name", "Value"], ["<key>", "a_b_c | *x*"]]
+    md = cells_to_markdown(rows, literal=True)
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    assert "&lt;key&gt;" in html and "a_b_c | *x*" in html

@@ -158,7 +158,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.7"  # bump when the same inputs would give different output
+    version = "3.8"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -819,6 +819,8 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     lines = block.extra.get("lines", [])
     if not lines:
         return
+    if _off_its_edge(block, page_h):
+        block.type = T.TEXT
     height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
     ratio: dict[str, float] = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
     if block.type in ratio and median_h and len(lines) <= 3 and height >= ratio[block.type] * median_h:
@@ -828,6 +830,14 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
     if block.type in _PAGE_NUMBER_FROM and near_edge and _PAGE_NUMBER.match(block.text):
         block.type = T.PAGE_NUMBER
+
+
+def _off_its_edge(block: Block, page_h: int) -> bool:
+    """A "header" in the page's lower half or a "footer" in its upper half: running heads and
+    feet sit at their edge, and the layout model calls a title page's author line low on the
+    page a header, which would keep it out of the Markdown as page furniture."""
+    _, y1, _, y2 = block.bbox
+    return (block.type == T.HEADER and y1 >= 0.5 * page_h) or (block.type == T.FOOTER and y2 <= 0.5 * page_h)
 
 
 def check_setup(lang: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from helpers import mineru, read_journal
@@ -170,3 +171,20 @@ def test_an_empty_field_and_a_checked_box_add_no_text(engine, tmp_path):
     assert _squash("".join(b.text for b in result.blocks)) == _squash(
         FORM_TITLE + "Full name:" + FORM_VALUES["name"] + "Address:"
     )
+
+
+def test_an_author_line_low_on_a_title_page_stays_in_the_markdown(engine):
+    """The title page of R's "An Introduction to R" (tests/data/title_r_intro_p1.pdf): the layout
+    model calls the authors' line, 85 % down the page, a "header". Running heads sit at the top
+    of their page: a header in the lower half is text, read in its place after the title, and in
+    the Markdown (furniture is left out of it)."""
+    path = Path(__file__).parents[1] / "data" / "title_r_intro_p1.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(text_layer="auto")) as doc:
+        page = doc.page(0)
+    assert page.text_layer is not None and page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    (authors,) = [b for b in result.blocks if "Venables" in b.text]
+    assert authors.type == "text"
+    assert "W. N. Venables, D. M. Smith and the R Core Team" in result.markdown
+    titles = [n for n, b in enumerate(result.blocks) if "An Introduction to R" in b.text]
+    assert titles and titles[0] < result.blocks.index(authors)
