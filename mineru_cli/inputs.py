@@ -41,6 +41,8 @@ DOC_EXTS = {".png", ".jpg", ".jpeg", ".jp2", ".webp", ".bmp", ".tif", ".tiff", "
 
 WHITE = (255, 255, 255)
 _HEAD_BYTES = 1024  # pdfium accepts a "%PDF-" header anywhere in the first 1 KiB
+# Reads refused for what the process or the system has run out of, not for the file.
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 # On an XFA form, pypdfium2's init_forms logs a hint to install a build with XFA support; the
 # pages render without their XFA layer all the same (AcroForm fields drawn), and a batch's stderr
 # is no place for that hint once per document
@@ -334,6 +336,10 @@ def _os_error(exc: OSError, stage: str) -> PageError:
         return PageError("not_a_file", stage, "is a directory")
     if exc.errno == errno.ELOOP:
         return PageError("symlink_loop", stage, "symlink loop")
+    if exc.errno in RESOURCE_ERRNOS:
+        return PageError(
+            "unreadable", stage, f"cannot read: {exc.strerror or exc} (a limit of this process, not the file)", True
+        )
     return PageError("unreadable", stage, f"cannot read: {exc.strerror or exc}")
 
 

@@ -359,10 +359,11 @@ class Parser:
             for k, v in o.counts.items():
                 if k != "batch_pages":  # the size of the page's batch, not a count to add up
                     self.summary.counts[k] = self.summary.counts.get(k, 0) + v
-        if item.planned.changed_since_planned():
+        if item.planned.changed_since_planned() or o.transient:
             # the page was read from content other than what was hashed (the file changed or went
-            # away mid-run): no hash, so the next run parses it again instead of resuming a result
-            # (or a failure) of content the file may not hold, even if it holds the hashed one again
+            # away mid-run), or its worker ran out of something (file descriptors): no hash, so the
+            # next run parses it again instead of resuming a result (or a failure) of content the
+            # file may not hold, even if it holds the hashed one again, or a failure not the file's
             rec.source_sha256 = None
         return self._emit(rec, worker)
 

@@ -31,13 +31,16 @@ class ErrorInfo:
 
 class PageError(Exception):
     """A problem with one page (or one file): recorded as that page's `error`, never raised
-    past the page. `kind` and `stage` take the enum or its value."""
+    past the page. `kind` and `stage` take the enum or its value. `transient`: the process ran
+    out of something (file descriptors, memory for a read), which says nothing about the file:
+    the page is parsed again by the next run, and its worker is replaced."""
 
-    def __init__(self, kind: ErrorKind | str, stage: Stage | str, message: str):
+    def __init__(self, kind: ErrorKind | str, stage: Stage | str, message: str, transient: bool = False):
         super().__init__(message)
         self.kind = ErrorKind(kind)
         self.stage = Stage(stage)
         self.message = message
+        self.transient = transient
 
     @property
     def info(self) -> ErrorInfo:

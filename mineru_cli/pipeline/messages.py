@@ -35,12 +35,19 @@ class PageOutcome:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     counts: dict[str, int] = field(default_factory=dict)  # the engine's counts (retries, ...)
+    transient: bool = False  # failed for want of a resource of its worker, not for its file
 
     @classmethod
     def failed(
-        cls, kind: ErrorKind, stage: Stage, message: str, seconds: float, status: Status = Status.FAILED
+        cls,
+        kind: ErrorKind,
+        stage: Stage,
+        message: str,
+        seconds: float,
+        status: Status = Status.FAILED,
+        transient: bool = False,
     ) -> PageOutcome:
-        return cls(status, ErrorInfo(kind, stage, message), timings={"total": seconds})
+        return cls(status, ErrorInfo(kind, stage, message), timings={"total": seconds}, transient=transient)
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,10 @@ class ProcessTransport:
             os.environ.update(env)
             try:
                 proc.start()
+            except BaseException:
+                parent.close()  # the system refused the process: its pipe is not left open
+                child.close()
+                raise
             finally:
                 for k, v in saved.items():
                     if v is None:

@@ -40,6 +40,7 @@ Design
 
 from __future__ import annotations
 
+import errno
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -57,6 +58,15 @@ TICK = 0.25  # wake-up interval: signals, deadlines, heartbeats
 FEED_TICK = 0.05  # wake-up interval while the queue is short and the stream may have more
 AHEAD = 2  # batches per slot pulled from the stream beyond what is in flight
 NODE_REQUEUES = 3  # times a page goes back blameless after losing its worker's node; then blamed
+
+
+def _limit_hint(exc: OSError) -> str:
+    """Which limit to raise, for the refusals a limit explains."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return " (the open-file limit: raise `ulimit -n`)"
+    if exc.errno == errno.EAGAIN:
+        return " (the process limit: raise `ulimit -u` or the cgroup's pids.max)"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -226,7 +236,23 @@ class Scheduler:
 
     # -- slots -----------------------------------------------------------------------------
     def _spawn(self, slot: int) -> None:
-        self.workers[slot] = _Slot(slot, self.transport.start(slot))
+        try:
+            handle = self.transport.start(slot)
+        except OSError as exc:
+            self._start_refused(exc)
+            return
+        self.workers[slot] = _Slot(slot, handle)
+
+    def _start_refused(self, exc: OSError) -> None:
+        """The system would not start a worker (no file descriptors, pipes or processes left):
+        with others running the run goes on with them (the empty slot is tried again as pages
+        wait); with none it stops (exit 2), as nothing could parse its pages."""
+        why = f"cannot start a {self.transport.noun}: {exc.strerror or exc}{_limit_hint(exc)}"
+        if not any(w is not None for w in self.workers):
+            raise SetupError(why)
+        if why not in self._warned:
+            self._warned.add(why)
+            self.warn(f"{why}; going on with the workers running")
 
     def _stop(self, w: _Slot, kill: bool) -> None:
         if self.workers[w.slot] is w:
@@ -427,6 +453,8 @@ class Scheduler:
         if not w.started():
             w.deadline, w.last_stage = None, None
         self._finish(w, task, msg.outcome, msg.rss, msg.batch)
+        if msg.outcome.transient and not w.retiring:
+            self._exhausted_worker(w, msg.outcome)
         if self.max_rss and msg.rss > self.max_rss and not w.retiring:
             self.info(
                 f"worker {w.slot}: RSS {msg.rss / (1 << 20):.0f} MB above --max-worker-rss "
@@ -438,6 +466,17 @@ class Scheduler:
             self._stop(w, kill=False)
             if self._want_worker():
                 self._spawn(w.slot)
+
+    def _exhausted_worker(self, w: _Slot, outcome: PageOutcome) -> None:
+        """A worker that ran out of something (file descriptors) would fail every page it gets:
+        it takes no more and is replaced (a fresh process starts with none of them in use)."""
+        why = outcome.error.message if outcome.error is not None else "out of resources"
+        note = f"a worker ran out of resources ({why}): it is replaced; its failed page is parsed again by the next run"
+        if note not in self._warned:
+            self._warned.add(note)
+            self.warn(note)
+        self.stats.recycled += 1
+        w.retiring = True
 
     def _lost(self, w: _Slot, fault: Callable[[Task], PageOutcome]) -> None:
         """The pages of a worker that died or was killed: blame a lone suspect, retry the

@@ -295,7 +295,7 @@ _KIND = {
 def _failed(exc: BaseException, stage: Stage, t0: float) -> PageOutcome:
     # The engine, the cache or a native library choked on this page: record it, go on with the batch.
     err = PageError.from_exception(exc, _KIND[stage], stage)
-    return PageOutcome.failed(err.kind, err.stage, err.message, time.perf_counter() - t0)
+    return PageOutcome.failed(err.kind, err.stage, err.message, time.perf_counter() - t0, transient=err.transient)
 
 
 def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | _Waiting:
