@@ -66,3 +66,8 @@ class CacheStatus(Word):
     NEAR_HIT = "near-hit"  # a verified near-duplicate page's result
     MISS = "miss"  # parsed, then stored
     OFF = "off"  # no cache in this run
+
+
+# The engine's count (EngineResult.counts, the summary's counts) of a page's blocks it could not
+# read: the page is ok with a warning per block, and its result is not cached.
+FAILED_BLOCKS = "failed_blocks"

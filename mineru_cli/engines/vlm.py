@@ -59,14 +59,16 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from PIL import Image
 
-from ..core.blocks import Block
+from ..core.blocks import PARATEXT, Block
 from ..core.errors import SetupError
+from ..core.words import FAILED_BLOCKS
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
+from ..reading_order import reading_order
 from ..text_layer import TextLayer
 from ..vlm.generate import generate
 from ..vlm.model_dir import resolve_model
@@ -82,7 +84,7 @@ from ..vlm.protocol.table_images import font_file as table_image_font
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
 from .base import EngineResult, parse_each
-from .ocr import OCR, TEXT_LAYER, Line, OcrEngine, text_layer_lines
+from .ocr import OCR, TEXT_LAYER, Line, OcrEngine, assemble_blocks, text_layer_lines
 from .ocr import identity as ocr_identity
 from .ocr import options as ocr_options
 
@@ -90,6 +92,9 @@ RUNTIMES = ("torch", "onnx")
 MODES = ("vlm", "hybrid", "standard")  # --mode ocr is the OcrEngine itself (engines.resolve_engine)
 # standard mode: the block types the VLM reads (the rest come from the embedded engine)
 STANDARD_VLM_TYPES = frozenset({"table", "equation"})
+# hybrid: a page whose layout has no block of these types has lost its body text
+# (_text_outside_layout); page furniture alone (a header, a page number) does not hold it
+BODY_TEXT = fusion.TEXT_TYPES - PARATEXT
 OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
 
@@ -372,17 +377,32 @@ class VlmEngine:
     def layout(self, page: Image.Image) -> tuple[str, LayoutParse, Any]:
         return self.layouts([page])[0]
 
-    def read_crops(self, crops: list[Crop]) -> list[tuple[str, Any]]:
-        """Answers for the crops (of any pages), in crop order, decoded in length-sorted batches."""
-        inputs = [build_input(self.tokenizer, self.processor, c.image, c.prompt) for c in crops]
-        order = sorted(range(len(crops)), key=lambda i: len(inputs[i]))
-        out: list = [None] * len(crops)
+    def read_crops(self, crops: list[Crop]) -> list[tuple[str, Any] | Exception]:
+        """Answers for the crops (of any pages), in crop order, decoded in length-sorted batches.
+
+        A crop costs only itself: one whose input cannot be built, or whose decode raises, gets
+        its Exception in its place (a batch that raises is decoded again crop by crop to find
+        it), and the callers keep the rest of its page. A SetupError (no runtime) is raised."""
+        out: list = _each_crop(lambda c: build_input(self.tokenizer, self.processor, c.image, c.prompt), crops)
+        order = sorted((i for i, x in enumerate(out) if not isinstance(x, Exception)), key=lambda i: len(out[i]))
         for s in range(0, len(order), self.batch_size):
             chunk = order[s : s + self.batch_size]
-            results = self._decode([inputs[i] for i in chunk], [crops[i].sampling for i in chunk])
+            results = self._decode_apart([out[i] for i in chunk], [crops[i].sampling for i in chunk])
             for i, result in zip(chunk, results):
                 out[i] = result
         return out
+
+    def _decode_apart(self, inputs: list, params: list[SamplingParams]) -> list:
+        """_decode of a batch; if it raises, of each input alone (its Exception in its place).
+        Greedy rows do not depend on their batch, so the answers are those of the batch."""
+        try:
+            return self._decode(inputs, params)
+        except SetupError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - attributed below
+            if len(inputs) == 1:
+                return [exc]
+        return _each_crop(lambda pair: self._decode([pair[0]], [pair[1]])[0], list(zip(inputs, params)))
 
     # ------------------------------------------------------------------ parse
 
@@ -436,6 +456,7 @@ class VlmEngine:
             if self.mode == "hybrid":  # the lines decide which blocks need a crop
                 ocr_wait += self._take_ocr(ocr, states)
                 for st in states:
+                    _text_outside_layout(st)
                     self._fill_from_ocr(st)
 
             t0 = time.perf_counter()
@@ -450,7 +471,11 @@ class VlmEngine:
                     st.counts["analysed_figures"] = 0
                 for st, crop in jobs:
                     st.counts["analysed_figures"] += st.blocks[crop.index].type in FIGURE_TYPES
-            for (st, crop), (text, gen) in zip(jobs, self.read_crops([c for _, c in jobs])):
+            for (st, crop), answer in zip(jobs, self.read_crops([c for _, c in jobs])):
+                if isinstance(answer, Exception):  # settled once the lines are in
+                    st.failed[crop.index] = answer
+                    continue
+                text, gen = answer
                 st.blocks[crop.index].content = text
                 st.blocks[crop.index].image_tokens = crop.image_tokens or None  # Pro tables
                 st.answers[crop.index] = (text, gen)
@@ -463,7 +488,9 @@ class VlmEngine:
                 w0 = time.perf_counter()
                 ocr_wait += self._take_ocr(ocr, states)
                 t0 += time.perf_counter() - w0
-            self._cross_check(jobs)
+            for st in states:
+                self._settle_failed(st)
+            self._cross_check([(st, crop) for st, crop in jobs if crop.index in st.answers])
             content_time = time.perf_counter() - t0
         finally:
             ocr.cancel()
@@ -496,8 +523,16 @@ class VlmEngine:
         ]
         answers = self.read_crops([crop for _, crop in jobs])
         content_time = time.perf_counter() - t0
-        for (k, crop), (answer, gen) in zip(jobs, answers):
+        for (k, crop), read in zip(jobs, answers):
             base, picked, layout, _ = states[k]
+            if isinstance(read, Exception):  # this block only: the embedded engine's stays
+                base.counts[FAILED_BLOCKS] = base.counts.get(FAILED_BLOCKS, 0) + 1
+                base.warnings.append(
+                    f"block {picked[crop.index]} ({layout[crop.index].type}): the VLM could not read it "
+                    f"({type(read).__name__}: {read}); kept the embedded engine's block"
+                )
+                continue
+            answer, gen = read
             layout[crop.index].content = answer
             if gen.truncated:
                 base.warnings.append(
@@ -558,6 +593,7 @@ class VlmEngine:
             st.timings["ocr"] = seconds
             width, height = st.page.size
             boxes = [_pixel_box(b.bbox, width, height) for b in st.blocks]
+            st.page_lines = lines
             st.lines = fusion.assign_lines(lines, boxes)
         return time.perf_counter() - t0
 
@@ -575,6 +611,27 @@ class VlmEngine:
                 block.content = text
                 st.filled.add(i)
                 st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score}
+
+    @staticmethod
+    def _settle_failed(st: "_Page") -> None:
+        """Blocks whose crop the VLM could not read (read_crops' Exceptions) cost only
+        themselves: an upright text-like one takes the text of its box's lines (from the text
+        layer or OCR, confident or not), any other stays empty with extra["failed"]; each gets a
+        warning naming it, and the page keeps every other block."""
+        for i, exc in sorted(st.failed.items()):
+            block = st.blocks[i]
+            lines = st.lines[i] if st.lines is not None else []
+            if block.type in fusion.TEXT_TYPES and block.angle in (0, None) and lines:
+                block.content, line_dicts, score = fusion.read_lines(lines)
+                st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score}
+                kept = f"kept the {st.line_source} text of its box"
+            else:
+                st.info[i] = {"failed": True}
+                kept = "left empty"
+            st.counts[FAILED_BLOCKS] = st.counts.get(FAILED_BLOCKS, 0) + 1
+            st.warnings.append(
+                f"block {i} ({block.type}): the VLM could not read it ({type(exc).__name__}: {exc}); {kept}"
+            )
 
     def _cross_check(self, jobs: list[tuple["_Page", Crop]]) -> None:
         """Runaway text answers get a warning and one retry (all retries of the batch decoded
@@ -594,22 +651,29 @@ class VlmEngine:
         if not suspects:
             return
         retries = [replace(crop, sampling=fusion.retry_params(crop.sampling)) for _, crop, *_ in suspects]
-        for (st, crop, reason, ocr_text, lines), (text, gen) in zip(suspects, self.read_crops(retries)):
+        for (st, crop, reason, ocr_text, lines), answer in zip(suspects, self.read_crops(retries)):
             st.counts["retries"] += 1
             block = st.blocks[crop.index]
             info = st.info.setdefault(crop.index, {})
             info["retried"] = True
-            again = fusion.runaway(text, gen.truncated, ocr_text, len(gen.tokens))
+            retry: str | None = None  # the retry's answer (None: its decode raised)
+            again: str | None  # what went wrong with the retry
+            if isinstance(answer, Exception):
+                again = f"failed ({type(answer).__name__}: {answer})"
+            else:
+                retry, gen = answer
+                why = fusion.runaway(retry, gen.truncated, ocr_text, len(gen.tokens))
+                again = None if why is None else f"ran away too ({why})"
             if again is None:
-                block.content, outcome = text, "kept the retry"
+                block.content, outcome = retry, "kept the retry"
             elif ocr_text and fusion.trusted(lines):
                 line_dicts = fusion.read_lines(lines)[1]
-                block.content, outcome = ocr_text, f"the retry ran away too ({again}): kept the OCR text"
+                block.content, outcome = ocr_text, f"the retry {again}: kept the OCR text"
                 info.update({"source": st.line_source, "lines": line_dicts})
             else:
                 first = st.answers[crop.index][0]
-                block.content = min((first, text), key=len)
-                outcome = f"the retry ran away too ({again}): kept the shorter answer"
+                block.content = first if retry is None else min((first, retry), key=len)
+                outcome = f"the retry {again}: kept the {'answer' if retry is None else 'shorter answer'}"
             st.warnings.append(
                 f"block {crop.index} ({block.type}): runaway answer ({reason}); "
                 f"retried with raised penalties, {outcome}"
@@ -627,7 +691,7 @@ class VlmEngine:
             block = self._block(b, width, height)
             info = st.info.get(index, {}) if index is not None else {}
             block.extra["source"] = "vlm"
-            for key in ("source", "retried", "lines"):
+            for key in ("source", "retried", "lines", "failed"):
                 if key in info:
                     block.extra[key] = info[key]
             if "score" in info:
@@ -665,8 +729,10 @@ class _Page:
     text: TextLayer | None = None  # the page's text layer; a trusted one gives the lines
     blocks: list[LayoutBlock] = field(default_factory=list)
     lines: list[list[Line]] | None = None  # OCR lines per block, once OCR is in
+    page_lines: list[Line] = field(default_factory=list)  # all the page's OCR lines
     filled: set[int] = field(default_factory=set)  # blocks given OCR text (hybrid)
     answers: dict[int, tuple[str, Any]] = field(default_factory=dict)  # VLM answers by block
+    failed: dict[int, Exception] = field(default_factory=dict)  # blocks whose crop read raised
     info: dict[int, dict] = field(default_factory=dict)  # block extras: source, retried, lines
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -720,10 +786,49 @@ def _loaded_rgb(image: Image.Image) -> Image.Image:
     return page
 
 
+def _each_crop(read: Callable[[Any], Any], items: list) -> list:
+    """base.parse_each for crops: each item's result or Exception in its place; a SetupError (no
+    runtime, a tokenizer that does not fit the model) is no crop's own and is raised."""
+    out: list = []
+    for item in items:
+        try:
+            out.append(read(item))
+        except SetupError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this crop only
+            out.append(exc)
+    return out
+
+
 def _raise_if_failed(result):
     if isinstance(result, Exception):
         raise result
     return result
+
+
+def _text_outside_layout(st: _Page) -> None:
+    """Hybrid: a page whose layout holds no body text (no block found, a malformed answer, only
+    figures, tables or page furniture) gets text blocks made of its lines outside every block,
+    grouped into paragraphs as the embedded engine groups loose lines, so the text of a trusted
+    text layer or of the OCR is not lost; each is then filled from its lines or read by the VLM
+    as any text block. A line inside a figure's box stays the figure's."""
+    if st.lines is None or any(b.type in BODY_TEXT for b in st.blocks):
+        return
+    held = {id(line) for group in st.lines for line in group}
+    loose = [line for line in st.page_lines if id(line) not in held]
+    paragraphs = assemble_blocks(loose, [], st.page.size)
+    if not paragraphs:
+        return
+    width, height = st.page.size
+    blocks = st.blocks + [LayoutBlock(str(b.type), _unit_box(b.bbox, width, height), 0) for b in paragraphs]
+    boxes = [_pixel_box(b.bbox, width, height) for b in blocks]
+    order = reading_order(boxes, [b.type for b in blocks])
+    st.blocks = [blocks[i] for i in order]
+    st.lines = fusion.assign_lines(st.page_lines, [boxes[i] for i in order])
+    st.warnings.append(
+        f"layout: no text block; {len(paragraphs)} text block(s) made of the page's "
+        f"{st.line_source} lines outside the layout's blocks"
+    )
 
 
 def standard_vlm_blocks(blocks: list[Block], size: tuple[int, int]) -> tuple[list[int], list[LayoutBlock]]:

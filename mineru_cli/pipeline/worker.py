@@ -41,7 +41,7 @@ from typing import Any
 from ..core.blocks import Block
 from ..core.errors import PageError, SetupError
 from ..core.record import CacheInfo, ImageInfo, page_id
-from ..core.words import CacheStatus, ErrorKind, Stage, Status
+from ..core.words import FAILED_BLOCKS, CacheStatus, ErrorKind, Stage, Status
 from .messages import Done, Fatal, Finish, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
@@ -362,7 +362,9 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
             "markdown": result.markdown,
             "warnings": result.warnings,
         }
-        if cache is not None:
+        # A page with a block the engine could not read (its warning says which) is not stored:
+        # another run, or this one with --force, reads it again rather than the cached shortfall.
+        if cache is not None and not result.counts.get(FAILED_BLOCKS):
             where = Stage.STORE
             stage(Stage.STORE)
             t1 = time.perf_counter()

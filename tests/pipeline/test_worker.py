@@ -133,3 +133,32 @@ def test_collect_batch_takes_up_to_n_within_the_window():
     main.send(Finish())
     tasks, last = collect_batch(child, 3, 0.05)
     assert [t.task_id for t in tasks] == [6] and last  # exit after this batch
+
+
+@pytest.mark.parametrize("failed_blocks", [0, 1])
+def test_a_page_with_a_block_the_engine_could_not_read_is_not_cached(tmp_path, failed_blocks):
+    """Such a page is ok with a warning; stored, it would be every later run's answer (--force
+    too) instead of a new read."""
+    from mineru_cli.core.blocks import Block
+    from mineru_cli.engines.base import EngineResult
+    from mineru_cli.pipeline.worker import finish_page
+
+    src = SourceFile(EXAMPLES / "prose.png", "prose.png", "image")
+    docs = OpenDocuments(LoadOptions())
+    cache = ResultCache(tmp_path / "cache")
+    try:
+        waiting = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
+        result = EngineResult(
+            [Block("text", (1, 2, 30, 40), "kept")],
+            "kept\n",
+            warnings=["block 1 (table): the VLM could not read it (RuntimeError: no memory); left empty"],
+            counts={"failed_blocks": failed_blocks} if failed_blocks else {},
+        )
+        out = finish_page(cache, "fp", waiting, result, 1.0, lambda s: None)
+        assert out.status is Status.OK and out.warnings == result.warnings
+        again = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
+        hit = isinstance(again, PageOutcome) and again.cache.status is CacheStatus.HIT
+        assert hit is (not failed_blocks)
+    finally:
+        cache.close()
+        docs.close()
