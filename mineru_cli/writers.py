@@ -159,12 +159,14 @@ class _Stamp:
         where they were written from the same records and are still the files written;
         removed where the records have changed since (a `doc_content_list.json` of the file's
         earlier content must not stand beside the Markdown of its new one). A file that is no
-        longer the one written is another run's or the user's and is left alone."""
-        if earlier is None:
+        longer the one written is another run's or the user's and is left alone, and so is
+        everything a stamp without the records' hash names (an earlier mineru-cli's: whether the
+        records changed is not known)."""
+        if earlier is None or "records" not in earlier:
             return
-        folder, same = self.path.parent, earlier.get("records") == self.records
+        folder, same = self.path.parent, earlier["records"] == self.records
         for name, identity in earlier["written"].items():
-            if name in self.written or not isinstance(name, str) or "/" in name:
+            if name in self.written or "/" in name:
                 continue
             try:
                 ours = _identity(folder / name) == identity
@@ -174,10 +176,10 @@ class _Stamp:
                 self.written[name] = identity
             elif ours:
                 _unlink(folder / name)
-        kept = set(self.crops) | {c for c in earlier["crops"] if same and isinstance(c, str)}
-        for crop in set(earlier["crops"]) - kept:
-            if isinstance(crop, str) and _is_crop(crop):
-                _unlink(folder / crop)
+        crops = {c for c in earlier["crops"] if isinstance(c, str) and _is_crop(c)}
+        kept = set(self.crops) | (crops if same else set())
+        for crop in crops - kept:
+            _unlink(folder / crop)
         self.crops = sorted(kept)
 
     def holds(self) -> bool:

@@ -428,3 +428,24 @@ def test_a_document_with_no_ok_page_loses_its_crops_too(tmp_path):
     other.write_text("kept")
     assert len(remove_documents(tmp_path, ["a.pdf"])) == 2
     assert list(folder.glob("images/*")) == [other]
+
+
+def test_a_stamp_without_the_records_hash_leaves_the_files_it_names(tmp_path):
+    """An earlier mineru-cli's stamp says nothing of whether the records changed: the files it
+    names that this run does not write stay (as they did), and a damaged crop list is no crash."""
+    folder = document_dir(tmp_path, "a.pdf")
+    write_documents([page("a.pdf", 0, BLOCKS)], tmp_path, {"content-list"}, lambda s, i: _noise(1))
+    crops = sorted(folder.glob("images/*.jpg"))
+    stamp = folder / ".a.mineru-files.json"
+    held = json.loads(stamp.read_text())
+    del held["records"]
+    held["crops"] += [{"not": "a name"}, "../a.md"]
+    stamp.write_text(json.dumps(held))
+    after = [page("a.pdf", 0, BLOCKS[:2])]
+    assert [p.name for p in write_documents(after, tmp_path, {"markdown"}, lambda s, i: _noise(2))] == ["a.md"]
+    assert (folder / "a_content_list.json").is_file() and sorted(folder.glob("images/*.jpg")) == crops
+    held = json.loads(stamp.read_text())
+    held["crops"] += [{"not": "a name"}, "../a.md"]
+    stamp.write_text(json.dumps(held))
+    write_documents([page("a.pdf", 0, BLOCKS[:3])], tmp_path, {"markdown"}, lambda s, i: _noise(2))
+    assert (folder / "a.md").is_file()
