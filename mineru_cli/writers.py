@@ -87,7 +87,7 @@ def write_documents(
             continue  # its files were written from these very records: nothing to redo
         folder.mkdir(parents=True, exist_ok=True)
         earlier = stamp.earlier()
-        stamp.remove()  # until all its files are written anew
+        stamp.pending(earlier)  # until all its files are written anew
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
             written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
@@ -97,8 +97,8 @@ def write_documents(
                 image = load_page(source, page["page_index"]) if load_page else None
                 items += content_list_items(page, folder, image)
             content_list = json.dumps(items, ensure_ascii=False, indent=2)
-            written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
             stamp.crops = sorted({path for it in items for path in _crops_of(it)})
+            written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
         if "layout" in formats and load_page is not None:
             from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
 
@@ -131,6 +131,7 @@ class _Stamp:
         self.records = ""  # the hash of the records alone: whether files of other formats still hold
         self.crops: list[str] = []  # images/<name>.jpg the content list names
         self.written: dict[str, list[int]] = {}  # file name -> its _identity as written
+        self._earlier: dict | None = None  # the files stood for while writing (pending)
 
     @classmethod
     def at(cls, folder: Path, stem: str) -> _Stamp:
@@ -144,6 +145,28 @@ class _Stamp:
         self.records = h.hexdigest()
         self.digest = hashlib.sha256(json.dumps([self.records, sorted(formats), crops, dpi]).encode()).hexdigest()
         return self
+
+    def pending(self, earlier: dict | None) -> None:
+        """Stand, while the files are written, for the earlier files and those written so far:
+        a stamp that never holds (no digest) but names them all, so a run killed before settle
+        leaves the next one the earlier files to settle (a content list of the earlier content
+        must not outlive the run that wrote the new Markdown). Its records are the earlier
+        files' only where those are this run's too. A stamp that cannot be written is removed:
+        none must vouch for files being replaced."""
+        self._earlier = earlier or {"records": self.records, "written": {}, "crops": []}
+        if not self._write_pending():
+            self.remove()
+
+    def _write_pending(self) -> bool:
+        earlier = self._earlier
+        if earlier is None:
+            return True  # not writing: nothing to stand for
+        written = {n: i for n, i in earlier["written"].items() if isinstance(n, str)} | self.written
+        crops = sorted({c for c in earlier["crops"] if isinstance(c, str)} | set(self.crops))
+        pending = {"digest": "", "written": written, "crops": crops}
+        if "records" in earlier:  # an earlier mineru-cli's stamp: its files' records stay unknown
+            pending["records"] = self.records if earlier["records"] == self.records else ""
+        return self._write(pending)
 
     def earlier(self) -> dict | None:
         """The stamp there now (before this run rewrites the files), or None."""
@@ -176,11 +199,14 @@ class _Stamp:
                 self.written[name] = identity
             elif ours:
                 _unlink(folder / name)
+        # an earlier crop stays while the records are the same and it is still there (a stamp
+        # naming a crop removed since would never hold, and each run would write it all again)
         crops = {c for c in earlier["crops"] if isinstance(c, str) and _is_crop(c)}
-        kept = set(self.crops) | (crops if same else set())
+        kept = set(self.crops) | {c for c in crops if same and (folder / c).is_file()}
         for crop in crops - kept:
             _unlink(folder / crop)
         self.crops = sorted(kept)
+        self._earlier = None
 
     def holds(self) -> bool:
         """Whether the files were written from the same inputs and are all still there, each
@@ -202,18 +228,19 @@ class _Stamp:
             self.written[path.name] = _identity(path)
         except OSError:  # gone already (another run removed it): a stamp that never holds
             self.written[path.name] = []
+        self._write_pending()
         return path
 
     def write(self) -> None:
+        # the files are written; without their stamp the next run writes them again
+        self._write({"digest": self.digest, "records": self.records, "written": self.written, "crops": self.crops})
+
+    def _write(self, stamp: dict) -> bool:
         try:
-            atomic_write(
-                self.path,
-                json.dumps(
-                    {"digest": self.digest, "records": self.records, "written": self.written, "crops": self.crops}
-                ),
-            )
+            atomic_write(self.path, json.dumps(stamp))
+            return True
         except OSError:
-            pass  # the files are written; without their stamp the next run writes them again
+            return False
 
     def remove(self) -> None:
         try:

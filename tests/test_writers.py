@@ -449,3 +449,48 @@ def test_a_stamp_without_the_records_hash_leaves_the_files_it_names(tmp_path):
     stamp.write_text(json.dumps(held))
     write_documents([page("a.pdf", 0, BLOCKS[:3])], tmp_path, {"markdown"}, lambda s, i: _noise(2))
     assert (folder / "a.md").is_file()
+
+
+def test_a_run_killed_while_writing_leaves_the_next_run_the_earlier_files_to_remove(tmp_path):
+    """The document changed and the run writing its new Markdown was killed (SIGKILL: the OOM
+    killer, `timeout -s KILL`) while it drew the layout PDF: the stamp was gone, so no later run
+    knew of the earlier content list and crops, which stood beside the new Markdown for good."""
+    import subprocess
+    import sys
+    import textwrap
+
+    folder = document_dir(tmp_path, "a.pdf")
+    before = [page("a.pdf", 0, BLOCKS)]
+    after = [page("a.pdf", 0, [{**BLOCKS[-2], "text": "New text."}])]
+    for records in (before, after):
+        records[0]["image"] |= {"original_width": 2000, "original_height": 1000}  # the layout PDF's page size
+    write_documents(before, tmp_path, {"content-list"}, lambda s, i: _noise(1))
+    assert len(list(folder.glob("images/*.jpg"))) == 2
+    killed = textwrap.dedent(f"""
+        import os, signal
+        from mineru_cli.writers import write_documents
+        def load_page(source, index):  # the layout PDF's page: after the Markdown is written
+            os.kill(os.getpid(), signal.SIGKILL)
+        write_documents({after!r}, __import__("pathlib").Path({str(tmp_path)!r}), {{"markdown", "layout"}}, load_page)
+    """)
+    run = subprocess.run([sys.executable, "-c", killed], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert run.returncode == -9
+    assert (folder / "a.md").read_text().strip() == "New text."  # written before the kill
+
+    write_documents(after, tmp_path, {"markdown", "layout"}, lambda s, i: _noise(2))
+    assert sorted(p.name for p in folder.iterdir()) == [".a.mineru-files.json", "a.md", "a_layout.pdf", "images"]
+    assert list(folder.glob("images/*")) == []
+
+
+def test_a_crop_removed_by_the_user_does_not_make_every_run_write_the_document_again(tmp_path):
+    """Markdown and layout asked for after a content list, the same records: the crops stay
+    named; one removed since (the user cleared images/) kept being named, the stamp never held,
+    and every later run wrote the Markdown and drew the layout PDF again."""
+    folder, records = document_dir(tmp_path, "a.pdf"), [page("a.pdf", 0, BLOCKS)]
+    records[0]["image"] |= {"original_width": 2000, "original_height": 1000}
+    write_documents(records, tmp_path, {"content-list"}, lambda s, i: _noise(1))
+    for crop in folder.glob("images/*.jpg"):
+        crop.unlink()
+    written = write_documents(records, tmp_path, {"markdown", "layout"}, lambda s, i: _noise(1))
+    assert [p.name for p in written] == ["a.md", "a_layout.pdf"]
+    assert write_documents(records, tmp_path, {"markdown", "layout"}, lambda s, i: _noise(1)) == []

@@ -658,8 +658,9 @@ class VlmEngine:
             info["retried"] = True
             retry: str | None = None  # the retry's answer (None: its decode raised)
             again: str | None  # what went wrong with the retry
-            if isinstance(answer, Exception):
+            if isinstance(answer, Exception):  # a block left as it was: not cached, read again later
                 again = f"failed ({type(answer).__name__}: {answer})"
+                st.counts[FAILED_BLOCKS] = st.counts.get(FAILED_BLOCKS, 0) + 1
             else:
                 retry, gen = answer
                 why = fusion.runaway(retry, gen.truncated, ocr_text, len(gen.tokens))

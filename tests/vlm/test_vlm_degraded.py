@@ -111,3 +111,39 @@ def test_hybrid_keeps_the_text_layer_of_a_page_whose_layout_found_no_text(tiny_v
     assert {b.extra["source"] for b in result.blocks} == {"text_layer"}
     assert result.counts["text_layer_blocks"] == len(result.blocks) > 1
     assert any("no text block" in w for w in result.warnings)
+
+
+class FailingFrom:
+    """The real runtime, except that every prefill from the `first`-th on raises."""
+
+    def __init__(self, runtime, first: int):
+        self.runtime, self.first, self.calls = runtime, first, 0
+
+    def prefill(self, inputs):
+        self.calls += 1
+        if self.calls >= self.first:
+            raise RuntimeError("cannot allocate memory for the retry")
+        return self.runtime.prefill(inputs)
+
+    def step(self, ids):
+        return self.runtime.step(ids)
+
+    def retain(self, rows):
+        self.runtime.retain(rows)
+
+
+def test_a_runaway_whose_retry_raises_is_a_failed_block_so_its_page_is_not_cached(tiny_vlm, shared_runtime, page):
+    """Text answers capped at 3 tokens run away; their one retry raises. The page keeps the cut
+    answer (or the OCR text) with a warning, and counted no failed block, so the worker stored
+    it in the result cache and every later run (--force too) got the cut answer back."""
+    import dataclasses
+
+    engine = VlmEngine(tiny_vlm / "model", threads=1, mode="vlm")
+    capped = dataclasses.replace(engine.profile.sampling["[default]"], max_new_tokens=3)
+    engine.profile = dataclasses.replace(engine.profile, sampling={**engine.profile.sampling, "[default]": capped})
+    engine._runtime = FailingFrom(shared_runtime, 3)  # the layout, the crops, then the retries
+
+    result = engine.parse(page)
+    failed = [w for w in result.warnings if "runaway answer" in w and "the retry failed" in w]
+    assert len(failed) == 2, result.warnings
+    assert result.counts["failed_blocks"] == 2
