@@ -39,6 +39,19 @@ def _open(cache_dir: Optional[Path]) -> SqliteStore:
     return SqliteStore(_folder(cache_dir), warn=lambda m: typer.echo(m, err=True))
 
 
+# `stats --json` where there is no cache file: the keys a cache's stats have, so a monitoring
+# script reads zeros on a machine that never parsed
+NO_CACHE_STATS = {
+    "entries": 0,
+    "fingerprints": 0,
+    "data_bytes": 0,
+    "oldest_created": None,
+    "newest_used": None,
+    "integrity": None,
+    "file_bytes": 0,
+}
+
+
 def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
     """The cache file's path where there is none yet (a machine that never parsed, or a
     mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
@@ -108,7 +121,7 @@ def stats(
     absent = _absent(cache_dir)
     if absent is not None:
         if json_out:
-            typer.echo(json.dumps({"path": str(absent), "exists": False, "entries": 0}))
+            typer.echo(json.dumps({"path": str(absent), "exists": False, **NO_CACHE_STATS}))
         else:
             typer.echo(f"path:         {absent}\nentries:      0 (no cache file there yet)")
         return
