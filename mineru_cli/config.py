@@ -109,7 +109,8 @@ def default_page_batch(engine: str) -> int:
 # 4: fields and FreeText annotations give the text their appearance shows, not their values.
 # 5: a field counts only where its own ink shows; descenders, typed-over templates, numeric values, signatures.
 # 6: a stencil-mask picture (a bilevel scan painted in its ink colour) counts towards `scanned` by its box.
-PDF_RENDERER = 6
+# 7: a character whose Unicode is a control code is U+FFFD in the text (text_layer._is_control).
+PDF_RENDERER = 7
 
 
 @dataclass(frozen=True)

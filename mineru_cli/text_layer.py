@@ -221,6 +221,8 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             counts.unicode_errors += 1  # pdfium found no Unicode for the character code
         elif _is_garbage(ch):
             counts.garbage += 1
+        if _is_control(ch):
+            ch = "\ufffd"
         visible = True
         obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
         key = _address(obj)  # the text object, as a dictionary key
@@ -473,6 +475,16 @@ def _fill(obj, key: int, known: dict[int, tuple[int, int, int] | None]) -> tuple
 def _colour(obj, get_colour) -> tuple[int, int, int, int] | None:
     r, g, b, a = (ctypes.c_uint() for _ in range(4))
     return (r.value, g.value, b.value, a.value) if get_colour(obj, r, g, b, a) else None
+
+
+def _is_control(ch: str) -> bool:
+    """A control code for a character on the page: a glyph of a font that gives no Unicode for it,
+    taken as its code (TeX's math fonts without a ToUnicode map: cmmi's ε is U+000F). It is a
+    character whose Unicode is not known, as pdfium's own U+FFFD is: no control code goes into
+    the text, where it is an invisible byte in the Markdown. (The control codes Python counts as
+    white space, U+000B, U+000C and U+001C to U+001F, are taken as spaces before this: cmex's
+    bracket pieces among them.)"""
+    return unicodedata.category(ch) == "Cc"
 
 
 def _is_garbage(ch: str) -> bool:

@@ -682,3 +682,16 @@ def test_a_scan_stored_in_strips_is_read_from_its_pixels(tmp_path):
     path = raw_pdf(tmp_path / "strips.pdf", content, "/XObject << " + " ".join(resources) + " >>", objects)
     layer = _layer(path).text_layer
     assert not layer.trusted and layer.reason == "scanned"
+
+
+def test_a_glyph_whose_unicode_is_a_control_code_is_an_unknown_character():
+    """A real TeX page whose math fonts give no Unicode (pdfium takes the glyph's code: cmmi's ε
+    as U+000F): the control code went into the text, an invisible byte in the Markdown. It is now
+    U+FFFD, a character whose Unicode is not known; no control code is left."""
+    pdf = Path(__file__).resolve().parent / "data" / "math_symbols_elstest_p2.pdf"
+    with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=72, text_layer="auto")) as doc:
+        layer = doc.page(0).text_layer
+    assert layer is not None and layer.trusted
+    text = "\n".join(line.text for line in layer.lines)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
+    assert "(\ufffdCu2O =" in text and "(refractive index \ufffd" in text
