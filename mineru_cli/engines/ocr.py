@@ -206,11 +206,13 @@ class OcrEngine:
                 bgr = orientation.turn(bgr, turned)
             upright_s = time.perf_counter() - t
             (lines, timings), source = self._text_lines(bgr), OCR
-            if SPARSE_TIMING in timings and not known:
-                # nothing found at full size: a nearly empty page, whose way up the classifier
-                # guesses from its empty centre (a dedication page at 300 DPI turned 180 and read
-                # "Dond ontd Dad dedatto"; the same page upside down left as it was). The page
-                # the other way up is read too, and the surer reading stays.
+            if SPARSE_TIMING in timings and lines and not known:
+                # nothing found at full size but a few lines shrunk: a nearly empty page, whose way
+                # up the classifier guesses from its empty centre (a dedication page at 300 DPI
+                # turned 180 and read "Dond ontd Dad dedatto"; the same page upside down left as it
+                # was). The page the other way up is read too, and the surer reading stays. A page
+                # where neither look found a line stays empty: read the other way up, the
+                # dedication turned sideways gave "aud td".
                 other = orientation.turn(bgr, 180)
                 other_lines, other_timings = self._text_lines(other)
                 if _mean_score(other_lines) > _mean_score(lines):
