@@ -20,16 +20,13 @@ from mineru_cli.vlm.protocol.crops import prepare_crops
 from mineru_cli.vlm.tokenizer import build_input
 
 
-class Refusing:
-    """The real runtime, except that a prefill holding one of the `refused` prompts raises, as
-    an allocation failure for one big crop does; every other row decodes as usual."""
+class Wrapped:
+    """The real runtime; a subclass makes some of its prefills raise."""
 
-    def __init__(self, runtime, refused):
-        self.runtime, self.refused = runtime, [np.asarray(ids) for ids in refused]
+    def __init__(self, runtime):
+        self.runtime = runtime
 
     def prefill(self, inputs):
-        if any(any(np.array_equal(x.input_ids, r) for r in self.refused) for x in inputs):
-            raise RuntimeError("cannot allocate 9 GiB for this crop")
         return self.runtime.prefill(inputs)
 
     def step(self, ids):
@@ -37,6 +34,20 @@ class Refusing:
 
     def retain(self, rows):
         self.runtime.retain(rows)
+
+
+class Refusing(Wrapped):
+    """The real runtime, except that a prefill holding one of the `refused` prompts raises, as
+    an allocation failure for one big crop does; every other row decodes as usual."""
+
+    def __init__(self, runtime, refused):
+        super().__init__(runtime)
+        self.refused = [np.asarray(ids) for ids in refused]
+
+    def prefill(self, inputs):
+        if any(any(np.array_equal(x.input_ids, r) for r in self.refused) for x in inputs):
+            raise RuntimeError("cannot allocate 9 GiB for this crop")
+        return self.runtime.prefill(inputs)
 
 
 @pytest.fixture(scope="module")
@@ -113,23 +124,18 @@ def test_hybrid_keeps_the_text_layer_of_a_page_whose_layout_found_no_text(tiny_v
     assert any("no text block" in w for w in result.warnings)
 
 
-class FailingFrom:
+class FailingFrom(Wrapped):
     """The real runtime, except that every prefill from the `first`-th on raises."""
 
     def __init__(self, runtime, first: int):
-        self.runtime, self.first, self.calls = runtime, first, 0
+        super().__init__(runtime)
+        self.first, self.calls = first, 0
 
     def prefill(self, inputs):
         self.calls += 1
         if self.calls >= self.first:
             raise RuntimeError("cannot allocate memory for the retry")
         return self.runtime.prefill(inputs)
-
-    def step(self, ids):
-        return self.runtime.step(ids)
-
-    def retain(self, rows):
-        self.runtime.retain(rows)
 
 
 def test_a_runaway_whose_retry_raises_is_a_failed_block_so_its_page_is_not_cached(tiny_vlm, shared_runtime, page):
