@@ -86,8 +86,7 @@ def write_documents(
         if stamp.holds():
             continue  # its files were written from these very records: nothing to redo
         folder.mkdir(parents=True, exist_ok=True)
-        earlier = stamp.earlier()
-        stamp.pending(earlier)  # until all its files are written anew
+        stamp.pending()  # until all its files are written anew
         if formats & {"markdown", "content-list"}:
             md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
             written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
@@ -105,7 +104,7 @@ def write_documents(
             path = folder / f"{stem}_layout.pdf"
             layout = write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi)
             written.append(stamp.wrote(layout))
-        stamp.settle(earlier)
+        stamp.settle()
         stamp.write()
     return written
 
@@ -146,14 +145,14 @@ class _Stamp:
         self.digest = hashlib.sha256(json.dumps([self.records, sorted(formats), crops, dpi]).encode()).hexdigest()
         return self
 
-    def pending(self, earlier: dict | None) -> None:
+    def pending(self) -> None:
         """Stand, while the files are written, for the earlier files and those written so far:
         a stamp that never holds (no digest) but names them all, so a run killed before settle
         leaves the next one the earlier files to settle (a content list of the earlier content
         must not outlive the run that wrote the new Markdown). Its records are the earlier
         files' only where those are this run's too. A stamp that cannot be written is removed:
         none must vouch for files being replaced."""
-        self._earlier = earlier or {"records": self.records, "written": {}, "crops": []}
+        self._earlier = self.earlier() or {"records": self.records, "written": {}, "crops": []}
         if not self._write_pending():
             self.remove()
 
@@ -176,7 +175,7 @@ class _Stamp:
         except (OSError, ValueError, AttributeError):
             return None
 
-    def settle(self, earlier: dict | None) -> None:
+    def settle(self) -> None:
         """The files the earlier stamp names that this run did not write again (a format no
         longer asked for, a crop no longer in the content list): kept, and named by this stamp,
         where they were written from the same records and are still the files written;
@@ -185,6 +184,7 @@ class _Stamp:
         longer the one written is another run's or the user's and is left alone, and so is
         everything a stamp without the records' hash names (an earlier mineru-cli's: whether the
         records changed is not known)."""
+        earlier, self._earlier = self._earlier, None
         if earlier is None or "records" not in earlier:
             return
         folder, same = self.path.parent, earlier["records"] == self.records
@@ -206,7 +206,6 @@ class _Stamp:
         for crop in crops - kept:
             _unlink(folder / crop)
         self.crops = sorted(kept)
-        self._earlier = None
 
     def holds(self) -> bool:
         """Whether the files were written from the same inputs and are all still there, each
