@@ -48,7 +48,7 @@ from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
-from mineru_cli.engines import orientation, table
+from mineru_cli.engines import orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -158,7 +158,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.8"  # bump when the same inputs would give different output
+    version = "3.9"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -263,7 +263,21 @@ class OcrEngine:
         return (degrees, score) if degrees and score >= orientation.MIN_SCORE else (0, score)
 
     def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
-        """Layout regions in page pixels, found on the page shrunk to the model's input size.
+        """Layout regions in page pixels, found piece by piece on an elongated page (see tiles).
+        A piece's running head below a cut, or its running foot above one, is text: the cut is
+        no page edge."""
+        parts = tiles.pieces(bgr, OCR_SETTINGS["det_limit_side_len"])
+        across = len(parts) > 1 and parts[1].y > 0  # the cuts run across the page
+        regions: list[tuple[Box, str, float]] = []
+        for i, piece in enumerate(parts):
+            for (x1, y1, x2, y2), cls, score in self._piece_regions(piece.pixels):
+                if across and ((cls == "header" and i > 0) or (cls == "footer" and i < len(parts) - 1)):
+                    cls = "text"
+                regions.append(((x1 + piece.x, y1 + piece.y, x2 + piece.x, y2 + piece.y), cls, score))
+        return regions
+
+    def _piece_regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
+        """Layout regions on a page (or piece), found on it shrunk to the model's input size.
 
         The model sees a fixed 608 x 800 image (rapid_compat.layout_input_size). rapid-layout
         gets there with a bilinear resize, which aliases a large page away (a 300 DPI page
@@ -306,12 +320,25 @@ class OcrEngine:
         return self._text_lines(_bgr(image))
 
     def _text_lines(self, bgr: np.ndarray) -> tuple[list[Line], dict[str, float]]:
+        """The page's lines, read piece by piece on an elongated page (see tiles), in page pixels;
+        a page where none is found gets the shrunk second look (see _sparse_lines)."""
         timings: dict[str, float] = {}
         ocr = self._load_text()
-        t = time.perf_counter()
+        lines: list[Line] = []
+        det_side = OCR_SETTINGS["det_limit_side_len"]
         try:
-            # every call names its steps and threshold: rapidocr keeps a call's settings for the next
-            out = ocr(bgr, use_det=True, use_cls=OCR_SETTINGS["use_cls"], use_rec=True, text_score=TEXT_SCORE)
+            for piece in tiles.pieces(bgr, det_side):
+                piece_h, piece_w = piece.pixels.shape[:2]
+                if tiles.detector_pixels(piece_w, piece_h, det_side) > tiles.DETECTOR_PIXELS:
+                    raise RuntimeError(
+                        f"the text detector cannot read a {bgr.shape[1]}x{bgr.shape[0]} px page "
+                        "(the page is too elongated: it would be enlarged past "
+                        f"{tiles.DETECTOR_PIXELS // 1_000_000} M pixels)"
+                    )
+                piece_lines, piece_timings = _read_lines(ocr, piece.pixels)
+                lines += [line.moved(piece.x, piece.y) for line in piece_lines]
+                for key, seconds in piece_timings.items():
+                    timings[key] = timings.get(key, 0.0) + seconds
         except Exception as exc:
             if not isinstance(exc, resize_errors()) or str(exc):
                 raise
@@ -321,17 +348,6 @@ class OcrEngine:
             raise RuntimeError(
                 f"the text detector cannot read a {w}x{h} px page ({type(exc).__name__}: the page is too elongated)"
             ) from exc
-        timings["ocr"] = time.perf_counter() - t
-        for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
-            if seconds is not None:
-                timings[key] = float(seconds)
-        found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-        lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found]  # all >= TEXT_SCORE
-        if OCR_SETTINGS["use_cls"]:
-            t = time.perf_counter()
-            lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
-            timings["ocr_reread"] = time.perf_counter() - t
-        lines = [ln for ln in lines if ln.text]
         if not lines:
             t = time.perf_counter()
             lines = _sparse_lines(ocr, bgr)
@@ -396,6 +412,26 @@ SPARSE_TIMING = "ocr_sparse"  # the timing of that second look, only where it ra
 
 def _mean_score(lines: list[Line]) -> float:
     return sum(line.score for line in lines) / len(lines) if lines else 0.0
+
+
+def _read_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> tuple[list[Line], dict[str, float]]:
+    """RapidOCR's lines on one page or piece (det + cls + rec), each read again as it stands where
+    the turned reading is unsure (see REREAD_BELOW), and the steps' timings."""
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    # every call names its steps and threshold: rapidocr keeps a call's settings for the next
+    out = ocr(bgr, use_det=True, use_cls=OCR_SETTINGS["use_cls"], use_rec=True, text_score=TEXT_SCORE)
+    timings["ocr"] = time.perf_counter() - t
+    for key, seconds in zip(("ocr_det", "ocr_cls", "ocr_rec"), out.elapse_list or ()):
+        if seconds is not None:
+            timings[key] = float(seconds)
+    found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
+    lines = [Line(_quad_to_box(quad), text, float(score)) for quad, text, score in found]  # all >= TEXT_SCORE
+    if OCR_SETTINGS["use_cls"]:
+        t = time.perf_counter()
+        lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
+        timings["ocr_reread"] = time.perf_counter() - t
+    return [ln for ln in lines if ln.text], timings
 
 
 def _sparse_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> list[Line]:
@@ -469,6 +505,13 @@ class Line:
     @property
     def height(self) -> int:
         return max(1, self.box[3] - self.box[1])
+
+    def moved(self, dx: int, dy: int) -> Line:
+        """The line in the pixels of the page that holds its piece at (dx, dy)."""
+        if not dx and not dy:
+            return self
+        x1, y1, x2, y2 = self.box
+        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score)
 
     def as_dict(self) -> dict:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
