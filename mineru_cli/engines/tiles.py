@@ -11,8 +11,8 @@ the models alone; the engine puts their lines and regions back in page pixels an
 page as one.
 
 The cuts fall in the page's blank bands (rows where no column changes: background, or a side bar
-that runs on), one wide enough nearest an even share of the page, so no text line is cut. A page with no blank row there
-(a photograph) is cut where the fewest columns change.
+that runs on), in one wide enough nearest an even share of the page, so no text line is cut. A
+page with no blank row there (a photograph) is cut where the fewest columns change.
 """
 
 from __future__ import annotations
