@@ -119,7 +119,9 @@ def parse(
     ),
     force: bool = typer.Option(_default("force"), "--force", help="Re-parse pages that are already done."),
     retry_failed: bool = typer.Option(
-        _default("retry_failed"), "--retry-failed", help="Re-parse pages whose record failed."
+        _default("retry_failed"),
+        "--retry-failed",
+        help="Re-parse pages whose record failed, and pages with a block the VLM could not read.",
     ),
     no_cache: bool = typer.Option(not _default("cache"), "--no-cache", help="Do not read or write the result cache."),
     cache_dir: Optional[Path] = typer.Option(

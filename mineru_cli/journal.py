@@ -27,12 +27,13 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
 from .core.record import page_id
+from .core.words import FAILED_BLOCK
 
 FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
 # How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
@@ -49,6 +50,7 @@ class Entry:
     status: str
     source_sha256: str | None
     fingerprint: str | None
+    failed_blocks: bool = False  # an ok page holding a block the engine could not read
 
 
 class Journal:
@@ -155,7 +157,10 @@ class Journal:
 
     def _remember(self, rec: dict[str, Any], offset: int, length: int) -> None:
         self.index.pop(rec["id"], None)  # re-insert: index order follows the latest write
-        self.index[rec["id"]] = Entry(offset, length, rec["status"], rec.get("source_sha256"), rec.get("fingerprint"))
+        failed_blocks = any(block.get(FAILED_BLOCK) for block in rec.get("blocks") or ())
+        self.index[rec["id"]] = Entry(
+            offset, length, rec["status"], rec.get("source_sha256"), rec.get("fingerprint"), failed_blocks
+        )
 
     # -- reading -------------------------------------------------------------------------
     def get(self, pid: str) -> dict[str, Any] | None:
@@ -179,11 +184,14 @@ class Journal:
         """The earlier record that makes redoing this page unnecessary, if any.
 
         Same page id, same file content, same fingerprint, and either ok or (failed and the
-        user did not ask for --retry-failed)."""
+        user did not ask for --retry-failed). An ok page with a block the engine could not read
+        counts as failed for --retry-failed."""
         e = self.index.get(pid)
         if e is None or e.source_sha256 != source_sha256 or e.fingerprint != fingerprint:
             return None
-        if e.status == "ok" or (e.status in ("failed", "timeout") and not retry_failed):
+        if retry_failed and (e.status in ("failed", "timeout") or e.failed_blocks):
+            return None
+        if e.status in ("ok", "failed", "timeout"):
             return self.get(pid)
         return None
 
@@ -266,7 +274,7 @@ class Journal:
                 for pid in ids:
                     e = self.index[pid]
                     dst.write(os.pread(src, e.length, e.offset))
-                    new_index[pid] = Entry(offset, e.length, e.status, e.source_sha256, e.fingerprint)
+                    new_index[pid] = replace(e, offset=offset)
                     offset += e.length
                 dst.flush()
                 os.fsync(dst.fileno())

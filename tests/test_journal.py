@@ -131,6 +131,28 @@ def test_finished_needs_same_content_and_fingerprint(tmp_path):
         assert not j.finished("bad#0", "a" * 64, "f1", retry_failed=True)  # ...unless retried
 
 
+def test_a_page_with_a_block_the_engine_could_not_read_is_parsed_again_with_retry_failed(tmp_path):
+    """An ok page whose record holds a block marked failed (the VLM could not read its crop) is
+    kept by a plain re-run and parsed again by --retry-failed, as a failed page is; before, only
+    --force (every page of the batch) parsed it again. Also once the journal is read back from
+    its file and after compaction."""
+    out = tmp_path / "r.jsonl"
+    degraded = rec("t.pdf#0", blocks=[{"type": "text", "text": "a"}, {"type": "table", "text": "", "failed": True}])
+    whole = rec("t.pdf#1", blocks=[{"type": "table", "text": "<table></table>"}])
+    with Journal(out) as j:
+        j.append(degraded)
+        j.append(whole)
+        for journal_state in ("appended", "compacted"):
+            assert j.finished("t.pdf#0", "a" * 64, "f1", retry_failed=False), journal_state
+            assert not j.finished("t.pdf#0", "a" * 64, "f1", retry_failed=True), journal_state
+            assert j.finished("t.pdf#1", "a" * 64, "f1", retry_failed=True), journal_state
+            j.compact(["t.pdf#1", "t.pdf#0"])
+    with Journal(out) as j:  # read back from the file
+        assert j.finished("t.pdf#0", "a" * 64, "f1", retry_failed=False)
+        assert not j.finished("t.pdf#0", "a" * 64, "f1", retry_failed=True)
+        assert j.finished("t.pdf#1", "a" * 64, "f1", retry_failed=True)
+
+
 def test_compact_keeps_one_record_per_page_in_input_order(tmp_path):
     out = tmp_path / "r.jsonl"
     with Journal(out) as j:

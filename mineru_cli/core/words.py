@@ -71,3 +71,5 @@ class CacheStatus(Word):
 # The engine's count (EngineResult.counts, the summary's counts) of a page's blocks it could not
 # read: the page is ok with a warning per block, and its result is not cached.
 FAILED_BLOCKS = "failed_blocks"
+# Each such block carries this key (true) in its record: `--retry-failed` parses its page again.
+FAILED_BLOCK = "failed"

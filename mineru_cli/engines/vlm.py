@@ -65,7 +65,7 @@ from PIL import Image
 
 from ..core.blocks import PARATEXT, Block
 from ..core.errors import SetupError
-from ..core.words import FAILED_BLOCKS
+from ..core.words import FAILED_BLOCK, FAILED_BLOCKS
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..reading_order import reading_order
@@ -527,6 +527,7 @@ class VlmEngine:
             base, picked, layout, _ = states[k]
             if isinstance(read, Exception):  # this block only: the embedded engine's stays
                 base.counts[FAILED_BLOCKS] = base.counts.get(FAILED_BLOCKS, 0) + 1
+                base.blocks[picked[crop.index]].extra[FAILED_BLOCK] = True
                 base.warnings.append(
                     f"block {picked[crop.index]} ({layout[crop.index].type}): the VLM could not read it "
                     f"({type(read).__name__}: {read}); kept the embedded engine's block"
@@ -616,17 +617,17 @@ class VlmEngine:
     def _settle_failed(st: "_Page") -> None:
         """Blocks whose crop the VLM could not read (read_crops' Exceptions) cost only
         themselves: an upright text-like one takes the text of its box's lines (from the text
-        layer or OCR, confident or not), any other stays empty with extra["failed"]; each gets a
+        layer or OCR, confident or not), any other stays empty; each gets extra["failed"] and a
         warning naming it, and the page keeps every other block."""
         for i, exc in sorted(st.failed.items()):
             block = st.blocks[i]
             lines = st.lines[i] if st.lines is not None else []
             if block.type in fusion.TEXT_TYPES and block.angle in (0, None) and lines:
                 block.content, line_dicts, score = fusion.read_lines(lines)
-                st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score}
+                st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score, FAILED_BLOCK: True}
                 kept = f"kept the {st.line_source} text of its box"
             else:
-                st.info[i] = {"failed": True}
+                st.info[i] = {FAILED_BLOCK: True}
                 kept = "left empty"
             st.counts[FAILED_BLOCKS] = st.counts.get(FAILED_BLOCKS, 0) + 1
             st.warnings.append(
@@ -661,6 +662,7 @@ class VlmEngine:
             if isinstance(answer, Exception):  # a block left as it was: not cached, read again later
                 again = f"failed ({type(answer).__name__}: {answer})"
                 st.counts[FAILED_BLOCKS] = st.counts.get(FAILED_BLOCKS, 0) + 1
+                info[FAILED_BLOCK] = True
             else:
                 retry, gen = answer
                 why = fusion.runaway(retry, gen.truncated, ocr_text, len(gen.tokens))
@@ -692,7 +694,7 @@ class VlmEngine:
             block = self._block(b, width, height)
             info = st.info.get(index, {}) if index is not None else {}
             block.extra["source"] = "vlm"
-            for key in ("source", "retried", "lines", "failed"):
+            for key in ("source", "retried", "lines", FAILED_BLOCK):
                 if key in info:
                     block.extra[key] = info[key]
             if "score" in info:

@@ -102,7 +102,10 @@ def test_standard_mode_keeps_the_embedded_table_when_the_vlm_cannot_read_it(tiny
     (result,) = engine.parse_batch([page.image], [page.text_layer])
     assert not isinstance(result, Exception), result
     # the page is the embedded engine's, its table included (the text layer's cells)
-    assert [b.as_dict() for b in result.blocks] == [b.as_dict() for b in embedded.blocks]
+    # (its block marked, so that --retry-failed parses the page again)
+    assert [b.as_dict() for b in result.blocks] == [
+        {**b.as_dict(), **({"failed": True} if i == index else {})} for i, b in enumerate(embedded.blocks)
+    ]
     assert any(w.startswith(f"block {index} (table): the VLM could not read it") for w in result.warnings)
     assert result.counts["failed_blocks"] == 1
 
@@ -153,3 +156,4 @@ def test_a_runaway_whose_retry_raises_is_a_failed_block_so_its_page_is_not_cache
     failed = [w for w in result.warnings if "runaway answer" in w and "the retry failed" in w]
     assert len(failed) == 2, result.warnings
     assert result.counts["failed_blocks"] == 2
+    assert sum(bool(b.extra.get("failed")) for b in result.blocks) == 2
