@@ -1,0 +1,81 @@
+"""The embedded engine on scans: a real page (tests/data) rendered, turned a few degrees as a
+sheet fed askew into a scanner is, on grey paper with sensor noise and JPEG compression (fixed
+seed), and read from its pixels. Its straight render read the same way is the reference: the
+scan's text must come in the same order."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+
+from mineru_cli.engines.ocr import OcrEngine
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parents[1] / "data"
+PAGE = DATA / "article_ejpecp_p1.pdf"
+DPI = 300
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def cer(hyp: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(squash(hyp), squash(truth)) / max(1, len(squash(truth)))
+
+
+def truth_text(pdf: Path) -> str:
+    """The page's text layer in the PDF's own order."""
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        return str(doc[0].get_textpage().get_text_bounded())
+    finally:
+        doc.close()
+
+
+def render(pdf: Path, dpi: int) -> np.ndarray:
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        return np.array(doc[0].render(scale=dpi / 72, grayscale=True).to_pil().convert("L"))
+    finally:
+        doc.close()
+
+
+def scan(grey: np.ndarray, degrees: float, seed: int = 7) -> Image.Image:
+    """The page turned `degrees` counter-clockwise (a dark lid where the sheet does not reach),
+    on paper a little grey with noise, saved as JPEG at quality 85 and read back."""
+    h, w = grey.shape
+    turn = cv2.getRotationMatrix2D((w / 2, h / 2), degrees, 1.0)
+    page = cv2.warpAffine(grey, turn, (w, h), flags=cv2.INTER_LINEAR, borderValue=60)
+    noisy = page.astype(np.float32) * (235 / 255) + np.random.default_rng(seed).normal(0, 6, page.shape)
+    ok, jpeg = cv2.imencode(".jpg", np.clip(noisy, 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 85])
+    assert ok
+    return Image.fromarray(cv2.imdecode(jpeg, cv2.IMREAD_GRAYSCALE))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=1)
+
+
+def read(engine: OcrEngine, image: Image.Image) -> str:
+    return "\n".join(block.text or "" for block in engine.parse(image).blocks)
+
+
+@pytest.mark.parametrize("degrees", [2.5, -2.5])
+def test_a_page_scanned_askew_reads_in_the_order_of_its_straight_scan(engine, degrees):
+    truth = truth_text(PAGE)
+    grey = render(PAGE, DPI)
+    straight = cer(read(engine, Image.fromarray(grey)), truth)
+    askew = cer(read(engine, scan(grey, degrees)), truth)
+    assert askew <= straight + 0.05, (straight, askew)
