@@ -31,11 +31,16 @@ TILE_ASPECT = 2.5
 # Nor a page thinner than this: it holds no line of text to read (the detector fails on it, or
 # the check below stops it).
 TILE_SHORT = 20
-# The most pixels the text detector may be given. It enlarges a page's short side to
-# det_limit_side_len (736), the long side alike: a 1900 x 4 px spacer image became ~350,000 x 736
-# and took 24 GB. Pieces are kept within it; a page or piece over it is refused (see
-# detector_pixels). A 3000 x 40 label strip, read before pieces, took ~34 M.
+# The most pixels the text detector may be given (see detector_pixels). It enlarges a page's short
+# side to det_limit_side_len (736), the long side alike: a 1900 x 4 px spacer image became
+# 14,240 x 3,552, a 24 x 1500 strip 736 x 43,424 (4.6 GB). Pieces are kept within it; a page or
+# piece over it is refused.
 DETECTOR_PIXELS = 40_000_000
+# RapidOCR's preprocessing before the detector (its config.yaml Global): the short side brought up
+# to min_side_len, and a strip wider than width_height_ratio to 1 (or no higher than min_height)
+# padded above and below to twice max(width / ratio, min_height) high (use_vertical_padding).
+_MIN_SIDE = 30
+_PAD_RATIO = 8
 # A cut keeps this many blank rows on either side where the blank band is wide enough.
 _MARGIN = 16
 # A pixel that differs from the one above it by more than this (of 255) is drawn: JPEG noise on a
@@ -69,12 +74,17 @@ def pieces(page: np.ndarray, det_side: int) -> list[Piece]:
 
 def detector_pixels(width: int, height: int, det_side: int) -> float:
     """The pixels RapidOCR's detector is given for a page of this size: shrunk to TILE_SIDE on its
-    long side, then enlarged so its short side is det_side (limit_type "min")."""
-    scale = min(1.0, TILE_SIDE / max(width, height, 1))
-    long_side, short_side = max(width, height) * scale, max(1.0, min(width, height) * scale)
-    if short_side < det_side:
-        long_side, short_side = long_side * det_side / short_side, float(det_side)
-    return long_side * short_side
+    long side, its short side brought up to _MIN_SIDE, a wide strip padded above and below to a
+    height of a quarter of its width, then enlarged so its short side is det_side (limit_type
+    "min"). A wide strip is padded, not enlarged: a 1900 x 22 line of text is read from
+    ~2,900 x 736 pixels."""
+    w, h = float(max(width, 1)), float(max(height, 1))
+    scale = min(1.0, TILE_SIDE / max(w, h))
+    scale *= max(1.0, _MIN_SIDE / (min(w, h) * scale))
+    w, h = w * scale, h * scale
+    if w / h > _PAD_RATIO or h <= _MIN_SIDE:
+        h = max(h, 2 * max(w / _PAD_RATIO, _MIN_SIDE))
+    return w * h * max(1.0, det_side / min(w, h)) ** 2
 
 
 def cut(gray: np.ndarray, side: int) -> list[tuple[int, int]]:
