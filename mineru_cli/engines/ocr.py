@@ -253,14 +253,26 @@ class OcrEngine:
 
     def _upright(self, bgr: np.ndarray) -> tuple[int, float]:
         """(degrees to turn the page counter-clockwise, the classifier's score); (0, 1.0) when
-        the page stands upright, the classifier is unsure, or it is not installed."""
+        the page stands upright, the classifier is unsure, or it is not installed.
+
+        The classifier sees the centre of the page shrunk to 256 px, which on an elongated page is
+        a thin slice of it: an upright 1280 x 6438 screenshot of a table was turned 180 degrees
+        (0.90). Each piece of such a page (see tiles) is classified, and the way up most pieces
+        surely give wins; unsure pieces count as upright, and a tie stays upright."""
         if self._orientation is None:
             if "orientation" not in self._models:
                 return 0, 1.0
             with _quiet_logging():
                 self._orientation = orientation.Orientation(self._session("orientation"))
-        degrees, score = self._orientation.classify(bgr)
-        return (degrees, score) if degrees and score >= orientation.MIN_SCORE else (0, score)
+        answers = [
+            self._orientation.classify(piece.pixels) for piece in tiles.pieces(bgr, OCR_SETTINGS["det_limit_side_len"])
+        ]
+        votes = [degrees if score >= orientation.MIN_SCORE else 0 for degrees, score in answers]
+        degrees = max(sorted(set(votes)), key=lambda d: (votes.count(d), d == 0))
+        score = statistics.mean(
+            score for d, score in answers if (d if score >= orientation.MIN_SCORE else 0) == degrees
+        )
+        return degrees, score
 
     def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
         """Layout regions in page pixels, found piece by piece on an elongated page (see tiles).
@@ -439,9 +451,12 @@ def _sparse_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> list[Line]:
     each read at full size from its box (so small print is read from all its pixels)."""
     h, w = bgr.shape[:2]
     scale = SPARSE_SIDE / max(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
     if scale >= 1:
         return []  # the detector saw this page at its own size already
-    small = cv2.resize(bgr, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    if tiles.detector_pixels(*size, OCR_SETTINGS["det_limit_side_len"]) > tiles.DETECTOR_PIXELS:
+        return []  # a strip: shrunk, the detector would enlarge it past its bound (no page of few lines)
+    small = cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
     found = ocr(small, use_det=True, use_cls=False, use_rec=False)
     lines = []
     for quad in found.boxes if found.boxes is not None else ():

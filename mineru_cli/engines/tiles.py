@@ -32,10 +32,12 @@ TILE_ASPECT = 2.5
 # the check below stops it).
 TILE_SHORT = 20
 # The most pixels the text detector may be given (see detector_pixels). It enlarges a page's short
-# side to det_limit_side_len (736), the long side alike: a 1900 x 4 px spacer image became
-# 14,240 x 3,552, a 24 x 1500 strip 736 x 43,424 (4.6 GB). Pieces are kept within it; a page or
-# piece over it is refused.
-DETECTOR_PIXELS = 40_000_000
+# side to det_limit_side_len (736), the long side alike, and takes ~140 bytes and ~4 us a pixel:
+# a blank 1900 x 5 px strip became 11,400 x 2,850 (32.5 M: 4.7 GB, 134 s), a 24 x 1500 one
+# 736 x 46,000 (33.9 M: 4.7 GB). A page of ordinary shape gets at most 4 M (2000 x 2000; an A4
+# page at 300 DPI 2.8 M, a 1900 x 22 line of text 2.2 M). A thinner strip is cut into pieces
+# within it; a page thinner than TILE_SHORT over it is refused.
+DETECTOR_PIXELS = 6_000_000
 # RapidOCR's preprocessing before the detector (its config.yaml Global): the short side brought up
 # to min_side_len, and a strip wider than width_height_ratio to 1 (or no higher than min_height)
 # padded above and below to twice max(width / ratio, min_height) high (use_vertical_padding).
@@ -55,18 +57,22 @@ class Piece(NamedTuple):
 
 
 def pieces(page: np.ndarray, det_side: int) -> list[Piece]:
-    """The page cut into pieces along its long side ([the whole page] when it needs no cut);
-    `det_side` is the detector's det_limit_side_len, which bounds each piece's length (see
-    DETECTOR_PIXELS)."""
+    """The page cut into pieces along its long side ([the whole page] when it needs no cut): an
+    elongated page (see TILE_ASPECT), or a strip the detector would enlarge past DETECTOR_PIXELS
+    (`det_side`: its det_limit_side_len)."""
     h, w = page.shape[:2]
     tall = h >= w
     long_side, short_side = (h, w) if tall else (w, h)
-    if long_side <= TILE_SIDE or long_side < TILE_ASPECT * short_side or short_side < TILE_SHORT:
+    elongated = long_side > TILE_SIDE and long_side >= TILE_ASPECT * short_side
+    if short_side < TILE_SHORT or not (elongated or detector_pixels(w, h, det_side) > DETECTOR_PIXELS):
         return [Piece(0, 0, page)]
-    # the detector sees a piece's long side enlarged by det_side / short_side where that is over 1
-    within = DETECTOR_PIXELS * min(short_side, det_side) // det_side**2
+    side = max(short_side, TILE_SIDE)
+    while side > short_side and detector_pixels(*((short_side, side) if tall else (side, short_side)), det_side) > (
+        DETECTOR_PIXELS
+    ):
+        side = max(short_side, side * 4 // 5)
     gray = cv2.cvtColor(page, cv2.COLOR_BGR2GRAY) if page.ndim == 3 else page
-    spans = cut(gray if tall else gray.T, max(short_side, min(TILE_SIDE, within)))
+    spans = cut(gray if tall else gray.T, side)
     if tall:
         return [Piece(0, a, np.ascontiguousarray(page[a:b])) for a, b in spans]
     return [Piece(a, 0, np.ascontiguousarray(page[:, a:b])) for a, b in spans]

@@ -176,26 +176,81 @@ def test_a_page_without_a_blank_row_is_cut_where_least_changes():
     assert spans[0] == (0, 1500)
 
 
-def test_a_thin_spacer_image_is_refused_before_the_detector_enlarges_it():
-    """A 1900 x 4 px image (a spacer or rule of a saved web page): the detector enlarges its short
-    side to 736 px and the long side alike, to ~257 M pixels; that took 24 GB before the OOM
-    killer came. It is refused at once with the reason. Run in a process limited to 4 GB, so
-    that code that does try cannot take the machine."""
-    assert tiles.detector_pixels(1900, 4, DET_SIDE) > tiles.DETECTOR_PIXELS
+def parse_in_4_gb(size: tuple[int, int]) -> str:
+    """What OcrEngine.parse makes of a white page of this size, run in a process limited to 4 GB
+    of address space, so that code that tries to take more fails there, not the machine."""
     code = textwrap.dedent(
-        """
+        f"""
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
         from PIL import Image
         from mineru_cli.engines.ocr import OcrEngine
         try:
-            OcrEngine(threads=1).parse(Image.new("RGB", (1900, 4), "white"))
+            print("ok", OcrEngine(threads=1).parse(Image.new("RGB", {size!r}, "white")).warnings)
         except Exception as exc:
             print(type(exc).__name__, exc)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert "RuntimeError the text detector cannot read a 1900x4 px page (the page is too elongated" in out.stdout, (
-        out.stdout,
-        out.stderr[-2000:],
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    return out.stdout + out.stderr[-2000:]
+
+
+def test_a_thin_spacer_image_is_refused_before_the_detector_enlarges_it():
+    """A 1900 x 4 px image (a spacer or rule of a saved web page): the detector enlarges its short
+    side to 736 px and the long side alike, past 6 GB (it failed to allocate under that limit).
+    It is refused at once with the reason."""
+    assert tiles.detector_pixels(1900, 4, DET_SIDE) > tiles.DETECTOR_PIXELS
+    out = parse_in_4_gb((1900, 4))
+    assert "RuntimeError the text detector cannot read a 1900x4 px page (the page is too elongated" in out, out
+
+
+def test_a_tall_thin_strip_is_read_in_pieces_the_detector_can_hold():
+    """A 24 x 1500 px strip (a side bar): the detector got 736 x 46,000 px of it (4.7 GB, and as
+    much again for the second look of a page where it finds nothing). Now pieces of it, each
+    within DETECTOR_PIXELS, and no second look for a strip: about 1 GB."""
+    assert tiles.detector_pixels(24, 1500, DET_SIDE) > 5 * tiles.DETECTOR_PIXELS
+    parts = tiles.pieces(np.full((1500, 24, 3), 255, np.uint8), DET_SIDE)
+    assert len(parts) > 1
+    assert all(tiles.detector_pixels(24, p.pixels.shape[0], DET_SIDE) <= tiles.DETECTOR_PIXELS for p in parts)
+    out = parse_in_4_gb((24, 1500))
+    assert out.startswith("ok ['no text found on the page']"), out
+
+
+def table_screenshot(path: Path) -> Path:
+    """A full-page Chromium screenshot (1280 px wide, 6,438 px high) of an HTML page holding a
+    heading, a sentence and a bordered table of 200 rows (user, group, home directory)."""
+    from test_review import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium: install Debian's chromium package (make test does where it can)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    groups = ["daemon", "backup", "staff", "audio"]
+    rows = "".join(
+        f"<tr><td>{i}</td><td>user{i * 7}</td><td>{groups[i * 7 % 4]}</td><td>/var/lib/svc{i}</td></tr>"
+        for i in range(1, 201)
     )
+    html = path.with_suffix(".html")
+    html.write_text(
+        "<html><body style='font:16px sans-serif;margin:40px'><h1>Service accounts</h1>"
+        "<p>The accounts below are created at install time.</p>"
+        "<table border=1 cellpadding=6 style='border-collapse:collapse'>"
+        f"<tr><th>No</th><th>Name</th><th>Group</th><th>Home</th></tr>{rows}</table>"
+        "<p>End of the table.</p></body></html>"
+    )
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(html.as_uri())
+        page.screenshot(path=str(path), full_page=True)
+        browser.close()
+    return path
+
+
+def test_an_upright_screenshot_of_a_long_table_is_not_turned(engine, tmp_path):
+    """The orientation classifier sees the centre of the page shrunk to 256 px wide: on this
+    screenshot a slice of table rows, which it took for upside down (180 degrees, score 0.90), so
+    the rows were read last to first. Each piece of the page is classified instead, and the way
+    up most pieces surely give stands."""
+    image = Image.open(table_screenshot(tmp_path / "table.png")).convert("RGB")
+    assert image.height > 2.5 * image.width
+    assert engine._upright(np.asarray(image)[:, :, ::-1].copy())[0] == 0
