@@ -48,7 +48,7 @@ from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
-from mineru_cli.engines import orientation, table, tiles
+from mineru_cli.engines import deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
@@ -222,6 +222,12 @@ class OcrEngine:
                 warnings.append(f"page read turned {turned} degrees counter-clockwise ({why})")
             timings["orientation"] = upright_s
         size = (bgr.shape[1], bgr.shape[0])
+        found = lines  # in the page's pixels (the lines the blocks get are those of a level page)
+        slope = deskew.page_slope([(line.box, line.slope) for line in lines])
+        level = deskew.Level(slope, size) if abs(slope) >= deskew.LEVEL_FROM else None
+        if level is not None:
+            bgr = level.image(bgr)
+            lines = [Line(level.line_box(line.box), line.text, line.score) for line in found]
 
         t = time.perf_counter()
         regions = [(clip(box, size), cls, score) for box, cls, score in self._regions(bgr)]
@@ -233,6 +239,8 @@ class OcrEngine:
             t_table = time.perf_counter()
             warnings += self._tables(bgr, blocks)
             timings["table"] = time.perf_counter() - t_table
+        if level is not None:
+            _level_back(blocks, level, dict(zip(((ln.box, ln.text) for ln in lines), (ln.box for ln in found))))
         for block in blocks:
             block.extra["source"] = source
             if turned:
@@ -481,6 +489,16 @@ def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
     if not out.txts or not out.scores or float(out.scores[0]) <= line.score:
         return line
     return Line(line.box, out.txts[0], float(out.scores[0]), line.slope)
+
+
+def _level_back(blocks: list[Block], level: deskew.Level, found: dict[tuple[Box, str], Box]) -> None:
+    """Blocks assembled on the levelled page, in the page's own pixels: each line's box as the
+    detector found it (`found`: by its box on the level page and its text), the block's around
+    its box turned back."""
+    for block in blocks:
+        block.bbox = level.box_back(block.bbox)
+        for line in block.extra.get("lines", []):
+            line["bbox"] = list(found.get((tuple(line["bbox"]), line["text"]), level.box_back(tuple(line["bbox"]))))
 
 
 def _turn_back(block: Block, degrees: int, size: tuple[int, int]) -> None:
