@@ -24,15 +24,23 @@ from mineru_cli.core.geometry import Box
 # own (ocr._level_boxes).
 LEVEL_FROM = 0.02
 # A line at least this many times wider than high gives the page's slope (a short one's is noise),
-# and a page needs this many of them.
+# and a page needs this many of them, most of them (_AGREE) within _NEAR of their median: a straight
+# page with a stamp or a turned table on it is not levelled to their angle.
 _LONG = 4
 _ENOUGH = 5
+_AGREE = 0.6
+_NEAR = 0.01
 
 
 def page_slope(boxes_and_slopes: list[tuple[Box, float]]) -> float:
-    """The page's slope: the median of its long lines' slopes, 0 where it has too few."""
+    """The page's slope: the median of its long lines' slopes, 0 where it has too few or they do
+    not agree on it."""
     slopes = sorted(slope for (x1, y1, x2, y2), slope in boxes_and_slopes if x2 - x1 > _LONG * max(1, y2 - y1))
-    return slopes[len(slopes) // 2] if len(slopes) >= _ENOUGH else 0.0
+    if len(slopes) < _ENOUGH:
+        return 0.0
+    median = slopes[len(slopes) // 2]
+    near = sum(abs(slope - median) <= _NEAR for slope in slopes)
+    return median if near >= _AGREE * len(slopes) else 0.0
 
 
 class Level:

@@ -100,3 +100,16 @@ def test_a_three_column_page_scanned_askew_reads_column_after_column(engine, deg
         for line in block.extra.get("lines", []):
             lx1, ly1, lx2, ly2 = line["bbox"]
             assert x1 - 2 <= lx1 and ly1 >= y1 - 2 and lx2 <= x2 + 2 and ly2 <= y2 + 2, (block.bbox, line)
+
+
+def test_a_straight_page_with_a_turned_stamp_is_not_levelled():
+    """The page's slope is its long lines' median only where most of them agree on it: six level
+    lines and six of a stamp turned 3 degrees gave the stamp's slope (the upper middle value), and
+    the whole page would have been levelled to it. An askew page's lines agree."""
+    from mineru_cli.engines import deskew
+
+    level = [((100, 100 + 40 * i, 1100, 130 + 40 * i), 0.0005 * (i % 3)) for i in range(6)]
+    stamp = [((300, 900 + 60 * i, 800, 950 + 60 * i), 0.052) for i in range(6)]
+    assert deskew.page_slope(level + stamp) == 0.0
+    askew = [(box, 0.044 + 0.001 * (i % 3)) for i, (box, _) in enumerate(level + stamp)]
+    assert abs(deskew.page_slope(askew) - 0.045) < 0.002
