@@ -32,10 +32,15 @@ _AGREE = 0.6
 _NEAR = 0.01
 
 
+def long_line_slopes(boxes_and_slopes: list[tuple[Box, float]]) -> list[float]:
+    """The slopes of the long lines (a short one's is noise), sorted."""
+    return sorted(slope for (x1, y1, x2, y2), slope in boxes_and_slopes if x2 - x1 > _LONG * max(1, y2 - y1))
+
+
 def page_slope(boxes_and_slopes: list[tuple[Box, float]]) -> float:
     """The page's slope: the median of its long lines' slopes, 0 where it has too few or they do
     not agree on it."""
-    slopes = sorted(slope for (x1, y1, x2, y2), slope in boxes_and_slopes if x2 - x1 > _LONG * max(1, y2 - y1))
+    slopes = long_line_slopes(boxes_and_slopes)
     if len(slopes) < _ENOUGH:
         return 0.0
     median = slopes[len(slopes) // 2]

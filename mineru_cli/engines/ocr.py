@@ -277,10 +277,7 @@ class OcrEngine:
         ]
         votes = [degrees if score >= orientation.MIN_SCORE else 0 for degrees, score in answers]
         degrees = max(sorted(set(votes)), key=lambda d: (votes.count(d), d == 0))
-        score = statistics.mean(
-            score for d, score in answers if (d if score >= orientation.MIN_SCORE else 0) == degrees
-        )
-        return degrees, score
+        return degrees, statistics.mean(score for vote, (_, score) in zip(votes, answers) if vote == degrees)
 
     def _regions(self, bgr: np.ndarray) -> list[tuple[Box, str, float]]:
         """Layout regions in page pixels, found piece by piece on an elongated page (see tiles).
@@ -867,7 +864,7 @@ def _level_boxes(lines: list[Line]) -> list[Box]:
     paragraph's lines overlap and would make one row read left to right (an indented first line
     read after the lines below it). Each box is sheared by the block's median slope (its long
     lines': a short one's slope is noise) and cut to the height of its text."""
-    slopes = sorted(ln.slope for ln in lines if ln.box[2] - ln.box[0] > 4 * ln.height)
+    slopes = deskew.long_line_slopes([(ln.box, ln.slope) for ln in lines])
     slope = slopes[len(slopes) // 2] if slopes else 0.0
     if abs(slope) < LEVEL_FROM_SLOPE:
         return [ln.box for ln in lines]

@@ -5,8 +5,6 @@ scan's text must come in the same order."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from pathlib import Path
 
 import cv2
@@ -14,6 +12,7 @@ import numpy as np
 import pypdfium2 as pdfium
 import pytest
 from PIL import Image
+from test_real_pages import cer
 
 from mineru_cli.engines.ocr import OcrEngine
 
@@ -22,16 +21,6 @@ pytestmark = pytest.mark.slow
 DATA = Path(__file__).parents[1] / "data"
 PAGE = DATA / "article_ejpecp_p1.pdf"
 DPI = 300
-
-
-def squash(text: str) -> str:
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
-
-
-def cer(hyp: str, truth: str) -> float:
-    from rapidfuzz.distance import Levenshtein
-
-    return Levenshtein.distance(squash(hyp), squash(truth)) / max(1, len(squash(truth)))
 
 
 def truth_text(pdf: Path) -> str:
