@@ -315,12 +315,15 @@ def _read(textpage, drawn: set[int]) -> list[_Glyph]:
         int, tuple[float, float, float, float]
     ] = {}  # text object -> its matrix (pdfium gives each character its object's)
     seen: set[tuple[str, tuple[float, ...]]] = set()  # an annotation listed twice draws its glyphs twice
-    for i in range(pdfium_c.FPDFText_CountChars(textpage)):
+    count = pdfium_c.FPDFText_CountChars(textpage)
+    for i in range(count):
         key = text_layer._address(pdfium_c.FPDFText_GetTextObject(textpage, i))
         generated = pdfium_c.FPDFText_IsGenerated(textpage, i) == 1
         if key not in drawn and not generated:
             continue  # the page's own content (a generated space or line end is the appearance's)
-        code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+        code = text_layer._code_point(textpage, i, count)
+        if code is None:
+            continue  # the second half of a character beyond the BMP, read with its first
         ch = chr(code) if 0 < code < 0x110000 else "\ufffd"
         if ch in "\r\n" or ch.isspace():
             if last is not None:

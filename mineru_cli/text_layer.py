@@ -80,6 +80,8 @@ UPRIGHT_MAX_PICTURES = 0.5
 
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
 _PDFIUM_HYPHEN = 0x02  # what pdfium reports for a hyphen at the end of a line
+_HIGH_SURROGATES = (0xD800, 0xDC00)  # UTF-16's first halves of a pair, [start, end)
+_LOW_SURROGATES = (0xDC00, 0xE000)  # ... and its second halves
 SETTINGS = {
     "min_chars": MIN_CHARS,
     "unicode_error_share": UNICODE_ERROR_SHARE,
@@ -200,8 +202,11 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
     fills: dict[int, tuple[int, int, int] | None] = {}  # text object address -> its fill colour
     turned: dict[int, int | None] = {}  # text object address -> its quarter turns
     glyphs = _GlyphIndex(textpage, mapper, fills)
-    for i in range(textpage.count_chars()):
-        code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+    count = textpage.count_chars()
+    for i in range(count):
+        code = _code_point(textpage, i, count)
+        if code is None:
+            continue  # the second half of a character beyond the BMP, read with its first
         if code == _PDFIUM_HYPHEN:
             code = ord("-")  # pdfium's mark for a hyphen that ends a line: the hyphen on the page
         ch = chr(code) if 0 < code < 0x110000 else "\ufffd"
@@ -221,7 +226,7 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             counts.unicode_errors += 1  # pdfium found no Unicode for the character code
         elif _is_garbage(ch):
             counts.garbage += 1
-        if _is_control(ch):
+        if _is_control(ch) or _is_surrogate(ch):
             ch = "\ufffd"
         visible = True
         obj = pdfium_c.FPDFText_GetTextObject(textpage, i)
@@ -475,6 +480,27 @@ def _fill(obj, key: int, known: dict[int, tuple[int, int, int] | None]) -> tuple
 def _colour(obj, get_colour) -> tuple[int, int, int, int] | None:
     r, g, b, a = (ctypes.c_uint() for _ in range(4))
     return (r.value, g.value, b.value, a.value) if get_colour(obj, r, g, b, a) else None
+
+
+def _code_point(textpage, i: int, count: int) -> int | None:
+    """The code point of character `i` of `textpage` (of `count`). pdfium gives a character
+    beyond the Basic Multilingual Plane (unicode-math's italic 𝑥, an emoji) as two characters
+    with one box, its UTF-16 surrogates: the first gives the whole code point, the second None.
+    Python would keep the halves as two lone surrogates, which UTF-8 cannot encode."""
+    code: int = pdfium_c.FPDFText_GetUnicode(textpage, i)
+    if _LOW_SURROGATES[0] <= code < _LOW_SURROGATES[1] and i > 0:
+        if _HIGH_SURROGATES[0] <= pdfium_c.FPDFText_GetUnicode(textpage, i - 1) < _HIGH_SURROGATES[1]:
+            return None
+    if _HIGH_SURROGATES[0] <= code < _HIGH_SURROGATES[1] and i + 1 < count:
+        low = pdfium_c.FPDFText_GetUnicode(textpage, i + 1)
+        if _LOW_SURROGATES[0] <= low < _LOW_SURROGATES[1]:
+            return 0x10000 + ((code - _HIGH_SURROGATES[0]) << 10) + (low - _LOW_SURROGATES[0])
+    return code
+
+
+def _is_surrogate(ch: str) -> bool:
+    """Half of a UTF-16 pair without its other half: no character, and no UTF-8 for it."""
+    return unicodedata.category(ch) == "Cs"
 
 
 def _is_control(ch: str) -> bool:

@@ -695,3 +695,30 @@ def test_a_glyph_whose_unicode_is_a_control_code_is_an_unknown_character():
     text = "\n".join(line.text for line in layer.lines)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
     assert "(\ufffdCu2O =" in text and "(refractive index \ufffd" in text
+
+
+def _real_page_text(name: str):
+    pdf = Path(__file__).resolve().parent / "data" / name
+    with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=100, text_layer="auto")) as doc:
+        layer = doc.page(0).text_layer
+    assert layer is not None
+    return layer, "\n".join(line.text for line in layer.lines)
+
+
+def test_a_math_letter_beyond_the_bmp_is_read_as_one_character():
+    """A real TeX page (unicode-math: ε set as U+1D700 MATHEMATICAL ITALIC SMALL EPSILON), whose
+    few such letters pdfium gives as two UTF-16 halves each: the text holds the letter itself,
+    and it encodes as UTF-8 (the page's journal line, its cache entry and its Markdown)."""
+    layer, text = _real_page_text("math_italic_nwejm_p2.pdf")
+    assert layer.trusted
+    text.encode("utf-8")  # no lone surrogate
+    assert text.count("\U0001d700") == 5
+
+
+def test_a_page_of_unicode_math_is_trusted_and_read_exactly():
+    """unicode-math's example (its maths in Mathematical Alphanumeric Symbols, 26 of them on the
+    page): the halves of those letters are no garbage, and the formulas read as set."""
+    layer, text = _real_page_text("unicode_math_example_p1.pdf")
+    assert layer.trusted and layer.reason is None
+    assert "𝐹(𝑠) = ℒ{𝑓 (𝑡)} = ∫∞" in text.splitlines()
+    assert "𝐚 = 𝑎 𝐈" in text.splitlines() and "𝜷 = 𝛽 𝐈" in text.splitlines()
