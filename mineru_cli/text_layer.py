@@ -63,6 +63,7 @@ FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST f
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
+ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
 COVER_SHARE = 0.5  # of a character's box a filled rectangle painted over it covers: hidden
 OPAQUE_ALPHA = 250  # a picture's own alpha at a character's centre from which it hides it
 SCAN_COVERAGE = 0.9  # of the page that opaque pictures paint: a scan, read from its pixels
@@ -154,6 +155,7 @@ class _Char:
     box: tuple[float, float, float, float]  # device pixels
     line_end: bool = False  # pdfium reports a line break after it
     space: bool = False
+    glyph: tuple[float, float, float, float] | None = None  # its ink's extent, in the frame of `box`
 
 
 @dataclass
@@ -181,6 +183,8 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None 
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
+    counts.visible = _join_accents(counts.visible)
+    counts.turned = {turns: _join_accents(chars) for turns, chars in counts.turned.items()}
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
         try:
@@ -250,8 +254,9 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
         if not visible:
             counts.hidden += 1
             continue
-        last = _Char(ch, _turn(box, turns)) if turns else _Char(ch, box)
-        (counts.turned[turns] if turns else counts.visible).append(last)
+        ink, quarter = glyphs.boxes[i], turns or 0  # (visible: upright or a quarter turn)
+        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None)
+        (counts.turned[quarter] if quarter else counts.visible).append(last)
     return counts
 
 
@@ -881,6 +886,82 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     # edge, running off the side): the lines stay within the page
     lines = [TextLine(_within(ln.box, width, height), ln.text) for ln in lines]
     return TextLayer(tuple(lines), True, None, visible, counts.hidden, upright=upright)
+
+
+# A spacing accent -> the combining mark it puts on a letter. TeX (OT1 and T1 fonts without
+# the letter) sets an accented letter as two glyphs, the accent over or under the letter, and
+# the text layer holds both: "informaci´on" for the "información" a reader sees.
+_ABOVE = {
+    "\u00a8": "\u0308",  # ¨ diaeresis
+    "\u00b4": "\u0301",  # ´ acute
+    "`": "\u0300",  # grave (cmr's grave accent glyph)
+    "\u02c6": "\u0302",  # ˆ circumflex
+    "\u02dc": "\u0303",  # ˜ tilde
+    "\u00af": "\u0304",  # ¯ macron
+    "\u02c9": "\u0304",  # ˉ modifier macron
+    "\u02d8": "\u0306",  # ˘ breve
+    "\u02d9": "\u0307",  # ˙ dot above
+    "\u02da": "\u030a",  # ˚ ring above
+    "\u02dd": "\u030b",  # ˝ double acute
+    "\u02c7": "\u030c",  # ˇ caron
+}
+_BELOW = {"\u00b8": "\u0327", "\u02db": "\u0328"}  # ¸ cedilla, ˛ ogonek
+_DOTLESS = {"\u0131": "i", "\u0237": "j"}  # TeX puts an accent over a dotless i or j
+
+
+def _join_accents(chars: list[_Char]) -> list[_Char]:
+    """Each spacing accent whose ink sits just over (or, for a cedilla or an ogonek, under) a
+    letter's ink, joined to that letter (composed where Unicode has the accented letter: ´ over
+    o is ó) and dropped from the text. The letter is found by its place, not by the content
+    order: a small-caps running head draws its accents apart from their letters. An accent by
+    itself (a backtick in code, a tilde between words) sits beside the letters: kept."""
+    accents = [k for k, ch in enumerate(chars) if ch.glyph is not None and ch.text in _ABOVE.keys() | _BELOW.keys()]
+    letters = [k for k, ch in enumerate(chars) if ch.glyph is not None and ch.text.isalpha()]
+    if not accents or not letters:
+        return chars
+    boxes = np.array([chars[k].glyph for k in letters], dtype=float)
+    texts: dict[int, str] = {}  # a letter's index -> the letter with its accents
+    joined: set[int] = set()
+    for k in accents:
+        j = _under(chars[k], boxes)
+        if j is not None:
+            texts[letters[j]] = _accented(texts.get(letters[j], chars[letters[j]].text), chars[k].text)
+            joined.add(k)
+    out: list[_Char] = []
+    for k, ch in enumerate(chars):
+        if k not in joined:
+            out.append(replace(ch, text=texts[k]) if k in texts else ch)
+        elif out:  # a space or a line end after the accent follows what came before it
+            out[-1] = replace(out[-1], space=out[-1].space or ch.space, line_end=out[-1].line_end or ch.line_end)
+    return out
+
+
+def _under(accent: _Char, boxes: np.ndarray) -> int | None:
+    """The row of `boxes` (letters' ink, x1 y1 x2 y2) that `accent` is set on: its ink's centre
+    within the letter's width, and its ink over the letter's upper half (under the lower half,
+    for a cedilla or an ogonek) at most ACCENT_GAP of the letter's height away; the nearest."""
+    assert accent.glyph is not None
+    ax1, ay1, ax2, ay2 = accent.glyph
+    centre = (ax1 + ax2) / 2
+    x1, y1, x2, y2 = boxes.T
+    height, middle = y2 - y1, (y1 + y2) / 2
+    if accent.text in _ABOVE:  # pixel rows grow downwards
+        gap = y1 - ay2
+        near = (ay2 <= middle) & (gap <= ACCENT_GAP * height)
+    else:
+        gap = ay1 - y2
+        near = (ay1 >= middle) & (gap <= ACCENT_GAP * height)
+    candidates = np.flatnonzero((x1 <= centre) & (centre <= x2) & near)
+    if not len(candidates):
+        return None
+    return int(candidates[np.argmin(np.abs(gap[candidates]))])
+
+
+def _accented(letter: str, accent: str) -> str:
+    mark = _ABOVE.get(accent) or _BELOW[accent]
+    if mark in _ABOVE.values():
+        letter = _DOTLESS.get(letter, letter)
+    return unicodedata.normalize("NFC", letter + mark)
 
 
 def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:

@@ -722,3 +722,24 @@ def test_a_page_of_unicode_math_is_trusted_and_read_exactly():
     assert layer.trusted and layer.reason is None
     assert "𝐹(𝑠) = ℒ{𝑓 (𝑡)} = ∫∞" in text.splitlines()
     assert "𝐚 = 𝑎 𝐈" in text.splitlines() and "𝜷 = 𝛽 𝐈" in text.splitlines()
+
+
+def test_a_tex_accent_set_over_its_letter_is_read_as_the_accented_letter():
+    """A real LaTeX page in Spanish (gaceta's template, OT1 fonts): each accented letter is two
+    glyphs, the accent over the letter, and the layer read "m´as informaci´on", "tama˜no",
+    "art´ıculo" where the page shows "más información", "tamaño", "artículo" (the accent over a
+    dotless ı). The small-caps running head draws its accents apart from their letters in the
+    content order; they join the letter they sit on all the same."""
+    layer, text = _real_page_text("accents_gaceta_p2.pdf")
+    assert layer.trusted
+    for word in ("más información", "tamaño", "páginas", "artículo", "Sólo", "órdenes", "cómo"):
+        assert word in text
+    assert not re.search("[\u00b4\u02dc\u00a8\u02c6`\u0131]", text)
+
+
+def test_an_accent_beside_the_letters_stays_as_written(tmp_path):
+    """A spacing accent written as a character of its own (a backtick or an acute between words)
+    sits beside the letters, over none: it is kept."""
+    written = ["Press the ` key, then type \u00b4 and ~ alone on this line."]
+    layer = _layer(_pdf(tmp_path / "marks.pdf", lambda c: _prose(c, lines=PROSE + written))).text_layer
+    assert layer.trusted and _texts(layer) == PROSE + written
