@@ -110,7 +110,9 @@ def default_page_batch(engine: str) -> int:
 # 5: a field counts only where its own ink shows; descenders, typed-over templates, numeric values, signatures.
 # 6: a stencil-mask picture (a bilevel scan painted in its ink colour) counts towards `scanned` by its box.
 # 7: a character whose Unicode is a control code is U+FFFD in the text (text_layer._is_control).
-PDF_RENDERER = 7
+# 8: a character beyond the BMP is one character (not two lone surrogates), and a TeX accent set
+# over or under a letter is joined to it (text_layer._join_accents).
+PDF_RENDERER = 8
 
 
 @dataclass(frozen=True)
