@@ -584,6 +584,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _footer_rows(blocks, page_size[1])
     return blocks
 
 
@@ -977,17 +978,54 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
         block.type = T.TITLE
     elif block.type == T.TITLE and len(lines) > 1 and height < GROUPING["header_title_height"] * median_h:
         block.type = T.TEXT  # several lines in body size: a paragraph, not a heading
-    near_edge = block.bbox[3] <= 0.12 * page_h or block.bbox[1] >= 0.88 * page_h
+    near_edge = block.bbox[3] <= EDGE_BAND * page_h or block.bbox[1] >= (1 - EDGE_BAND) * page_h
     if block.type in _PAGE_NUMBER_FROM and near_edge and _PAGE_NUMBER.match(block.text):
         block.type = T.PAGE_NUMBER
 
 
+# Running heads, feet and page numbers stand within this share of the page's height of its edge.
+EDGE_BAND = 0.12
+
+
+def _footer_rows(blocks: list[Block], page_h: int) -> None:
+    """Text blocks in the row of a footer or page number at the page's foot become footers.
+
+    A slide's footer bar holds the talk's title, its author and the slide's number side by
+    side, and the layout model boxes some of them as footer or page number and the others as
+    text: pinned to the page's end, the furniture pieces read after the text ones, or the text
+    ones joined the columns above them. As footers the whole bar reads left to right at the
+    page's end. A block joins when it is one row of text within EDGE_BAND of the page's foot
+    that shares that row with a footer or page number there."""
+    foot = (1 - EDGE_BAND) * page_h
+    furniture = [b.bbox for b in blocks if b.type in PAGE_BOTTOM and b.bbox[1] >= foot]
+    for block in blocks:
+        if block.type != T.TEXT or block.bbox[1] < foot or not _one_row(block):
+            continue
+        if any(_same_row(block.bbox, box) for box in furniture):
+            block.type = T.FOOTER
+
+
+def _one_row(block: Block) -> bool:
+    boxes = [ln["bbox"] for ln in block.extra.get("lines", [])]
+    return bool(boxes) and len(group_rows(boxes)) == 1
+
+
+def _same_row(a: Box, b: Box) -> bool:
+    """Whether two boxes share at least half the shorter one's height (a footer's pieces are
+    set in different sizes, so their middles need not be level)."""
+    shared = min(a[3], b[3]) - max(a[1], b[1])
+    return shared >= 0.5 * max(1, min(a[3] - a[1], b[3] - b[1]))
+
+
 def _off_its_edge(block: Block, page_h: int) -> bool:
-    """A "header" in the page's lower half or a "footer" in its upper half: running heads and
-    feet sit at their edge, and the layout model calls a title page's author line low on the
-    page a header, which would keep it out of the Markdown as page furniture."""
+    """A "header" that starts below the page's top band or a "footer" that ends above its foot
+    band (EDGE_BAND): running heads and feet sit at their edge, and the layout model calls a
+    title page's author line low on the page a header, and a slide's first table-of-contents
+    entry, which would keep them out of the Markdown as page furniture."""
     _, y1, _, y2 = block.bbox
-    return (block.type == T.HEADER and y1 >= 0.5 * page_h) or (block.type == T.FOOTER and y2 <= 0.5 * page_h)
+    return (block.type == T.HEADER and y1 > EDGE_BAND * page_h) or (
+        block.type == T.FOOTER and y2 < (1 - EDGE_BAND) * page_h
+    )
 
 
 def check_setup(lang: str) -> None:

@@ -600,3 +600,40 @@ def test_the_layout_model_input_size_is_read_from_rapid_layout(engine):
     assert rapid_compat.layout_input_size(engine._layout) == engine._layout_size == (608, 800)
     with pytest.raises(SetupError, match="img_size"):
         rapid_compat.layout_input_size(object())
+
+
+def _slide_with_footer_bar(foot_y: int) -> list[Block]:
+    """A 1280 x 720 slide: a title, two bullets, and at `foot_y` a bar of three pieces of which
+    the layout model boxes only the first as a footer."""
+    lines = [
+        _line(50, 20, 500, 55, "Project Goals"),
+        _line(60, 100, 520, 125, "Reduce build times"),
+        _line(60, 140, 520, 165, "Ship the mobile client"),
+        _line(36, foot_y, 205, foot_y + 19, "Quarterly Review 2024"),
+        _line(638, foot_y + 1, 797, foot_y + 20, "Jane Doe, ACME Corp"),
+        _line(1229, foot_y, 1245, foot_y + 19, "3"),
+    ]
+    regions = [((45, 15, 505, 60), "title", 0.9), ((55, 95, 525, 170), "text", 0.9)]
+    regions.append(((30, foot_y - 2, 210, foot_y + 21), "footer", 0.9))
+    return sort_blocks(assemble_blocks(lines, regions, (1280, 720)))
+
+
+def test_a_footer_bars_text_pieces_are_footers_read_left_to_right():
+    """Pinned to the page's end, the layout model's footer and page number read after the bar's
+    text piece ("Jane Doe, ACME Corp" before "Quarterly Review 2024"); the text piece that shares
+    their row at the page's foot is a footer too, and the bar reads left to right."""
+    blocks = _slide_with_footer_bar(692)
+    assert [(b.type, b.text) for b in blocks[-3:]] == [
+        ("footer", "Quarterly Review 2024"),
+        ("footer", "Jane Doe, ACME Corp"),
+        ("page_number", "3"),
+    ]
+    assert "Jane Doe" not in blocks_to_markdown(blocks)
+
+
+def test_text_level_with_a_footer_above_the_pages_foot_stays_text():
+    """Only a row within the bottom band of the page is a footer bar: text level with a block the
+    layout model calls a footer higher up is body text (that footer is text too)."""
+    blocks = _slide_with_footer_bar(500)
+    assert {b.type for b in blocks if b.text != "3"} <= {"title", "text"}, [(b.type, b.text) for b in blocks]
+    assert "Jane Doe, ACME Corp" in blocks_to_markdown(blocks)

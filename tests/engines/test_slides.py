@@ -1,0 +1,100 @@
+"""Slide screenshots as users feed them to the embedded engine: HTML slides written here and
+screenshot in headless Chromium at 1280 x 720 and 1920 x 1080, their DOM text in reading order
+the truth (title bar, body, footer bar: the talk's title, the author, the slide's number), and
+a real beamer slide (tests/data/slide_toc_abntex2.pdf) exported as a 1280 x 720 image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from test_real_pages import DATA, cer, squash
+
+from mineru_cli.engines.ocr import OcrEngine
+
+pytestmark = pytest.mark.slow
+
+CSS = """
+body{margin:0;font-family:'DejaVu Sans',sans-serif}
+.slide{width:100vw;height:100vh;position:relative;background:#fff;color:#222;overflow:hidden}
+.title{background:#1f4e9c;color:#fff;font-size:4.2vh;padding:2.5vh 4vw;font-weight:bold}
+.body{padding:3vh 5vw;font-size:3.2vh;line-height:1.45;display:flex;gap:5vw}
+.body>div{flex:1} li{margin:0.6vh 0}
+.pic{width:40vw;height:38vh;background:linear-gradient(135deg,#7aa6d8,#2d5f8f 60%,#d8c37a)}
+.cap{font-size:2.3vh;color:#555;font-style:italic}
+.footer{position:absolute;bottom:0;left:0;right:0;height:5vh;background:#eee;font-size:2vh;color:#555;
+ display:flex;justify-content:space-between;align-items:center;padding:0 3vw}
+"""
+FOOTER = '<div class="footer"><span>Quarterly Review 2024</span><span>Jane Doe, ACME Corp</span><span>12</span></div>'
+SLIDES = {
+    "picture and bullets": '<div class="title">Field Site Overview</div><div class="body"><div><div class="pic"></div>'
+    '<div class="cap">Figure 2: Aerial view of the northern plot in May.</div></div><div><ul>'
+    "<li>Plot covers twelve hectares</li><li>Soil samples taken every week</li><li>Drone survey flown at noon</li>"
+    "</ul></div></div>",
+    "bullets": '<div class="title">Project Goals for the Next Year</div><div class="body"><div><ul>'
+    "<li>Reduce build times across all teams</li><li>Improve documentation quality</li>"
+    "<li>Ship the mobile client by October</li></ul></div></div>",
+}
+
+
+def screenshot(path: Path, body: str, size: tuple[int, int]) -> tuple[Path, str]:
+    """The slide screenshot in Chromium at `size`, and its DOM text in reading order."""
+    from test_review import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium: install Debian's chromium package (make test does where it can)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+        slide = f"<div class='slide'>{body}{FOOTER}</div>"
+        page.set_content(f"<html><head><style>{CSS}</style></head><body>{slide}</body></html>")
+        page.screenshot(path=str(path))
+        truth = page.inner_text(".slide")
+        browser.close()
+    return path, truth
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2, lang="en")
+
+
+@pytest.mark.parametrize(("name", "size"), [("picture and bullets", (1280, 720)), ("bullets", (1920, 1080))])
+def test_a_slides_footer_bar_reads_left_to_right_after_its_body(engine, tmp_path, name, size):
+    """The layout model boxes some pieces of the footer bar as footer or page number and others
+    as text: the text ones read before the furniture ones, or joined the columns above them (the
+    talk's title read between the caption and the bullets beside the picture). The whole bar is
+    footers and reads left to right at the slide's end."""
+    path, truth = screenshot(tmp_path / "slide.png", SLIDES[name], size)
+    result = engine.parse(Image.open(path).convert("RGB"))
+    text = "\n".join(block.text for block in result.blocks)
+    tail = [squash(block.text) for block in result.blocks[-3:]]
+    assert tail == ["QuarterlyReview2024", "JaneDoe,ACMECorp", "12"], [(b.type, b.text) for b in result.blocks]
+    assert all(block.type in ("footer", "page_number") for block in result.blocks[-3:]), result.blocks[-3:]
+    # bullets the recogniser reads as "•" are no words of the DOM's text
+    assert cer(text.replace("•", ""), truth) <= 0.05, text
+
+
+def exported(pdf: Path, width: int) -> Image.Image:
+    """The PDF's first page as a slide deck's image export `width` px wide."""
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        page = doc[0]
+        return page.render(scale=width / page.get_width()).to_pil().convert("RGB")
+    finally:
+        doc.close()
+
+
+def test_a_table_of_contents_slides_first_entry_is_kept_in_its_place(engine):
+    """The layout model boxes the first entry of a beamer outline slide (a third of the way
+    down) as a header: it was pinned above the slide's title and left out of the Markdown as page
+    furniture. A header is a running head only at the page's top edge; this one is text."""
+    result = engine.parse(exported(DATA / "slide_toc_abntex2.pdf", 1280))
+    entries = ["Sumário", "Introdução", "Fontes a serem consultadas", "Resultados", "Referências"]
+    at = [squash(result.markdown).find(squash(entry)) for entry in entries]
+    assert -1 not in at and at == sorted(at), result.markdown
+    assert not [block for block in result.blocks if block.type == "header"], result.blocks
