@@ -112,7 +112,8 @@ def default_page_batch(engine: str) -> int:
 # 7: a character whose Unicode is a control code is U+FFFD in the text (text_layer._is_control).
 # 8: a character beyond the BMP is one character (not two lone surrogates), and a TeX accent set
 # over or under a letter is joined to it (text_layer._join_accents).
-PDF_RENDERER = 8
+# 9: accents stacked on one letter all join it (Vietnamese ế), none is lost.
+PDF_RENDERER = 9
 
 
 @dataclass(frozen=True)

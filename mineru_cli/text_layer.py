@@ -906,6 +906,7 @@ _ABOVE = {
     "\u02c7": "\u030c",  # ˇ caron
 }
 _BELOW = {"\u00b8": "\u0327", "\u02db": "\u0328"}  # ¸ cedilla, ˛ ogonek
+_ACCENTS = _ABOVE.keys() | _BELOW.keys()
 _DOTLESS = {"\u0131": "i", "\u0237": "j"}  # TeX puts an accent over a dotless i or j
 
 
@@ -914,19 +915,23 @@ def _join_accents(chars: list[_Char]) -> list[_Char]:
     letter's ink, joined to that letter (composed where Unicode has the accented letter: ´ over
     o is ó) and dropped from the text. The letter is found by its place, not by the content
     order: a small-caps running head draws its accents apart from their letters. An accent by
-    itself (a backtick in code, a tilde between words) sits beside the letters: kept."""
-    accents = [k for k, ch in enumerate(chars) if ch.glyph is not None and ch.text in _ABOVE.keys() | _BELOW.keys()]
-    letters = [k for k, ch in enumerate(chars) if ch.glyph is not None and ch.text.isalpha()]
+    itself (a backtick in code, a tilde between words) sits beside the letters: kept. Accents
+    stacked on one letter (Vietnamese ế: an acute over a circumflex over e) join it from the
+    letter outwards, each over the ink of the letter and the accents joined before it."""
+    accents = [k for k, ch in enumerate(chars) if ch.glyph is not None and ch.text in _ACCENTS]
+    letters = [k for k, ch in enumerate(chars) if ch.glyph is not None and _is_letter(ch.text)]
     if not accents or not letters:
         return chars
     boxes = np.array([chars[k].glyph for k in letters], dtype=float)
+    reach = boxes.copy()  # each letter's ink with the accents joined to it so far
     texts: dict[int, str] = {}  # a letter's index -> the letter with its accents
     joined: set[int] = set()
-    for k in accents:
-        j = _under(chars[k], boxes)
+    for k in sorted(accents, key=lambda k: _outwards(chars[k])):
+        j = _under(chars[k], boxes, reach)
         if j is not None:
             texts[letters[j]] = _accented(texts.get(letters[j], chars[letters[j]].text), chars[k].text)
             joined.add(k)
+            _reach_over(reach[j], chars[k])
     out: list[_Char] = []
     for k, ch in enumerate(chars):
         if k not in joined:
@@ -936,20 +941,43 @@ def _join_accents(chars: list[_Char]) -> list[_Char]:
     return out
 
 
-def _under(accent: _Char, boxes: np.ndarray) -> int | None:
+def _is_letter(text: str) -> bool:
+    """A letter an accent may sit on; not a spacing accent Unicode counts as a modifier letter
+    (ˆ, ˇ, ˉ), which is itself set over a letter."""
+    return text.isalpha() and text not in _ACCENTS
+
+
+def _outwards(accent: _Char) -> float:
+    """A sort key that puts, of the accents stacked on one letter, the one nearest it first: the
+    lowest of those over it, the highest of those under it."""
+    assert accent.glyph is not None
+    return -accent.glyph[3] if accent.text in _ABOVE else accent.glyph[1]
+
+
+def _reach_over(reach: np.ndarray, accent: _Char) -> None:
+    """Grow a letter's reach (x1 y1 x2 y2) by the ink of the accent just joined to it."""
+    assert accent.glyph is not None
+    if accent.text in _ABOVE:
+        reach[1] = min(reach[1], accent.glyph[1])
+    else:
+        reach[3] = max(reach[3], accent.glyph[3])
+
+
+def _under(accent: _Char, boxes: np.ndarray, reach: np.ndarray) -> int | None:
     """The row of `boxes` (letters' ink, x1 y1 x2 y2) that `accent` is set on: its ink's centre
     within the letter's width, and its ink over the letter's upper half (under the lower half,
-    for a cedilla or an ogonek) at most ACCENT_GAP of the letter's height away; the nearest."""
+    for a cedilla or an ogonek) at most ACCENT_GAP of the letter's height away from its `reach`
+    (its ink with the accents joined to it); the nearest."""
     assert accent.glyph is not None
     ax1, ay1, ax2, ay2 = accent.glyph
     centre = (ax1 + ax2) / 2
     x1, y1, x2, y2 = boxes.T
     height, middle = y2 - y1, (y1 + y2) / 2
     if accent.text in _ABOVE:  # pixel rows grow downwards
-        gap = y1 - ay2
+        gap = reach[:, 1] - ay2
         near = (ay2 <= middle) & (gap <= ACCENT_GAP * height)
     else:
-        gap = ay1 - y2
+        gap = ay1 - reach[:, 3]
         near = (ay1 >= middle) & (gap <= ACCENT_GAP * height)
     candidates = np.flatnonzero((x1 <= centre) & (centre <= x2) & near)
     if not len(candidates):

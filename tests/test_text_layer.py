@@ -743,3 +743,13 @@ def test_an_accent_beside_the_letters_stays_as_written(tmp_path):
     written = ["Press the ` key, then type \u00b4 and ~ alone on this line."]
     layer = _layer(_pdf(tmp_path / "marks.pdf", lambda c: _prose(c, lines=PROSE + written))).text_layer
     assert layer.trusted and _texts(layer) == PROSE + written
+
+
+def test_accents_stacked_on_one_letter_all_join_it():
+    """A real page (pdfpages' manual, its references): "Hàn Thế Thành" sets ế as an e with a
+    circumflex over it and an acute over the circumflex. The acute sat on the circumflex, which
+    Unicode counts a letter: it joined the circumflex and was lost with it ("Thê")."""
+    layer, text = _real_page_text("stacked_accents_pdfpages_p12.pdf")
+    assert layer.trusted
+    assert "Hàn Thế Thành, Sebastian Rahtz" in text
+    assert not re.search("[\u00b4\u02c6`]", text)

@@ -158,7 +158,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.10"  # bump when the same inputs would give different output
+    version = "3.11"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
@@ -985,6 +985,12 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
 
 # Running heads, feet and page numbers stand within this share of the page's height of its edge.
 EDGE_BAND = 0.12
+# A footer the layout model finds is furniture within this share of the page's height of its
+# foot: a LaTeX page on A4 or letter paper sets its page number in the foot margin, 12 to 17 % of
+# the page above its foot. A header keeps to EDGE_BAND: what the model calls a header just below
+# the top 12 % is more often the first line of the text (a chapter's or section's heading, a
+# title page's first line) than a running head.
+FOOT_MARGIN = 0.2
 
 
 def _footer_rows(blocks: list[Block], page_h: int) -> None:
@@ -1018,13 +1024,13 @@ def _same_row(a: Box, b: Box) -> bool:
 
 
 def _off_its_edge(block: Block, page_h: int) -> bool:
-    """A "header" that starts below the page's top band or a "footer" that ends above its foot
-    band (EDGE_BAND): running heads and feet sit at their edge, and the layout model calls a
-    title page's author line low on the page a header, and a slide's first table-of-contents
-    entry, which would keep them out of the Markdown as page furniture."""
+    """A "header" that starts below the page's top band (EDGE_BAND) or a "footer" that ends above
+    its foot margin (FOOT_MARGIN): running heads and feet sit at their edge, and the layout model
+    calls a title page's author line low on the page a header, and a slide's first
+    table-of-contents entry, which would keep them out of the Markdown as page furniture."""
     _, y1, _, y2 = block.bbox
     return (block.type == T.HEADER and y1 > EDGE_BAND * page_h) or (
-        block.type == T.FOOTER and y2 < (1 - EDGE_BAND) * page_h
+        block.type == T.FOOTER and y2 < (1 - FOOT_MARGIN) * page_h
     )
 
 

@@ -1,0 +1,44 @@
+"""Running feet on real LaTeX pages (Debian's TeX documentation, tests/data/README.md), read
+through the product's own PDF path at 150 DPI with their text layer: the layout model's footer
+in the page's foot margin is page furniture, kept out of the Markdown."""
+
+from __future__ import annotations
+
+import pytest
+from test_real_pages import DATA
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.inputs import SourceFile, open_document
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2, lang="en")
+
+
+def parse(engine: OcrEngine, name: str):
+    pdf = DATA / name
+    with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=150)) as doc:
+        page = doc.page(0)
+    assert page.text_layer is not None and page.text_layer.trusted
+    return engine.parse(page.image, page.text_layer), page.image.height
+
+
+@pytest.mark.parametrize(
+    ("name", "number", "last"),
+    [
+        ("page_number_euler_p12.pdf", "12", "TUGboat 10(1):31–36, 1989."),
+        ("page_number_breqn_p61.pdf", "61", "if the style allows equations to extend into the margins)."),
+    ],
+)
+def test_a_latex_pages_number_in_its_foot_margin_stays_out_of_the_markdown(engine, name, number, last):
+    """euler's documentation on A4 and breqn's on letter paper: the page number stands 14 to 17 %
+    of the page above its foot, and the layout model boxes it as a footer; read as text, it
+    ended the page's Markdown ("12", "61")."""
+    result, height = parse(engine, name)
+    (block,) = [block for block in result.blocks if block.text == number]
+    assert block.type == "footer" and block.bbox[1] > 0.8 * height, block
+    assert result.markdown.rstrip().endswith(last), result.markdown[-200:]
