@@ -110,10 +110,9 @@ def default_page_batch(engine: str) -> int:
 # 5: a field counts only where its own ink shows; descenders, typed-over templates, numeric values, signatures.
 # 6: a stencil-mask picture (a bilevel scan painted in its ink colour) counts towards `scanned` by its box.
 # 7: a character whose Unicode is a control code is U+FFFD in the text (text_layer._is_control).
-# 8: a character beyond the BMP is one character (not two lone surrogates), and a TeX accent set
-# over or under a letter is joined to it (text_layer._join_accents).
-# 9: accents stacked on one letter all join it (Vietnamese ế), none is lost.
-PDF_RENDERER = 9
+# 8: a character beyond the BMP is one character (not two lone surrogates), and the TeX accents
+# set over or under a letter are joined to it (text_layer._join_accents).
+PDF_RENDERER = 8
 
 
 @dataclass(frozen=True)
