@@ -137,6 +137,7 @@ GROUPING = {
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
     "column_heights": 6.0,  # and at least this x its median line height wide (a small table's columns are not)
+    "table_rows": 0.5,  # a piece whose rows hold side-by-side lines in over this share is a table's
     "duplicate_region": 0.7,  # IoU at which two regions of any classes are one found twice
     "background_figure": 0.6,  # share of the page a "figure" covers to be the page's background
     "text_figure": 0.3,  # share of a figure's area its body-size lines cover to make it text
@@ -151,6 +152,9 @@ TABLE_SETTINGS = {"min_filled": 0.5}
 # may nest (see _without_envelopes).
 _FLOWING = frozenset({T.TEXT, T.TITLE, T.REF_TEXT, T.IMAGE_CAPTION, T.TABLE_CAPTION, T.HEADER, T.FOOTER})
 _NESTING = frozenset({T.TEXT, T.REF_TEXT})
+# The class a figure region that is really text gets (see _figures_of_text): a text region
+# (LAYOUT_TYPES has no such class) that is not split at a table's gutters (see _region_columns).
+_FIGURE_TEXT = "figure_text"
 
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
@@ -555,7 +559,8 @@ def assemble_blocks(
 
     Text blocks never run across columns: the lines of a text region, or of a paragraph of
     loose lines, that a vertical gutter splits into side-by-side columns become one block per
-    column (reading_order.text_columns), so the page order reads each column down."""
+    column (reading_order.text_columns), so the page order reads each column down; a figure
+    region that is text and holds a small table stays one block (_region_columns)."""
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
     regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
@@ -570,7 +575,7 @@ def assemble_blocks(
     for (box, cls, score), group in zip(regions, members):
         kind = LAYOUT_TYPES.get(cls, T.TEXT)
         if group:
-            columns = _columns(group) if kind in _FLOWING else [group]
+            columns = _region_columns(group, kind, cls)
             if len(columns) == 1:
                 blocks.append(_make_block(kind, group, box))
             else:  # the region ran across columns: one block per column, boxed by its lines
@@ -727,6 +732,29 @@ def _shares_columns(a: Box, b: Box) -> bool:
     return min(a[2], b[2]) > max(a[0], b[0])
 
 
+def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
+    """A region's lines split into side-by-side columns (one group for a kind that does not
+    flow as text). A figure region that is text (_FIGURE_TEXT) is one thing the layout model
+    saw: where a piece beyond its gutter holds table cells (_tabular), the gutter is one between
+    a table's columns, and the region stays one block read row by row (cut there, each half of
+    the table reads down on its own, and a caption under it joins the left half's column). A
+    form's columns of fields boxed as one figure hold one line a row and are split as text is;
+    a figure round two text regions goes as their envelope (_without_envelopes)."""
+    if kind not in _FLOWING:
+        return [lines]
+    columns = _columns(lines)
+    if cls == _FIGURE_TEXT and len(columns) > 1 and any(_tabular(column) for column in columns):
+        return [lines]
+    return columns
+
+
+def _tabular(lines: list[Line]) -> bool:
+    """Whether over table_rows of these lines' rows hold two or more lines side by side: a
+    table's cells (a column of text has one line a row)."""
+    rows = group_rows(_level_boxes(lines))
+    return sum(len(row) > 1 for row in rows) > GROUPING["table_rows"] * len(rows)
+
+
 def _columns(lines: list[Line]) -> list[list[Line]]:
     columns = text_columns([ln.box for ln in lines], GROUPING["column_share"], min_heights=GROUPING["column_heights"])
     return [[lines[i] for i in column] for column in columns]
@@ -782,8 +810,8 @@ def _figures_of_text(
     (a title slide drawn over a photo): it goes, and its lines are read as text. A figure whose lines
     at body size (body_line x the page's median line height) cover text_figure of its area, or
     hold text_figure_chars characters, is text set in a frame or over a coloured panel, or a
-    form's ruled fields: it becomes a text region. A chart or a diagram keeps its labels (a
-    few short or small lines) as a figure's text."""
+    form's ruled fields: it becomes a text region (_FIGURE_TEXT). A chart or a diagram keeps its
+    labels (a few short or small lines) as a figure's text."""
     if not lines:
         return list(regions)
     median_h = statistics.median(ln.height for ln in lines)
@@ -797,7 +825,7 @@ def _figures_of_text(
             body = [ln for ln in inside if ln.height >= GROUPING["body_line"] * median_h]
             covering = sum(area(ln.box) for ln in body) >= GROUPING["text_figure"] * max(1.0, area(box))
             if covering or sum(len(ln.text) for ln in body) >= GROUPING["text_figure_chars"]:
-                cls = "text"
+                cls = _FIGURE_TEXT
         out.append((box, cls, score))
     return out
 

@@ -257,6 +257,21 @@ def test_a_table_boxed_also_as_a_surer_figure_stays_a_table():
         assert block.type == "table" and block.extra["cells"] == [["Month", "Loans"], ["January", "310"]]
 
 
+def test_a_small_table_boxed_as_a_figure_stays_one_block_and_a_form_is_split():
+    """A figure whose lines are text: a small table's cells under a line over its first four
+    columns (four and two cells a row beside the one gutter through all lines, between Rooms and
+    Age) stay one block read row by row; a form's two columns of fields (one line a row) are two
+    blocks, each read down."""
+    columns = {"Price": 100, "Floor": 180, "Area": 260, "Rooms": 340, "Age": 460, "Heat": 540}
+    title = _line(100, 70, 400, 90, "Input file form")
+    cells = [_line(x, 100 + 30 * r, x + 60, 120 + 30 * r, f"{n}{r}") for r in range(5) for n, x in columns.items()]
+    (block,) = assemble_blocks([title, *cells], [((90, 60, 610, 250), "figure", 0.9)], (1000, 1000))
+    assert block.text.startswith("Input file form Price0 Floor0 Area0 Rooms0 Age0 Heat0 Price1"), block.text
+    fields = [_line(x, 100 + 40 * r, x + 200, 125 + 40 * r, f"field {x} {r}") for x in (100, 400) for r in range(5)]
+    blocks = assemble_blocks(fields, [((90, 90, 610, 300), "figure", 0.9)], (1000, 1000))
+    assert sorted(b.text for b in blocks) == [" ".join(f"field {x} {r}" for r in range(5)) for x in (100, 400)]
+
+
 def test_chart_labels_stay_in_the_image_block_and_out_of_the_markdown():
     """Following MinerU's pipeline, a figure's inside is no page text: its labels stay in the
     image block (text and lines) and the Markdown leaves the image out."""

@@ -8,7 +8,8 @@ real three-column page (multicol's documentation, texlive-latex-base-doc), a pag
 manual (Debian's libtasn1-doc, `make doc-pdfs`), a real exam page with a fill-in header and
 circuit figures (cesenaexam's example), a real government form (the US SF-424's page 2, from
 pypdf's source distribution), a table of contents (Writing R Extensions, Debian's r-doc-pdf),
-and pages written here with reportlab: three columns under a title, a form and a chart slide.
+a small table boxed as a figure (An Introduction to R, the same package), and pages written
+here with reportlab: three columns under a title, a form and a chart slide.
 None of them is a page of scripts/eval_real_pages.py's held-out set.
 """
 
@@ -194,6 +195,7 @@ def pages(tmp_path_factory):
         "exam page (cesenaexam)": DATA / "exam_form_cesena.pdf",
         "government form (SF-424 p2)": DATA / "form_sf424_p2.pdf",
         "table of contents (R-exts p4)": TOC,
+        "small table boxed as a figure (R-intro p40)": TABLE_FIGURE,
     }
     if LIBTASN1.is_file():
         one = folder / "libtasn1_p4.pdf"
@@ -309,6 +311,25 @@ def test_a_table_of_contents_reads_alike_at_every_dpi(reads):
         assert "2WritingRdocumentationfiles" in flat and "3TidyingandprofilingRcode" in flat, dpi
         at = _position(texts[dpi], ["1.8.1 C-level messages", "1.11 Services", "2 Writing R", "2.1 Rd format"])
         assert -1 not in at and at == sorted(at), (dpi, at)
+
+
+TABLE_FIGURE = DATA / "table_figure_r_intro_p40.pdf"
+
+
+@pytest.mark.parametrize("dpi", (72, 96, 150))
+def test_a_small_table_boxed_as_a_figure_reads_row_by_row(reads, dpi):
+    """An Introduction to R, page 34: a small data table (Price ... Cent.heat, five rows) over the
+    line "The data frame may then be read as". At 96 DPI the layout model boxes the table as a
+    figure and that line as its caption; the figure's lines are text, and they were cut at the
+    gutter between the table's Rooms and Age columns into two column blocks, each read down,
+    with the caption between them (CER 0.048 against 0.006 at 72 and 150 DPI)."""
+    name = "small table boxed as a figure (R-intro p40)"
+    truth = truth_text(TABLE_FIGURE)
+    _, text = reads(name, dpi)
+    assert cer(text, truth) <= 0.02, (dpi, round(cer(text, truth), 4))
+    rows = ["Price Floor Area Rooms Age Cent.heat", "52.00 111.0 830 5 6.2 no", "59.75 93.0 900 5 1.9 yes"]
+    at = _position(text, [*rows, "The data frame may then be read as", "> HousePrice <- read.table"])
+    assert -1 not in at and at == sorted(at), (dpi, at)
 
 
 def _position(text: str, needles: list[str]) -> list[int]:
