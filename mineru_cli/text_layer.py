@@ -986,10 +986,9 @@ def _under(accent: _Char, boxes: np.ndarray, reach: np.ndarray) -> int | None:
 
 
 def _accented(letter: str, accent: str) -> str:
-    mark = _ABOVE.get(accent) or _BELOW[accent]
-    if mark in _ABOVE.values():
+    if accent in _ABOVE:
         letter = _DOTLESS.get(letter, letter)
-    return unicodedata.normalize("NFC", letter + mark)
+    return unicodedata.normalize("NFC", letter + (_ABOVE.get(accent) or _BELOW[accent]))
 
 
 def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:

@@ -1035,20 +1035,14 @@ def _footer_rows(blocks: list[Block], page_h: int) -> None:
     for block in blocks:
         if block.type != T.TEXT or block.bbox[1] < foot or not _one_row(block):
             continue
-        if any(_same_row(block.bbox, box) for box in furniture):
+        # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
+        if any(len(group_rows([block.bbox, box])) == 1 for box in furniture):
             block.type = T.FOOTER
 
 
 def _one_row(block: Block) -> bool:
     boxes = [ln["bbox"] for ln in block.extra.get("lines", [])]
     return bool(boxes) and len(group_rows(boxes)) == 1
-
-
-def _same_row(a: Box, b: Box) -> bool:
-    """Whether two boxes share at least half the shorter one's height (a footer's pieces are
-    set in different sizes, so their middles need not be level)."""
-    shared = min(a[3], b[3]) - max(a[1], b[1])
-    return shared >= 0.5 * max(1, min(a[3] - a[1], b[3] - b[1]))
 
 
 def _off_its_edge(block: Block, page_h: int) -> bool:
