@@ -194,6 +194,7 @@ class CpuPlan:
     threads: int  # intra-op threads per worker
     spinning: bool  # ONNX Runtime thread-pool spinning
     why: str  # one line: how the worker count was chosen
+    warning: str | None = None  # the workers need more memory than is available
 
     @property
     def oversubscribed(self) -> bool:
@@ -251,7 +252,15 @@ def plan_cpus(
         n, why = pages, f"only {pages} page(s) to do"
     threads = max(1, budget // n)
     spinning = n * threads <= cores
-    return CpuPlan(cores=cores, budget=budget, workers=n, threads=threads, spinning=spinning, why=why)
+    warning = None
+    # One worker starts whatever the memory, and --workers is obeyed: say when they will not
+    # fit. The vlm engine's need is its model's size, which the plan does not know.
+    if memory is not None and memory < n * WORKER_MEM and engine != "vlm":
+        warning = (
+            f"{memory / GiB:.1f} GiB of memory available (MemAvailable, cgroup limit) for {n} worker(s) "
+            f"of about {WORKER_MEM / GiB:.0f} GiB each: pages may fail and workers be killed for lack of memory"
+        )
+    return CpuPlan(cores, budget, n, threads, spinning, why, warning)
 
 
 @dataclass(frozen=True)
@@ -314,6 +323,7 @@ def explain(plan: CpuPlan, config: RunConfig, spec: EngineSpec) -> str:
         f"  cores we may use   {plan.cores}  (affinity mask, cgroup quota)",
         f"  CPU budget         {plan.budget}  (--cpus; default: the cores we may use)",
         f"  workers            {plan.workers}  ({plan.why}); one engine per process",
+        *([f"  warning            {plan.warning}"] if plan.warning else []),
         f"  threads/worker     {plan.threads}  (ONNX Runtime intra-op = budget // workers; "
         f"OMP/OPENBLAS/MKL_NUM_THREADS={plan.threads})",
         f"  thread spinning    {'on' if plan.spinning else 'off'}  "

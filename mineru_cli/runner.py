@@ -379,6 +379,8 @@ class Parser:
             f"(--cpus {cpu.budget}; {cpu.why}); page batch {batch}, "
             f"mode {self.spec.mode}; pages handed out as their files are planned"
         )
+        if cpu.warning:
+            self.reporter.warn(cpu.warning)
         spec = WorkerSpec(
             self.spec,
             cpu.threads,

@@ -268,7 +268,7 @@ def _real_cgroup(name: str, cpus: float | None, memory: int | None) -> list[Path
     return sorted(set(folders.values()))
 
 
-@pytest.mark.parametrize("limit", ["cpu", "memory"])
+@pytest.mark.parametrize("limit", ["cpu", "memory", "little memory"])
 def test_the_plan_follows_a_real_cgroup_the_process_is_in(tmp_path, limit):
     """The CPU quota and the memory limit that hold for this process are those of its own
     cgroup (and its parents), not of the cgroup filesystem's root: on cgroup v1 only the root's
@@ -279,7 +279,8 @@ def test_the_plan_follows_a_real_cgroup_the_process_is_in(tmp_path, limit):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: a quota of one CPU changes nothing to see")
     name = f"mineru-test-{os.getpid()}-{limit}"
-    folders = _real_cgroup(name, 1.0 if limit == "cpu" else None, 1536 << 20 if limit == "memory" else None)
+    memory = {"memory": 1536 << 20, "little memory": 640 << 20}.get(limit)
+    folders = _real_cgroup(name.replace(" ", "-"), 1.0 if limit == "cpu" else None, memory)
 
     def join() -> None:
         for folder in folders:
@@ -296,8 +297,12 @@ def test_the_plan_follows_a_real_cgroup_the_process_is_in(tmp_path, limit):
     plan = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
     if limit == "cpu":
         assert plan["cores"].split()[4] == "1", r.stdout
-    else:
+    elif limit == "memory":
         assert plan["workers"].split()[1] == "1" and "memory: 1." in plan["workers"], r.stdout
+        assert "warning" not in plan, r.stdout
+    else:  # under a worker's 1 GiB: one worker still, and the plan says it may not fit
+        assert plan["workers"].split()[1] == "1", r.stdout
+        assert "lack of memory" in plan["warning"], r.stdout
 
 
 def _cgroup_file(path: Path, text: str) -> None:

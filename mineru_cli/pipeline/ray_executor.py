@@ -276,7 +276,7 @@ class RayTransport:
         for node, plan in dict((n.node, (n, p)) for n, p in self.slots).values():
             self.info(
                 f"ray: node {node.name}: {node.cpus} CPU(s) -> {plan.workers} worker(s) x {plan.threads} "
-                f"thread(s) ({plan.why})"
+                f"thread(s) ({plan.why})" + (f"; warning: {plan.warning}" if plan.warning else "")
             )
 
     def _plan_nodes(self) -> list[tuple[NodeCpus, CpuPlan]]:

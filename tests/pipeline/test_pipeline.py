@@ -358,6 +358,19 @@ def test_cpu_plan_rule():
     assert (p.workers, p.threads, p.spinning) == (8, 1, False)
     p = plan_cpus(cpus=4, cores=4, memory=None, pages=1)  # one page: one worker, all threads
     assert (p.workers, p.threads) == (1, 4)
+    assert p.warning is None and plan_cpus(cpus=8, cores=8, memory=3 * GiB).warning is None
+
+
+def test_a_plan_short_of_memory_says_so():
+    """One worker starts whatever the memory, and --workers is obeyed: a plan whose workers
+    need more memory than is available warns, instead of planning it in silence."""
+    from mineru_cli.budget import GiB, plan_cpus
+
+    p = plan_cpus(cpus=2, cores=2, memory=GiB // 2)
+    assert p.workers == 1 and p.warning and "0.5 GiB of memory available" in p.warning
+    p = plan_cpus(cpus=4, workers=4, cores=4, memory=2 * GiB)
+    assert p.workers == 4 and p.warning and "for 4 worker(s)" in p.warning
+    assert plan_cpus(cpus=2, cores=2, memory=GiB // 2, engine="vlm").warning is None
 
 
 def test_vlm_plan_is_one_worker_with_every_thread():
