@@ -914,7 +914,27 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     row_texts = [join_text([ln.text for ln in row]) for row in rows]
     if kind in NOT_LINES:
         return "\n".join(row_texts)
-    return join_text(row_texts)
+    return join_lines(row_texts)
+
+
+# A row that ends in a letter and a hyphen, continued by a row that starts with a lower-case
+# letter, holds a word broken at the line end ("exten-" / "sion"): MinerU's rule
+# (is_hyphen_at_line_end with _next_line_starts_with_lowercase_text). The text layer cannot tell
+# more: pdfium marks every hyphen that ends a line alike, a compound's ("platform-" / "specific")
+# as well, and those few are joined too ("platformspecific").
+_BROKEN_WORD = re.compile(r"[A-Za-z]-$")
+
+
+def join_lines(rows: list[str]) -> str:
+    """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
+    again (its hyphen dropped); a hyphen before a capital or a digit ("Non-" / "ASCII") stays."""
+    out = ""
+    for row in rows:
+        if _BROKEN_WORD.search(out) and row[:1].islower():
+            out = out[:-1] + row
+        else:
+            out = join_text([out, row])
+    return out
 
 
 def join_text(parts: list[str]) -> str:

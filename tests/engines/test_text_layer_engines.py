@@ -188,3 +188,18 @@ def test_an_author_line_low_on_a_title_page_stays_in_the_markdown(engine):
     assert "W. N. Venables, D. M. Smith and the R Core Team" in result.markdown
     titles = [n for n, b in enumerate(result.blocks) if "An Introduction to R" in b.text]
     assert titles and titles[0] < result.blocks.index(authors)
+
+
+@pytest.mark.parametrize("text_layer, source", [("auto", "text_layer"), ("off", "ocr")])
+def test_a_word_hyphenated_at_a_line_end_is_made_whole(engine, text_layer, source):
+    """Writing R Extensions, page 111 (tests/data/hyphens_r_exts_p111.pdf): "environ-" / "ment"
+    and "speci-" / "fied" are words broken at a line end, read whole (MinerU drops such a hyphen);
+    "EUC-" / "JP" goes on with a capital, and its hyphen stays."""
+    path = Path(__file__).parents[1] / "data" / "hyphens_r_exts_p111.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    assert {b.extra["source"] for b in result.blocks if b.type == "text"} == {source}
+    assert "environment" in result.markdown and "specified" in result.markdown
+    assert "environ-ment" not in result.markdown and "speci-fied" not in result.markdown
+    assert "EUC-JP" in result.markdown
