@@ -69,7 +69,9 @@ def block_to_markdown(block: Block) -> str:
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
     if literal:  # any paragraph read off the page: a caption, a reference, a footnote too
-        return escape_block_marker(escape_inline(text))
+        # its lines (a list's items) with a hard break between them, as MinerU breaks before
+        # a list item: a newline alone would re-flow them in a viewer
+        return "  \n".join(escape_block_marker(escape_inline(line)) for line in text.split("\n"))
     if kind == T.TEXT:
         return escape_block_marker(text)
     return text

@@ -925,12 +925,25 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
 _BROKEN_WORD = re.compile(r"[A-Za-z]-$")
 
 
+# A row that starts with a bullet starts a list item: it begins a new line of the block's text
+# (MinerU's list start lines, which its Markdown breaks before), instead of being re-flowed into
+# the item before it. A dash starts a (nested) item only in a block that has a bullet item: a row
+# of prose may start with a spaced dash ("– as said –").
+_BULLET = re.compile(r"[•●○◦▪▫■□‣⁃∙►▸➢✓❖]|·(?=\s)")
+_SUB_BULLET = re.compile(r"[–-](?=\s)")
+
+
 def join_lines(rows: list[str]) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
-    again (its hyphen dropped); a hyphen before a capital or a digit ("Non-" / "ASCII") stays."""
-    out = ""
+    again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
+    each list item on a line of its own."""
+    out, listed = "", False
     for row in rows:
-        if _BROKEN_WORD.search(out) and row[:1].islower():
+        bullet = bool(_BULLET.match(row))
+        listed = listed or bullet
+        if out and (bullet or (listed and _SUB_BULLET.match(row))):
+            out += "\n" + row
+        elif _BROKEN_WORD.search(out) and row[:1].islower():
             out = out[:-1] + row
         else:
             out = join_text([out, row])

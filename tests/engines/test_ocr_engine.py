@@ -12,7 +12,7 @@ from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, _reread, assemble_blocks, join_text
+from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, _reread, assemble_blocks, join_lines, join_text
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import sort_blocks
@@ -440,6 +440,15 @@ def test_join_text_spacing_rules():
     assert join_text(["hyphen-", "ated"]) == "hyphen-ated"
     assert join_text(["文档解析", "的流程"]) == "文档解析的流程"
     assert join_text(["用 PDF", "files"]) == "用 PDF files"
+
+
+def test_join_lines_breaks_before_list_items_only():
+    """A row starting with a bullet starts a line; a dash does only in a list (a row of prose may
+    start with a spaced dash); words broken at a row's end are made whole."""
+    assert join_lines(["To do:", "• one", "item", "– sub", "• two"]) == "To do:\n• one item\n– sub\n• two"
+    assert join_lines(["as it is", "– as said – good"]) == "as it is – as said – good"
+    assert join_lines(["docu-", "ment of the Non-", "ASCII kind"]) == "document of the Non-ASCII kind"
+    assert join_lines(["list:", "· first", "· second"]) == "list:\n· first\n· second"
     assert isinstance(Block("text", (0, 0, 1, 1), "x").as_dict(), dict)
 
 

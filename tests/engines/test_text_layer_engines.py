@@ -203,3 +203,26 @@ def test_a_word_hyphenated_at_a_line_end_is_made_whole(engine, text_layer, sourc
     assert "environment" in result.markdown and "specified" in result.markdown
     assert "environ-ment" not in result.markdown and "speci-fied" not in result.markdown
     assert "EUC-JP" in result.markdown
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_each_item_of_a_bulleted_list_starts_a_line(engine, text_layer):
+    """attachfile2's documentation, page 3 (tests/data/list_attachfile2_p3.pdf): a to-do list of
+    twelve bullets, one with two dashed sub-items, that the layout model boxes as one text block.
+    Its rows were re-flowed into one paragraph ("... to do: • Documentation, documentation, ...
+    • Improving portability ..."); each item now starts a line of the block's text, and the
+    Markdown breaks before it (MinerU's list start lines), through the text layer and from the
+    pixels alike. The prose rows of an item stay joined."""
+    path = Path(__file__).parents[1] / "data" / "list_attachfile2_p3.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    todo = next(b for b in result.blocks if "GoToE links" in b.text)
+    lines = todo.text.split("\n")
+    items = [line for line in lines if line.startswith("•")]
+    assert len(items) >= 12, todo.text
+    assert "• GoToE links." in lines and "• Option scale for icons?" in lines
+    subs = [line for line in lines if line[:1] in "–-"]
+    assert len(subs) == 2 and subs[0][2:].startswith("coordinate transformation") and subs[1][2:].startswith("Syntax")
+    assert any(line.startswith("• Layout of PinPush, especially the tip does not scale well") for line in lines)
+    assert "  \n• GoToE links.  \n" in result.markdown
