@@ -151,6 +151,11 @@ def char_f1(hyp: str, truth: str) -> float:
     return 0.0 if tp == 0 else 2 * precision * recall / (precision + recall)
 
 
+# pdfium reports a hyphen that TeX set at a line's end as U+0002: the word the line breaks is
+# one word ("polari-" / "ton" is polariton), and the reader joins such a word across the break.
+_PDFIUM_HYPHEN = "\x02"
+
+
 def truth_text(pdf: Path, page: int, mode: str) -> str:
     if mode == "stream":
         import pypdfium2 as pdfium
@@ -160,7 +165,7 @@ def truth_text(pdf: Path, page: int, mode: str) -> str:
             text: str = doc[page - 1].get_textpage().get_text_bounded()
         finally:
             doc.close()
-        return text
+        return text.replace(_PDFIUM_HYPHEN, "")
     args = ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page)]
     args += ["-layout"] if mode == "layout" else []  # "flow": pdftotext's reading order
     return subprocess.run([*args, str(pdf), "-"], capture_output=True, text=True, check=True).stdout

@@ -589,7 +589,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
-    _footer_rows(blocks, page_size[1])
+    _footer_rows(blocks, *page_size)
     return blocks
 
 
@@ -1052,9 +1052,12 @@ EDGE_BAND = 0.12
 # the top 12 % is more often the first line of the text (a chapter's or section's heading, a
 # title page's first line) than a running head.
 FOOT_MARGIN = 0.2
+# A running foot's pieces are short: each under this share of the page's width (a two-column
+# page's column is over 40 % of it).
+FOOT_PIECE = 0.3
 
 
-def _footer_rows(blocks: list[Block], page_h: int) -> None:
+def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     """Text blocks in the row of a footer or page number at the page's foot become footers.
 
     A slide's footer bar holds the talk's title, its author and the slide's number side by
@@ -1062,15 +1065,33 @@ def _footer_rows(blocks: list[Block], page_h: int) -> None:
     text: pinned to the page's end, the furniture pieces read after the text ones, or the text
     ones joined the columns above them. As footers the whole bar reads left to right at the
     page's end. A block joins when it is one row of text within EDGE_BAND of the page's foot
-    that shares that row with a footer or page number there."""
+    that shares that row with a footer or page number there, or with another such text piece
+    when that row is the page's lowest (_split_foot)."""
     foot = (1 - EDGE_BAND) * page_h
     furniture = [b.bbox for b in blocks if b.type in PAGE_BOTTOM and b.bbox[1] >= foot]
-    for block in blocks:
-        if block.type != T.TEXT or block.bbox[1] < foot or not _one_row(block):
-            continue
+    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b)]
+    for block in pieces:
         # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
-        if any(len(group_rows([block.bbox, box])) == 1 for box in furniture):
+        row = [b for b in pieces if len(group_rows([block.bbox, b.bbox])) == 1]
+        if any(len(group_rows([block.bbox, box])) == 1 for box in furniture) or _split_foot(row, blocks, page_w):
             block.type = T.FOOTER
+
+
+def _split_foot(row: list[Block], blocks: list[Block], page_w: int) -> bool:
+    """Whether these one-row text pieces, side by side at the page's foot, are a running foot:
+    two or more short pieces (each under FOOT_PIECE of the page's width), and nothing on the
+    page reaches below their top. A journal's preprint foot ("Preprint submitted to Elsevier"
+    left, the date right) stands just under a two-column page's footnotes, and the layout
+    model boxes its pieces as text: each then joined the column above it. A column's last line
+    is as wide as its column unless it ends a paragraph, and the layout model keeps it in that
+    paragraph's block."""
+    top = min(b.bbox[1] for b in row)
+    mine = {id(b) for b in row}
+    return (
+        len(row) >= 2
+        and all(b.bbox[2] - b.bbox[0] < FOOT_PIECE * page_w for b in row)
+        and all(b.bbox[3] <= top for b in blocks if id(b) not in mine)
+    )
 
 
 def _one_row(block: Block) -> bool:

@@ -42,3 +42,16 @@ def test_a_latex_pages_number_in_its_foot_margin_stays_out_of_the_markdown(engin
     (block,) = [block for block in result.blocks if block.text == number]
     assert block.type == "footer" and block.bbox[1] > 0.8 * height, block
     assert result.markdown.rstrip().endswith(last), result.markdown[-200:]
+
+
+def test_a_foot_row_of_text_pieces_below_two_columns_reads_after_them(engine):
+    """elsarticle's preprint foot on a two-column page ("Preprint submitted to Elsevier" left,
+    the date right, just under the columns' footnotes): the layout model boxes both pieces as
+    text, and each joined the column above it, so the right column was read after the left
+    piece. As footers the row reads at the page's end, left to right."""
+    result, _ = parse(engine, "preprint_foot_elstest_3pd_p1.pdf")
+    texts = [block.text for block in result.blocks]
+    left = texts.index("Preprint submitted to Elsevier")
+    assert result.blocks[left].type == "footer", result.blocks[left]
+    assert texts[left + 1 :] == ["June 8, 2018"], texts[left:]
+    assert "Preprint submitted" not in result.markdown
