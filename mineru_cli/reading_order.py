@@ -225,3 +225,56 @@ def text_columns(
         lo, hi = sorted((bad, other))
         groups[lo : hi + 1] = [groups[lo] + groups[hi]]
     return [sorted(g) for g in groups]
+
+
+def column_stretches(
+    boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2, min_heights: float = 6.0, max_gap: float = 0.8
+) -> list[list[int]]:
+    """Split text lines into side-by-side columns where a gutter runs through a stretch of their
+    rows only: groups top to bottom, the columns of each such stretch left to right between the
+    rows that run across (text_columns, which splits only at a gutter through all the lines, is
+    tried first).
+
+    A manual's example box set beside its output, then a paragraph under both, is one text region
+    for the layout model: with no gutter through the paragraph, its two boxes were read row by row
+    across, one line of code then one line of its output. Consecutive rows that continue the same
+    gutter within `max_gap` x the median line height of each other are one stretch (a column's
+    last lines below the other's end join it; a line set further below both, past the boxes'
+    frames, does not); each stretch is split as text_columns splits lines (its pieces at least
+    as wide and as long as a column must be), and the rows between split stretches stay
+    together. One group (all lines) when nothing splits."""
+    whole = text_columns(boxes, min_share, min_lines, min_heights)
+    if len(whole) > 1 or not boxes:
+        return whole
+    heights = sorted(b[3] - b[1] for b in boxes)
+    reach = max_gap * heights[len(heights) // 2]
+    stretches: list[list[int]] = []
+    for band in _split(boxes, list(range(len(boxes))), axis=1):
+        if stretches and _continues_columns(boxes, stretches[-1], band, reach):
+            stretches[-1] += band
+        else:
+            stretches.append(list(band))
+    pieces: list[list[int]] = []
+    plain: list[int] = []  # rows between split stretches, top to bottom
+    for stretch in stretches:
+        columns = text_columns([boxes[i] for i in stretch], min_share, min_lines, min_heights)
+        if len(columns) == 1:
+            plain += stretch
+            continue
+        if plain:
+            pieces.append(sorted(plain))
+            plain = []
+        pieces += [sorted(stretch[i] for i in column) for column in columns]
+    if plain:
+        pieces.append(sorted(plain))
+    return pieces
+
+
+def _continues_columns(boxes: Sequence[Box], above: list[int], band: list[int], reach: float) -> bool:
+    """Whether `band` continues the columns of the rows `above` it: within `reach` px under them,
+    one of the two split by a gutter, and their union split by one into columns at least
+    MIN_COLUMN_SHARE of its width (as _merge_column_bands merges a page's bands)."""
+    gap = min(boxes[i][1] for i in band) - max(boxes[i][3] for i in above)
+    if gap > reach:
+        return False
+    return (_is_multi_column(boxes, above) or _is_multi_column(boxes, band)) and _has_columns(boxes, above + band)

@@ -1,5 +1,13 @@
 from mineru_cli.core.blocks import Block
-from mineru_cli.reading_order import column_bands, group_rows, reading_order, sort_blocks, text_columns, xy_cut
+from mineru_cli.reading_order import (
+    column_bands,
+    column_stretches,
+    group_rows,
+    reading_order,
+    sort_blocks,
+    text_columns,
+    xy_cut,
+)
 
 # A two-column page: full-width title, two paragraphs per column whose gaps
 # line up (plain XY-cut would interleave them), full-width figure below.
@@ -99,6 +107,22 @@ def test_text_columns_keep_one_column_paragraphs_and_narrow_side_pieces_whole():
     assert len(text_columns(table, min_heights=2)) == 3  # what it was before the width rule
     # a single line beside a column is no column either
     assert len(text_columns(_lines(100, 560, 100, 5) + [(620, 100, 1080, 120)])) == 1
+
+
+def test_column_stretches_split_only_the_rows_a_gutter_runs_through():
+    """Two boxes side by side (an example's source and its output), then a paragraph under both
+    (below the boxes' frames): the boxes are columns, the paragraph's rows stay one group after
+    them; a column's last line just below the other's end stays in its column."""
+    source, output = _lines(100, 560, 100, 3), _lines(620, 1080, 100, 2)
+    paragraph = _lines(100, 1080, 200, 3)
+    boxes = [b for pair in zip(source, output) for b in pair] + [source[-1], *paragraph]  # row by row
+    pieces = column_stretches(boxes)
+    assert [[boxes[i] for i in p] for p in pieces] == [source, output, paragraph]
+    assert text_columns(boxes) == [list(range(len(boxes)))]  # no gutter through all of them
+    # with nothing beside anything, or a gutter through all, it splits as text_columns does
+    assert column_stretches(paragraph) == [[0, 1, 2]]
+    two = source + _lines(620, 1080, 100, 3)
+    assert column_stretches(two) == text_columns(two)
 
 
 def test_a_narrow_corner_block_level_with_the_title_is_read_first():

@@ -61,7 +61,7 @@ from mineru_cli.engines.rapid_compat import (
 )
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
-from mineru_cli.reading_order import column_bands, group_rows, level, sort_blocks, text_columns
+from mineru_cli.reading_order import column_bands, column_stretches, group_rows, level, sort_blocks
 from mineru_cli.text_layer import TextLayer
 
 # Where a block's text came from (its extra["source"]; the VLM engine adds "vlm").
@@ -756,7 +756,9 @@ def _tabular(lines: list[Line]) -> bool:
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:
-    columns = text_columns([ln.box for ln in lines], GROUPING["column_share"], min_heights=GROUPING["column_heights"])
+    columns = column_stretches(
+        [ln.box for ln in lines], GROUPING["column_share"], min_heights=GROUPING["column_heights"]
+    )
     return [[lines[i] for i in column] for column in columns]
 
 

@@ -404,6 +404,22 @@ def test_a_list_boxed_twice_reads_its_items_in_order(reads, dpi):
     assert -1 not in at and at == sorted(at), result.markdown
 
 
+EXAMPLE_BESIDE_OUTPUT = DATA / "example_beside_output_lshort_zh_p28.pdf"
+
+
+@pytest.mark.parametrize("dpi", (150, 300))
+def test_an_example_beside_its_output_reads_box_after_box(engine, dpi):
+    """lshort-zh-cn p28 (tests/data/README.md): an example's source and its output in two boxes
+    side by side, then a paragraph under both, one text region for the layout model. The boxes
+    read one after the other, each sentence whole, before the paragraph (their lines were read
+    row by row across both boxes: 不会令内容另起一段，不会令内容另起一段，而是在段落中直接而是...)."""
+    result = engine.parse(render(EXAMPLE_BESIDE_OUTPUT, dpi))
+    ideographs = "".join(c for c in "".join(b.text for b in result.blocks) if "\u4e00" <= c <= "\u9fff")
+    sentence = "另外需要注意的是使用断行命令不会令内容另起一段而是在段落中直接开始新的一行"
+    source, output = ideographs.find(sentence), ideographs.rfind(sentence)
+    assert -1 < source < output < ideographs.find("断页的命令有两个"), ideographs
+
+
 @pytest.mark.parametrize("dpi", (150, 300))
 def test_a_real_figure_keeps_its_labels_out_of_the_markdown(reads, dpi):
     """A real exam page (cesenaexam's example, tests/data/README.md): exercise 2's circuit is a
