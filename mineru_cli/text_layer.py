@@ -1142,6 +1142,16 @@ def _gap(prev: _Char, ch: _Char) -> float:
     return ch.box[0] - prev.box[2]
 
 
+def _monospaced_line(chars: list[_Char]) -> bool:
+    """Whether a line is set in a monospaced font: all its characters, but for a line number
+    before them in the text font (a listing numbered on the left: minted's and listings'
+    `numbers=left` set the number close enough to join the line)."""
+    first = next((k for k, ch in enumerate(chars) if ch.mono), None)
+    if first is None:
+        return False
+    return all(ch.text.isdigit() for ch in chars[:first]) and all(ch.mono for ch in chars[first:])
+
+
 def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     if run is None:
         run = _Run(chars[0])
@@ -1153,8 +1163,8 @@ def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     # wider than the line's usual one
     usual = [g for g, a in zip(gaps, chars) if not a.space]
     tracking = max(0.0, statistics.median(usual)) if usual else 0.0
-    mono = all(ch.mono for ch in chars)
-    pitch = statistics.median(ch.box[2] - ch.box[0] for ch in chars) if mono else 0.0
+    mono = _monospaced_line(chars)
+    pitch = statistics.median(ch.box[2] - ch.box[0] for ch in chars if ch.mono) if mono else 0.0
     text = chars[0].text
     for prev, ch, gap in zip(chars, chars[1:], gaps):
         spaced = prev.space or gap - tracking > SPACE_GAP * h

@@ -885,6 +885,16 @@ def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]
     return [_make_block(T.CODE if is_code else kind, part) for is_code, part in runs]
 
 
+def _line_step(rows: list[list[Line]], tops: list[int]) -> float:
+    """The distance from one row of a code block to the next: the least between two rows set
+    in the monospaced font (a numbered listing's blank line holds its number alone, in a
+    smaller font whose top stands lower), else the least between any two."""
+    mono = [any(ln.mono for ln in row) for row in rows]
+    steps = [b - a for a, b, m, n in zip(tops, tops[1:], mono, mono[1:]) if b > a and m and n]
+    steps = steps or [b - a for a, b in zip(tops, tops[1:]) if b > a]
+    return min(steps, default=1)
+
+
 def _join_code(blocks: list[Block]) -> list[Block]:
     """Code blocks that are pieces of one listing, joined: the layout model often cuts a listing
     at its blank lines, or boxes a comment at a row's end apart. Two code blocks join when they
@@ -932,22 +942,34 @@ _CODE_HOSTS = frozenset({T.TEXT, T.REF_TEXT})
 
 
 def _code_rows(rows: list[list[Line]]) -> list[bool]:
-    """Which rows are code: every line of the row monospaced. Inline code in a sentence sets
-    only some of its row in the monospaced font, so the row is prose; so is a lone row that
-    is one plain word (_NAME_ROW): a description list's term set in typewriter (the options
-    "draft", "final" of a LaTeX package's manual), a sentence's last word wrapped alone, or a
-    web address."""
-    code = [all(ln.mono for ln in row) for row in rows]
+    """Which rows are code: every line of the row monospaced, but for a line number left of
+    them (a listing numbered in the text font: minted's and listings' `numbers=left`). Inline
+    code in a sentence sets only some of its row in the monospaced font, so the row is prose;
+    so is a lone row that is one plain word (_NAME_ROW): a description list's term set in
+    typewriter (the options "draft", "final" of a LaTeX package's manual), a sentence's last
+    word wrapped alone, or a web address (a footnote's too, after its number)."""
+    code = [_code_row(row) for row in rows]
+    for i, row in enumerate(rows):  # a numbered listing's blank line: its number alone
+        if 0 < i < len(rows) - 1 and code[i - 1] and join_text([ln.text for ln in row]).isdigit():
+            code[i] = any(code[i + 1 :])
     for i, row in enumerate(rows):
         alone = not (i > 0 and code[i - 1]) and not (i + 1 < len(rows) and code[i + 1])
-        if code[i] and alone and _NAME_ROW.match(join_text([ln.text for ln in row])):
+        if code[i] and alone and _NAME_ROW.match(join_text([ln.text for ln in row if ln.mono])):
             code[i] = False
     return code
 
 
+def _code_row(row: list[Line]) -> bool:
+    mono = [ln for ln in row if ln.mono]
+    if not mono:
+        return False
+    left = min(ln.box[0] for ln in mono)
+    return all(ln.mono or (ln.text.isdigit() and ln.box[2] <= left) for ln in row)
+
+
 # A row of one word of letters, digits, dots and underscores ("savemem", "0.21", "manual."), or
 # of one web address (a journal's DOI line in its running head).
-_NAME_ROW = re.compile(r"^(?:[\w.]+|(?:https?|ftp)://\S+)$")
+_NAME_ROW = re.compile(r"^(?:\d+ )?(?:[\w.]+|(?:https?|ftp)://\S+)$")
 
 
 def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
@@ -972,16 +994,16 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
 def _code_text(rows: list[list[Line]]) -> str:
     """A code block's text as set: one row a line, nothing joined or re-flowed, each line indented
     and its pieces spaced by their x offsets from the block's left edge, counted in characters
-    (the pitch: the monospaced lines' width per character); rows further apart than the closest
-    two have the blank lines between them kept."""
+    (the pitch: the monospaced lines' width per character); rows further apart than one line
+    step (_line_step) have the blank lines between them kept."""
     left = min(ln.box[0] for row in rows for ln in row)
     widths = [(ln.box[2] - ln.box[0]) / len(ln.text) for row in rows for ln in row if ln.mono and ln.text]
     pitch = statistics.median(widths) if widths else 1.0
     tops = [min(ln.box[1] for ln in row) for row in rows]
-    step = min((b - a for a, b in zip(tops, tops[1:]) if b > a), default=1)
+    step = _line_step(rows, tops)
     out = []
     for k, row in enumerate(rows):
-        if k:  # a listing's blank lines: rows a step or more further down than the closest two
+        if k:  # a listing's blank lines: rows a step or more further down than the next row
             out += [""] * max(0, round((tops[k] - tops[k - 1]) / step) - 1)
         text = ""
         for ln in sorted(row, key=lambda ln: ln.box[0]):

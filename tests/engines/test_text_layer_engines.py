@@ -254,3 +254,29 @@ def test_a_lone_web_address_in_typewriter_stays_in_its_paragraph():
     assert head.type == "text" and head.text.startswith("Electron. Commun. Probab.")
     code = [b.text for b in result.blocks if b.type == "code"]
     assert code[:2] == ["\\documentclass[ECP]{ejpecp}", "\\documentclass[EJP]{ejpecp}"]
+
+
+def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
+    """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
+    listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
+    to join the unindented lines ("1 #include <stdio>"), and alone on its blank lines ("2").
+    Its rows are one code block, one row a line, numbers kept (the layout model boxes the
+    numbers of lines 10 and 11 apart)."""
+    path = Path(__file__).parents[1] / "data" / "code_numbered_elteikthesis_minted.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    (code,) = [b.text for b in result.blocks if b.type == "code"]
+    rows = [" ".join(row.split()) for row in code.splitlines()]
+    assert rows[:9] == [
+        "1 #include <stdio>",
+        "2",
+        "3 int main()",
+        "4 {",
+        "5 int c;",
+        '6 std::cout << "Hello World!" << std::endl;',
+        "7",
+        '8 std::cout << "Press any key to exit." << std::endl;',
+        "9 std::cin >> c;",
+    ]
+    assert rows[-2:] == ["return 0;", "12 }"]
+    assert code.splitlines()[4].startswith(" 5  ")  # "int c;" indented past the numbers
