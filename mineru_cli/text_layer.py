@@ -39,6 +39,7 @@ import ctypes
 import hashlib
 import json
 import math
+import re
 import statistics
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -106,6 +107,7 @@ SETTINGS = {
 class TextLine:
     box: tuple[int, int, int, int]  # page pixels (x1, y1, x2, y2)
     text: str
+    mono: bool = False  # every character is set in a monospaced font (see _MONO_FONT): code, a listing
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ class TextLayer:
     def digest(self) -> str:
         """Hash of the lines the engines would use: part of the cache key of a trusted page
         (two PDFs can render to the same pixels with different text)."""
-        blob = json.dumps([[list(ln.box), ln.text] for ln in self.lines], ensure_ascii=False, separators=(",", ":"))
+        rows = [[list(ln.box), ln.text] + (["mono"] if ln.mono else []) for ln in self.lines]
+        blob = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def scaled(self, factor: float) -> TextLayer:
@@ -145,7 +148,7 @@ class TextLayer:
             x1, y1, x2, y2 = (int(round(v * factor)) for v in box)
             return x1, y1, x2, y2
 
-        lines = tuple(TextLine(scale(ln.box), ln.text) for ln in self.lines)
+        lines = tuple(replace(ln, box=scale(ln.box)) for ln in self.lines)
         return replace(self, lines=lines)
 
 
@@ -156,6 +159,7 @@ class _Char:
     line_end: bool = False  # pdfium reports a line break after it
     space: bool = False
     glyph: tuple[float, float, float, float] | None = None  # its ink's extent, in the frame of `box`
+    mono: bool = False  # set in a monospaced font
 
 
 @dataclass
@@ -205,6 +209,7 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
     painted: dict[int, bool] = {}  # text object address -> whether it paints nothing
     fills: dict[int, tuple[int, int, int] | None] = {}  # text object address -> its fill colour
     turned: dict[int, int | None] = {}  # text object address -> its quarter turns
+    mono: dict[int, bool] = {}  # text object address -> whether its font is monospaced
     glyphs = _GlyphIndex(textpage, mapper, fills)
     count = textpage.count_chars()
     for i in range(count):
@@ -255,7 +260,8 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             counts.hidden += 1
             continue
         ink, quarter = glyphs.boxes[i], turns or 0  # (visible: upright or a quarter turn)
-        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None)
+        fixed = _monospaced(obj, key, mono)
+        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed)
         (counts.turned[quarter] if quarter else counts.visible).append(last)
     return counts
 
@@ -845,6 +851,34 @@ def _address(obj) -> int:
     return ctypes.cast(obj, ctypes.c_void_p).value or 0
 
 
+# Monospaced font families by their PostScript names (a subset's "ABCDEF+" prefix aside): TeX's
+# typewriter fonts (cmtt, cmsltt, cm-super's sftt, Latin Modern Mono, New CM Mono, tx/px tt,
+# TeX Gyre Cursor), Courier and its clones, and the usual programmers' fonts. The font
+# descriptor's FixedPitch flag is no guide: TeX's Type 1 CMTT and most LMMono and Inconsolata
+# fonts leave it unset (texlive docs, R-exts, gnuplot), and some Arial and SimSun fonts set it.
+_MONO_FONT = re.compile(
+    r"^(?:[A-Z]{6}\+)?(?:"
+    r"CM(?:SL|I)?TT|SF(?:TT|IT|ST)|ECTT|LMMono|NewCMMono|[RrTt]?[Tt][Xx][Tt][Tt]|[Pp][Xx][Tt][Tt]|TeXGyreCursor|"
+    r"Courier|NimbusMon|Inconsolata|Consolas|Menlo|Monaco|SourceCode|FiraCode|CascadiaCode|AnonymousPro|"
+    r"LucidaConsole|.*Typewriter|.*Mono(?![a-z])"
+    r")"
+)
+
+
+def _monospaced(obj, key: int, cache: dict[int, bool]) -> bool:
+    """Whether a text object's font is a monospaced one (_MONO_FONT), read once per object."""
+    if key in cache:
+        return cache[key]
+    font = pdfium_c.FPDFTextObj_GetFont(obj) if key else None
+    name = ""
+    if font:
+        buf = ctypes.create_string_buffer(256)
+        if pdfium_c.FPDFFont_GetBaseFontName(font, buf, len(buf)):
+            name = buf.value.decode("latin-1")
+    cache[key] = bool(_MONO_FONT.match(name))
+    return cache[key]
+
+
 def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> TextLayer:
     visible = len(counts.visible) + sum(map(len, counts.turned.values()))
     total = max(1, counts.total)
@@ -881,10 +915,10 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     lines = _lines(counts.visible)
     for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
-        lines += [TextLine(_int_box(_turn(ln.box, 4 - turns)), ln.text) for ln in _lines(chars)]
+        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns))) for ln in _lines(chars)]
     # a glyph's line box reaches past the page's edge where its text does (set at the top
     # edge, running off the side): the lines stay within the page
-    lines = [TextLine(_within(ln.box, width, height), ln.text) for ln in lines]
+    lines = [replace(ln, box=_within(ln.box, width, height)) for ln in lines]
     return TextLayer(tuple(lines), True, None, visible, counts.hidden, upright=upright)
 
 
@@ -1108,6 +1142,16 @@ def _gap(prev: _Char, ch: _Char) -> float:
     return ch.box[0] - prev.box[2]
 
 
+def _monospaced_line(chars: list[_Char]) -> bool:
+    """Whether a line is set in a monospaced font: all its characters, but for a line number
+    before them in the text font (a listing numbered on the left: minted's and listings'
+    `numbers=left` set the number close enough to join the line)."""
+    first = next((k for k, ch in enumerate(chars) if ch.mono), None)
+    if first is None:
+        return False
+    return all(ch.text.isdigit() for ch in chars[:first]) and all(ch.mono for ch in chars[first:])
+
+
 def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     if run is None:
         run = _Run(chars[0])
@@ -1119,10 +1163,13 @@ def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     # wider than the line's usual one
     usual = [g for g, a in zip(gaps, chars) if not a.space]
     tracking = max(0.0, statistics.median(usual)) if usual else 0.0
+    mono = _monospaced_line(chars)
+    pitch = statistics.median(ch.box[2] - ch.box[0] for ch in chars if ch.mono) if mono else 0.0
     text = chars[0].text
     for prev, ch, gap in zip(chars, chars[1:], gaps):
-        if prev.space or gap - tracking > SPACE_GAP * h:
-            text += " "
+        spaced = prev.space or gap - tracking > SPACE_GAP * h
+        # monospaced text keeps its runs of spaces (a listing's alignment): one a character's width
+        text += " " * max(int(spaced), round(gap / pitch) if pitch > 0 else 0) if mono else " " * spaced
         text += ch.text
     box = (int(math.floor(run.x1)), int(math.floor(run.y1)), int(math.ceil(run.x2)), int(math.ceil(run.y2)))
-    return TextLine(box, " ".join(text.split()))
+    return TextLine(box, text.strip() if mono else " ".join(text.split()), mono=mono)

@@ -753,3 +753,16 @@ def test_accents_stacked_on_one_letter_all_join_it():
     assert layer.trusted
     assert "Hàn Thế Thành, Sebastian Rahtz" in text
     assert not re.search("[\u00b4\u02c6`]", text)
+
+
+def test_lines_set_wholly_in_a_typewriter_font_are_monospaced():
+    """Writing R Extensions, page 30 (tests/data/code_r_exts_p30.pdf): the lines of its listings
+    (CMTT10, whose FixedPitch flag is unset, and CMSLTT10) are monospaced; prose in CMR10, and
+    prose rows holding inline code in CMTT10, are not."""
+    layer = _layer(Path(__file__).parent / "data" / "code_r_exts_p30.pdf", dpi=150).text_layer
+    mono = {ln.text: ln.mono for ln in layer.lines}
+    assert mono["AC_CHECK_LIB(foo, fun, [HAVE_FOO=TRUE], [HAVE_FOO=FALSE])"] is True
+    assert mono["AC_OUTPUT"] is True
+    assert mono['stop("Sorry, library ’foo’ is not available")'] is True
+    assert mono["in configure.ac (assuming Autoconf 2.50 or later)."] is False
+    assert sum(ln.mono for ln in layer.lines) == 13  # the listings' rows: 5 + 4 + 4

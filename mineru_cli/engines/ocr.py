@@ -512,7 +512,7 @@ def _turn_back(block: Block, degrees: int, size: tuple[int, int]) -> None:
 
 def text_layer_lines(text: TextLayer) -> list[Line]:
     """A trusted text layer's lines as the OCR's lines (exact text: score 1)."""
-    return [Line(line.box, line.text, 1.0) for line in text.lines]
+    return [Line(line.box, line.text, 1.0, mono=line.mono) for line in text.lines]
 
 
 def _quieten_loggers() -> None:
@@ -529,13 +529,14 @@ def _bgr(image: Image.Image) -> np.ndarray:
 
 
 class Line:
-    """One recognised text line: axis-aligned box, text, confidence, and the slope of its
-    baseline (dy / dx: 0 for a level line, about 0.05 for one on a page scanned 3 degrees askew)."""
+    """One recognised text line: axis-aligned box, text, confidence, the slope of its baseline
+    (dy / dx: 0 for a level line, about 0.05 for one on a page scanned 3 degrees askew), and
+    whether a text layer sets it all in a monospaced font (pixels never tell: False)."""
 
-    __slots__ = ("box", "text", "score", "slope")
+    __slots__ = ("box", "text", "score", "slope", "mono")
 
-    def __init__(self, box: tuple[int, int, int, int], text: str, score: float, slope: float = 0.0):
-        self.box, self.text, self.score, self.slope = box, text.strip(), score, slope
+    def __init__(self, box: tuple[int, int, int, int], text: str, score: float, slope: float = 0.0, mono: bool = False):
+        self.box, self.text, self.score, self.slope, self.mono = box, text.strip(), score, slope, mono
 
     @property
     def height(self) -> int:
@@ -546,7 +547,7 @@ class Line:
         if not dx and not dy:
             return self
         x1, y1, x2, y2 = self.box
-        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score, self.slope)
+        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score, self.slope, self.mono)
 
     def as_dict(self) -> dict:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
@@ -577,14 +578,15 @@ def assemble_blocks(
         if group:
             columns = _region_columns(group, kind, cls)
             if len(columns) == 1:
-                blocks.append(_make_block(kind, group, box))
+                blocks += _text_and_code(kind, group, box)
             else:  # the region ran across columns: one block per column, boxed by its lines
-                blocks += [_make_block(kind, column) for column in columns]
+                blocks += [b for column in columns for b in _text_and_code(kind, column)]
         elif kind == T.IMAGE:  # pictures keep their place even without text
             x1, y1, x2, y2 = (int(v) for v in box)
             blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
-    blocks += [_make_block(T.TEXT, column) for group in _paragraphs(loose) for column in _columns(group)]
+    blocks += [b for group in _paragraphs(loose) for column in _columns(group) for b in _text_and_code(T.TEXT, column)]
+    blocks = _join_code(blocks)
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
@@ -865,6 +867,113 @@ def _linked(a: Line, b: Line) -> bool:
     return -y_shared <= GROUPING["para_gap"] * h and x_shared >= 0.5 * max(1, narrower)
 
 
+def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]:
+    """A text (or reference) block's lines as blocks: its runs of rows set wholly in a monospaced font (a
+    listing, verbatim text: see _code_rows) are code blocks, the rows around them text blocks,
+    in reading order, each boxed by its own rows. Other kinds (_CODE_HOSTS), and text without
+    such rows, are one block."""
+    if kind not in _CODE_HOSTS or not any(ln.mono for ln in lines):
+        return [_make_block(kind, lines, region_box)]
+    rows = [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+    code = _code_rows(rows)
+    runs: list[tuple[bool, list[Line]]] = []
+    for row, is_code in zip(rows, code):
+        if runs and runs[-1][0] == is_code:
+            runs[-1][1].extend(row)
+        else:
+            runs.append((is_code, list(row)))
+    if len(runs) == 1:
+        return [_make_block(T.CODE if runs[0][0] else kind, lines, region_box)]
+    return [_make_block(T.CODE if is_code else kind, part) for is_code, part in runs]
+
+
+def _line_step(rows: list[list[Line]], tops: list[int]) -> float:
+    """The distance from one row of a code block to the next: the least between two rows set
+    in the monospaced font (a numbered listing's blank line holds its number alone, in a
+    smaller font whose top stands lower), else the least between any two."""
+    mono = [any(ln.mono for ln in row) for row in rows]
+    steps = [b - a for a, b, m, n in zip(tops, tops[1:], mono, mono[1:]) if b > a and m and n]
+    steps = steps or [b - a for a, b in zip(tops, tops[1:]) if b > a]
+    return min(steps, default=1)
+
+
+def _join_code(blocks: list[Block]) -> list[Block]:
+    """Code blocks that are pieces of one listing, joined: the layout model often cuts a listing
+    at its blank lines, or boxes a comment at a row's end apart. Two code blocks join when they
+    stand one under the other at most CODE_GAP line heights apart and overlap in x, or side by
+    side in one row, with no other block between them."""
+    while True:
+        code = [b for b in blocks if b.type == T.CODE]
+        pair = next(((a, b) for a in code for b in code if a is not b and _one_listing(a, b, blocks)), None)
+        if pair is None:
+            return blocks
+        a, b = pair
+        lines = [_code_line(d) for d in a.extra["lines"] + b.extra["lines"]]
+        blocks = [x for x in blocks if x is not a and x is not b] + [_make_block(T.CODE, lines)]
+
+
+# The most blank between two pieces of one listing, in line heights (a blank line or two).
+CODE_GAP = 2.5
+
+
+def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
+    """Whether code block `b` continues `a`: under it or right of it in its row (see _join_code)."""
+    h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
+    under = -h / 2 <= b.bbox[1] - a.bbox[3] <= CODE_GAP * h and _shares_columns(a.bbox, b.bbox)
+    beside = b.bbox[0] >= a.bbox[2] and len(group_rows([a.bbox, b.bbox])) == 1
+    if not (under or beside):
+        return False
+    between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))
+    gap = (between[0], a.bbox[3], between[2], b.bbox[1]) if under else (a.bbox[2], between[1], b.bbox[0], between[3])
+    return not any(x is not a and x is not b and _overlaps(x.bbox, gap) for x in blocks)
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return _shares_rows(a, b) and _shares_columns(a, b)
+
+
+def _code_line(line: dict) -> Line:
+    """A code block's line (Block.extra["lines"]) as a Line again: every line of a code block is monospaced."""
+    x1, y1, x2, y2 = line["bbox"]
+    return Line((x1, y1, x2, y2), line["text"], line["score"], mono=True)
+
+
+# The blocks whose monospaced rows are code: text, and references (the layout model boxes a run
+# of short listings between paragraphs as a reference list: gnuplot's and R's manuals).
+_CODE_HOSTS = frozenset({T.TEXT, T.REF_TEXT})
+
+
+def _code_rows(rows: list[list[Line]]) -> list[bool]:
+    """Which rows are code: every line of the row monospaced, but for a line number left of
+    them (a listing numbered in the text font: minted's and listings' `numbers=left`). Inline
+    code in a sentence sets only some of its row in the monospaced font, so the row is prose;
+    so is a lone row that is one plain word (_NAME_ROW): a description list's term set in
+    typewriter (the options "draft", "final" of a LaTeX package's manual), a sentence's last
+    word wrapped alone, or a web address (a footnote's too, after its number)."""
+    code = [_code_row(row) for row in rows]
+    for i, row in enumerate(rows):  # a numbered listing's blank line: its number alone
+        if 0 < i < len(rows) - 1 and code[i - 1] and join_text([ln.text for ln in row]).isdigit():
+            code[i] = any(code[i + 1 :])
+    for i, row in enumerate(rows):
+        alone = not (i > 0 and code[i - 1]) and not (i + 1 < len(rows) and code[i + 1])
+        if code[i] and alone and _NAME_ROW.match(join_text([ln.text for ln in row if ln.mono])):
+            code[i] = False
+    return code
+
+
+def _code_row(row: list[Line]) -> bool:
+    mono = [ln for ln in row if ln.mono]
+    if not mono:
+        return False
+    left = min(ln.box[0] for ln in mono)
+    return all(ln.mono or (ln.text.isdigit() and ln.box[2] <= left) for ln in row)
+
+
+# A row of one word of letters, digits, dots and underscores ("savemem", "0.21", "manual."), or
+# of one web address (a journal's DOI line in its running head).
+_NAME_ROW = re.compile(r"^(?:\d+ )?(?:[\w.]+|(?:https?|ftp)://\S+)$")
+
+
 def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     rows = [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
     ordered = [ln for row in rows for ln in row]
@@ -880,7 +989,30 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     if cells:
         extra["cells"] = cells
     score = sum(ln.score for ln in ordered) / len(ordered)
-    return Block(kind, bbox, _block_text(kind, rows, cells), score, extra)
+    text = _code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells)
+    return Block(kind, bbox, text, score, extra)
+
+
+def _code_text(rows: list[list[Line]]) -> str:
+    """A code block's text as set: one row a line, nothing joined or re-flowed, each line indented
+    and its pieces spaced by their x offsets from the block's left edge, counted in characters
+    (the pitch: the monospaced lines' width per character); rows further apart than one line
+    step (_line_step) have the blank lines between them kept."""
+    left = min(ln.box[0] for row in rows for ln in row)
+    widths = [(ln.box[2] - ln.box[0]) / len(ln.text) for row in rows for ln in row if ln.mono and ln.text]
+    pitch = statistics.median(widths) if widths else 1.0
+    tops = [min(ln.box[1] for ln in row) for row in rows]
+    step = _line_step(rows, tops)
+    out = []
+    for k, row in enumerate(rows):
+        if k:  # a listing's blank lines: rows a step or more further down than the next row
+            out += [""] * max(0, round((tops[k] - tops[k - 1]) / step) - 1)
+        text = ""
+        for ln in sorted(row, key=lambda ln: ln.box[0]):
+            column = round((ln.box[0] - left) / pitch)
+            text += " " * max(int(bool(text)), column - len(text)) + ln.text
+        out.append(text.rstrip())
+    return "\n".join(out)
 
 
 # A block's lines are levelled (see _level_boxes) when their baselines slope at least this much

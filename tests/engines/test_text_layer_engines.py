@@ -33,6 +33,7 @@ from tablegrid import html_grid
 from mineru_cli.config import LoadOptions
 from mineru_cli.engines.ocr import OcrEngine
 from mineru_cli.inputs import SourceFile, open_document
+from mineru_cli.writers import content_list_items
 
 
 def _squash(text: str) -> str:
@@ -226,3 +227,79 @@ def test_each_item_of_a_bulleted_list_starts_a_line(engine, text_layer):
     assert len(subs) == 2 and subs[0][2:].startswith("coordinate transformation") and subs[1][2:].startswith("Syntax")
     assert any(line.startswith("• Layout of PinPush, especially the tip does not scale well") for line in lines)
     assert "  \n• GoToE links.  \n" in result.markdown
+
+
+R_EXTS_LISTINGS = (
+    "AC_CHECK_LIB(foo, fun, [HAVE_FOO=TRUE], [HAVE_FOO=FALSE])\nAC_SUBST(HAVE_FOO)\n......\n"
+    "AC_CONFIG_FILES([foo.R])\nAC_OUTPUT",
+    'foo <- function(x) {\n    if(!@HAVE_FOO@)\n      stop("Sorry, library ’foo’ is not available")\n    ...',
+    'foo <- function(x) {\n    if(!FALSE)\n      stop("Sorry, library ’foo’ is not available")\n    ...',
+)
+
+
+def test_listings_in_a_monospaced_font_are_code_blocks_between_their_paragraphs(engine, tmp_path):
+    """Writing R Extensions, page 30 (tests/data/code_r_exts_p30.pdf): three listings set in
+    CMTT10 are code blocks, one row a line with its indentation, in reading order between the
+    paragraphs around them; the first one ran into the sentence after it ("in configure.ac
+    (assuming ..."), each was re-flowed into one line. Rows of prose with inline code stay prose.
+    Markdown fences them unescaped; content_list gives them as code items."""
+    path = Path(__file__).parents[1] / "data" / "code_r_exts_p30.pdf"
+    page = first_page(path, dpi=150)
+    assert page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    kinds = [b.type for b in result.blocks]
+    code = [b for b in result.blocks if b.type == "code"]
+    assert [b.text for b in code] == list(R_EXTS_LISTINGS)
+    first = kinds.index("code")
+    before, after = result.blocks[first - 1], result.blocks[first + 1]
+    assert before.type == after.type == "text"
+    assert before.text.endswith("one could use") and "AC_CHECK_LIB" not in before.text
+    assert after.text.startswith("in configure.ac (assuming Autoconf 2.50 or later).")
+    assert "HAVE_FOO to TRUE" in before.text  # a row with inline code is prose
+    assert all(b.bbox[1] >= before.bbox[3] and b.bbox[3] <= after.bbox[1] for b in code[:1])
+    assert f"```\n{R_EXTS_LISTINGS[0]}\n```" in result.markdown  # no `\_` inside the fence
+    record = {"image": {"width": page.image.width, "height": page.image.height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    items = [item for item in content_list_items(record, tmp_path) if item["type"] == "code"]
+    assert [item["code_body"] for item in items] == list(R_EXTS_LISTINGS)
+    pixels = engine.parse(page.image)  # read from its pixels (--text-layer off), as it was
+    assert "code" not in [b.type for b in pixels.blocks]
+
+
+def test_a_lone_web_address_in_typewriter_stays_in_its_paragraph():
+    """The ejpecp class's guide, page 1 (tests/data/article_ejpecp_p1.pdf): its running head's
+    DOI line, set in typewriter between two lines of prose, stays in the head's text block; the
+    two \\documentclass lines of its example are code."""
+    path = Path(__file__).parents[1] / "data" / "article_ejpecp_p1.pdf"
+    page = first_page(path, dpi=150)
+    result = OcrEngine(threads=2).parse(page.image, page.text_layer)
+    (head,) = [b for b in result.blocks if "https://doi.org/" in b.text]
+    assert head.type == "text" and head.text.startswith("Electron. Commun. Probab.")
+    code = [b.text for b in result.blocks if b.type == "code"]
+    assert code[:2] == ["\\documentclass[ECP]{ejpecp}", "\\documentclass[EJP]{ejpecp}"]
+
+
+def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
+    """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
+    listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
+    to join the unindented lines ("1 #include <stdio>"), and alone on its blank lines ("2").
+    Its rows are one code block, one row a line, numbers kept (the layout model boxes the
+    numbers of lines 10 and 11 apart)."""
+    path = Path(__file__).parents[1] / "data" / "code_numbered_elteikthesis_minted.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    (code,) = [b.text for b in result.blocks if b.type == "code"]
+    rows = [" ".join(row.split()) for row in code.splitlines()]
+    assert rows[:9] == [
+        "1 #include <stdio>",
+        "2",
+        "3 int main()",
+        "4 {",
+        "5 int c;",
+        '6 std::cout << "Hello World!" << std::endl;',
+        "7",
+        '8 std::cout << "Press any key to exit." << std::endl;',
+        "9 std::cin >> c;",
+    ]
+    assert rows[-2:] == ["return 0;", "12 }"]
+    assert code.splitlines()[4].startswith(" 5  ")  # "int c;" indented past the numbers
