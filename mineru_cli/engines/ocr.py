@@ -958,7 +958,29 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
         alone = not (i > 0 and code[i - 1]) and not (i + 1 < len(rows) and code[i + 1])
         if code[i] and alone and _NAME_ROW.match(join_text([ln.text for ln in row if ln.mono])):
             code[i] = False
+    start = 0
+    for i in range(1, len(rows) + 1):  # each run of code rows
+        if i == len(rows) or code[i] != code[start]:
+            if code[start] and _typewriter_prose([join_text([ln.text for ln in row]) for row in rows[start:i]]):
+                code[start:i] = [False] * (i - start)
+            start = i
     return code
+
+
+# Text set in a monospaced font that reads as sentences, not code: a memo, a letter, a
+# screenplay or a plain-text printout set wholly in Courier. Its rows are long (at least
+# PROSE_ROW characters on average) and nearly all of its characters (all but PROSE_MARKS) are
+# letters, digits, spaces and sentence punctuation; a listing's lines are shorter and denser in
+# brackets, operators, underscores and backslashes.
+PROSE_ROW = 40
+PROSE_MARKS = 0.02
+_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—-]|_")
+
+
+def _typewriter_prose(rows: list[str]) -> bool:
+    chars = sum(len(row) for row in rows)
+    marks = sum(len(_NOT_PROSE.findall(row)) for row in rows)
+    return chars >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
 
 
 def _code_row(row: list[Line]) -> bool:
