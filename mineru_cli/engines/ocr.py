@@ -162,7 +162,7 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-
 
 class OcrEngine:
     name = "ocr"
-    version = "3.10"  # bump when the same inputs would give different output
+    version = "3.11"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
