@@ -9,7 +9,9 @@ Pipeline per page:
   2. RapidLayout finds regions (text, title, figure, table, captions, ...) on the page shrunk to
      the model's input size (see `_regions`), so they do not depend on the DPI; LAYOUT_TYPES names
      them in MinerU's block vocabulary (a figure is an `image`, a reference `ref_text`).
-  3. Each line goes to the region holding most of it (>= half its area);
+  3. A line that runs from a text region across the gutter into the column beside it is cut in
+     the gutter and its pieces read again (see `cut_at_gutters`).
+     Each line goes to the region holding most of it (>= half its area);
      lines outside every region are grouped into paragraphs by proximity.
   4. Blocks get their text from their lines (see `_block_text`), then
      reading_order sorts them and markdown renders them.
@@ -236,6 +238,9 @@ class OcrEngine:
         t = time.perf_counter()
         regions = [(clip(box, size), cls, score) for box, cls, score in self._regions(bgr)]
         timings["layout"] = time.perf_counter() - t
+
+        if source == OCR:
+            lines = cut_at_gutters(lines, regions, lambda box: _read_box(self._load_text(), bgr, box))
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, size))
@@ -490,6 +495,63 @@ def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
     if not out.txts or not out.scores or float(out.scores[0]) <= line.score:
         return line
     return Line(line.box, out.txts[0], float(out.scores[0]), line.slope)
+
+
+def _read_box(ocr: Callable[..., Any], bgr: np.ndarray, box: Box) -> Line:
+    """The text in `box` read as it stands (recognition only); "" where nothing is read."""
+    x1, y1, x2, y2 = (int(v) for v in box)
+    crop = np.ascontiguousarray(bgr[max(0, y1) : y2, max(0, x1) : x2])
+    if crop.size == 0:
+        return Line((x1, y1, x2, y2), "", 0.0)
+    out = ocr(crop, use_det=False, use_cls=False, use_rec=True, text_score=0.0)
+    if not out.txts or not out.scores:
+        return Line((x1, y1, x2, y2), "", 0.0)
+    return Line((x1, y1, x2, y2), out.txts[0], float(out.scores[0]))
+
+
+def cut_at_gutters(
+    lines: list[Line], regions: Sequence[tuple[Box, str, float]], read: Callable[[Box], Line]
+) -> list[Line]:
+    """Lines that run from a text region across the column gutter beside it, cut in the gutter.
+
+    The detector joins text that touches or overprints across a gutter into one line (a left
+    column's display formula running into the right column's text: "G(x,grocavity"); that line
+    belongs to the right column's region, whose block then spans the gutter, and the page has
+    no vertical cut left, so its columns are read row by row. A line of a flowing region that
+    reaches past the region's side (by over its own height) into the x-range of lines standing
+    wholly beside the region in its rows (another column) is cut midway between those lines and
+    the region; each piece is read again on its own (`read`: a box -> its Line), and a piece
+    that reads nothing is dropped."""
+    boxes = [box for box, _, _ in regions]
+    flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
+    out: list[Line] = []
+    for line in lines:
+        home = best_holder(line.box, boxes, GROUPING["line_in_region"])
+        cut = _gutter_cut(line, boxes[home], lines) if home is not None and flowing[home] else None
+        if cut is None:
+            out.append(line)
+            continue
+        x1, y1, x2, y2 = line.box
+        pieces = [read((x1, y1, cut, y2)), read((cut, y1, x2, y2))]
+        out += [Line(piece.box, piece.text, piece.score, line.slope) for piece in pieces if piece.text]
+    return out
+
+
+def _gutter_cut(line: Line, region: Box, lines: list[Line]) -> int | None:
+    """Where `line` (a line of `region`) is cut: the middle of the gutter between the region's
+    side it reaches past and the lines beside the region in its rows; None where it stays whole."""
+    x1, _, x2, _ = line.box
+    reach = line.height
+    beside = [o for o in lines if o is not line and _shares_rows(o.box, region)]
+    if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
+        ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
+        if ends and x1 < max(ends):
+            return (max(ends) + int(region[0])) // 2
+    if x2 > region[2] + reach:
+        starts = [o.box[0] for o in beside if o.box[0] >= region[2]]
+        if starts and x2 > min(starts):
+            return (min(starts) + int(region[2])) // 2
+    return None
 
 
 def _level_back(blocks: list[Block], level: deskew.Level, found: dict[tuple[Box, str], Box]) -> None:

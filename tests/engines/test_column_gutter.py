@@ -1,0 +1,36 @@
+"""A two-column page whose left column's display formula runs into the right column's text
+(elstest-3pd.pdf page 3, tests/data/README.md), read from its pixels (no text layer): the
+detector joins the formula's last fraction with the right column's lines across the gutter."""
+
+from __future__ import annotations
+
+import pytest
+from test_real_pages import DATA
+
+from mineru_cli.config import LoadOptions
+from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.inputs import SourceFile, open_document
+
+pytestmark = pytest.mark.slow
+
+PAGE = DATA / "gutter_formula_elstest_3pd_p3.pdf"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return OcrEngine(threads=2, lang="en")
+
+
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_formula_running_into_the_next_column_does_not_join_its_columns(engine, dpi):
+    """Formula (5) of the left column overprints "mi-crocavity" and "WGM" of the right one; the
+    joined lines ("G(x,grocavity ...") made the right column's block span the gutter, and the
+    columns were read row by row. Cut in the gutter, the left column reads down first."""
+    with open_document(SourceFile(PAGE, PAGE.name, "pdf"), LoadOptions(dpi=dpi, text_layer="off")) as doc:
+        image = doc.page(0).image
+    result = engine.parse(image)
+    (right,) = [block for block in result.blocks if block.text.startswith("In this section let us")]
+    assert right.bbox[0] > image.width / 2, right
+    md = result.markdown
+    left_end = md.index("Here we introduced the initial state")
+    assert left_end < md.index("In this section let us"), md[:1500]
