@@ -971,16 +971,19 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
 # screenplay or a plain-text printout set wholly in Courier. Its rows are long (at least
 # PROSE_ROW characters on average) and nearly all of its characters (all but PROSE_MARKS) are
 # letters, digits, spaces and sentence punctuation; a listing's lines are shorter and denser in
-# brackets, operators, underscores and backslashes.
+# brackets, operators, underscores and backslashes. Rows are measured in character cells: a
+# CJK character fills two (a monospaced CJK font sets it double width), and the full-width
+# commas, stops and quotes of CJK text are sentence punctuation.
 PROSE_ROW = 40
 PROSE_MARKS = 0.02
-_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—-]|_")
+_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—…\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f-]|_")
 
 
 def _typewriter_prose(rows: list[str]) -> bool:
     chars = sum(len(row) for row in rows)
+    cells = chars + sum(len(_CJK.findall(row)) for row in rows)
     marks = sum(len(_NOT_PROSE.findall(row)) for row in rows)
-    return chars >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
+    return cells >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
 
 
 def _code_row(row: list[Line]) -> bool:

@@ -293,6 +293,20 @@ def test_a_memo_typed_wholly_in_courier_is_prose_not_code(engine):
     assert "the cost of any repair that both parties have approved in writing" in result.markdown
 
 
+def test_prose_in_a_monospaced_cjk_font_is_prose_not_code(engine):
+    """Three paragraphs of Chinese set in WenQuanYi Micro Hei Mono (tests/data/cjk_mono_prose_chromium.pdf,
+    Chromium's print): every line under the heading is monospaced, but its rows are sentences, long in character
+    cells (each CJK character fills two) and stopped by full-width commas and stops, so they
+    are text, not one fenced block."""
+    path = Path(__file__).parents[1] / "data" / "cjk_mono_prose_chromium.pdf"
+    page = first_page(path, dpi=150)
+    assert page.text_layer is not None and all(ln.mono for ln in page.text_layer.lines[1:])  # under the heading
+    result = engine.parse(page.image, page.text_layer)
+    assert "code" not in [b.type for b in result.blocks]
+    assert "```" not in result.markdown
+    assert "整个过程大约需要五分钟。" in result.markdown
+
+
 def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
     listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
