@@ -917,10 +917,13 @@ CODE_GAP = 2.5
 
 
 def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
-    """Whether code block `b` continues `a`: under it or right of it in its row (see _join_code)."""
+    """Whether code block `b` continues `a`: under it, or right of it within its rows (see _join_code)."""
     h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
     under = -h / 2 <= b.bbox[1] - a.bbox[3] <= CODE_GAP * h and _shares_columns(a.bbox, b.bbox)
-    beside = b.bbox[0] >= a.bbox[2] and len(group_rows([a.bbox, b.bbox])) == 1
+    # a piece right of another stands within its rows (a comment at a row's end); one that starts
+    # higher or ends lower is the next column of the page, where a listing continues after a column break
+    within = b.bbox[1] >= a.bbox[1] - h / 2 and b.bbox[3] <= a.bbox[3] + h / 2
+    beside = b.bbox[0] >= a.bbox[2] and within and len(group_rows([a.bbox, b.bbox])) == 1
     if not (under or beside):
         return False
     between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))

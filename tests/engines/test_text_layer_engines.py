@@ -307,6 +307,24 @@ def test_prose_in_a_monospaced_cjk_font_is_prose_not_code(engine):
     assert "整个过程大约需要五分钟。" in result.markdown
 
 
+def test_a_listing_broken_across_two_columns_keeps_the_reading_order(engine):
+    """A <pre> of 60 numbered rows that Chromium breaks from the foot of the left column to the
+    top of the right one (tests/data/code_two_columns_chromium.pdf). Its two pieces are code
+    blocks in column order, after the left column's prose and before the right column's, each
+    one row a line; the piece right of the other starts higher, so it is not a comment beside
+    the first piece's rows, and the two are not interleaved into one block."""
+    path = Path(__file__).parents[1] / "data" / "code_two_columns_chromium.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    code = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    rows = [f"line_{i:02d} = value({i}) + offset  # n{i}" for i in range(1, 61)]
+    assert [row for block in code for row in block] == rows
+    text = result.markdown
+    assert text.index("the reader waits patiently.") < text.index("line_01 =") < text.index("line_22 =")
+    assert text.index("line_22 =") < text.index("line_23 =") < text.index("line_60 =")
+    assert text.index("line_60 =") < text.index("After the listing, the right column")
+
+
 def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
     listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
