@@ -325,6 +325,22 @@ def test_a_listing_broken_across_two_columns_keeps_the_reading_order(engine):
     assert text.index("line_60 =") < text.index("After the listing, the right column")
 
 
+def test_a_listing_whose_backslashes_come_from_the_math_font_is_one_code_block(engine):
+    """Doxygen's manual, page 21 (tests/data/code_backslash_cmsy_doxygen.pdf): its Qt-style example
+    is set in NimbusMonL, but LaTeX takes the backslash of "\\param a an integer argument." from
+    CMSY10. Those four rows are still monospaced rows of the listing, which stays one code block,
+    not cut around a paragraph of them re-flowed into one line."""
+    path = Path(__file__).parents[1] / "data" / "code_backslash_cmsy_doxygen.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    code = [b.text for b in result.blocks if b.type == "code"]
+    assert len(code) == 2 and code[0].startswith("/*!  A test class */")
+    rows = code[1].splitlines()
+    assert rows[0] == "//!    A test class." and rows[-1].strip() == "int testMe(int a,const char *s);"
+    assert "\\param a an integer argument." in rows and "\\return The test results" in rows
+    assert not any("\\param" in b.text for b in result.blocks if b.type != "code")
+
+
 def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
     listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
