@@ -970,16 +970,17 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
     return code
 
 
-# Text set in a monospaced font that reads as sentences, not code: a memo, a letter, a
-# screenplay or a plain-text printout set wholly in Courier. Its rows are long (at least
-# PROSE_ROW characters on average) and nearly all of its characters (all but PROSE_MARKS) are
-# letters, digits, spaces and sentence punctuation; a listing's lines are shorter and denser in
-# brackets, operators, underscores and backslashes. Rows are measured in character cells: a
-# CJK character fills two (a monospaced CJK font sets it double width), and the full-width
-# commas, stops and quotes of CJK text are sentence punctuation.
+# Text set in a monospaced font that reads as sentences, not code: a memo, a letter or a
+# plain-text printout set wholly in Courier. Its rows are long (at least PROSE_ROW characters on
+# average) and nearly all of its characters (all but PROSE_MARKS) are letters, digits, spaces and
+# sentence punctuation; a listing's lines are shorter and denser in brackets, operators,
+# underscores and backslashes. Rows are measured in character cells: a CJK character fills two
+# (a monospaced CJK font sets it double width), and the full-width commas, stops and quotes of
+# CJK text are sentence punctuation.
 PROSE_ROW = 40
 PROSE_MARKS = 0.02
-_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—…\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f-]|_")
+_CJK_PUNCTUATION = r"\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f"
+_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—…" + _CJK_PUNCTUATION + "-]|_")
 
 
 def _typewriter_prose(rows: list[str]) -> bool:
