@@ -1143,13 +1143,17 @@ def _gap(prev: _Char, ch: _Char) -> float:
 
 
 def _monospaced_line(chars: list[_Char]) -> bool:
-    """Whether a line is set in a monospaced font: all its characters, but for a line number
-    before them in the text font (a listing numbered on the left: minted's and listings'
-    `numbers=left` set the number close enough to join the line)."""
+    """Whether a line is set in a monospaced font: all its letters and digits, but for a line
+    number before them in the text font (a listing numbered on the left: minted's and listings'
+    `numbers=left` set the number close enough to join the line). A symbol may come from
+    another font: LaTeX sets a typewriter line's backslash in its math symbol font (CMSY10's,
+    Doxygen's manual) where the font encoding lacks one."""
     first = next((k for k, ch in enumerate(chars) if ch.mono), None)
     if first is None:
         return False
-    return all(ch.text.isdigit() for ch in chars[:first]) and all(ch.mono for ch in chars[first:])
+    lead = chars[:first]
+    numbered = all(ch.text.isdigit() for ch in lead) or not any(ch.text.isalnum() for ch in lead)
+    return numbered and all(ch.mono or not ch.text.isalnum() for ch in chars[first:])
 
 
 def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:

@@ -979,10 +979,13 @@ CODE_GAP = 2.5
 
 
 def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
-    """Whether code block `b` continues `a`: under it or right of it in its row (see _join_code)."""
+    """Whether code block `b` continues `a`: under it, or right of it within its rows (see _join_code)."""
     h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
     under = -h / 2 <= b.bbox[1] - a.bbox[3] <= CODE_GAP * h and _shares_columns(a.bbox, b.bbox)
-    beside = b.bbox[0] >= a.bbox[2] and len(group_rows([a.bbox, b.bbox])) == 1
+    # a piece right of another stands within its rows (a comment at a row's end); one that starts
+    # higher or ends lower is the next column of the page, where a listing continues after a column break
+    within = b.bbox[1] >= a.bbox[1] - h / 2 and b.bbox[3] <= a.bbox[3] + h / 2
+    beside = b.bbox[0] >= a.bbox[2] and within and len(group_rows([a.bbox, b.bbox])) == 1
     if not (under or beside):
         return False
     between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))
@@ -1029,20 +1032,24 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
     return code
 
 
-# Text set in a monospaced font that reads as sentences, not code: a memo, a letter, a
-# screenplay or a plain-text printout set wholly in Courier. Its rows are long (at least
-# PROSE_ROW characters on average) and nearly all of its characters (all but PROSE_MARKS) are
-# letters, digits, spaces and sentence punctuation; a listing's lines are shorter and denser in
-# brackets, operators, underscores and backslashes.
+# Text set in a monospaced font that reads as sentences, not code: a memo, a letter or a
+# plain-text printout set wholly in Courier. Its rows are long (at least PROSE_ROW characters on
+# average) and nearly all of its characters (all but PROSE_MARKS) are letters, digits, spaces and
+# sentence punctuation; a listing's lines are shorter and denser in brackets, operators,
+# underscores and backslashes. Rows are measured in character cells: a CJK character fills two
+# (a monospaced CJK font sets it double width), and the full-width commas, stops and quotes of
+# CJK text are sentence punctuation.
 PROSE_ROW = 40
 PROSE_MARKS = 0.02
-_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—-]|_")
+_CJK_PUNCTUATION = r"\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f"
+_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—…" + _CJK_PUNCTUATION + "-]|_")
 
 
 def _typewriter_prose(rows: list[str]) -> bool:
     chars = sum(len(row) for row in rows)
+    cells = chars + sum(len(_CJK.findall(row)) for row in rows)
     marks = sum(len(_NOT_PROSE.findall(row)) for row in rows)
-    return chars >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
+    return cells >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
 
 
 def _code_row(row: list[Line]) -> bool:

@@ -293,6 +293,54 @@ def test_a_memo_typed_wholly_in_courier_is_prose_not_code(engine):
     assert "the cost of any repair that both parties have approved in writing" in result.markdown
 
 
+def test_prose_in_a_monospaced_cjk_font_is_prose_not_code(engine):
+    """Three paragraphs of Chinese set in WenQuanYi Micro Hei Mono (tests/data/cjk_mono_prose_chromium.pdf,
+    Chromium's print): every line under the heading is monospaced, but its rows are sentences, long in character
+    cells (each CJK character fills two) and stopped by full-width commas and stops, so they
+    are text, not one fenced block."""
+    path = Path(__file__).parents[1] / "data" / "cjk_mono_prose_chromium.pdf"
+    page = first_page(path, dpi=150)
+    assert page.text_layer is not None and all(ln.mono for ln in page.text_layer.lines[1:])  # under the heading
+    result = engine.parse(page.image, page.text_layer)
+    assert "code" not in [b.type for b in result.blocks]
+    assert "```" not in result.markdown
+    assert "整个过程大约需要五分钟。" in result.markdown
+
+
+def test_a_listing_broken_across_two_columns_keeps_the_reading_order(engine):
+    """A <pre> of 60 numbered rows that Chromium breaks from the foot of the left column to the
+    top of the right one (tests/data/code_two_columns_chromium.pdf). Its two pieces are code
+    blocks in column order, after the left column's prose and before the right column's, each
+    one row a line; the piece right of the other starts higher, so it is not a comment beside
+    the first piece's rows, and the two are not interleaved into one block."""
+    path = Path(__file__).parents[1] / "data" / "code_two_columns_chromium.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    code = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    rows = [f"line_{i:02d} = value({i}) + offset  # n{i}" for i in range(1, 61)]
+    assert [row for block in code for row in block] == rows
+    text = result.markdown
+    assert text.index("the reader waits patiently.") < text.index("line_01 =") < text.index("line_22 =")
+    assert text.index("line_22 =") < text.index("line_23 =") < text.index("line_60 =")
+    assert text.index("line_60 =") < text.index("After the listing, the right column")
+
+
+def test_a_listing_whose_backslashes_come_from_the_math_font_is_one_code_block(engine):
+    """Doxygen's manual, page 21 (tests/data/code_backslash_cmsy_doxygen.pdf): its Qt-style example
+    is set in NimbusMonL, but LaTeX takes the backslash of "\\param a an integer argument." from
+    CMSY10. Those four rows are still monospaced rows of the listing, which stays one code block,
+    not cut around a paragraph of them re-flowed into one line."""
+    path = Path(__file__).parents[1] / "data" / "code_backslash_cmsy_doxygen.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    code = [b.text for b in result.blocks if b.type == "code"]
+    assert len(code) == 2 and code[0].startswith("/*!  A test class */")
+    rows = code[1].splitlines()
+    assert rows[0] == "//!    A test class." and rows[-1].strip() == "int testMe(int a,const char *s);"
+    assert "\\param a an integer argument." in rows and "\\return The test results" in rows
+    assert not any("\\param" in b.text for b in result.blocks if b.type != "code")
+
+
 def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
     listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
