@@ -226,3 +226,18 @@ def test_each_item_of_a_bulleted_list_starts_a_line(engine, text_layer):
     assert len(subs) == 2 and subs[0][2:].startswith("coordinate transformation") and subs[1][2:].startswith("Syntax")
     assert any(line.startswith("• Layout of PinPush, especially the tip does not scale well") for line in lines)
     assert "  \n• GoToE links.  \n" in result.markdown
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_a_bullet_between_words_is_no_list_item_where_a_row_starts_with_it(engine, text_layer):
+    """A Chromium-made page (tests/data/bullet_separators_chromium.pdf): a paragraph whose
+    opening hours are set apart by bullets between them ("Opening hours • Monday to Thursday
+    ... ● Friday 9:00 to 16:00 • closed on public holidays"), the row break falling just before
+    one. That bullet started a line of its own, as a list item does, and the Markdown broke the
+    sentence there; the glyph stands between words in the same block, so it stays in the row."""
+    path = Path(__file__).parents[1] / "data" / "bullet_separators_chromium.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    hours = next(b for b in result.blocks if "Opening hours" in b.text)
+    assert re.search(r"16:00 \W closed on public holidays", hours.text), hours.text
