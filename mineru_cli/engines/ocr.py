@@ -1154,8 +1154,13 @@ _BROKEN_WORD = re.compile(r"[A-Za-z]-$")
 # (MinerU's list start lines, which its Markdown breaks before), instead of being re-flowed into
 # the item before it. A dash starts a (nested) item only in a block that has a bullet item: a row
 # of prose may start with a spaced dash ("– as said –").
-_BULLET = re.compile(r"[•●○◦▪▫■□‣⁃∙►▸➢✓❖]|·(?=\s)")
+_BULLETS = "•●○◦▪▫■□‣⁃∙►▸➢✓❖"
+_BULLET = re.compile(rf"[{_BULLETS}]|·(?=\s)")
 _SUB_BULLET = re.compile(r"[–-](?=\s)")
+# A bullet glyph after a word, inside a row or at its end, is a separator ("Accounts •
+# Admissions • Careers"; a list item never ends in one): in a block that uses it so, the same
+# glyph at a row's start is one of those separators that a row break put there, not a list item.
+_SEPARATOR = re.compile(rf"(?<=\S\s)([{_BULLETS}·])(?=\s+\S|\s*$)")
 
 
 def join_lines(rows: list[str]) -> str:
@@ -1163,8 +1168,9 @@ def join_lines(rows: list[str]) -> str:
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
     each list item on a line of its own."""
     out, listed = "", False
+    separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
     for row in rows:
-        bullet = bool(_BULLET.match(row))
+        bullet = bool(_BULLET.match(row)) and row[0] not in separators
         listed = listed or bullet
         if out and (bullet or (listed and _SUB_BULLET.match(row))):
             out += "\n" + row

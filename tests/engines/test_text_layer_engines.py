@@ -365,3 +365,18 @@ def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     ]
     assert rows[-2:] == ["return 0;", "12 }"]
     assert code.splitlines()[4].startswith(" 5  ")  # "int c;" indented past the numbers
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_a_bullet_between_words_is_no_list_item_where_a_row_starts_with_it(engine, text_layer):
+    """A Chromium-made page (tests/data/bullet_separators_chromium.pdf): a paragraph whose
+    opening hours are set apart by bullets between them ("Opening hours • Monday to Thursday
+    ... ● Friday 9:00 to 16:00 • closed on public holidays"), the row break falling just before
+    one. That bullet started a line of its own, as a list item does, and the Markdown broke the
+    sentence there; the glyph stands between words in the same block, so it stays in the row."""
+    path = Path(__file__).parents[1] / "data" / "bullet_separators_chromium.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    hours = next(b for b in result.blocks if "Opening hours" in b.text)
+    assert re.search(r"16:00 \W closed on public holidays", hours.text), hours.text
