@@ -9,7 +9,7 @@ bands that share a column gutter are merged back before cutting vertically.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP
 
@@ -228,7 +228,12 @@ def text_columns(
 
 
 def column_stretches(
-    boxes: Sequence[Box], min_share: float = 0.2, min_lines: int = 2, min_heights: float = 6.0, max_gap: float = 0.8
+    boxes: Sequence[Box],
+    min_share: float = 0.2,
+    min_lines: int = 2,
+    min_heights: float = 6.0,
+    max_gap: float = 0.8,
+    read_across: Callable[[list[int]], bool] | None = None,
 ) -> list[list[int]]:
     """Split text lines into side-by-side columns where a gutter runs through a stretch of their
     rows only: groups top to bottom, the columns of each such stretch left to right between the
@@ -242,7 +247,9 @@ def column_stretches(
     last lines below the other's end join it; a line set further below both, past the boxes'
     frames, does not); each stretch is split as text_columns splits lines (its pieces at least
     as wide and as long as a column must be), and the rows between split stretches stay
-    together. One group (all lines) when nothing splits."""
+    together. One group (all lines) when nothing splits. `read_across(indices)`: whether a
+    stretch whose right-hand column holds these lines is read row by row all the same (an
+    index's or a contents list's page numbers, each row's entry paired with its pages)."""
     whole = text_columns(boxes, min_share, min_lines, min_heights)
     if len(whole) > 1 or not boxes:
         return whole
@@ -258,7 +265,7 @@ def column_stretches(
     plain: list[int] = []  # rows between split stretches, top to bottom
     for stretch in stretches:
         columns = text_columns([boxes[i] for i in stretch], min_share, min_lines, min_heights)
-        if len(columns) == 1:
+        if len(columns) == 1 or (read_across is not None and read_across([stretch[i] for i in columns[-1]])):
             plain += stretch
             continue
         if plain:

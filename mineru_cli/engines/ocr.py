@@ -820,10 +820,23 @@ def _tabular(lines: list[Line]) -> bool:
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:
+    def page_numbers(column: list[int]) -> bool:
+        return all(_PAGE_REFS.match(lines[i].text) for i in column)
+
     columns = column_stretches(
-        [ln.box for ln in lines], GROUPING["column_share"], min_heights=GROUPING["column_heights"]
+        [ln.box for ln in lines],
+        GROUPING["column_share"],
+        min_heights=GROUPING["column_heights"],
+        read_across=page_numbers,
     )
     return [[lines[i] for i in column] for column in columns]
+
+
+# A line of page references: numbers (arabic or roman), ranges and commas. Where a stretch of a
+# text region splits into columns whose right-hand one is all such lines, it is an index or a
+# contents list whose dot leaders the gap stands for: each row's entry goes with its pages, and
+# the rows are read across.
+_PAGE_REFS = re.compile(r"^(?:\d+|[ivxlcdm]+)(?:\s*[,–-]\s*(?:\d+|[ivxlcdm]+))*[,.]?$", re.IGNORECASE)
 
 
 def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:

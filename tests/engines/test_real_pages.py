@@ -420,6 +420,20 @@ def test_an_example_beside_its_output_reads_box_after_box(engine, dpi):
     assert -1 < source < output < ideographs.find("断页的命令有两个"), ideographs
 
 
+INDEX_WITH_LEADERS = DATA / "index_leaders_hologo_p74.pdf"
+
+
+def test_an_index_entry_keeps_its_page_numbers(engine):
+    """hologo's index, page 74 (tests/data/README.md): each entry's page numbers stand right of
+    it across a gap of dot leaders, a gutter through some of the column's rows only. Those
+    stretches were split as columns (every entry, then every page list: "\\TeX. \\texorpdfstring
+    \\text ..." then "52, 53, 54 714, 735, ..."); a stretch whose right-hand column is page
+    numbers is read row by row, each entry with its pages."""
+    text = " ".join(b.text for b in engine.parse(render(INDEX_WITH_LEADERS, 150)).blocks)
+    assert "\\texorpdfstring 714, 735, 759, 784" in text, text
+    assert "\\textbf 48, 108, 110, 111" in text, text
+
+
 @pytest.mark.parametrize("dpi", (150, 300))
 def test_a_real_figure_keeps_its_labels_out_of_the_markdown(reads, dpi):
     """A real exam page (cesenaexam's example, tests/data/README.md): exercise 2's circuit is a
