@@ -519,15 +519,17 @@ def cut_at_gutters(
     belongs to the right column's region, whose block then spans the gutter, and the page has
     no vertical cut left, so its columns are read row by row. A line of a flowing region that
     reaches past the region's side (by over its own height) into the x-range of lines standing
-    wholly beside the region in its rows (another column) is cut midway between those lines and
-    the region; each piece is read again on its own (`read`: a box -> its Line), and a piece
-    that reads nothing is dropped."""
+    wholly beside the region in its rows, in another flowing region (another column: an
+    equation's number beside a narrow paragraph's region is none), is cut midway between those
+    lines and the region; each piece is read again on its own (`read`: a box -> its Line), and a
+    piece that reads nothing is dropped."""
     boxes = [box for box, _, _ in regions]
     flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
+    homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
     out: list[Line] = []
-    for line in lines:
-        home = best_holder(line.box, boxes, GROUPING["line_in_region"])
-        cut = _gutter_cut(line, boxes[home], lines) if home is not None and flowing[home] else None
+    for line, home in zip(lines, homes):
+        others = [o for o, h in zip(lines, homes) if h is not None and h != home and flowing[h]]
+        cut = _gutter_cut(line, boxes[home], others) if home is not None and flowing[home] else None
         if cut is None:
             out.append(line)
             continue
@@ -537,12 +539,13 @@ def cut_at_gutters(
     return out
 
 
-def _gutter_cut(line: Line, region: Box, lines: list[Line]) -> int | None:
+def _gutter_cut(line: Line, region: Box, others: list[Line]) -> int | None:
     """Where `line` (a line of `region`) is cut: the middle of the gutter between the region's
-    side it reaches past and the lines beside the region in its rows; None where it stays whole."""
+    side it reaches past and the lines of other flowing regions (`others`) beside the region in
+    its rows; None where it stays whole."""
     x1, _, x2, _ = line.box
     reach = line.height
-    beside = [o for o in lines if o is not line and _shares_rows(o.box, region)]
+    beside = [o for o in others if _shares_rows(o.box, region)]
     if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
         ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
         if ends and x1 < max(ends):

@@ -34,3 +34,20 @@ def test_a_formula_running_into_the_next_column_does_not_join_its_columns(engine
     md = result.markdown
     left_end = md.index("Here we introduced the initial state")
     assert left_end < md.index("In this section let us"), md[:1500]
+
+
+EQUATION_NUMBER = DATA / "gutter_equation_number_acm_lualatex_p3.pdf"
+
+
+def test_a_line_beside_an_equation_number_stays_whole(engine):
+    """acmart's lualatex sample, page 3 at 300 DPI: a display equation's number "(1)" stands at
+    the left column's right edge, beside a paragraph whose layout region is narrower than its
+    lines. The number is in no text region, so it is no other column: the paragraph's line
+    ("... formatted somewhat differently in the display-math environment") stays whole (it was
+    cut at the number, and its right piece read after the equation)."""
+    with open_document(
+        SourceFile(EQUATION_NUMBER, EQUATION_NUMBER.name, "pdf"), LoadOptions(dpi=300, text_layer="off")
+    ) as doc:
+        image = doc.page(0).image
+    text = " ".join(block.text for block in engine.parse(image).blocks)
+    assert "formatted somewhat differently in the display" in text, text
