@@ -49,7 +49,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, intersection, iou
 from mineru_cli.engines import deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.rapid_compat import (
@@ -488,13 +488,10 @@ def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
     x1, y1, x2, y2 = line.box
     if x2 - x1 < y2 - y1:
         return line
-    crop = np.ascontiguousarray(bgr[max(0, y1) : y2, max(0, x1) : x2])
-    if crop.size == 0:
+    again = _read_box(ocr, bgr, line.box)  # score 0 where nothing is read
+    if again.score <= line.score:
         return line
-    out = ocr(crop, use_det=False, use_cls=False, use_rec=True, text_score=0.0)
-    if not out.txts or not out.scores or float(out.scores[0]) <= line.score:
-        return line
-    return Line(line.box, out.txts[0], float(out.scores[0]), line.slope)
+    return Line(line.box, again.text, again.score, line.slope)
 
 
 def _read_box(ocr: Callable[..., Any], bgr: np.ndarray, box: Box) -> Line:
@@ -1006,11 +1003,7 @@ def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
         return False
     between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))
     gap = (between[0], a.bbox[3], between[2], b.bbox[1]) if under else (a.bbox[2], between[1], b.bbox[0], between[3])
-    return not any(x is not a and x is not b and _overlaps(x.bbox, gap) for x in blocks)
-
-
-def _overlaps(a: Box, b: Box) -> bool:
-    return _shares_rows(a, b) and _shares_columns(a, b)
+    return not any(x is not a and x is not b and intersection(x.bbox, gap) > 0 for x in blocks)
 
 
 def _code_line(line: dict) -> Line:
