@@ -1148,7 +1148,8 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     row_texts = [join_text([ln.text for ln in row]) for row in rows]
     if kind in NOT_LINES:
         return "\n".join(row_texts)
-    return join_lines(row_texts)
+    lefts = [min(ln.box[0] for ln in row) for row in rows]
+    return join_lines(row_texts, lefts, statistics.median(ln.height for row in rows for ln in row))
 
 
 # A row that ends in a letter and a hyphen, continued by a row that starts with a lower-case
@@ -1172,22 +1173,91 @@ _SUB_BULLET = re.compile(r"[–-](?=\s)")
 _SEPARATOR = re.compile(rf"(?<=\S\s)([{_BULLETS}·])(?=\s+\S|\s*$)")
 
 
-def join_lines(rows: list[str]) -> str:
+# A row that starts with a number or a letter and a dot or a bracket ("1.", "2)", "(a)", "iv.",
+# "3.2.") starts a numbered list item only with the evidence of its list: another row of the block
+# starts with the item next to it in the sequence (same style, the number one up or one down),
+# set at the same x. A row of prose that a wrap starts with "2." or "1990." has no such sibling.
+_NUMBERED = re.compile(r"[(（]?(\d{1,3}(?:\.\d{1,3})*|[a-zA-Z]|[ivxlc]{1,6}|[IVXLC]{1,6})([.)．、）])(?=\s|$)")
+# A row that ends so ends a sentence (or an item's clause): the row after it may start a new one.
+_SENTENCE_END = re.compile(r"[.:;!?。：；！？][)\]\"'”’）]*$")
+
+
+def join_lines(rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
-    each list item on a line of its own."""
+    each list item on a line of its own. Given the rows' left edges and the line height, numbered
+    items start lines too, and so does the prose that follows a list out of its indent."""
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
-    for row in rows:
-        bullet = bool(_BULLET.match(row)) and row[0] not in separators
-        listed = listed or bullet
-        if out and (bullet or (listed and _SUB_BULLET.match(row))):
+    numbered = _numbered_items(rows, lefts, height)
+    items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
+    after = _after_list(rows, lefts, height, items)
+    for i, row in enumerate(rows):
+        item = i in items
+        listed = (listed or item) and i != after
+        if out and (item or i == after or (listed and _SUB_BULLET.match(row))):
             out += "\n" + row
         elif _BROKEN_WORD.search(out) and row[:1].islower():
             out = out[:-1] + row
         else:
             out = join_text([out, row])
     return out
+
+
+def _numbered_items(rows: list[str], lefts: Sequence[float] | None, height: float) -> set[int]:
+    """The rows that start numbered list items: each has a sibling, a row whose marker is next
+    to its own in the same sequence, set at its x (within a line height: "9." and "10." are set
+    flush right)."""
+    if lefts is None:
+        return set()
+    marks = {i: m for i, row in enumerate(rows) if (m := _NUMBERED.match(row))}
+    found = set()
+    for i, a in marks.items():
+        for j, b in marks.items():
+            if i < j and abs(lefts[i] - lefts[j]) <= height and _adjacent(a, b):
+                found |= {i, j}
+    return found
+
+
+def _adjacent(a: re.Match, b: re.Match) -> bool:
+    """Two markers of one style whose labels follow each other (either way): 1./2., (b)/(c),
+    iv)/v), 3.1./3.2."""
+    if a.group(2) != b.group(2) or a.group(0)[0].isalnum() != b.group(0)[0].isalnum():
+        return False
+    x, y = a.group(1), b.group(1)
+    if "." in x or "." in y:
+        (px, _, lx), (py, _, ly) = x.rpartition("."), y.rpartition(".")
+        return px == py and abs(int(lx) - int(ly)) == 1
+    steps = [_label_value(x, kind) - _label_value(y, kind) for kind in ("number", "letter", "roman")]
+    return any(abs(step) == 1 for step in steps if step == step)
+
+
+def _label_value(label: str, kind: str) -> float:
+    """A marker's label as a number of the kind it is read as (NaN when it cannot be)."""
+    if kind == "number":
+        return int(label) if label.isdigit() else float("nan")
+    if kind == "letter":
+        return ord(label.lower()) if len(label) == 1 and label.isalpha() else float("nan")
+    value, last = 0, 0
+    for ch in reversed(label.lower()):
+        digit = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}.get(ch)
+        if digit is None:
+            return float("nan")
+        value, last = value - digit if digit < last else value + digit, max(last, digit)
+    return value
+
+
+def _after_list(rows: list[str], lefts: Sequence[float] | None, height: float, items: list[int]) -> int | None:
+    """The row where prose after the block's last list item starts: the first row after it set
+    left of the item's marker (out of the list's indent) whose row before ends a sentence. An
+    item's own rows stay in it, whether they hang under its text or wrap back to its marker."""
+    if lefts is None or not items:
+        return None
+    last = items[-1]
+    for i in range(last + 1, len(rows)):
+        if lefts[i] < lefts[last] - height / 2 and _SENTENCE_END.search(rows[i - 1]):
+            return i
+    return None
 
 
 def join_text(parts: list[str]) -> str:

@@ -452,6 +452,20 @@ def test_join_lines_breaks_before_list_items_only():
     assert isinstance(Block("text", (0, 0, 1, 1), "x").as_dict(), dict)
 
 
+def test_join_lines_breaks_before_numbered_items_only_with_their_sibling():
+    """A row starting "2." starts an item only where a row at its x starts "1." or "3." (the same
+    style); a wrapped sentence's "2." or a lone "(a)" stays prose. Prose set back left of the last
+    item's marker after a row that ends a sentence starts a line; an item's wrapped rows do not."""
+    steps = ["Do this:", "1. one", "more.", "2. two.", "Then prose", "goes on."]
+    assert join_lines(steps, [0, 20, 30, 20, 0, 0], 10) == "Do this:\n1. one more.\n2. two.\nThen prose goes on."
+    assert join_lines(steps, [0, 20, 0, 50, 0, 0], 10) == "Do this: 1. one more. 2. two. Then prose goes on."
+    wrapped = ["as said in Section", "2. The rows of", "(a) a list or", "(c) one"]
+    assert join_lines(wrapped, [0, 0, 0, 0], 10) == " ".join(wrapped)
+    assert join_lines(["(i) one", "(ii) two", "iii) three"], [0, 0, 0], 10) == "(i) one\n(ii) two iii) three"
+    assert join_lines(["8. eight", "9. nine", "10. ten"], [5, 5, 0], 10) == "8. eight\n9. nine\n10. ten"
+    assert join_lines(["• one and", "wraps back"], [20, 0], 10) == "• one and wraps back"
+
+
 # rapid_compat: what the engine relies on in rapidocr and rapid-layout beyond their parameters.
 # These fail when a release of either library changes it (the version guard stops users first).
 

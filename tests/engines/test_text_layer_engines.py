@@ -380,3 +380,24 @@ def test_a_bullet_between_words_is_no_list_item_where_a_row_starts_with_it(engin
     result = engine.parse(page.image, page.text_layer)
     hours = next(b for b in result.blocks if "Opening hours" in b.text)
     assert re.search(r"16:00 \W closed on public holidays", hours.text), hours.text
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_each_numbered_item_starts_a_line_and_the_prose_after_the_list_too(engine, text_layer):
+    """ltxgrid's documentation, page 21 (tests/data/list_numbered_ltxgrid_p21.pdf): eight steps
+    numbered "1." to "8.", their rows hanging under the item's text, and a paragraph after them
+    set back at the margin ("As you can see, ..."), all one text block. The steps were re-flowed
+    into one paragraph, and the paragraph after the list was joined to step 8; each step and the
+    paragraph after them now start lines of the block's text (the Markdown breaks before them),
+    through the text layer and from the pixels alike. An item's own rows stay joined."""
+    path = Path(__file__).parents[1] / "data" / "list_numbered_ltxgrid_p21.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    result = engine.parse(page.image, page.text_layer)
+    lines = [line for b in result.blocks for line in b.text.split("\n")]
+    steps = [line for line in lines if re.match(r"\d\. ", line)]
+    assert [step[:2] for step in steps] == [f"{n}." for n in range(1, 9)], lines
+    assert steps[1].startswith("2. lineno itself effectively does") and steps[1].endswith("to \\toks15.")
+    after = next(line for line in lines if line.startswith("As you can see, the process of taking over"))
+    assert after.endswith("Each new package inserts itself on front of LATEX."), after
+    assert "(\\toks15).  \nThis means" not in result.markdown and "  \nAs you can see" in result.markdown
