@@ -19,6 +19,11 @@ Box = Sequence[float]
 MIN_COLUMN_SHARE = 0.2
 # Two lines are level (one row) when their middles lie within this share of a line's height.
 LEVEL = 0.2
+# A side panel (a slide's navigation sidebar, a margin note) is a column narrower than a text
+# column must be: the outermost piece beside a gutter, of at least SIDE_PANEL_LINES lines set in
+# print at most SIDE_PANEL_PRINT x the height of the other lines'.
+SIDE_PANEL_LINES = 4
+SIDE_PANEL_PRINT = 0.8
 
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
@@ -193,7 +198,8 @@ def text_columns(
     line height (a few words: a column of text is wider), or with fewer than `min_lines` lines,
     is no column (a table of contents' page numbers, a label beside a value, the columns of a
     small table that has no table region: Star / Mass / Luminosity): it joins its nearer
-    neighbour. One group (all lines) when nothing splits."""
+    neighbour, unless it is a side panel in smaller print (_side_panel). One group (all lines)
+    when nothing splits."""
     idx = list(range(len(boxes)))
     if len(idx) < 2 * min_lines:
         return [idx]
@@ -208,7 +214,9 @@ def text_columns(
 
     def weak(group):
         x1, x2 = extent(group)
-        return len(group) < min_lines or (x2 - x1) < narrowest
+        if len(group) < min_lines:
+            return True
+        return (x2 - x1) < narrowest and not _side_panel(boxes, groups, group, min_heights)
 
     while len(groups) > 1:
         bad = next((n for n, g in enumerate(groups) if weak(g)), None)
@@ -225,6 +233,29 @@ def text_columns(
         lo, hi = sorted((bad, other))
         groups[lo : hi + 1] = [groups[lo] + groups[hi]]
     return [sorted(g) for g in groups]
+
+
+def _side_panel(boxes: Sequence[Box], groups: list[list[int]], group: list[int], min_heights: float) -> bool:
+    """Whether `group`, a piece too narrow for a column of text, is a side panel all the same:
+    the first or last of the side-by-side `groups`, SIDE_PANEL_LINES lines or more in smaller
+    print than the rest (at most SIDE_PANEL_PRINT x their median height), and at least
+    `min_heights` x its own line height wide. A beamer sidebar (the talk's outline, 15 % of the
+    slide's width) and the slide's body are one text region for the layout model: joined, they
+    were read row by row, each body line followed by an outline entry. A table's narrow column
+    is set in the table's print, and a list's numbers are a few heights wide: both still join
+    their neighbour."""
+    if (group is not groups[0] and group is not groups[-1]) or len(group) < SIDE_PANEL_LINES:
+        return False
+    mine = set(group)
+    own = _median_height(boxes, group)
+    rest = _median_height(boxes, [i for g in groups for i in g if i not in mine])
+    x1, x2 = min(boxes[i][0] for i in group), max(boxes[i][2] for i in group)
+    return own <= SIDE_PANEL_PRINT * rest and x2 - x1 >= min_heights * own
+
+
+def _median_height(boxes: Sequence[Box], idx: Sequence[int]) -> float:
+    heights = sorted(boxes[i][3] - boxes[i][1] for i in idx)
+    return heights[len(heights) // 2]
 
 
 def column_stretches(

@@ -109,6 +109,20 @@ def test_text_columns_keep_one_column_paragraphs_and_narrow_side_pieces_whole():
     assert len(text_columns(_lines(100, 560, 100, 5) + [(620, 100, 1080, 120)])) == 1
 
 
+def test_text_columns_keep_a_side_panel_in_smaller_print_apart():
+    # a slide's list (20 px print) beside a beamer sidebar (13 px print, 12 % of the width): the
+    # sidebar is too narrow for a column of text, and its smaller print makes it a column all the same
+    body, sidebar = _lines(100, 800, 100, 6, pitch=40), _lines(900, 1000, 95, 8, pitch=30, height=13)
+    boxes = body + sidebar
+    assert text_columns(boxes) == [list(range(6)), list(range(6, 14))]
+    # the same strip in the body's print is a narrow column of the body's own (a table's): it joins
+    same_print = _lines(900, 1000, 95, 8, pitch=30)
+    assert len(text_columns(body + same_print)) == 1
+    # three lines in small print are too few, and a column of small list numbers too narrow
+    assert len(text_columns(body + sidebar[:3])) == 1
+    assert len(text_columns(_lines(40, 60, 100, 6, pitch=40, height=13) + body)) == 1
+
+
 def test_column_stretches_split_only_the_rows_a_gutter_runs_through():
     """Two boxes side by side (an example's source and its output), then a paragraph under both
     (below the boxes' frames): the boxes are columns, the paragraph's rows stay one group after

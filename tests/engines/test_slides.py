@@ -98,3 +98,32 @@ def test_a_table_of_contents_slides_first_entry_is_kept_in_its_place(engine):
     at = [squash(result.markdown).find(squash(entry)) for entry in entries]
     assert -1 not in at and at == sorted(at), result.markdown
     assert not [block for block in result.blocks if block.type == "header"], result.blocks
+
+
+def test_a_beamer_sidebar_reads_apart_from_the_slides_body(engine):
+    """A beamer sidebar (the lecture's outline, 15 % of the slide's width, in smaller print) and
+    the slide's list are one text region for the layout model: read row by row, each rule of the
+    list was followed by an outline entry ("Bezeichner dürfen nicht mit einer Ziffer anfangen.
+    Was ist Syntax?"). The sidebar is a column of its own: the list reads whole, then the outline
+    in its order, and no block holds both."""
+    result = engine.parse(Image.open(DATA / "slide_sidebar_beamer_lecture.png").convert("RGB"))
+    rules = [
+        "Welche der folgenden Regeln sind Syntax-Regeln?",
+        "Bezeichner dürfen nicht mit einer Ziffer anfangen.",
+        "Programme müssen in endlicher Zeit ein Ergebnis produzieren.",
+        "Öffnende und schließende geschweifte Klammern müssen »balanciert« sein.",
+        "Methoden von Null-Objekten dürfen nicht aufgerufen werden.",
+        "Variablen müssen vor ihrer ersten Benutzung deklariert werden.",
+    ]
+    outline = ["Ziele und Inhalt", "Was ist Syntax?", "Was ist Semantik?", "Grundlage der", "Zusammenfassung"]
+    text = squash("\n".join(block.text for block in result.blocks))
+    starts = [text.find(squash(rule)) for rule in rules]
+    assert -1 not in starts, text
+    # consecutive rules stand together: at most a list number the recogniser read between them
+    ends = [start + len(squash(rule)) for start, rule in zip(starts, rules)]
+    assert all(0 <= nxt - end <= 1 for end, nxt in zip(ends, starts[1:])), text
+    at = [text.find(squash(entry)) for entry in outline]
+    assert -1 not in at and at == sorted(at), text
+    for block in result.blocks:
+        body = squash(block.text)
+        assert not (any(squash(r) in body for r in rules) and any(squash(e) in body for e in outline)), block.text
