@@ -31,8 +31,9 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
     typewriter (the options "draft", "final" of a LaTeX package's manual), a sentence's last
     word wrapped alone, or a web address (a footnote's too, after its number)."""
     code = [_code_row(row) for row in rows]
-    for i, row in enumerate(rows):  # a numbered listing's blank line: its number alone
-        if 0 < i < len(rows) - 1 and code[i - 1] and join_text([ln.text for ln in row]).isdigit():
+    texts = [join_text([ln.text for ln in row]) for row in rows]
+    for i in range(1, len(rows) - 1):  # a numbered listing's blank line: its number alone
+        if code[i - 1] and texts[i].isdigit():
             code[i] = any(code[i + 1 :])
     for i, row in enumerate(rows):
         alone = not (i > 0 and code[i - 1]) and not (i + 1 < len(rows) and code[i + 1])
@@ -41,7 +42,7 @@ def _code_rows(rows: list[list[Line]]) -> list[bool]:
     start = 0
     for i in range(1, len(rows) + 1):  # each run of code rows
         if i == len(rows) or code[i] != code[start]:
-            if code[start] and _typewriter_prose([join_text([ln.text for ln in row]) for row in rows[start:i]]):
+            if code[start] and _typewriter_prose(texts[start:i]):
                 code[start:i] = [False] * (i - start)
             start = i
     return code
@@ -80,16 +81,16 @@ def _code_row(row: list[Line]) -> bool:
 _NAME_ROW = re.compile(r"^(?:\d+ )?(?:[\w.]+|(?:https?|ftp)://\S+)$")
 
 
-def code_runs(rows: list[list[Line]]) -> list[tuple[bool, list[Line]]]:
-    """A text (or reference) block's rows in runs, in reading order: (True, the lines of a run of
-    rows set wholly in a monospaced font: a listing, verbatim text; see _code_rows), or (False,
-    the lines of a run of the rows around them)."""
-    runs: list[tuple[bool, list[Line]]] = []
+def code_runs(rows: list[list[Line]]) -> list[tuple[bool, list[list[Line]]]]:
+    """A text (or reference) block's rows in runs, in reading order: (True, a run of rows set
+    wholly in a monospaced font: a listing, verbatim text; see _code_rows), or (False, a run of
+    the rows around them)."""
+    runs: list[tuple[bool, list[list[Line]]]] = []
     for row, is_code in zip(rows, _code_rows(rows)):
         if runs and runs[-1][0] == is_code:
-            runs[-1][1].extend(row)
+            runs[-1][1].append(row)
         else:
-            runs.append((is_code, list(row)))
+            runs.append((is_code, [row]))
     return runs
 
 

@@ -523,10 +523,13 @@ def cut_at_gutters(
     boxes = [box for box, _, _ in regions]
     flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
     homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
+    in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
+    # each flowing region's lines of the other flowing regions in its rows: found once a region
+    flowing_homes = {h for _, h in in_flow}
+    beside = {home: [o for o, h in in_flow if h != home and _shares_rows(o.box, boxes[home])] for home in flowing_homes}
     out: list[Line] = []
     for line, home in zip(lines, homes):
-        others = [o for o, h in zip(lines, homes) if h is not None and h != home and flowing[h]]
-        cut = _gutter_cut(line, boxes[home], others) if home is not None and flowing[home] else None
+        cut = _gutter_cut(line, boxes[home], beside[home]) if home in beside else None
         if cut is None:
             out.append(line)
             continue
@@ -536,13 +539,12 @@ def cut_at_gutters(
     return out
 
 
-def _gutter_cut(line: Line, region: Box, others: list[Line]) -> int | None:
+def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
     """Where `line` (a line of `region`) is cut: the middle of the gutter between the region's
-    side it reaches past and the lines of other flowing regions (`others`) beside the region in
-    its rows; None where it stays whole."""
+    side it reaches past and the lines of other flowing regions beside the region in its rows
+    (`beside`); None where it stays whole."""
     x1, _, x2, _ = line.box
     reach = line.height
-    beside = [o for o in others if _shares_rows(o.box, region)]
     if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
         ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
         if ends and x1 < max(ends):
@@ -923,14 +925,25 @@ def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]
     own rows. Other kinds (code_blocks.CODE_HOSTS), and text without such rows, are one block."""
     if kind not in code_blocks.CODE_HOSTS or not any(ln.mono for ln in lines):
         return [_make_block(kind, lines, region_box)]
-    runs = code_blocks.code_runs([[lines[i] for i in row] for row in group_rows(_level_boxes(lines))])
+    rows = _rows(lines)
+    runs = code_blocks.code_runs(rows)
     if len(runs) == 1:
-        return [_make_block(T.CODE if runs[0][0] else kind, lines, region_box)]
-    return [_make_block(T.CODE if is_code else kind, part) for is_code, part in runs]
+        return [_block_of_rows(T.CODE if runs[0][0] else kind, rows, region_box)]
+    return [_block_of_rows(T.CODE if is_code else kind, part) for is_code, part in runs]
 
 
 def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
-    rows = [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+    return _block_of_rows(kind, _rows(lines), region_box)
+
+
+def _rows(lines: list[Line]) -> list[list[Line]]:
+    """A block's lines in rows, top down, each left to right."""
+    return [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+
+
+def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
+    """A block of lines grouped in rows (_rows; a run of whole rows of a block is grouped the same
+    on its own, so code_runs' runs need no grouping again)."""
     ordered = [ln for row in rows for ln in row]
     boxes = [ln.box for ln in ordered] + ([region_box] if region_box is not None else [])
     bbox = (
