@@ -21,6 +21,10 @@ from mineru_cli.reading_order import group_rows
 # The blocks whose monospaced rows are code: text, and references (the layout model boxes a run
 # of short listings between paragraphs as a reference list: gnuplot's and R's manuals).
 CODE_HOSTS = frozenset({T.TEXT, T.REF_TEXT})
+# The blocks that are code when all of their rows, more than one, are: the layout model boxes a
+# piece of a listing cut at its blank lines as a title, and two listings side by side as an
+# equation. A heading or a formula with one row in typewriter stays what it is.
+LISTING_HOSTS = frozenset({T.TITLE, T.EQUATION})
 
 
 def _code_rows(rows: list[list[Line]]) -> list[bool]:
@@ -81,16 +85,20 @@ def _code_row(row: list[Line]) -> bool:
 _NAME_ROW = re.compile(r"^(?:\d+ )?(?:[\w.]+|(?:https?|ftp)://\S+)$")
 
 
-def code_runs(rows: list[list[Line]]) -> list[tuple[bool, list[list[Line]]]]:
-    """A text (or reference) block's rows in runs, in reading order: (True, a run of rows set
-    wholly in a monospaced font: a listing, verbatim text; see _code_rows), or (False, a run of
-    the rows around them)."""
+def code_runs(kind: str, rows: list[list[Line]]) -> list[tuple[bool, list[list[Line]]]]:
+    """A block's rows in runs, in reading order: (True, a run of rows set wholly in a monospaced
+    font: a listing, verbatim text; see _code_rows), or (False, a run of the rows around them).
+    A block of another kind than CODE_HOSTS and LISTING_HOSTS is one run that is not code."""
     runs: list[tuple[bool, list[list[Line]]]] = []
+    if kind not in CODE_HOSTS | LISTING_HOSTS:
+        return [(False, rows)]
     for row, is_code in zip(rows, _code_rows(rows)):
         if runs and runs[-1][0] == is_code:
             runs[-1][1].append(row)
         else:
             runs.append((is_code, [row]))
+    if kind in LISTING_HOSTS and not (len(runs) == 1 and runs[0][0] and len(rows) > 1):
+        return [(False, rows)]
     return runs
 
 
@@ -146,18 +154,26 @@ CODE_GAP = 2.5
 
 
 def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
-    """Whether code block `b` continues `a`: under it, or right of it within its rows (see join_code)."""
+    """Whether code block `b` continues `a`: under it, or right of it within its rows (see join_code).
+    Each is measured by its lines: a block boxed by its layout region can reach far past them (two
+    regions over one listing, each holding some of its rows)."""
     h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
-    under = -h / 2 <= b.bbox[1] - a.bbox[3] <= CODE_GAP * h and _shares_columns(a.bbox, b.bbox)
+    ab, bb = _lines_box(a), _lines_box(b)
+    under = -h / 2 <= bb[1] - ab[3] <= CODE_GAP * h and _shares_columns(ab, bb)
     # a piece right of another stands within its rows (a comment at a row's end); one that starts
     # higher or ends lower is the next column of the page, where a listing continues after a column break
-    within = b.bbox[1] >= a.bbox[1] - h / 2 and b.bbox[3] <= a.bbox[3] + h / 2
-    beside = b.bbox[0] >= a.bbox[2] and within and len(group_rows([a.bbox, b.bbox])) == 1
+    within = bb[1] >= ab[1] - h / 2 and bb[3] <= ab[3] + h / 2
+    beside = bb[0] >= ab[2] and within and len(group_rows([ab, bb])) == 1
     if not (under or beside):
         return False
-    between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))
-    gap = (between[0], a.bbox[3], between[2], b.bbox[1]) if under else (a.bbox[2], between[1], b.bbox[0], between[3])
+    between = (min(ab[0], bb[0]), ab[1], max(ab[2], bb[2]), max(ab[3], bb[3]))
+    gap = (between[0], ab[3], between[2], bb[1]) if under else (ab[2], between[1], bb[0], between[3])
     return not any(x is not a and x is not b and intersection(x.bbox, gap) > 0 for x in blocks)
+
+
+def _lines_box(block: Block) -> Box:
+    boxes = [ln["bbox"] for ln in block.extra["lines"]]
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
 def _code_line(line: dict) -> Line:

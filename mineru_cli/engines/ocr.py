@@ -920,13 +920,13 @@ def _linked(a: Line, b: Line) -> bool:
 
 
 def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]:
-    """A text (or reference) block's lines as blocks: its runs of rows set wholly in a monospaced font
-    are code blocks, the rows around them text blocks (code_blocks.code_runs), each boxed by its
-    own rows. Other kinds (code_blocks.CODE_HOSTS), and text without such rows, are one block."""
-    if kind not in code_blocks.CODE_HOSTS or not any(ln.mono for ln in lines):
+    """A block's lines as blocks: its runs of rows set wholly in a monospaced font are code
+    blocks, the rows around them blocks of its kind (code_blocks.code_runs), each boxed by its
+    own rows. A block without such rows is one block."""
+    if not any(ln.mono for ln in lines):
         return [_make_block(kind, lines, region_box)]
     rows = _rows(lines)
-    runs = code_blocks.code_runs(rows)
+    runs = code_blocks.code_runs(kind, rows)
     if len(runs) == 1:
         return [_block_of_rows(T.CODE if runs[0][0] else kind, rows, region_box)]
     return [_block_of_rows(T.CODE if is_code else kind, part) for is_code, part in runs]
