@@ -49,9 +49,10 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, intersection, iou
-from mineru_cli.engines import deskew, orientation, table, tiles
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
+from mineru_cli.engines import code_blocks, deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
+from mineru_cli.engines.lines import Line, join_text
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
     check_versions,
@@ -159,7 +160,6 @@ _NESTING = frozenset({T.TEXT, T.REF_TEXT})
 _FIGURE_TEXT = "figure_text"
 
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
-_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
 
 
 class OcrEngine:
@@ -523,10 +523,13 @@ def cut_at_gutters(
     boxes = [box for box, _, _ in regions]
     flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
     homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
+    in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
+    # each flowing region's lines of the other flowing regions in its rows: found once a region
+    flowing_homes = {h for _, h in in_flow}
+    beside = {home: [o for o, h in in_flow if h != home and _shares_rows(o.box, boxes[home])] for home in flowing_homes}
     out: list[Line] = []
     for line, home in zip(lines, homes):
-        others = [o for o, h in zip(lines, homes) if h is not None and h != home and flowing[h]]
-        cut = _gutter_cut(line, boxes[home], others) if home is not None and flowing[home] else None
+        cut = _gutter_cut(line, boxes[home], beside[home]) if home in beside else None
         if cut is None:
             out.append(line)
             continue
@@ -536,13 +539,12 @@ def cut_at_gutters(
     return out
 
 
-def _gutter_cut(line: Line, region: Box, others: list[Line]) -> int | None:
+def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
     """Where `line` (a line of `region`) is cut: the middle of the gutter between the region's
-    side it reaches past and the lines of other flowing regions (`others`) beside the region in
-    its rows; None where it stays whole."""
+    side it reaches past and the lines of other flowing regions beside the region in its rows
+    (`beside`); None where it stays whole."""
     x1, _, x2, _ = line.box
     reach = line.height
-    beside = [o for o in others if _shares_rows(o.box, region)]
     if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
         ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
         if ends and x1 < max(ends):
@@ -590,31 +592,6 @@ def _bgr(image: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
 
 
-class Line:
-    """One recognised text line: axis-aligned box, text, confidence, the slope of its baseline
-    (dy / dx: 0 for a level line, about 0.05 for one on a page scanned 3 degrees askew), and
-    whether a text layer sets it all in a monospaced font (pixels never tell: False)."""
-
-    __slots__ = ("box", "text", "score", "slope", "mono")
-
-    def __init__(self, box: tuple[int, int, int, int], text: str, score: float, slope: float = 0.0, mono: bool = False):
-        self.box, self.text, self.score, self.slope, self.mono = box, text.strip(), score, slope, mono
-
-    @property
-    def height(self) -> int:
-        return max(1, self.box[3] - self.box[1])
-
-    def moved(self, dx: int, dy: int) -> Line:
-        """The line in the pixels of the page that holds its piece at (dx, dy)."""
-        if not dx and not dy:
-            return self
-        x1, y1, x2, y2 = self.box
-        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score, self.slope, self.mono)
-
-    def as_dict(self) -> dict:
-        return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}
-
-
 def assemble_blocks(
     lines: list[Line], regions: Sequence[tuple[Box, str, float]], page_size: tuple[int, int]
 ) -> list[Block]:
@@ -648,7 +625,7 @@ def assemble_blocks(
             blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
     blocks += [b for group in _paragraphs(loose) for column in _columns(group) for b in _text_and_code(T.TEXT, column)]
-    blocks = _join_code(blocks)
+    blocks = code_blocks.join_code(blocks, lambda lines: _make_block(T.CODE, lines))
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
@@ -943,139 +920,30 @@ def _linked(a: Line, b: Line) -> bool:
 
 
 def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]:
-    """A text (or reference) block's lines as blocks: its runs of rows set wholly in a monospaced font (a
-    listing, verbatim text: see _code_rows) are code blocks, the rows around them text blocks,
-    in reading order, each boxed by its own rows. Other kinds (_CODE_HOSTS), and text without
-    such rows, are one block."""
-    if kind not in _CODE_HOSTS or not any(ln.mono for ln in lines):
+    """A block's lines as blocks: its runs of rows set wholly in a monospaced font are code
+    blocks, the rows around them blocks of its kind (code_blocks.code_runs), each boxed by its
+    own rows. A block without such rows is one block."""
+    if not any(ln.mono for ln in lines):
         return [_make_block(kind, lines, region_box)]
-    rows = [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
-    code = _code_rows(rows)
-    runs: list[tuple[bool, list[Line]]] = []
-    for row, is_code in zip(rows, code):
-        if runs and runs[-1][0] == is_code:
-            runs[-1][1].extend(row)
-        else:
-            runs.append((is_code, list(row)))
+    rows = _rows(lines)
+    runs = code_blocks.code_runs(kind, rows)
     if len(runs) == 1:
-        return [_make_block(T.CODE if runs[0][0] else kind, lines, region_box)]
-    return [_make_block(T.CODE if is_code else kind, part) for is_code, part in runs]
-
-
-def _line_step(rows: list[list[Line]], tops: list[int]) -> float:
-    """The distance from one row of a code block to the next: the least between two rows set
-    in the monospaced font (a numbered listing's blank line holds its number alone, in a
-    smaller font whose top stands lower), else the least between any two."""
-    mono = [any(ln.mono for ln in row) for row in rows]
-    steps = [b - a for a, b, m, n in zip(tops, tops[1:], mono, mono[1:]) if b > a and m and n]
-    steps = steps or [b - a for a, b in zip(tops, tops[1:]) if b > a]
-    return min(steps, default=1)
-
-
-def _join_code(blocks: list[Block]) -> list[Block]:
-    """Code blocks that are pieces of one listing, joined: the layout model often cuts a listing
-    at its blank lines, or boxes a comment at a row's end apart. Two code blocks join when they
-    stand one under the other at most CODE_GAP line heights apart and overlap in x, or side by
-    side in one row, with no other block between them."""
-    while True:
-        code = [b for b in blocks if b.type == T.CODE]
-        pair = next(((a, b) for a in code for b in code if a is not b and _one_listing(a, b, blocks)), None)
-        if pair is None:
-            return blocks
-        a, b = pair
-        lines = [_code_line(d) for d in a.extra["lines"] + b.extra["lines"]]
-        blocks = [x for x in blocks if x is not a and x is not b] + [_make_block(T.CODE, lines)]
-
-
-# The most blank between two pieces of one listing, in line heights (a blank line or two).
-CODE_GAP = 2.5
-
-
-def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
-    """Whether code block `b` continues `a`: under it, or right of it within its rows (see _join_code)."""
-    h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
-    under = -h / 2 <= b.bbox[1] - a.bbox[3] <= CODE_GAP * h and _shares_columns(a.bbox, b.bbox)
-    # a piece right of another stands within its rows (a comment at a row's end); one that starts
-    # higher or ends lower is the next column of the page, where a listing continues after a column break
-    within = b.bbox[1] >= a.bbox[1] - h / 2 and b.bbox[3] <= a.bbox[3] + h / 2
-    beside = b.bbox[0] >= a.bbox[2] and within and len(group_rows([a.bbox, b.bbox])) == 1
-    if not (under or beside):
-        return False
-    between = (min(a.bbox[0], b.bbox[0]), a.bbox[1], max(a.bbox[2], b.bbox[2]), max(a.bbox[3], b.bbox[3]))
-    gap = (between[0], a.bbox[3], between[2], b.bbox[1]) if under else (a.bbox[2], between[1], b.bbox[0], between[3])
-    return not any(x is not a and x is not b and intersection(x.bbox, gap) > 0 for x in blocks)
-
-
-def _code_line(line: dict) -> Line:
-    """A code block's line (Block.extra["lines"]) as a Line again: every line of a code block is monospaced."""
-    x1, y1, x2, y2 = line["bbox"]
-    return Line((x1, y1, x2, y2), line["text"], line["score"], mono=True)
-
-
-# The blocks whose monospaced rows are code: text, and references (the layout model boxes a run
-# of short listings between paragraphs as a reference list: gnuplot's and R's manuals).
-_CODE_HOSTS = frozenset({T.TEXT, T.REF_TEXT})
-
-
-def _code_rows(rows: list[list[Line]]) -> list[bool]:
-    """Which rows are code: every line of the row monospaced, but for a line number left of
-    them (a listing numbered in the text font: minted's and listings' `numbers=left`). Inline
-    code in a sentence sets only some of its row in the monospaced font, so the row is prose;
-    so is a lone row that is one plain word (_NAME_ROW): a description list's term set in
-    typewriter (the options "draft", "final" of a LaTeX package's manual), a sentence's last
-    word wrapped alone, or a web address (a footnote's too, after its number)."""
-    code = [_code_row(row) for row in rows]
-    for i, row in enumerate(rows):  # a numbered listing's blank line: its number alone
-        if 0 < i < len(rows) - 1 and code[i - 1] and join_text([ln.text for ln in row]).isdigit():
-            code[i] = any(code[i + 1 :])
-    for i, row in enumerate(rows):
-        alone = not (i > 0 and code[i - 1]) and not (i + 1 < len(rows) and code[i + 1])
-        if code[i] and alone and _NAME_ROW.match(join_text([ln.text for ln in row if ln.mono])):
-            code[i] = False
-    start = 0
-    for i in range(1, len(rows) + 1):  # each run of code rows
-        if i == len(rows) or code[i] != code[start]:
-            if code[start] and _typewriter_prose([join_text([ln.text for ln in row]) for row in rows[start:i]]):
-                code[start:i] = [False] * (i - start)
-            start = i
-    return code
-
-
-# Text set in a monospaced font that reads as sentences, not code: a memo, a letter or a
-# plain-text printout set wholly in Courier. Its rows are long (at least PROSE_ROW characters on
-# average) and nearly all of its characters (all but PROSE_MARKS) are letters, digits, spaces and
-# sentence punctuation; a listing's lines are shorter and denser in brackets, operators,
-# underscores and backslashes. Rows are measured in character cells: a CJK character fills two
-# (a monospaced CJK font sets it double width), and the full-width commas, stops and quotes of
-# CJK text are sentence punctuation.
-PROSE_ROW = 40
-PROSE_MARKS = 0.02
-_CJK_PUNCTUATION = r"\u3001-\u3003\u3008-\u3011\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f"
-_NOT_PROSE = re.compile(r"[^\w\s.,;:!?'\"‘’“”()\[\]–—…" + _CJK_PUNCTUATION + "-]|_")
-
-
-def _typewriter_prose(rows: list[str]) -> bool:
-    chars = sum(len(row) for row in rows)
-    cells = chars + sum(len(_CJK.findall(row)) for row in rows)
-    marks = sum(len(_NOT_PROSE.findall(row)) for row in rows)
-    return cells >= PROSE_ROW * len(rows) and marks <= PROSE_MARKS * chars
-
-
-def _code_row(row: list[Line]) -> bool:
-    mono = [ln for ln in row if ln.mono]
-    if not mono:
-        return False
-    left = min(ln.box[0] for ln in mono)
-    return all(ln.mono or (ln.text.isdigit() and ln.box[2] <= left) for ln in row)
-
-
-# A row of one word of letters, digits, dots and underscores ("savemem", "0.21", "manual."), or
-# of one web address (a journal's DOI line in its running head).
-_NAME_ROW = re.compile(r"^(?:\d+ )?(?:[\w.]+|(?:https?|ftp)://\S+)$")
+        return [_block_of_rows(T.CODE if runs[0][0] else kind, rows, region_box)]
+    return [_block_of_rows(T.CODE if is_code else kind, part) for is_code, part in runs]
 
 
 def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
-    rows = [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+    return _block_of_rows(kind, _rows(lines), region_box)
+
+
+def _rows(lines: list[Line]) -> list[list[Line]]:
+    """A block's lines in rows, top down, each left to right."""
+    return [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+
+
+def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
+    """A block of lines grouped in rows (_rows; a run of whole rows of a block is grouped the same
+    on its own, so code_runs' runs need no grouping again)."""
     ordered = [ln for row in rows for ln in row]
     boxes = [ln.box for ln in ordered] + ([region_box] if region_box is not None else [])
     bbox = (
@@ -1089,30 +957,8 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
     if cells:
         extra["cells"] = cells
     score = sum(ln.score for ln in ordered) / len(ordered)
-    text = _code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells)
+    text = code_blocks.code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells)
     return Block(kind, bbox, text, score, extra)
-
-
-def _code_text(rows: list[list[Line]]) -> str:
-    """A code block's text as set: one row a line, nothing joined or re-flowed, each line indented
-    and its pieces spaced by their x offsets from the block's left edge, counted in characters
-    (the pitch: the monospaced lines' width per character); rows further apart than one line
-    step (_line_step) have the blank lines between them kept."""
-    left = min(ln.box[0] for row in rows for ln in row)
-    widths = [(ln.box[2] - ln.box[0]) / len(ln.text) for row in rows for ln in row if ln.mono and ln.text]
-    pitch = statistics.median(widths) if widths else 1.0
-    tops = [min(ln.box[1] for ln in row) for row in rows]
-    step = _line_step(rows, tops)
-    out = []
-    for k, row in enumerate(rows):
-        if k:  # a listing's blank lines: rows a step or more further down than the next row
-            out += [""] * max(0, round((tops[k] - tops[k - 1]) / step) - 1)
-        text = ""
-        for ln in sorted(row, key=lambda ln: ln.box[0]):
-            column = round((ln.box[0] - left) / pitch)
-            text += " " * max(int(bool(text)), column - len(text)) + ln.text
-        out.append(text.rstrip())
-    return "\n".join(out)
 
 
 # A block's lines are levelled (see _level_boxes) when their baselines slope at least this much
@@ -1258,16 +1104,6 @@ def _after_list(rows: list[str], lefts: Sequence[float] | None, height: float, i
         if lefts[i] < lefts[last] - height / 2 and _SENTENCE_END.search(rows[i - 1]):
             return i
     return None
-
-
-def join_text(parts: list[str]) -> str:
-    """Join pieces with a space, except around CJK text and after a hyphen."""
-    out = ""
-    for part in parts:
-        if out and not (out.endswith("-") or _CJK.match(out[-1]) or _CJK.match(part[0])):
-            out += " "
-        out += part
-    return out
 
 
 def _table_cells(lines: list[Line]) -> list[list[str]] | None:

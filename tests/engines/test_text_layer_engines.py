@@ -341,6 +341,28 @@ def test_a_listing_whose_backslashes_come_from_the_math_font_is_one_code_block(e
     assert not any("\\param" in b.text for b in result.blocks if b.type != "code")
 
 
+def test_listings_the_layout_model_boxes_as_an_equation_or_a_title_are_code(engine):
+    """tests/data/code_listing_pieces_chromium.pdf (Chromium's print, listings in Liberation Mono):
+    two listings side by side, which the layout model boxes as one equation, are a code block that
+    keeps them side by side, not an equation read across both; a listing with a blank line after
+    each statement, which it cuts into a text region and a title over the same rows, is one code
+    block, not a code row and a paragraph of the other two."""
+    path = Path(__file__).parents[1] / "data" / "code_listing_pieces_chromium.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    assert "equation" not in [b.type for b in result.blocks]
+    side, spaced = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert side[0].startswith("while (n > 0) {") and side[0].endswith("for (i = 0; i < n; i++) {")
+    assert [row.split() for row in side[1:]] == [
+        ["total", "+=", "next(n);"] + ["total", "+=", "next(i);"],
+        ["n--;", "}"],
+        ["}"],
+    ]
+    assert side[0].index("for") + 4 == side[1].rindex("total")  # the right-hand listing, indented as set
+    assert [row for row in spaced if row] == ["x = read_value()", "y = transform(x)", "write_value(y)"]
+    assert "write_value" not in "".join(b.text for b in result.blocks if b.type != "code")
+
+
 def test_a_listing_numbered_in_the_text_font_is_one_code_block(engine):
     """elteikthesis's minted example (tests/data/code_numbered_elteikthesis_minted.pdf): a C++
     listing in cm-super's sftt and sfit whose line numbers are set in 6 pt sfrm, close enough
