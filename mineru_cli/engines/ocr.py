@@ -158,7 +158,10 @@ _NESTING = frozenset({T.TEXT, T.REF_TEXT})
 # (LAYOUT_TYPES has no such class) that is not split at a table's gutters (see _region_columns).
 _FIGURE_TEXT = "figure_text"
 
-_PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
+# A page number: arabic, or a lower-case roman numeral up to 399 as a book's front matter
+# numbers its pages (a well-formed numeral, so that words such as "civil" are not one).
+_ROMAN = r"(?-i:(?=[ivxlc])c{0,3}(xc|xl|l?x{0,3})(ix|iv|v?i{0,3}))"
+_PAGE_NUMBER = re.compile(rf"^(page\s*)?[-–—]?\s*(\d{{1,3}}|{_ROMAN})\s*[-–—]?(\s*(/|of)\s*\d{{1,3}})?$", re.I)
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
 
 
@@ -653,6 +656,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
     return blocks
 
@@ -1295,6 +1299,22 @@ FOOT_MARGIN = 0.2
 # A running foot's pieces are short: each under this share of the page's width (a two-column
 # page's column is over 40 % of it).
 FOOT_PIECE = 0.3
+
+
+def _foot_numbers(blocks: list[Block], page_h: int) -> None:
+    """A lone page number in the page's foot margin (FOOT_MARGIN) that no text stands below or
+    beside becomes a page number. A LaTeX page on A4 or letter paper sets its number 12 to 17 %
+    of the page above its foot, above EDGE_BAND, and the layout model often boxes it as text
+    (or, in a big font, as a title): read as text, it ended the page's Markdown. A number with
+    text below it or in its row (a footnote's mark, a table's last cell, a chart's tick) stays."""
+    foot = (1 - FOOT_MARGIN) * page_h
+    for block in blocks:
+        if block.type not in (T.TEXT, T.TITLE) or block.bbox[1] < foot or not _PAGE_NUMBER.match(block.text):
+            continue
+        others = [b.bbox for b in blocks if b is not block and b.type not in PAGE_BOTTOM]
+        below = any(box[3] > block.bbox[3] for box in others)
+        if not below and not any(len(group_rows([block.bbox, box])) == 1 for box in others):
+            block.type = T.PAGE_NUMBER
 
 
 def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
