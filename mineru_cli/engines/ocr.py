@@ -1275,7 +1275,7 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     lines = block.extra.get("lines", [])
     if not lines:
         return
-    if _off_its_edge(block, page_h):
+    if _off_its_edge(block, page_h) or (block.type == T.FOOTER and _form_field(block)):
         block.type = T.TEXT
     height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
     ratio: dict[str, float] = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
@@ -1329,7 +1329,7 @@ def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     when that row is the page's lowest (_split_foot)."""
     foot = (1 - EDGE_BAND) * page_h
     furniture = [b.bbox for b in blocks if b.type in PAGE_BOTTOM and b.bbox[1] >= foot]
-    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b)]
+    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b) and not _form_field(b)]
     for block in pieces:
         # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
         row = [b for b in pieces if len(group_rows([block.bbox, b.bbox])) == 1]
@@ -1352,6 +1352,15 @@ def _split_foot(row: list[Block], blocks: list[Block], page_w: int) -> bool:
         and all(b.bbox[2] - b.bbox[0] < FOOT_PIECE * page_w for b in row)
         and all(b.bbox[3] <= top for b in blocks if id(b) not in mine)
     )
+
+
+def _form_field(block: Block) -> bool:
+    """Whether this text is a form's field to fill in: a label that ends in a colon ("Date:",
+    "Signed:") or a blank drawn with underscores. A form's signature and date row stands at the
+    page's foot, and the layout model boxes it as a footer; a running foot is a title, a name
+    or a page number, and does not wait for an answer."""
+    text = block.text.rstrip()
+    return text.endswith(":") or "___" in text
 
 
 def _one_row(block: Block) -> bool:

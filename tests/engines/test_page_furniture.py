@@ -72,3 +72,19 @@ def test_a_page_number_the_layout_model_boxes_as_text_in_the_foot_margin_is_a_pa
     (block,) = [block for block in result.blocks if block.text == number]
     assert block.type == "page_number" and block.bbox[1] > 0.8 * height, block
     assert result.markdown.rstrip().endswith(last), result.markdown[-200:]
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [("form_date_uwthesis_p3.pdf", ["Date:"]), ("form_fields_foot_chromium.pdf", ["Signed:", "Name:", "Date:"])],
+)
+def test_a_forms_field_labels_at_the_pages_foot_stay_in_the_markdown(engine, name, fields):
+    """uwthesis's signature page (its last row a "Date:" line to fill in, 19 % of the page above
+    its foot) and a consent form printed by Chromium (a last row "Signed:", "Name:", "Date:"):
+    the layout model boxes the labels as footers, or the row joined them as a running foot's
+    pieces, and they were left out of the Markdown."""
+    result, _ = parse(engine, name)
+    labels = [block for block in result.blocks if block.text in fields]
+    assert [block.text for block in labels] == fields, [block.text for block in result.blocks]
+    assert all(block.type == "text" for block in labels), labels
+    assert all(field in result.markdown for field in fields), result.markdown[-300:]
