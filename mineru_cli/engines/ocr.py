@@ -159,7 +159,10 @@ _NESTING = frozenset({T.TEXT, T.REF_TEXT})
 # (LAYOUT_TYPES has no such class) that is not split at a table's gutters (see _region_columns).
 _FIGURE_TEXT = "figure_text"
 
-_PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,3}\s*[-–—]?(\s*(/|of)\s*\d{1,3})?$", re.I)
+# A page number: arabic, or a lower-case roman numeral up to 399 as a book's front matter
+# numbers its pages (a well-formed numeral, so that words such as "civil" are not one).
+_ROMAN = r"(?-i:(?=[ivxlc])c{0,3}(xc|xl|l?x{0,3})(ix|iv|v?i{0,3}))"
+_PAGE_NUMBER = re.compile(rf"^(page\s*)?[-–—]?\s*(\d{{1,3}}|{_ROMAN})\s*[-–—]?(\s*(/|of)\s*\d{{1,3}})?$", re.I)
 
 
 class OcrEngine:
@@ -630,6 +633,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
     return blocks
 
@@ -1177,7 +1181,7 @@ def _refine_type(block: Block, median_h: float, page_h: int) -> None:
     lines = block.extra.get("lines", [])
     if not lines:
         return
-    if _off_its_edge(block, page_h):
+    if _off_its_edge(block, page_h) or (block.type == T.FOOTER and _form_field(block)):
         block.type = T.TEXT
     height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
     ratio: dict[str, float] = {T.TEXT: GROUPING["title_height"], T.HEADER: GROUPING["header_title_height"]}
@@ -1203,6 +1207,22 @@ FOOT_MARGIN = 0.2
 FOOT_PIECE = 0.3
 
 
+def _foot_numbers(blocks: list[Block], page_h: int) -> None:
+    """A lone page number in the page's foot margin (FOOT_MARGIN) that no text stands below or
+    beside becomes a page number. A LaTeX page on A4 or letter paper sets its number 12 to 17 %
+    of the page above its foot, above EDGE_BAND, and the layout model often boxes it as text
+    (or, in a big font, as a title): read as text, it ended the page's Markdown. A number with
+    text below it or in its row (a footnote's mark, a table's last cell, a chart's tick) stays."""
+    foot = (1 - FOOT_MARGIN) * page_h
+    for block in blocks:
+        if block.type not in (T.TEXT, T.TITLE) or block.bbox[1] < foot or not _PAGE_NUMBER.match(block.text):
+            continue
+        others = [b.bbox for b in blocks if b is not block and b.type not in PAGE_BOTTOM]
+        below = any(box[3] > block.bbox[3] for box in others)
+        if not below and not any(len(group_rows([block.bbox, box])) == 1 for box in others):
+            block.type = T.PAGE_NUMBER
+
+
 def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     """Text blocks in the row of a footer or page number at the page's foot become footers.
 
@@ -1215,7 +1235,7 @@ def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     when that row is the page's lowest (_split_foot)."""
     foot = (1 - EDGE_BAND) * page_h
     furniture = [b.bbox for b in blocks if b.type in PAGE_BOTTOM and b.bbox[1] >= foot]
-    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b)]
+    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b) and not _form_field(b)]
     for block in pieces:
         # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
         row = [b for b in pieces if len(group_rows([block.bbox, b.bbox])) == 1]
@@ -1238,6 +1258,15 @@ def _split_foot(row: list[Block], blocks: list[Block], page_w: int) -> bool:
         and all(b.bbox[2] - b.bbox[0] < FOOT_PIECE * page_w for b in row)
         and all(b.bbox[3] <= top for b in blocks if id(b) not in mine)
     )
+
+
+def _form_field(block: Block) -> bool:
+    """Whether this text is a form's field to fill in: a label that ends in a colon ("Date:",
+    "Signed:") or a blank drawn with underscores. A form's signature and date row stands at the
+    page's foot, and the layout model boxes it as a footer; a running foot is a title, a name
+    or a page number, and does not wait for an answer."""
+    text = block.text.rstrip()
+    return text.endswith(":") or "___" in text
 
 
 def _one_row(block: Block) -> bool:

@@ -55,3 +55,36 @@ def test_a_foot_row_of_text_pieces_below_two_columns_reads_after_them(engine):
     assert result.blocks[left].type == "footer", result.blocks[left]
     assert texts[left + 1 :] == ["June 8, 2018"], texts[left:]
     assert "Preprint submitted" not in result.markdown
+
+
+@pytest.mark.parametrize(
+    ("name", "number", "last"),
+    [
+        ("page_number_adfathesis_p10.pdf", "10", "273 \\newcommand{\\@secondreader}{}\n```"),
+        ("page_number_roman_unswcover_p5.pdf", "v", "Signed Olivier Mehani Date 14 December 2011"),
+    ],
+)
+def test_a_page_number_the_layout_model_boxes_as_text_in_the_foot_margin_is_a_page_number(engine, name, number, last):
+    """adfathesis's page 10 and unswcover's front matter page v (both A4): the page number stands
+    12 to 18 % of the page above its foot, above the edge band, and the layout model boxes it as
+    text; it ended the page's Markdown ("10", "v")."""
+    result, height = parse(engine, name)
+    (block,) = [block for block in result.blocks if block.text == number]
+    assert block.type == "page_number" and block.bbox[1] > 0.8 * height, block
+    assert result.markdown.rstrip().endswith(last), result.markdown[-200:]
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [("form_date_uwthesis_p3.pdf", ["Date:"]), ("form_fields_foot_chromium.pdf", ["Signed:", "Name:", "Date:"])],
+)
+def test_a_forms_field_labels_at_the_pages_foot_stay_in_the_markdown(engine, name, fields):
+    """uwthesis's signature page (its last row a "Date:" line to fill in, 19 % of the page above
+    its foot) and a consent form printed by Chromium (a last row "Signed:", "Name:", "Date:"):
+    the layout model boxes the labels as footers, or the row joined them as a running foot's
+    pieces, and they were left out of the Markdown."""
+    result, _ = parse(engine, name)
+    labels = [block for block in result.blocks if block.text in fields]
+    assert [block.text for block in labels] == fields, [block.text for block in result.blocks]
+    assert all(block.type == "text" for block in labels), labels
+    assert all(field in result.markdown for field in fields), result.markdown[-300:]
