@@ -941,8 +941,14 @@ def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
 
 
 def _rows(lines: list[Line]) -> list[list[Line]]:
-    """A block's lines in rows, top down, each left to right."""
-    return [[lines[i] for i in row] for row in group_rows(_level_boxes(lines))]
+    """A block's lines in rows, top down, each left to right; a drop cap joins its word
+    (_drop_cap) instead of making one row of the lines beside it."""
+    cap = _drop_cap(lines)
+    rest = [ln for ln in lines if ln is not cap]
+    rows = [[rest[i] for i in row] for row in group_rows(_level_boxes(rest))]
+    if cap is not None:
+        _join_drop_cap(rows, cap)
+    return rows
 
 
 def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
@@ -963,6 +969,53 @@ def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
     score = sum(ln.score for ln in ordered) / len(ordered)
     text = code_blocks.code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells)
     return Block(kind, bbox, text, score, extra)
+
+
+# A drop cap (IEEEtran's \\IEEEPARstart, lettrine) is a paragraph's first letter set two or more
+# lines tall at its left edge, the first lines indented beside it. As a line of its own it shares
+# rows with all of them and made them one row, read left to right (the second line's words before
+# the first's). It stands at least DROP_CAP_HEIGHTS x the block's median line height tall.
+DROP_CAP_HEIGHTS = 1.8
+
+
+def _drop_cap(lines: list[Line]) -> Line | None:
+    """The block's drop cap: one or two capitals DROP_CAP_HEIGHTS x its other lines' median
+    height tall or more, with no line beside it on its left, and a line beside it on its right
+    whose top is level with its own (the paragraph's first line). None when there is none."""
+    if len(lines) < 3:
+        return None
+    median_h = statistics.median(ln.height for ln in lines)
+    for cap in lines:
+        if not (cap.text.isalpha() and cap.text.isupper() and len(cap.text) <= 2):
+            continue
+        if cap.height < DROP_CAP_HEIGHTS * median_h:
+            continue
+        beside = [ln for ln in lines if ln is not cap and _beside(ln, cap)]
+        if any(ln.box[0] < cap.box[0] for ln in beside):
+            continue
+        centre = (cap.box[0] + cap.box[2]) / 2  # the reader's box of a cap is padded past the indent
+        if any(ln.box[0] >= centre and abs(ln.box[1] - cap.box[1]) < median_h for ln in beside):
+            return cap
+    return None
+
+
+def _beside(line: Line, cap: Line) -> bool:
+    """Whether `line` stands in the drop cap's rows: half its height or more within them (the
+    cap's box reaches a pixel or two into the row under it)."""
+    shared = min(line.box[3], cap.box[3]) - max(line.box[1], cap.box[1])
+    return shared >= line.height / 2
+
+
+def _join_drop_cap(rows: list[list[Line]], cap: Line) -> None:
+    """Put the drop cap before the first line beside it, joined to its word ("T" and "HIS is"
+    read "THIS is"); a cap with no line beside it after all starts the first row."""
+    for row in rows:
+        first = row[0]
+        if _beside(first, cap) and first.box[0] >= cap.box[0]:
+            box = (cap.box[0], min(cap.box[1], first.box[1]), first.box[2], max(cap.box[3], first.box[3]))
+            row[0] = Line(box, cap.text + first.text, (cap.score + first.score) / 2, first.slope, first.mono)
+            return
+    rows.insert(0, [cap])
 
 
 # A block's lines are levelled (see _level_boxes) when their baselines slope at least this much

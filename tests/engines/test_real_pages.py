@@ -504,3 +504,21 @@ def test_a_sideways_page_of_two_short_lines_reads_no_wrong_text(engine):
     result = engine.parse(page)
     text = squash(" ".join(b.text for b in result.blocks))
     assert text in ("", squash("Dedicated to Donald Knuth")), result.blocks
+
+
+@pytest.mark.parametrize("text_layer_mode", ["auto", "off"])
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_drop_cap_joins_its_word_and_keeps_the_lines_in_order(engine, dpi, text_layer_mode):
+    """testflow's documentation, page 2 (IEEEtran's \\IEEEPARstart), its Introduction: a "T" set two lines
+    tall, the first two lines indented beside it ("HIS is the documentation ... the “print work" /
+    "flow” of LATEX systems ..."). As a line of its own it made those lines one row, read left to
+    right: the second line before the first, or "T" between them ("... the information T HIS is
+    the documentation"). The cap starts the paragraph, joined to its word, from the text layer and
+    from the pixels alike."""
+    pdf = DATA / "drop_cap_testflow_p2.pdf"
+    with open_document(SourceFile(pdf, pdf.name, "pdf"), LoadOptions(dpi=dpi, text_layer=text_layer_mode)) as doc:
+        page = doc.page(0)
+        result = engine.parse(page.image, page.text_layer if text_layer_mode == "auto" else None)
+    (paragraph,) = [b.text for b in result.blocks if "HIS is the documentation" in b.text]
+    assert paragraph.startswith("THIS is the documentation and user guide"), paragraph
+    assert re.search(r"print work flow. of", paragraph), paragraph
