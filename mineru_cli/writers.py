@@ -68,12 +68,19 @@ def document_dir(out_dir: Path, source: str) -> Path:
 
 
 def write_documents(
-    records: list[dict], out_dir: Path, formats: set[str], load_page=None, dpi: float = 200
+    records: list[dict],
+    out_dir: Path,
+    formats: set[str],
+    load_page=None,
+    dpi: float = 200,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> list[Path]:
     """Write the chosen formats for every document whose pages are all in `records`.
 
     load_page(source, page_index) -> PIL image, for the crops of content-list and the pages of
-    layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size)."""
+    layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size).
+    stopping: whether the run is asked to stop; a document another run is writing is then
+    left as it is, not waited for."""
     written: list[Path] = []
     if load_page is not None:
         load_page = _last_page(load_page)  # a one-page document is rendered once for both formats
@@ -84,7 +91,9 @@ def write_documents(
             continue
         folder = document_dir(out_dir, source)
         folder.mkdir(parents=True, exist_ok=True)
-        with document_lock(folder):
+        with document_lock(folder, stopping) as held:
+            if not held:
+                break  # stopping: the next run writes it
             written += _write_document(source, pages, folder, formats, load_page, dpi)
     return written
 
@@ -122,23 +131,39 @@ def _write_document(
 
 
 @contextlib.contextmanager
-def document_lock(folder: Path) -> Iterator[None]:
-    """Hold `folder` (a document's) for this run alone while its files are written or removed.
-    Two runs with other journals and one --out-dir take turns on a document: one run's
-    Markdown never stands beside the other's content list, and neither removes a crop the
-    other's content list names. The lock is on the folder itself (no file is left behind) and
-    goes with the process; a filesystem without flock (some network mounts) writes unlocked."""
+def document_lock(folder: Path, stopping: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+    """Hold `folder` (a document's) for this run alone while its files are written or removed:
+    True once held. Two runs with other journals and one --out-dir take turns on a document:
+    one run's Markdown never stands beside the other's content list, and neither removes a
+    crop the other's content list names. The lock is on the folder itself (no file is left
+    behind) and goes with the process; a filesystem without flock (some network mounts) writes
+    unlocked. While another run holds it, this one waits (its writes take seconds), unless it
+    is asked to stop: False, the folder is left as it is."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
-        yield  # not there (nothing to take turns on) or not openable: the writes report it
+        yield True  # not there (nothing to take turns on) or not openable: the writes report it
         return
     try:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)  # waits: another run's writing takes seconds
-        yield
+        yield _take_turn(fd, stopping)
     finally:
         os.close(fd)  # releases the lock
+
+
+LOCK_POLL_S = 0.05  # how often a run waiting for another's document looks again
+
+
+def _take_turn(fd: int, stopping: Callable[[], bool]) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if stopping():
+                return False
+            time.sleep(LOCK_POLL_S)
+        except OSError:
+            return True  # no flock on this filesystem: written unlocked
 
 
 # A document's files are a function of its ok pages' records, the formats, the crops' source and

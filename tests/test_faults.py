@@ -353,6 +353,9 @@ def test_a_folder_that_cannot_be_searched_gets_a_record_and_exit_1(tmp_path):
     assert all(x["status"] == "ok" for x in recs.values())
 
 
+STAMP = ".chapters_chromium.mineru-files.json"  # the stamp beside its files (writers.STAMP)
+
+
 def _stopped_between_markdown_and_content_list(proc: subprocess.Popen, stamp: Path, limit: float = 120) -> None:
     """SIGSTOP `proc` once its pending stamp names the Markdown it wrote and not yet its content
     list: the run is halfway through the document's files."""
@@ -371,10 +374,18 @@ def _stopped_between_markdown_and_content_list(proc: subprocess.Popen, stamp: Pa
     pytest.fail(f"the first run never stopped halfway through its files: {proc.communicate()[1][-2000:]}")
 
 
+def _wait_for_a_record(proc: subprocess.Popen, journal: Path, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while not journal.exists() or not read_journal(journal):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+
+
 def test_two_runs_writing_one_document_take_turns(tmp_path):
     """Two cron runs with other journals and one --out-dir: a run halfway through a document's
     files (its Markdown written, its content list not yet) holds the document; the other run
-    parses its pages and waits for it, then writes all its own files. The document's Markdown
+    parses its pages and waits for it, then writes all its own files (a run stopped while it
+    waits leaves the document to the next run: exit 130). The document's Markdown
     and content list are then of one run, and every crop the content list names is there."""
     src = tmp_path / "in"
     src.mkdir()
@@ -389,17 +400,17 @@ def test_two_runs_writing_one_document_take_turns(tmp_path):
         return subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
 
     first = run("--out", "a.jsonl", "--pages", "1-7")
-    _stopped_between_markdown_and_content_list(
-        first, docs / "chapters_chromium_pdf" / ".chapters_chromium.mineru-files.json"
-    )
+    _stopped_between_markdown_and_content_list(first, docs / "chapters_chromium_pdf" / STAMP)
     try:
         second = run("--out", "b.jsonl", "--pages", "8")
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "b.jsonl").exists() or not read_journal(tmp_path / "b.jsonl"):
-            assert second.poll() is None and time.monotonic() < deadline, second.communicate()[1][-2000:]
-            time.sleep(0.1)
+        third = run("--out", "c.jsonl", "--pages", "8")  # a third one is stopped while it waits
+        for proc, journal in ((second, "b.jsonl"), (third, "c.jsonl")):
+            _wait_for_a_record(proc, tmp_path / journal)
         time.sleep(3)
         assert second.poll() is None, "the second run wrote the document while the first was halfway through it"
+        third.send_signal(signal.SIGTERM)
+        assert third.wait(timeout=30) == 130, third.communicate()[1][-2000:]
+        assert "re-run to write them" in third.communicate()[1]
     finally:
         os.kill(first.pid, signal.SIGCONT)
     assert first.wait(timeout=120) == 0, first.communicate()[1][-2000:]
