@@ -612,7 +612,12 @@ def _write_documents(
             pixels = {r["page_index"]: (r.get("image") or {}).get("sha256") for r in records}
             try:
                 written += write_documents(
-                    records, opts.documents_dir, {str(f) for f in opts.formats}, load_page(pixels), dpi=opts.load.dpi
+                    records,
+                    opts.documents_dir,
+                    {str(f) for f in opts.formats},
+                    load_page(pixels),
+                    dpi=opts.load.dpi,
+                    stopping=stopping,
                 )
             except PageError as exc:
                 changed.append((rel, exc))  # not ok: the files written of it so far are removed below

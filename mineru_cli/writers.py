@@ -25,6 +25,8 @@ caption or footnote nearest a chart to that chart, as chart_caption / chart_foot
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import html
 import io
@@ -35,7 +37,7 @@ import time
 from collections import Counter
 from itertools import groupby
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 from .core.blocks import (
     ATTACHED_TO,
@@ -66,12 +68,19 @@ def document_dir(out_dir: Path, source: str) -> Path:
 
 
 def write_documents(
-    records: list[dict], out_dir: Path, formats: set[str], load_page=None, dpi: float = 200
+    records: list[dict],
+    out_dir: Path,
+    formats: set[str],
+    load_page=None,
+    dpi: float = 200,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> list[Path]:
     """Write the chosen formats for every document whose pages are all in `records`.
 
     load_page(source, page_index) -> PIL image, for the crops of content-list and the pages of
-    layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size)."""
+    layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size).
+    stopping: whether the run is asked to stop; a document another run is writing is then
+    left as it is, not waited for."""
     written: list[Path] = []
     if load_page is not None:
         load_page = _last_page(load_page)  # a one-page document is rendered once for both formats
@@ -81,32 +90,80 @@ def write_documents(
         if not pages:
             continue
         folder = document_dir(out_dir, source)
-        stem = PurePosixPath(source).stem
-        stamp = _Stamp.at(folder, stem).of(pages, formats, load_page is not None, dpi)
-        if stamp.holds():
-            continue  # its files were written from these very records: nothing to redo
         folder.mkdir(parents=True, exist_ok=True)
-        stamp.pending()  # until all its files are written anew
-        if formats & {"markdown", "content-list"}:
-            md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
-            written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
-        if "content-list" in formats:
-            items = []
-            for page in pages:
-                image = load_page(source, page["page_index"]) if load_page else None
-                items += content_list_items(page, folder, image)
-            content_list = json.dumps(items, ensure_ascii=False, indent=2)
-            stamp.crops = sorted({path for it in items for path in _crops_of(it)})
-            written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
-        if "layout" in formats and load_page is not None:
-            from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
-
-            path = folder / f"{stem}_layout.pdf"
-            layout = write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi)
-            written.append(stamp.wrote(layout))
-        stamp.settle()
-        stamp.write()
+        with document_lock(folder, stopping) as held:
+            if not held:
+                break  # stopping: the next run writes it
+            written += _write_document(source, pages, folder, formats, load_page, dpi)
     return written
+
+
+def _write_document(
+    source: str, pages: list[dict], folder: Path, formats: set[str], load_page, dpi: float
+) -> list[Path]:
+    """One document's files, from its ok pages' records, unless its stamp says they hold."""
+    written: list[Path] = []
+    stem = PurePosixPath(source).stem
+    stamp = _Stamp.at(folder, stem).of(pages, formats, load_page is not None, dpi)
+    if stamp.holds():
+        return written  # its files were written from these very records: nothing to redo
+    stamp.pending()  # until all its files are written anew
+    if formats & {"markdown", "content-list"}:
+        md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
+        written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
+    if "content-list" in formats:
+        items = []
+        for page in pages:
+            image = load_page(source, page["page_index"]) if load_page else None
+            items += content_list_items(page, folder, image)
+        content_list = json.dumps(items, ensure_ascii=False, indent=2)
+        stamp.crops = sorted({path for it in items for path in _crops_of(it)})
+        written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
+    if "layout" in formats and load_page is not None:
+        from .layout_pdf import write_layout_pdf  # Pillow drawing and a PDF writer: only when asked
+
+        path = folder / f"{stem}_layout.pdf"
+        layout = write_layout_pdf(path, pages, lambda p: load_page(p["source"], p["page_index"]), dpi)
+        written.append(stamp.wrote(layout))
+    stamp.settle()
+    stamp.write()
+    return written
+
+
+@contextlib.contextmanager
+def document_lock(folder: Path, stopping: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+    """Hold `folder` (a document's) for this run alone while its files are written or removed:
+    True once held. Two runs with other journals and one --out-dir take turns on a document:
+    one run's Markdown never stands beside the other's content list, and neither removes a
+    crop the other's content list names. The lock is on the folder itself (no file is left
+    behind) and goes with the process; a filesystem without flock (some network mounts) writes
+    unlocked. While another run holds it, this one waits (its writes take seconds), unless it
+    is asked to stop: False, the folder is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield True  # not there (nothing to take turns on) or not openable: the writes report it
+        return
+    try:
+        yield _take_turn(fd, stopping)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+LOCK_POLL_S = 0.05  # how often a run waiting for another's document looks again
+
+
+def _take_turn(fd: int, stopping: Callable[[], bool]) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if stopping():
+                return False
+            time.sleep(LOCK_POLL_S)
+        except OSError:
+            return True  # no flock on this filesystem: written unlocked
 
 
 # A document's files are a function of its ok pages' records, the formats, the crops' source and
@@ -547,18 +604,25 @@ def remove_documents(out_dir: Path, sources: list[str]) -> list[Path]:
     else there is removed)."""
     removed = []
     for source in sources:
-        folder, stem = document_dir(out_dir, source), PurePosixPath(source).stem
-        stamp = _Stamp.at(folder, stem)
-        earlier = stamp.earlier()
-        stamp.remove()  # first: no stamp outlives its files
-        for crop in earlier["crops"] if earlier else ():
-            if isinstance(crop, str) and _is_crop(crop):
-                _unlink(folder / crop)
-        for pattern in DOCUMENT_FILES:
-            path = folder / pattern.format(stem=stem)
-            try:
-                path.unlink()
-            except OSError:
-                continue  # none there (or one that cannot be removed: a name too long, no permission)
-            removed.append(path)
+        folder = document_dir(out_dir, source)
+        with document_lock(folder):
+            removed += _remove_document(folder, PurePosixPath(source).stem)
+    return removed
+
+
+def _remove_document(folder: Path, stem: str) -> list[Path]:
+    removed = []
+    stamp = _Stamp.at(folder, stem)
+    earlier = stamp.earlier()
+    stamp.remove()  # first: no stamp outlives its files
+    for crop in earlier["crops"] if earlier else ():
+        if isinstance(crop, str) and _is_crop(crop):
+            _unlink(folder / crop)
+    for pattern in DOCUMENT_FILES:
+        path = folder / pattern.format(stem=stem)
+        try:
+            path.unlink()
+        except OSError:
+            continue  # none there (or one that cannot be removed: a name too long, no permission)
+        removed.append(path)
     return removed

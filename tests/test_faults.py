@@ -351,3 +351,75 @@ def test_a_folder_that_cannot_be_searched_gets_a_record_and_exit_1(tmp_path):
     recs = {x["id"]: x for x in read_journal(tmp_path / "o.jsonl")}
     assert sorted(recs) == ["locked/a.png#0", "locked/sub/b.png#0", "ok.png#0"], sorted(recs)
     assert all(x["status"] == "ok" for x in recs.values())
+
+
+STAMP = ".chapters_chromium.mineru-files.json"  # the stamp beside its files (writers.STAMP)
+
+
+def _stopped_between_markdown_and_content_list(proc: subprocess.Popen, stamp: Path, limit: float = 120) -> None:
+    """SIGSTOP `proc` once its pending stamp names the Markdown it wrote and not yet its content
+    list: the run is halfway through the document's files."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            held = json.loads(stamp.read_text())
+        except (OSError, ValueError):
+            held = {}
+        names = held.get("written", {}) if not held.get("digest") else {}
+        if "chapters_chromium.md" in names and "chapters_chromium_content_list.json" not in names:
+            os.kill(proc.pid, signal.SIGSTOP)
+            return
+        time.sleep(0.002)
+    proc.kill()
+    pytest.fail(f"the first run never stopped halfway through its files: {proc.communicate()[1][-2000:]}")
+
+
+def _wait_for_a_record(proc: subprocess.Popen, journal: Path, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while not journal.exists() or not read_journal(journal):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+
+
+def test_two_runs_writing_one_document_take_turns(tmp_path):
+    """Two cron runs with other journals and one --out-dir: a run halfway through a document's
+    files (its Markdown written, its content list not yet) holds the document; the other run
+    parses its pages and waits for it, then writes all its own files (a run stopped while it
+    waits leaves the document to the next run: exit 130). The document's Markdown
+    and content list are then of one run, and every crop the content list names is there."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "chapters_chromium.pdf", src)
+    docs = tmp_path / "docs"
+    common = ["-m", "mineru_cli", "parse", "in", "--engine", "ocr", "--no-cache", "--workers", "1"]
+    common += ["-f", "content-list", "--out-dir", "docs"]
+    env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test")}
+
+    def run(*args: str) -> subprocess.Popen:
+        cmd = [sys.executable, *common, *args]
+        return subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+
+    first = run("--out", "a.jsonl", "--pages", "1-7")
+    _stopped_between_markdown_and_content_list(first, docs / "chapters_chromium_pdf" / STAMP)
+    try:
+        second = run("--out", "b.jsonl", "--pages", "8")
+        third = run("--out", "c.jsonl", "--pages", "8")  # a third one is stopped while it waits
+        for proc, journal in ((second, "b.jsonl"), (third, "c.jsonl")):
+            _wait_for_a_record(proc, tmp_path / journal)
+        time.sleep(3)
+        assert second.poll() is None, "the second run wrote the document while the first was halfway through it"
+        third.send_signal(signal.SIGTERM)
+        assert third.wait(timeout=30) == 130, third.communicate()[1][-2000:]
+        assert "re-run to write them" in third.communicate()[1]
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert first.wait(timeout=120) == 0, first.communicate()[1][-2000:]
+    assert second.wait(timeout=120) == 0, second.communicate()[1][-2000:]
+    folder = docs / "chapters_chromium_pdf"
+    markdown = (folder / "chapters_chromium.md").read_text()
+    items = json.loads((folder / "chapters_chromium_content_list.json").read_text())
+    assert "Chapter 8" in markdown and "Chapter 1" not in markdown, markdown[:300]  # the later run's, whole
+    assert {it["page_idx"] for it in items} == {7}
+    for it in items:
+        assert it.get("text", "")[:40] in markdown
+        assert not it.get("img_path") or (folder / it["img_path"]).is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zlib
@@ -599,3 +600,49 @@ def test_pdf_original_size_matches_uncapped_render(tmp_path):
     path = pdf_with_pages(tmp_path / "a4.pdf", [(595.276, 841.89)])
     page = load_page(path)
     assert page.original_size == page.image.size == (1654, 2339)
+
+
+def _without_app14(jpeg: bytes) -> bytes:
+    """The JPEG with its Adobe APP14 segment (which marks CMYK data as stored inverted) cut out."""
+    out, i = bytearray(jpeg[:2]), 2
+    while jpeg[i + 1] != 0xDA:  # segments up to the scan
+        length = struct.unpack(">H", jpeg[i + 2 : i + 4])[0]
+        if jpeg[i + 1] != 0xEE:
+            out += jpeg[i : i + 2 + length]
+        i += 2 + length
+    return bytes(out + jpeg[i:])
+
+
+def test_a_cmyk_jpeg_without_an_adobe_marker_is_read_as_chromium_shows_it(tmp_path):
+    """CMYK JPEGs are stored inverted (Photoshop's convention, which Pillow writes); one whose
+    APP14 marker was dropped is still shown that way by Chromium (and decoded so by OpenCV):
+    a page, not its negative. A page of a real PDF stands in for the scan."""
+    pdf = pdfium.PdfDocument(str(Path(__file__).parent / "data" / "title_r_intro_p1.pdf"))
+    rgb = pdf[0].render(scale=50 / 72).to_pil().convert("RGB")
+    pdf.close()
+    buf = io.BytesIO()
+    rgb.convert("CMYK").save(buf, "JPEG", quality=95)
+    assert b"Adobe" in buf.getvalue()
+    path = tmp_path / "scan.jpg"
+    path.write_bytes(_without_app14(buf.getvalue()))
+    assert "adobe" not in Image.open(path).info
+    page = np.asarray(load_page(path).image, dtype=np.int16)
+    assert np.abs(page - np.asarray(rgb, dtype=np.int16)).mean() < 4  # a negative is ~200 off
+
+
+def test_a_pdf_page_with_a_user_unit_renders_as_pdfium_and_poppler_show_it(tmp_path):
+    """/UserUnit (PDF 1.6: a page unit of N/72 in) is not applied by pdfium, poppler's pdftoppm
+    or Chromium: the page renders at its size in 1/72 in, so a huge unit costs no memory."""
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /UserUnit 75000 /Contents 4 0 R >>"
+    draw = b"0 g 72 648 144 72 re f"  # a black band an inch from the top-left corner
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        page,
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(draw), draw),
+    ]
+    path = tmp_path / "unit.pdf"
+    path.write_bytes(minimal_pdf(objects))
+    rendered = load_page(path)
+    assert rendered.image.size == (1700, 2200) and rendered.scale == 1.0  # 8.5 x 11 in at 200 DPI
+    assert rendered.image.getpixel((250, 250)) == (0, 0, 0) and rendered.image.getpixel((100, 100)) == WHITE

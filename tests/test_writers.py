@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mineru_cli import writers
 from mineru_cli.writers import STALE_TEMP_S, content_list_items, document_dir, open_temporary_beside, write_documents
 
 
@@ -345,10 +346,11 @@ def test_a_list_with_text_of_its_own_is_a_text_item(tmp_path):
 
 def test_files_another_run_wrote_over_are_written_again_though_the_stamp_matches(tmp_path):
     """Two runs writing one document into one --out-dir from other records (two journals of a
-    file of the same name): the other run's Markdown lands between this run's Markdown and its
-    stamp, which then matched this run's records and vouched for the other's Markdown on every
-    later run (with nothing new for the document). A file that is not the one this run wrote is
-    written again."""
+    file of the same name) where they cannot take turns (a filesystem without flock, or an
+    earlier mineru-cli beside this one): the other run's Markdown lands between this run's
+    Markdown and its stamp, which then matched this run's records and vouched for the other's
+    Markdown on every later run (with nothing new for the document). A file that is not the one
+    this run wrote is written again."""
     size = {"width": 400, "height": 300, "original_width": 400, "original_height": 300}
     white = Image.new("RGB", (400, 300), "white")
 
@@ -366,7 +368,8 @@ def test_files_another_run_wrote_over_are_written_again_though_the_stamp_matches
     def load_page(source, index):  # called between this run's Markdown and its content list
         if not other_run_done:
             other_run_done.append(True)
-            write_documents(theirs, tmp_path, {"content-list"}, lambda source, index: white)
+            folder = document_dir(tmp_path, "d.png")  # the other run's writer, without the lock
+            writers._write_document("d.png", theirs, folder, {"content-list"}, lambda source, index: white, 200)
         return white
 
     write_documents(mine, tmp_path, {"content-list"}, load_page)
