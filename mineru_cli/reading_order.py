@@ -25,6 +25,12 @@ LEVEL = 0.2
 SIDE_PANEL_LINES = 4
 SIDE_PANEL_PRINT = 0.8
 
+# An outer side piece of two or more blocks, at most MARGIN_WIDTH of the width of the widest
+# piece beside it, whose blocks fill less than MARGIN_FILL of the height of all the pieces, holds
+# margin notes.
+MARGIN_WIDTH = 0.4
+MARGIN_FILL = 0.75
+
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
     """Indices of `boxes` in reading order: headers, body (XY-cut), footers.
@@ -54,7 +60,12 @@ def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
         return [i for band in bands for i in xy_cut(boxes, band)]
     columns = _split(boxes, idx, axis=0)
     if len(columns) > 1:
-        return [i for col in _corner_first(boxes, columns) for i in xy_cut(boxes, col)]
+        ordered = _corner_first(boxes, columns)
+        notes = _margin_notes(boxes, columns) if ordered == columns else []
+        body = [i for col in ordered if col not in notes for i in xy_cut(boxes, col)]
+        left = columns[0] if columns[0] in notes else []
+        right = columns[-1] if columns[-1] in notes else []
+        return _with_notes(boxes, body, left, right)
     # Overlapping boxes with no whitespace cut: top-to-bottom, left-to-right.
     return sorted(idx, key=lambda i: (boxes[i][1], boxes[i][0]))
 
@@ -180,6 +191,61 @@ def _corner_first(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[i
         if narrow[n] and middle < min(t for m, t in enumerate(tops) if m != n):
             return [piece, *columns[:n], *columns[n + 1 :]]
     return columns
+
+
+def _margin_notes(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[int]]:
+    """The outer side pieces that hold margin notes: two or more blocks, narrow beside the widest
+    piece (at most MARGIN_WIDTH of its width) and sparse (they fill less than MARGIN_FILL of the
+    pieces' height), as a manual's option names set in the margin beside each option's
+    description. Read as a column, such notes all came before (or after) the body they annotate.
+    A sidebar that runs down the page is dense and stays a column, and so does one block (a
+    stamp in the margin, a form's label beside its value)."""
+    widest = max(_width(boxes, c) for c in columns)
+    top = min(boxes[i][1] for c in columns for i in c)
+    height = max(1.0, max(boxes[i][3] for c in columns for i in c) - top)
+    outer = [columns[0], columns[-1]]
+    return [
+        c
+        for c in outer
+        if len(c) >= 2 and _width(boxes, c) <= MARGIN_WIDTH * widest and _filled(boxes, c) < MARGIN_FILL * height
+    ]
+
+
+def _filled(boxes: Sequence[Box], idx: list[int]) -> float:
+    """The height these boxes cover together (overlaps counted once)."""
+    covered, reach = 0.0, float("-inf")
+    for y1, y2 in sorted((boxes[i][1], boxes[i][3]) for i in idx):
+        covered += max(0.0, y2 - max(y1, reach))
+        reach = max(reach, y2)
+    return covered
+
+
+def _with_notes(boxes: Sequence[Box], body: list[int], left: list[int], right: list[int]) -> list[int]:
+    """The body's order with each margin note beside the body block that shares the most of its
+    rows, read along that row: a note left of the body before the block, one right of it after.
+    A note level with no body block comes after the last body block above it. So a note is read
+    with the paragraph it annotates, never as a column that splits the body."""
+    order = list(body)
+    notes = set(left) | set(right)
+    for note in sorted(notes, key=lambda i: (boxes[i][1], boxes[i][0])):
+        block = _level_block(boxes, body, note)
+        if block is not None:
+            at = order.index(block) + (note in right)
+        else:
+            above = [n for n, i in enumerate(order) if i not in notes and boxes[i][3] <= boxes[note][1]]
+            at = above[-1] + 1 if above else 0
+        while at < len(order) and order[at] in notes and boxes[order[at]][1] <= boxes[note][1]:
+            at += 1  # after the notes of that block set higher up
+        order.insert(at, note)
+    return order
+
+
+def _level_block(boxes: Sequence[Box], body: list[int], note: int) -> int | None:
+    """The body block that shares the most rows with `note`, None when none shares any."""
+    y1, y2 = boxes[note][1], boxes[note][3]
+    shared = {i: min(y2, boxes[i][3]) - max(y1, boxes[i][1]) for i in body}
+    best = max(body, key=lambda i: shared[i], default=None)
+    return best if best is not None and shared[best] > 0 else None
 
 
 def level(a: Box, b: Box) -> bool:

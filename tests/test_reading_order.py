@@ -185,3 +185,18 @@ def test_a_label_beside_a_taller_value_and_a_sidebar_starting_a_little_higher_st
     sidebar = (470, 90, 560, 690)
     boxes = [sidebar, *body]
     assert [boxes[i] for i in xy_cut(boxes)] == [*body, sidebar]
+
+
+def test_margin_notes_are_read_beside_the_blocks_they_annotate():
+    """A manual's key names in the left margin (exam-zh p29 at 150 DPI, tests/engines/
+    test_real_pages.py reads the page): each note beside the description it names, read along
+    that row, never as a column before the whole body; notes right of the body come after the
+    block beside them."""
+    body = [(259, 1153, 523, 1219), (263, 1241, 427, 1266), (260, 1292, 500, 1359), (259, 1379, 1122, 1442)]
+    notes = [(19, 1155, 255, 1214), (45, 1295, 253, 1353)]
+    boxes = [*notes, *body]
+    assert [boxes[i] for i in xy_cut(boxes)] == [notes[0], body[0], body[1], notes[1], body[2], body[3]]
+    mirrored = [(1200 - x2, y1, 1200 - x1, y2) for x1, y1, x2, y2 in boxes]
+    order = [mirrored[i] for i in xy_cut(mirrored)]
+    assert order.index(mirrored[0]) == order.index(mirrored[2]) + 1
+    assert order.index(mirrored[1]) == order.index(mirrored[4]) + 1

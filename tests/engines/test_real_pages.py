@@ -420,6 +420,21 @@ def test_an_example_beside_its_output_reads_box_after_box(engine, dpi):
     assert -1 < source < output < ideographs.find("断页的命令有两个"), ideographs
 
 
+MARGIN_NOTES = DATA / "margin_notes_exam_zh_p29.pdf"
+
+
+@pytest.mark.parametrize("dpi", (150, 300))
+def test_margin_notes_are_read_beside_the_body_they_annotate(engine, dpi):
+    """exam-zh's manual, page 29 (tests/data/README.md): each option's key names stand in the
+    left margin beside its description. The notes were read as a column before the body (all of
+    them, then the descriptions); each is read beside the option it names, so the body between
+    two notes stays between them."""
+    text = "".join(b.text for b in engine.parse(render(MARGIN_NOTES, dpi)).blocks)
+    thickness, yshift = text.find("sealline/line-thickness"), text.find("sealline/line-yshift")
+    assert -1 < thickness < text.find("密封线的线厚度") < text.find("密封线的水平偏移量") < yshift, text
+    assert yshift < text.find("密封线的垂直伸缩量"), text
+
+
 INDEX_WITH_LEADERS = DATA / "index_leaders_hologo_p74.pdf"
 
 
