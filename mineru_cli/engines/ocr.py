@@ -627,7 +627,8 @@ def assemble_blocks(
             x1, y1, x2, y2 = (int(v) for v in box)
             blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
-    blocks += [b for group in _paragraphs(loose) for column in _columns(group) for b in _text_and_code(T.TEXT, column)]
+    paragraphs = _grid_cells(_paragraphs(loose))
+    blocks += [b for columns in paragraphs for column in columns for b in _text_and_code(T.TEXT, column)]
     blocks = code_blocks.join_code(blocks, lambda lines: _make_block(T.CODE, lines))
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
@@ -909,6 +910,48 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     for i, line in enumerate(lines):
         groups.setdefault(root(i), []).append(line)
     return list(groups.values())
+
+
+def _grid_cells(groups: list[list[Line]]) -> list[list[list[Line]]]:
+    """Paragraphs of loose lines as their columns, with the cells of one table joined into one
+    group read row by row: a table with no table region (a bordered grid on a slide) breaks into
+    pieces where its columns stand further apart than a word space, or where a cell's box is
+    taller than the next (a descender), and each piece read down on its own took the table column
+    by column. Pieces side by side are one grid when they are short cells (_one_grid); a joined
+    grid is not split at its gutters again (a wide cell's column would pass for a column of
+    text). Other paragraphs are split into columns as text is (_columns)."""
+    groups = [list(g) for g in groups]
+    grids: list[list[Line]] = []
+    while True:
+        pair = next(((a, b) for a in groups for b in groups if a is not b and _one_grid(a, b)), None)
+        if pair is None:
+            break
+        a, b = pair
+        groups = [g for g in groups if g is not a and g is not b] + [a + b]
+        grids = [g for g in grids if g is not a and g is not b] + [groups[-1]]
+    return [[g] if any(g is grid for grid in grids) else _columns(g) for g in groups]
+
+
+def _one_grid(a: list[Line], b: list[Line]) -> bool:
+    """Whether paragraphs `a` and `b` are pieces of one table: each row of the one with fewer
+    rows (two or more) is level with a line of the other (so the two stand side by side), one
+    of them is already cells side by side (_tabular), and the lines of both are short cells,
+    their median narrower than a column of text (column_heights x their median height). Two
+    columns of prose set on one baseline grid have long lines and stay apart; two lists of
+    single words side by side, neither a grid of its own, are read one after the other."""
+    if not (_short_cells(a) and _short_cells(b)) or not (_tabular(a) or _tabular(b)):
+        return False
+    rows_a, rows_b = group_rows(_level_boxes(a)), group_rows(_level_boxes(b))
+    fewer, rows, other = (a, rows_a, b) if len(rows_a) <= len(rows_b) else (b, rows_b, a)
+    if len(rows) < 2:
+        return False
+    return all(any(level(fewer[i].box, y.box) for i in row for y in other) for row in rows)
+
+
+def _short_cells(lines: list[Line]) -> bool:
+    widths = sorted(ln.box[2] - ln.box[0] for ln in lines)
+    heights = sorted(ln.height for ln in lines)
+    return widths[len(widths) // 2] < GROUPING["column_heights"] * heights[len(heights) // 2]
 
 
 def _linked(a: Line, b: Line) -> bool:

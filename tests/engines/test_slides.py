@@ -127,3 +127,15 @@ def test_a_beamer_sidebar_reads_apart_from_the_slides_body(engine):
     for block in result.blocks:
         body = squash(block.text)
         assert not (any(squash(r) in body for r in rules) and any(squash(e) in body for e in outline)), block.text
+
+
+def test_a_bordered_table_with_no_table_region_reads_row_by_row(engine):
+    """A bordered table on a 1920 x 1080 Chromium slide gets no table region from the layout
+    model, and its cells are loose lines: the columns stand further apart than a word space and
+    "Laptop"'s box is taller than "Workstation"'s, so they made three paragraphs, read column by
+    column ("Machine Laptop", "Workstation Cluster node", then the numbers). The pieces are one
+    grid of short cells level in rows: each row reads left to right, the rows top to bottom."""
+    result = engine.parse(Image.open(DATA / "slide_table_grid_chromium.png").convert("RGB"))
+    rows = ["Machine Cores Pages per hour", "Laptop 4 900", "Workstation 16 3600", "Cluster node 64 14000"]
+    text = squash("\n".join(block.text for block in result.blocks))
+    assert squash(" ".join(rows)) in text, [(b.type, b.text) for b in result.blocks]
