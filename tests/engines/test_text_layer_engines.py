@@ -438,3 +438,15 @@ def test_a_margin_column_of_macro_names_is_not_joined_to_the_listing_beside_it(e
     rows = listing[0].text.splitlines()
     assert [row.split()[0] for row in rows if row.strip()] == ["439", "440", "441"]
     assert "\\nolistofplates" not in listing[0].text
+
+
+def test_a_tables_column_of_commands_in_smaller_print_is_no_side_panel(engine):
+    """msu-thesis's documentation p3 (tests/data/table_commands_msuthesis.pdf): a table of the
+    class's commands (monospaced, in boxes shorter than the roman descriptions') and what each
+    does, which the layout model boxes as one region. The commands are no side panel: each stands
+    level with its description, and is read before it, not all of them before all descriptions."""
+    path = Path(__file__).parents[1] / "data" / "table_commands_msuthesis.pdf"
+    page = first_page(path, dpi=150)
+    text = "\n".join(b.text for b in engine.parse(page.image, page.text_layer).blocks)
+    order = [text.index(s) for s in ("\\maketitlepage", "Makes the main title", "\\fieldofstudy", "Takes one argument")]
+    assert order == sorted(order)
