@@ -308,15 +308,30 @@ def _side_panel(boxes: Sequence[Box], groups: list[list[int]], group: list[int],
     `min_heights` x its own line height wide. A beamer sidebar (the talk's outline, 15 % of the
     slide's width) and the slide's body are one text region for the layout model: joined, they
     were read row by row, each body line followed by an outline entry. A table's narrow column
-    is set in the table's print, and a list's numbers are a few heights wide: both still join
-    their neighbour."""
+    is set in the table's print, or its cells each stand level with a line beside them
+    (_cells_of_rows), and a list's numbers are a few heights wide: all still join their
+    neighbour."""
     if (group is not groups[0] and group is not groups[-1]) or len(group) < SIDE_PANEL_LINES:
         return False
     mine = set(group)
     own = _median_height(boxes, group)
     rest = _median_height(boxes, [i for g in groups for i in g if i not in mine])
     x1, x2 = min(boxes[i][0] for i in group), max(boxes[i][2] for i in group)
-    return own <= SIDE_PANEL_PRINT * rest and x2 - x1 >= min_heights * own
+    return own <= SIDE_PANEL_PRINT * rest and x2 - x1 >= min_heights * own and not _cells_of_rows(boxes, groups, group)
+
+
+def _cells_of_rows(boxes: Sequence[Box], groups: list[list[int]], group: list[int]) -> bool:
+    """Whether every line of `group` stands level with a line of the piece beside it: a table's
+    first or last column (a command set in a monospaced font, whose boxes are shorter than the
+    description's beside it), each cell in its row, not a panel whose lines keep their own rows."""
+    beside = groups[1] if group is groups[0] else groups[-2]
+    return all(any(_level(boxes[i], boxes[j]) for j in beside) for i in group)
+
+
+def _level(a: Box, b: Box) -> bool:
+    """Whether two lines share half the shorter one's height or more: one row."""
+    shared = min(a[3], b[3]) - max(a[1], b[1])
+    return shared >= min(a[3] - a[1], b[3] - b[1]) / 2
 
 
 def _median_height(boxes: Sequence[Box], idx: Sequence[int]) -> float:

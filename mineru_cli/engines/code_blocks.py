@@ -163,12 +163,22 @@ def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
     # a piece right of another stands within its rows (a comment at a row's end); one that starts
     # higher or ends lower is the next column of the page, where a listing continues after a column break
     within = bb[1] >= ab[1] - h / 2 and bb[3] <= ab[3] + h / 2
-    beside = bb[0] >= ab[2] and within and len(group_rows([ab, bb])) == 1
+    beside = bb[0] >= ab[2] and within and len(group_rows([ab, bb])) == 1 and not _flush_right(a, h)
     if not (under or beside):
         return False
     between = (min(ab[0], bb[0]), ab[1], max(ab[2], bb[2]), max(ab[3], bb[3]))
     gap = (between[0], ab[3], between[2], bb[1]) if under else (ab[2], between[1], bb[0], between[3])
     return not any(x is not a and x is not b and intersection(x.bbox, gap) > 0 for x in blocks)
+
+
+def _flush_right(block: Block, h: float) -> bool:
+    """Whether a code block's lines, three or more, end at one x and start at several: a margin's
+    column of names set flush right against the text (the doc package's index of the macros the
+    code beside it defines), not a listing, whose rows end where their statements do. The code
+    beside such a column is no comment at its rows' end."""
+    boxes = [ln["bbox"] for ln in block.extra["lines"]]
+    ends, starts = [b[2] for b in boxes], [b[0] for b in boxes]
+    return len(boxes) >= 3 and max(ends) - min(ends) <= h / 2 and max(starts) - min(starts) > h
 
 
 def _lines_box(block: Block) -> Box:

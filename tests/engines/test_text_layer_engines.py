@@ -423,3 +423,30 @@ def test_each_numbered_item_starts_a_line_and_the_prose_after_the_list_too(engin
     after = next(line for line in lines if line.startswith("As you can see, the process of taking over"))
     assert after.endswith("Each new package inserts itself on front of LATEX."), after
     assert "(\\toks15).  \nThis means" not in result.markdown and "  \nAs you can see" in result.markdown
+
+
+def test_a_margin_column_of_macro_names_is_not_joined_to_the_listing_beside_it(engine):
+    """ryethesis's documentation p15 (tests/data/code_margin_names_ryethesis.pdf, the doc package's
+    layout): the names of the macros a listing defines stand flush right in the left margin, in the
+    monospaced font, level with the listing's rows 439-441. They are no comment at those rows' end:
+    the listing's code block keeps its own rows, not rows read across the margin and the listing."""
+    path = Path(__file__).parents[1] / "data" / "code_margin_names_ryethesis.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    listing = [b for b in result.blocks if b.type == "code" and "439" in b.text]
+    assert len(listing) == 1
+    rows = listing[0].text.splitlines()
+    assert [row.split()[0] for row in rows if row.strip()] == ["439", "440", "441"]
+    assert "\\nolistofplates" not in listing[0].text
+
+
+def test_a_tables_column_of_commands_in_smaller_print_is_no_side_panel(engine):
+    """msu-thesis's documentation p3 (tests/data/table_commands_msuthesis.pdf): a table of the
+    class's commands (monospaced, in boxes shorter than the roman descriptions') and what each
+    does, which the layout model boxes as one region. The commands are no side panel: each stands
+    level with its description, and is read before it, not all of them before all descriptions."""
+    path = Path(__file__).parents[1] / "data" / "table_commands_msuthesis.pdf"
+    page = first_page(path, dpi=150)
+    text = "\n".join(b.text for b in engine.parse(page.image, page.text_layer).blocks)
+    order = [text.index(s) for s in ("\\maketitlepage", "Makes the main title", "\\fieldofstudy", "Takes one argument")]
+    assert order == sorted(order)
