@@ -26,10 +26,11 @@ SIDE_PANEL_LINES = 4
 SIDE_PANEL_PRINT = 0.8
 
 # An outer side piece of two or more blocks, at most MARGIN_WIDTH of the width of the widest
-# piece beside it, whose blocks fill less than MARGIN_FILL of the height of all the pieces, holds
-# margin notes.
+# piece beside it, whose blocks fill less than MARGIN_FILL of the height of all the pieces and
+# under 1 / MARGIN_BODY of what the piece next to it fills, holds margin notes.
 MARGIN_WIDTH = 0.4
 MARGIN_FILL = 0.75
+MARGIN_BODY = 1.5
 
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
@@ -197,17 +198,24 @@ def _margin_notes(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[i
     """The outer side pieces that hold margin notes: two or more blocks, narrow beside the widest
     piece (at most MARGIN_WIDTH of its width) and sparse (they fill less than MARGIN_FILL of the
     pieces' height), as a manual's option names set in the margin beside each option's
-    description. Read as a column, such notes all came before (or after) the body they annotate.
+    description, beside a denser body (the piece next to them fills MARGIN_BODY x their height
+    or more).
+    Read as a column, such notes all came before (or after) the body they annotate. A slide's
+    navigation bar (its sections in short pieces side by side) has no dense body and reads
+    piece after piece.
     A sidebar that runs down the page is dense and stays a column, and so does one block (a
     stamp in the margin, a form's label beside its value)."""
     widest = max(_width(boxes, c) for c in columns)
     top = min(boxes[i][1] for c in columns for i in c)
     height = max(1.0, max(boxes[i][3] for c in columns for i in c) - top)
-    outer = [columns[0], columns[-1]]
+    outer = [(columns[0], columns[1]), (columns[-1], columns[-2])]
     return [
         c
-        for c in outer
-        if len(c) >= 2 and _width(boxes, c) <= MARGIN_WIDTH * widest and _filled(boxes, c) < MARGIN_FILL * height
+        for c, beside in outer
+        if len(c) >= 2
+        and _width(boxes, c) <= MARGIN_WIDTH * widest
+        and _filled(boxes, c) < MARGIN_FILL * height
+        and _filled(boxes, beside) >= MARGIN_BODY * _filled(boxes, c)
     ]
 
 

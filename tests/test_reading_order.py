@@ -200,3 +200,15 @@ def test_margin_notes_are_read_beside_the_blocks_they_annotate():
     order = [mirrored[i] for i in xy_cut(mirrored)]
     assert order.index(mirrored[0]) == order.index(mirrored[2]) + 1
     assert order.index(mirrored[1]) == order.index(mirrored[4]) + 1
+
+
+def test_a_slides_navigation_bar_reads_piece_after_piece():
+    """A beamer headline lists the talk's sections in short pieces side by side, two rows each
+    (a section's name, then its subsection or its frames' dots). The outermost piece is narrow
+    and sparse like margin notes, but nothing beside it is a denser body: it is read after the
+    others, not moved in beside the first piece's rows."""
+    left = [(43, 20, 417, 60), (43, 62, 417, 110)]
+    middle = [(842, 30, 1216, 70), (842, 75, 1216, 120)]
+    right = [(1641, 20, 1760, 55), (1641, 90, 1680, 118)]
+    boxes = [*left, *middle, *right]
+    assert [boxes[i] for i in xy_cut(boxes)] == boxes
