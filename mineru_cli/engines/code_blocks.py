@@ -109,7 +109,8 @@ def code_text(rows: list[list[Line]]) -> str:
     step (_line_step) have the blank lines between them kept."""
     left = min(ln.box[0] for row in rows for ln in row)
     widths = [(ln.box[2] - ln.box[0]) / len(ln.text) for row in rows for ln in row if ln.mono and ln.text]
-    pitch = statistics.median(widths) if widths else 1.0
+    # at least a pixel a character: a lone brace's box from a text layer shrunk under the area cap can be 0 wide
+    pitch = max(1.0, statistics.median(widths)) if widths else 1.0
     tops = [min(ln.box[1] for ln in row) for row in rows]
     step = _line_step(rows, tops)
     out = []

@@ -1334,7 +1334,8 @@ def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b) and not _form_field(b)]
     for block in pieces:
         # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
-        row = [b for b in pieces if len(group_rows([block.bbox, b.bbox])) == 1]
+        # the block itself too: group_rows leaves a box of no height out of its own row
+        row = [block] + [b for b in pieces if b is not block and len(group_rows([block.bbox, b.bbox])) == 1]
         if any(len(group_rows([block.bbox, box])) == 1 for box in furniture) or _split_foot(row, blocks, page_w):
             block.type = T.FOOTER
 

@@ -675,3 +675,14 @@ def test_text_level_with_a_footer_above_the_pages_foot_stays_text():
     blocks = _slide_with_footer_bar(500)
     assert {b.type for b in blocks if b.text != "3"} <= {"title", "text"}, [(b.type, b.text) for b in blocks]
     assert "Jane Doe, ACME Corp" in blocks_to_markdown(blocks)
+
+
+def test_lines_of_no_width_or_height_do_not_fail_the_page():
+    """A text layer shrunk under the area cap rounds a lone brace's or a foot line's box to no
+    width or no height: the page is still read (a code block's pitch is at least a pixel a
+    character; a foot piece of no height is in its own row)."""
+    brace = Line((10, 0, 10, 12), "}", 1.0, mono=True)
+    blocks = assemble_blocks([Line((10, 20, 60, 32), "int x;", 1.0, mono=True), brace], [], (1000, 1000))
+    assert "}" in " ".join(b.text for b in blocks)
+    blocks = assemble_blocks([Line((100, 950, 200, 950), "Preprint", 1.0)], [], (1000, 1000))
+    assert [b.text for b in blocks] == ["Preprint"]
