@@ -20,6 +20,16 @@ def intersection(a: Box, b: Box) -> float:
     return w * h if w > 0 and h > 0 else 0.0
 
 
+def shares_rows(a: Box, b: Box) -> bool:
+    """Whether the two boxes overlap in y (touching is not sharing)."""
+    return min(a[3], b[3]) > max(a[1], b[1])
+
+
+def shares_columns(a: Box, b: Box) -> bool:
+    """Whether the two boxes overlap in x (touching is not sharing)."""
+    return min(a[2], b[2]) > max(a[0], b[0])
+
+
 def iou(a: Box, b: Box) -> float:
     """Intersection over union (0 for two empty boxes)."""
     inter = intersection(a, b)

@@ -14,7 +14,7 @@ from typing import Callable
 
 from mineru_cli.core.blocks import Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import Box, intersection
+from mineru_cli.core.geometry import Box, intersection, shares_columns
 from mineru_cli.engines.lines import CJK, Line, join_text
 from mineru_cli.reading_order import group_rows
 
@@ -160,7 +160,7 @@ def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
     regions over one listing, each holding some of its rows)."""
     h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in a.extra["lines"] + b.extra["lines"])
     ab, bb = _lines_box(a), _lines_box(b)
-    under = -h / 2 <= bb[1] - ab[3] <= CODE_GAP * h and _shares_columns(ab, bb)
+    under = -h / 2 <= bb[1] - ab[3] <= CODE_GAP * h and shares_columns(ab, bb)
     # a piece right of another stands within its rows (a comment at a row's end); one that starts
     # higher or ends lower is the next column of the page, where a listing continues after a column break
     within = bb[1] >= ab[1] - h / 2 and bb[3] <= ab[3] + h / 2
@@ -191,7 +191,3 @@ def _code_line(line: dict) -> Line:
     """A code block's line (Block.extra["lines"]) as a Line again: every line of a code block is monospaced."""
     x1, y1, x2, y2 = line["bbox"]
     return Line((x1, y1, x2, y2), line["text"], line["score"], mono=True)
-
-
-def _shares_columns(a: Box, b: Box) -> bool:
-    return min(a[2], b[2]) > max(a[0], b[0])

@@ -49,7 +49,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou, shares_columns, shares_rows
 from mineru_cli.engines import code_blocks, deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.lines import Line, join_text
@@ -529,7 +529,7 @@ def cut_at_gutters(
     in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
     # each flowing region's lines of the other flowing regions in its rows: found once a region
     flowing_homes = {h for _, h in in_flow}
-    beside = {home: [o for o, h in in_flow if h != home and _shares_rows(o.box, boxes[home])] for home in flowing_homes}
+    beside = {home: [o for o, h in in_flow if h != home and shares_rows(o.box, boxes[home])] for home in flowing_homes}
     out: list[Line] = []
     for line, home in zip(lines, homes):
         cut = _gutter_cut(line, boxes[home], beside[home]) if home in beside else None
@@ -711,8 +711,8 @@ def _of_another_column(
       a margin's line numbers, which also number blank rows and stand beside displays.
     Joined, such a line bridged the gutter (the columns were read row by row), or put line
     numbers inside sentences."""
-    beside = [box for n, (box, _, _) in enumerate(regions) if n != home and _shares_rows(box, line.box)]
-    if any(_shares_columns(box, line.box) for box in beside):
+    beside = [box for n, (box, _, _) in enumerate(regions) if n != home and shares_rows(box, line.box)]
+    if any(shares_columns(box, line.box) for box in beside):
         return True
     near = [o for o in page.near(line, GROUPING["row_end_clear"] * line.height) if owner.get(id(o)) != home]
     if any(_stacked(line, o) for o in near):
@@ -739,7 +739,7 @@ def _short_column(line: Line, owner: dict[int, int], page: _LinesByTop) -> dict[
         for o in page.near(cur, GROUPING["row_end_clear"] * cur.height):
             if id(o) in column or id(o) in owner or not _short(o):
                 continue
-            if _shares_columns(o.box, cur.box):
+            if shares_columns(o.box, cur.box):
                 column[id(o)] = o
                 frontier.append(o)
     return column
@@ -767,15 +767,7 @@ def _stacked(line: Line, other: Line) -> bool:
     if _short(other):
         return False
     y_gap = max(other.box[1] - line.box[3], line.box[1] - other.box[3])
-    return _shares_columns(line.box, other.box) and y_gap <= GROUPING["row_end_clear"] * line.height
-
-
-def _shares_rows(a: Box, b: Box) -> bool:
-    return min(a[3], b[3]) > max(a[1], b[1])
-
-
-def _shares_columns(a: Box, b: Box) -> bool:
-    return min(a[2], b[2]) > max(a[0], b[0])
+    return shares_columns(line.box, other.box) and y_gap <= GROUPING["row_end_clear"] * line.height
 
 
 def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
