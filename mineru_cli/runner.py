@@ -618,6 +618,9 @@ def _write_documents(
                     load_page(pixels),
                     dpi=opts.load.dpi,
                     stopping=stopping,
+                    waiting=lambda folder: reporter.info(
+                        f"waiting for another run to finish writing {folder}/ (Ctrl-C leaves it to the next run)"
+                    ),
                 )
             except PageError as exc:
                 changed.append((rel, exc))  # not ok: the files written of it so far are removed below

@@ -74,13 +74,15 @@ def write_documents(
     load_page=None,
     dpi: float = 200,
     stopping: Callable[[], bool] = lambda: False,
+    waiting: Callable[[Path], None] = lambda folder: None,
 ) -> list[Path]:
     """Write the chosen formats for every document whose pages are all in `records`.
 
     load_page(source, page_index) -> PIL image, for the crops of content-list and the pages of
     layout (which needs it); None: no crops. dpi: the run's --dpi (the layout pages' size).
     stopping: whether the run is asked to stop; a document another run is writing is then
-    left as it is, not waited for."""
+    left as it is, not waited for. waiting(folder): told once when a document's folder is
+    another run's for now and this run waits for it."""
     written: list[Path] = []
     if load_page is not None:
         load_page = _last_page(load_page)  # a one-page document is rendered once for both formats
@@ -91,7 +93,7 @@ def write_documents(
             continue
         folder = document_dir(out_dir, source)
         folder.mkdir(parents=True, exist_ok=True)
-        with document_lock(folder, stopping) as held:
+        with document_lock(folder, stopping, waiting) as held:
             if not held:
                 break  # stopping: the next run writes it
             written += _write_document(source, pages, folder, formats, load_page, dpi)
@@ -131,21 +133,24 @@ def _write_document(
 
 
 @contextlib.contextmanager
-def document_lock(folder: Path, stopping: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+def document_lock(
+    folder: Path, stopping: Callable[[], bool] = lambda: False, waiting: Callable[[Path], None] = lambda folder: None
+) -> Iterator[bool]:
     """Hold `folder` (a document's) for this run alone while its files are written or removed:
     True once held. Two runs with other journals and one --out-dir take turns on a document:
     one run's Markdown never stands beside the other's content list, and neither removes a
     crop the other's content list names. The lock is on the folder itself (no file is left
     behind) and goes with the process; a filesystem without flock (some network mounts) writes
     unlocked. While another run holds it, this one waits (its writes take seconds), unless it
-    is asked to stop: False, the folder is left as it is."""
+    is asked to stop: False, the folder is left as it is. waiting(folder) is called once when
+    it starts to wait, so that a run held up by another says why."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         yield True  # not there (nothing to take turns on) or not openable: the writes report it
         return
     try:
-        yield _take_turn(fd, stopping)
+        yield _take_turn(fd, stopping, lambda: waiting(folder))
     finally:
         os.close(fd)  # releases the lock
 
@@ -153,7 +158,8 @@ def document_lock(folder: Path, stopping: Callable[[], bool] = lambda: False) ->
 LOCK_POLL_S = 0.05  # how often a run waiting for another's document looks again
 
 
-def _take_turn(fd: int, stopping: Callable[[], bool]) -> bool:
+def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None]) -> bool:
+    told = False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -161,6 +167,9 @@ def _take_turn(fd: int, stopping: Callable[[], bool]) -> bool:
         except BlockingIOError:
             if stopping():
                 return False
+            if not told:
+                waiting()
+                told = True
             time.sleep(LOCK_POLL_S)
         except OSError:
             return True  # no flock on this filesystem: written unlocked

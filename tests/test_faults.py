@@ -410,7 +410,9 @@ def test_two_runs_writing_one_document_take_turns(tmp_path):
         assert second.poll() is None, "the second run wrote the document while the first was halfway through it"
         third.send_signal(signal.SIGTERM)
         assert third.wait(timeout=30) == 130, third.communicate()[1][-2000:]
-        assert "re-run to write them" in third.communicate()[1]
+        told = third.communicate()[1]
+        assert "re-run to write them" in told
+        assert "waiting for another run to finish writing" in told and "chapters_chromium_pdf" in told, told
     finally:
         os.kill(first.pid, signal.SIGCONT)
     assert first.wait(timeout=120) == 0, first.communicate()[1][-2000:]
