@@ -165,6 +165,7 @@ def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
     # higher or ends lower is the next column of the page, where a listing continues after a column break
     within = bb[1] >= ab[1] - h / 2 and bb[3] <= ab[3] + h / 2
     beside = bb[0] >= ab[2] and within and len(group_rows([ab, bb])) == 1 and not _flush_right(a, h)
+    beside = beside and not _in_left_margin(ab, bb, blocks)
     if not (under or beside):
         return False
     between = (min(ab[0], bb[0]), ab[1], max(ab[2], bb[2]), max(ab[3], bb[3]))
@@ -180,6 +181,28 @@ def _flush_right(block: Block, h: float) -> bool:
     boxes = [ln["bbox"] for ln in block.extra["lines"]]
     ends, starts = [b[2] for b in boxes], [b[0] for b in boxes]
     return len(boxes) >= 3 and max(ends) - min(ends) <= h / 2 and max(starts) - min(starts) > h
+
+
+# A prose block at least this share as wide as the page's widest sets the body's left edge.
+BODY_SHARE = 0.5
+
+
+def _body_left(blocks: list[Block]) -> float:
+    """The left edge of the page's body: the leftmost start of its prose blocks at least
+    BODY_SHARE as wide as the widest (a page without prose has none, at -inf)."""
+    prose = [x.bbox for x in blocks if x.type != T.CODE]
+    widest = max((b[2] - b[0] for b in prose), default=0)
+    return min((b[0] for b in prose if b[2] - b[0] >= BODY_SHARE * widest), default=float("-inf"))
+
+
+def _in_left_margin(ab: Box, bb: Box, blocks: list[Block]) -> bool:
+    """Whether code piece `ab`, left of `bb`, stands in the page's left margin: it ends left of
+    the body's left edge (_body_left), and `bb` starts at that edge or right of it. A manual's
+    option names set in the margin (exam-zh's sealline/odd-...) are notes beside the option's
+    syntax, no comment at its rows' end: joined, each row read a note and then a code line, the
+    notes interleaved with the syntax they annotate."""
+    edge = _body_left(blocks)
+    return ab[2] < edge <= bb[0]
 
 
 def _lines_box(block: Block) -> Box:

@@ -440,6 +440,23 @@ def test_a_margin_column_of_macro_names_is_not_joined_to_the_listing_beside_it(e
     assert "\\nolistofplates" not in listing[0].text
 
 
+@pytest.mark.parametrize("dpi", (150, 300))
+def test_option_names_in_the_margin_are_no_comment_beside_the_syntax(engine, dpi):
+    """exam-zh's manual p31 (tests/data/margin_code_exam_zh_p31.pdf): each option's key names
+    (sealline/text-xscale, sealline/odd-text-xscale ...) stand in the left margin, in the
+    monospaced font, level with the option's syntax rows (text-xscale = <float point> ...). The
+    names were joined to the syntax as a comment at its rows' end, and each row read a name and
+    then a syntax line; the names are a block of their own, read before the syntax."""
+    path = Path(__file__).parents[1] / "data" / "margin_code_exam_zh_p31.pdf"
+    page = first_page(path, dpi=dpi)
+    blocks = engine.parse(page.image, page.text_layer).blocks
+    rows = [row for b in blocks for row in b.text.splitlines()]
+    assert not [row for row in rows if "sealline/" in row and " = " in row], rows
+    text = "\n".join(b.text for b in blocks)
+    names = [text.index(s) for s in ("sealline/text-xscale", "sealline/even-text-xscale", "odd-text-xscale = ")]
+    assert names == sorted(names), text
+
+
 def test_a_tables_column_of_commands_in_smaller_print_is_no_side_panel(engine):
     """msu-thesis's documentation p3 (tests/data/table_commands_msuthesis.pdf): a table of the
     class's commands (monospaced, in boxes shorter than the roman descriptions') and what each
