@@ -1186,16 +1186,37 @@ def _label_value(label: str, kind: str) -> float:
 
 
 def _after_list(rows: list[str], lefts: Sequence[float] | None, height: float, items: list[int]) -> int | None:
-    """The row where prose after the block's last list item starts: the first row after it set
-    left of the item's marker (out of the list's indent) whose row before ends a sentence. An
+    """The row where prose after the block's last list item starts: the first row after it,
+    whose row before ends a sentence, set left of the item's marker (out of the list's indent) or
+    between the marker and the items' text (a paragraph's indent, as Texinfo sets the paragraph
+    after an itemize: the bullet at 206 px, the items' text at 232, the paragraph at 218). An
     item's own rows stay in it, whether they hang under its text or wrap back to its marker."""
     if lefts is None or not items:
         return None
     last = items[-1]
+    marker = lefts[last]
     for i in range(last + 1, len(rows)):
-        if lefts[i] < lefts[last] - height / 2 and _SENTENCE_END.search(rows[i - 1]):
+        if not _SENTENCE_END.search(rows[i - 1]):
+            continue
+        if lefts[i] < marker - height / 2:
+            return i
+        text = _item_text_left(lefts, items, i, height)
+        if text is not None and marker + height / 4 < lefts[i] < text - height / 4:
             return i
     return None
+
+
+def _item_text_left(lefts: Sequence[float], items: list[int], before: int, height: float) -> float | None:
+    """Where the items' text starts, as the rows that hang under it show: the lower quartile of
+    the lefts of the rows between the first item and row `before` that are no item and stand right
+    of their item's marker (rows that wrap back to the marker tell nothing; a row read without
+    its bullet, or a nested list's deeper rows, are few beside them). None when no row hangs."""
+    hanging = sorted(
+        lefts[i]
+        for i in range(items[0] + 1, before)
+        if i not in items and lefts[i] > lefts[max(j for j in items if j < i)] + height / 4
+    )
+    return hanging[len(hanging) // 4] if hanging else None
 
 
 def _table_cells(lines: list[Line]) -> list[list[str]] | None:
