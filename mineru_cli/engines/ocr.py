@@ -615,20 +615,22 @@ def assemble_blocks(
     loose = _row_ends(regions, members, loose)
 
     blocks = []
+    markers = page_markers(lines)
     for (box, cls, score), group in zip(regions, members):
         kind = LAYOUT_TYPES.get(cls, T.TEXT)
         if group:
             columns = _region_columns(group, kind, cls)
             if len(columns) == 1:
-                blocks += _text_and_code(kind, group, box)
+                blocks += _text_and_code(kind, group, box, markers)
             else:  # the region ran across columns: one block per column, boxed by its lines
-                blocks += [b for column in columns for b in _text_and_code(kind, column)]
+                blocks += [b for column in columns for b in _text_and_code(kind, column, markers=markers)]
         elif kind == T.IMAGE:  # pictures keep their place even without text
             x1, y1, x2, y2 = (int(v) for v in box)
             blocks.append(Block(T.IMAGE, (x1, y1, x2, y2), "", score))
         # other empty regions are layout false positives: dropped
     paragraphs = _grid_cells(_paragraphs(loose))
-    blocks += [b for columns in paragraphs for column in columns for b in _text_and_code(T.TEXT, column)]
+    loose_columns = [column for columns in paragraphs for column in columns]
+    blocks += [b for column in loose_columns for b in _text_and_code(T.TEXT, column, markers=markers)]
     blocks = code_blocks.join_code(blocks, lambda lines: _make_block(T.CODE, lines))
 
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
@@ -958,21 +960,22 @@ def _linked(a: Line, b: Line) -> bool:
     return -y_shared <= GROUPING["para_gap"] * h and x_shared >= 0.5 * max(1, narrower)
 
 
-def _text_and_code(kind: str, lines: list[Line], region_box=None) -> list[Block]:
+def _text_and_code(kind: str, lines: list[Line], region_box=None, markers: Markers = ()) -> list[Block]:
     """A block's lines as blocks: its runs of rows set wholly in a monospaced font are code
     blocks, the rows around them blocks of its kind (code_blocks.code_runs), each boxed by its
-    own rows. A block without such rows is one block."""
+    own rows. A block without such rows is one block. `markers` are the page's numbered-item
+    markers (page_markers), whose items may stand in other blocks."""
     if not any(ln.mono for ln in lines):
-        return [_make_block(kind, lines, region_box)]
+        return [_make_block(kind, lines, region_box, markers)]
     rows = _rows(lines)
     runs = code_blocks.code_runs(kind, rows)
     if len(runs) == 1:
-        return [_block_of_rows(T.CODE if runs[0][0] else kind, rows, region_box)]
-    return [_block_of_rows(T.CODE if is_code else kind, part) for is_code, part in runs]
+        return [_block_of_rows(T.CODE if runs[0][0] else kind, rows, region_box, markers)]
+    return [_block_of_rows(T.CODE if is_code else kind, part, markers=markers) for is_code, part in runs]
 
 
-def _make_block(kind: str, lines: list[Line], region_box=None) -> Block:
-    return _block_of_rows(kind, _rows(lines), region_box)
+def _make_block(kind: str, lines: list[Line], region_box=None, markers: Markers = ()) -> Block:
+    return _block_of_rows(kind, _rows(lines), region_box, markers)
 
 
 def _rows(lines: list[Line]) -> list[list[Line]]:
@@ -986,7 +989,7 @@ def _rows(lines: list[Line]) -> list[list[Line]]:
     return rows
 
 
-def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
+def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None, markers: Markers = ()) -> Block:
     """A block of lines grouped in rows (_rows; a run of whole rows of a block is grouped the same
     on its own, so code_runs' runs need no grouping again)."""
     ordered = [ln for row in rows for ln in row]
@@ -1002,7 +1005,7 @@ def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None) -> Block:
     if cells:
         extra["cells"] = cells
     score = sum(ln.score for ln in ordered) / len(ordered)
-    text = code_blocks.code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells)
+    text = code_blocks.code_text(rows) if kind == T.CODE else _block_text(kind, rows, cells, markers)
     return Block(kind, bbox, text, score, extra)
 
 
@@ -1078,7 +1081,7 @@ def _level_boxes(lines: list[Line]) -> list[Box]:
     return boxes
 
 
-def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None) -> str:
+def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None, markers: Markers = ()) -> str:
     """Tables: one row per line, cells tab-separated. Equations and image
     labels (NOT_LINES): one row per line. Prose: rows re-flowed into one paragraph."""
     if cells:
@@ -1087,7 +1090,7 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     if kind in NOT_LINES:
         return "\n".join(row_texts)
     lefts = [min(ln.box[0] for ln in row) for row in rows]
-    return join_lines(row_texts, lefts, statistics.median(ln.height for row in rows for ln in row))
+    return join_lines(row_texts, lefts, statistics.median(ln.height for row in rows for ln in row), markers)
 
 
 # A row that ends in a letter and a hyphen, continued by a row that starts with a lower-case
@@ -1118,16 +1121,21 @@ _SEPARATOR = re.compile(rf"(?<=\S\s)([{_BULLETS}·])(?=\s+\S|\s*$)")
 _NUMBERED = re.compile(r"[(（]?(\d{1,3}(?:\.\d{1,3})*|[a-zA-Z]|[ivxlc]{1,6}|[IVXLC]{1,6})([.)．、）])(?=\s|$)")
 # A row that ends so ends a sentence (or an item's clause): the row after it may start a new one.
 _SENTENCE_END = re.compile(r"[.:;!?。：；！？][)\]\"'”’）]*$")
+# the page's numbered-item markers (page_markers): each with the left edge of its line
+Markers = Sequence[tuple[re.Match, float]]
 
 
-def join_lines(rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0) -> str:
+def join_lines(
+    rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0, markers: Markers = ()
+) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
     each list item on a line of its own. Given the rows' left edges and the line height, numbered
-    items start lines too, and so does the prose that follows a list out of its indent."""
+    items start lines too, and so does the prose that follows a list out of its indent; `markers`
+    are the page's (page_markers), where a numbered item's sibling may stand in another block."""
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
-    numbered = _numbered_items(rows, lefts, height)
+    numbered = _numbered_items(rows, lefts, height, markers)
     items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
     after = _after_list(rows, lefts, height, items)
     for i, row in enumerate(rows):
@@ -1142,10 +1150,12 @@ def join_lines(rows: list[str], lefts: Sequence[float] | None = None, height: fl
     return out
 
 
-def _numbered_items(rows: list[str], lefts: Sequence[float] | None, height: float) -> set[int]:
+def _numbered_items(rows: list[str], lefts: Sequence[float] | None, height: float, markers: Markers = ()) -> set[int]:
     """The rows that start numbered list items: each has a sibling, a row whose marker is next
     to its own in the same sequence, set at its x (within a line height: "9." and "10." are set
-    flush right)."""
+    flush right). The sibling may be a row of another block of the page (one of `markers`) where
+    the row before ends a sentence: the layout model boxes a list's items apart, or an item with
+    the prose before it."""
     if lefts is None:
         return set()
     marks = {i: m for i, row in enumerate(rows) if (m := _NUMBERED.match(row))}
@@ -1154,7 +1164,16 @@ def _numbered_items(rows: list[str], lefts: Sequence[float] | None, height: floa
         for j, b in marks.items():
             if i < j and abs(lefts[i] - lefts[j]) <= height and _adjacent(a, b):
                 found |= {i, j}
+    for i, a in marks.items():
+        if i and i not in found and _SENTENCE_END.search(rows[i - 1]):
+            if any(abs(lefts[i] - x) <= height and _adjacent(a, b) for b, x in markers):
+                found.add(i)
     return found
+
+
+def page_markers(lines: Sequence[Line]) -> Markers:
+    """The numbered-item markers that start the page's lines, each with the line's left edge."""
+    return [(m, line.box[0]) for line in lines if (m := _NUMBERED.match(line.text))]
 
 
 def _adjacent(a: re.Match, b: re.Match) -> bool:
@@ -1186,16 +1205,37 @@ def _label_value(label: str, kind: str) -> float:
 
 
 def _after_list(rows: list[str], lefts: Sequence[float] | None, height: float, items: list[int]) -> int | None:
-    """The row where prose after the block's last list item starts: the first row after it set
-    left of the item's marker (out of the list's indent) whose row before ends a sentence. An
+    """The row where prose after the block's last list item starts: the first row after it,
+    whose row before ends a sentence, set left of the item's marker (out of the list's indent) or
+    between the marker and the items' text (a paragraph's indent, as Texinfo sets the paragraph
+    after an itemize: the bullet at 206 px, the items' text at 232, the paragraph at 218). An
     item's own rows stay in it, whether they hang under its text or wrap back to its marker."""
     if lefts is None or not items:
         return None
     last = items[-1]
+    marker = lefts[last]
     for i in range(last + 1, len(rows)):
-        if lefts[i] < lefts[last] - height / 2 and _SENTENCE_END.search(rows[i - 1]):
+        if not _SENTENCE_END.search(rows[i - 1]):
+            continue
+        if lefts[i] < marker - height / 2:
+            return i
+        text = _item_text_left(lefts, items, i, height)
+        if text is not None and marker + height / 4 < lefts[i] < text - height / 4:
             return i
     return None
+
+
+def _item_text_left(lefts: Sequence[float], items: list[int], before: int, height: float) -> float | None:
+    """Where the items' text starts, as the rows that hang under it show: the lower quartile of
+    the lefts of the rows between the first item and row `before` that are no item and stand right
+    of their item's marker (rows that wrap back to the marker tell nothing; a row read without
+    its bullet, or a nested list's deeper rows, are few beside them). None when no row hangs."""
+    hanging = sorted(
+        lefts[i]
+        for i in range(items[0] + 1, before)
+        if i not in items and lefts[i] > lefts[max(j for j in items if j < i)] + height / 4
+    )
+    return hanging[len(hanging) // 4] if hanging else None
 
 
 def _table_cells(lines: list[Line]) -> list[list[str]] | None:

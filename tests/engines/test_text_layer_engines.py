@@ -425,6 +425,41 @@ def test_each_numbered_item_starts_a_line_and_the_prose_after_the_list_too(engin
     assert "(\\toks15).  \nThis means" not in result.markdown and "  \nAs you can see" in result.markdown
 
 
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_the_paragraph_after_a_texinfo_list_starts_a_line_at_its_paragraph_indent(engine, text_layer):
+    """The R FAQ, page 11 (tests/data/list_after_texinfo_rfaq_p11.pdf): Texinfo sets a bulleted
+    list's bullets in from the margin and the items' text further in, and the paragraph after the
+    list ("An annotated bibliography ...") with its first row indented between the two: neither
+    left of the bullets nor under the items' text. The paragraph was joined to the last item; it
+    now starts a line of its own, through the text layer and from the pixels alike."""
+    path = Path(__file__).parents[1] / "data" / "list_after_texinfo_rfaq_p11.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    lines = [line for b in engine.parse(page.image, page.text_layer).blocks for line in b.text.split("\n")]
+    last = next(line for line in lines if "(R-ints) is a guide to" in line)
+    assert last.endswith("(Added in R 2.4.0.)"), last
+    assert any(line.startswith("An annotated bibliography") for line in lines), lines
+    # the item before the last stays a line of its own (the reader drops some other bullets)
+    assert any(re.fullmatch(r"• .R Installation and Administration. \(R-admin\)\.", line) for line in lines), lines
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_a_numbered_item_whose_sibling_is_in_another_block_starts_a_line(engine, text_layer):
+    """R Data Import/Export, page 13 (tests/data/list_apart_texinfo_rdata_p13.pdf): a Texinfo
+    enumerate whose items "5." to "10." each start with a short row. The layout model boxes
+    "10. Comments" with the paragraphs of item 9 before it, and "9." in the block of items 6 to 9:
+    with no sibling in its own block, item 10 was read on into the paragraph before it ("(if any).
+    10. Comments By default, ..."). Its sibling elsewhere on the page, at its x, makes it an
+    item that starts a line, through the text layer and from the pixels alike."""
+    path = Path(__file__).parents[1] / "data" / "list_apart_texinfo_rdata_p13.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    lines = [line for b in engine.parse(page.image, page.text_layer).blocks for line in b.text.split("\n")]
+    assert any(line.startswith("10. Comments By default, read.table uses") for line in lines), lines
+    before = next(line for line in lines if "include the column of row names" in line)
+    assert before.endswith("(if any)."), before
+
+
 def test_a_margin_column_of_macro_names_is_not_joined_to_the_listing_beside_it(engine):
     """ryethesis's documentation p15 (tests/data/code_margin_names_ryethesis.pdf, the doc package's
     layout): the names of the macros a listing defines stand flush right in the left margin, in the
