@@ -108,6 +108,17 @@ class TextLine:
     box: tuple[int, int, int, int]  # page pixels (x1, y1, x2, y2)
     text: str
     mono: bool = False  # every character is set in a monospaced font (see _MONO_FONT): code, a listing
+    # the characters it is made of (none for an annotation's text), to cut it at a column gutter
+    chars: tuple[_Char, ...] = field(default=(), compare=False, repr=False)
+
+    def split(self, x: float) -> list[TextLine]:
+        """The line cut at `x` into the lines its characters left and right of it make (by
+        their middles; a side with none gives no line). A line with no characters stays whole."""
+        if not self.chars:
+            return [self]
+        left = [ch for ch in self.chars if (ch.box[0] + ch.box[2]) / 2 < x]
+        right = [ch for ch in self.chars if (ch.box[0] + ch.box[2]) / 2 >= x]
+        return [_line(side) for side in (left, right) if side]
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,14 @@ class TextLayer:
             x1, y1, x2, y2 = (int(round(v * factor)) for v in box)
             return x1, y1, x2, y2
 
-        lines = tuple(replace(ln, box=scale(ln.box)) for ln in self.lines)
+        def scale_box(box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+            x1, y1, x2, y2 = (v * factor for v in box)
+            return x1, y1, x2, y2
+
+        def scale_char(ch: _Char) -> _Char:
+            return replace(ch, box=scale_box(ch.box), glyph=None if ch.glyph is None else scale_box(ch.glyph))
+
+        lines = tuple(replace(ln, box=scale(ln.box), chars=tuple(map(scale_char, ln.chars))) for ln in self.lines)
         return replace(self, lines=lines)
 
 
@@ -1176,4 +1194,4 @@ def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
         text += " " * max(int(spaced), round(gap / pitch) if pitch > 0 else 0) if mono else " " * spaced
         text += ch.text
     box = (int(math.floor(run.x1)), int(math.floor(run.y1)), int(math.ceil(run.x2)), int(math.ceil(run.y2)))
-    return TextLine(box, text.strip() if mono else " ".join(text.split()), mono=mono)
+    return TextLine(box, text.strip() if mono else " ".join(text.split()), mono=mono, chars=tuple(chars))

@@ -766,3 +766,19 @@ def test_lines_set_wholly_in_a_typewriter_font_are_monospaced():
     assert mono['stop("Sorry, library ’foo’ is not available")'] is True
     assert mono["in configure.ac (assuming Autoconf 2.50 or later)."] is False
     assert sum(ln.mono for ln in layer.lines) == 13  # the listings' rows: 5 + 4 + 4
+
+
+def test_a_line_cut_at_a_gutter_keeps_its_characters_on_their_sides():
+    """elstest-3pd page 3 (tests/data/README.md): formula (5)'s fraction "Gn(x, y)" prints over
+    the right column; cut at the gutter (see engines.ocr.cut_at_gutters) its characters go to the
+    side their middles stand on, each side joined as a line is, also on the page downscaled."""
+    pdf = Path(__file__).resolve().parent / "data" / "gutter_formula_elstest_3pd_p3.pdf"
+    layer = _layer(pdf, dpi=150).text_layer
+    (line,) = [ln for ln in layer.lines if ln.text == "Gn(x, y)" and ln.box[0] > 580]
+    cut = (line.box[0] + line.box[2]) // 2
+    left, right = line.split(cut)
+    assert (left.text, right.text) == ("Gn(", "x, y)")
+    assert left.box[0] == line.box[0] and right.box[2] == line.box[2] and left.box[2] <= right.box[0]
+    (small,) = [s for s, ln in zip(layer.scaled(0.5).lines, layer.lines) if ln is line]
+    assert [piece.text for piece in small.split(cut / 2)] == ["Gn(", "x, y)"]
+    assert line.split(line.box[0]) == [line] and line.split(line.box[2]) == [line]

@@ -239,11 +239,12 @@ class OcrEngine:
             lines = [Line(level.line_box(line.box), line.text, line.score) for line in found]
 
         t = time.perf_counter()
+        regions: list[tuple[Box, str, float]]
         regions = [(clip(box, size), cls, score) for box, cls, score in self._regions(bgr)]
         timings["layout"] = time.perf_counter() - t
 
-        if source == OCR:
-            lines = cut_at_gutters(lines, regions, lambda box: _read_box(self._load_text(), bgr, box))
+        split = _pixel_split(self._load_text(), bgr) if source == OCR or text is None else _layer_split(lines, text)
+        lines, regions = cut_at_gutters(lines, regions, split)
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, size))
@@ -509,10 +510,36 @@ def _read_box(ocr: Callable[..., Any], bgr: np.ndarray, box: Box) -> Line:
     return Line((x1, y1, x2, y2), out.txts[0], float(out.scores[0]))
 
 
+# How a line is cut at an x: the lines its two sides make (a side with no text gives none).
+Split = Callable[[Line, int], list[Line]]
+
+
+def _pixel_split(ocr: Callable[..., Any], bgr: np.ndarray) -> Split:
+    """Cuts the pixels' lines by reading each piece again on its own."""
+
+    def split(line: Line, x: int) -> list[Line]:
+        x1, y1, x2, y2 = line.box
+        pieces = [_read_box(ocr, bgr, box) for box in ((x1, y1, x, y2), (x, y1, x2, y2))]
+        return [Line(p.box, p.text, p.score, line.slope) for p in pieces if p.text]
+
+    return split
+
+
+def _layer_split(lines: list[Line], text: TextLayer) -> Split:
+    """Cuts text layer lines (`lines`, text_layer_lines of `text`) by their own characters."""
+    layer_lines = {id(line): layer_line for line, layer_line in zip(lines, text.lines)}
+
+    def split(line: Line, x: int) -> list[Line]:
+        return [Line(p.box, p.text, 1.0, line.slope, p.mono) for p in layer_lines[id(line)].split(x)]
+
+    return split
+
+
 def cut_at_gutters(
-    lines: list[Line], regions: Sequence[tuple[Box, str, float]], read: Callable[[Box], Line]
-) -> list[Line]:
-    """Lines that run from a text region across the column gutter beside it, cut in the gutter.
+    lines: list[Line], regions: Sequence[tuple[Box, str, float]], split: Split
+) -> tuple[list[Line], list[tuple[Box, str, float]]]:
+    """Lines that run from a text region across the column gutter beside it, cut in the gutter;
+    and the regions, those that lines of no region were cut into reaching to the cut.
 
     The detector joins text that touches or overprints across a gutter into one line (a left
     column's display formula running into the right column's text: "G(x,grocavity"); that line
@@ -521,8 +548,17 @@ def cut_at_gutters(
     reaches past the region's side (by over its own height) into the x-range of lines standing
     wholly beside the region in its rows, in another flowing region (another column: an
     equation's number beside a narrow paragraph's region is none), is cut midway between those
-    lines and the region; each piece is read again on its own (`read`: a box -> its Line), and a
-    piece that reads nothing is dropped."""
+    lines and the region.
+
+    A text layer has the formula's glyphs that print over the next column as lines of their own,
+    in no region, standing half in the gutter: they link the formula's paragraph to the column
+    beside it. A line of no region that runs into a flowing region from beyond the gutter is cut
+    at the same place (`_entry_cut`), and the region reaches to the cut, so that the piece over
+    the gutter's far half is the region's (whose side the layout model draws a few pixels either
+    way of its text: the piece, mostly over the region, is often not held by it).
+
+    `split` cuts a line: the pixels' lines are read again piece by piece, a text layer's are cut
+    between their characters."""
     boxes = [box for box, _, _ in regions]
     flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
     homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
@@ -531,15 +567,19 @@ def cut_at_gutters(
     flowing_homes = {h for _, h in in_flow}
     beside = {home: [o for o, h in in_flow if h != home and shares_rows(o.box, boxes[home])] for home in flowing_homes}
     out: list[Line] = []
+    reached = list(boxes)
     for line, home in zip(lines, homes):
-        cut = _gutter_cut(line, boxes[home], beside[home]) if home in beside else None
-        if cut is None:
-            out.append(line)
-            continue
-        x1, y1, x2, y2 = line.box
-        pieces = [read((x1, y1, cut, y2)), read((cut, y1, x2, y2))]
-        out += [Line(piece.box, piece.text, piece.score, line.slope) for piece in pieces if piece.text]
-    return out
+        cut = None
+        if home is None:
+            entry = _entry(line, boxes, beside)
+            if entry is not None:
+                h, cut = entry
+                x1, y1, x2, y2 = reached[h]
+                reached[h] = (min(x1, cut), y1, max(x2, cut), y2)
+        elif home in beside:
+            cut = _gutter_cut(line, boxes[home], beside[home])
+        out += [line] if cut is None else split(line, cut)
+    return out, [(box, cls, score) for box, (_, cls, score) in zip(reached, regions)]
 
 
 def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
@@ -551,11 +591,46 @@ def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
     if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
         ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
         if ends and x1 < max(ends):
-            return (max(ends) + int(region[0])) // 2
+            return _gutter_middle(region, beside, "left")
     if x2 > region[2] + reach:
         starts = [o.box[0] for o in beside if o.box[0] >= region[2]]
         if starts and x2 > min(starts):
-            return (min(starts) + int(region[2])) // 2
+            return _gutter_middle(region, beside, "right")
+    return None
+
+
+def _gutter_middle(region: Box, beside: list[Line], side: str) -> int | None:
+    """The middle of the gutter between `region`'s side ("left" or "right") and the nearest
+    edge of the lines of `beside` wholly on that side; None where none stand there."""
+    if side == "left":
+        ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
+        return (max(ends) + int(region[0])) // 2 if ends else None
+    starts = [o.box[0] for o in beside if o.box[0] >= region[2]]
+    return (min(starts) + int(region[2])) // 2 if starts else None
+
+
+def _entry(line: Line, boxes: list[Box], beside: dict[int, list[Line]]) -> tuple[int, int] | None:
+    """(the flowing region that `line`, a line of no region, runs into across a gutter, where
+    it is cut: see _entry_cut), or None. `beside`: each flowing region's lines beside it."""
+    for home, others in beside.items():
+        cut = _entry_cut(line, boxes[home], others)
+        if cut is not None:
+            return home, cut
+    return None
+
+
+def _entry_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
+    """Where `line`, a line of no region, is cut: in the middle of the gutter (as _gutter_cut
+    finds it) that it crosses into `region` from beyond, starting past the region's side by over
+    its own height, with its middle in the region's rows; None where it does not."""
+    x1, y1, x2, y2 = line.box
+    if not region[1] <= (y1 + y2) / 2 <= region[3]:
+        return None
+    reach = line.height
+    if x1 < region[0] - reach and x2 > region[0]:
+        return _gutter_middle(region, beside, "left")
+    if x2 > region[2] + reach and x1 < region[2]:
+        return _gutter_middle(region, beside, "right")
     return None
 
 

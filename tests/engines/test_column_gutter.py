@@ -36,6 +36,25 @@ def test_a_formula_running_into_the_next_column_does_not_join_its_columns(engine
     assert left_end < md.index("In this section let us"), md[:1500]
 
 
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_formula_running_into_the_next_column_keeps_the_text_layer_in_columns(engine, dpi):
+    """The same page from its text layer: the formula's glyphs that print over the right column
+    ("Gn(x, y)", "An x + Bny") are lines of their own, half in the gutter, that linked the
+    formula's paragraph to the right column; the page was read row by row (the right column's
+    "In this section let us" before the left column's "Here e, m are"). Cut at the right column's
+    side, the left column reads down first."""
+    with open_document(SourceFile(PAGE, PAGE.name, "pdf"), LoadOptions(dpi=dpi, text_layer="auto")) as doc:
+        page = doc.page(0)
+        image, layer = page.image, page.text_layer
+    assert layer is not None and layer.trusted
+    result = engine.parse(image, layer)
+    (right,) = [block for block in result.blocks if block.text.startswith("In this section let us")]
+    assert right.bbox[0] > image.width / 2, right
+    md = result.markdown
+    assert md.index("Here e, m are the electron") < md.index("In this section let us"), md[:1500]
+    assert md.index("Here we introduced the initial state") < md.index("In this section let us"), md[:1500]
+
+
 EQUATION_NUMBER = DATA / "gutter_equation_number_acm_lualatex_p3.pdf"
 
 
