@@ -29,7 +29,9 @@ per page, 4 % mapping errors, 3 % garbage).
 Lines: characters in the page's content order, broken where the text leaves its band (the
 next line) and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on
 one baseline), so that each line lies inside one layout region; right-to-left text, ligatures
-split into letters and superscripts stay in their line. Boxes are pixels of the page as
+split into letters and superscripts stay in their line. A line with gaps wider than CELL_GAP line
+heights also keeps its pieces cut there: a table's cells stand as little as two \\tabcolsep
+(12 pt) apart, closer than GAP_SPLIT, and a table takes its lines' pieces as its cells' text. Boxes are pixels of the page as
 rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied).
 """
 
@@ -62,6 +64,10 @@ INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a vis
 INK_SHARE = 0.1  # of a glyph's box that may stand out from text the colour of its surround
 FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST from the paper
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
+# A gap wider than this many line heights cuts a line into the pieces a table takes as cells: a
+# LaTeX table's columns stand 0.5 to 1 line heights apart, its words' spaces under 0.45 (a
+# justified paragraph's stretched spaces and sentence ends reach 0.9, hence not GAP_SPLIT)
+CELL_GAP = 0.5
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
 ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
@@ -95,6 +101,7 @@ SETTINGS = {
     "faint_ink": FAINT_INK,
     "ink_share": INK_SHARE,
     "gap_split": GAP_SPLIT,
+    "cell_gap": CELL_GAP,
     "space_gap": SPACE_GAP,
     "cover_share": COVER_SHARE,
     "opaque_alpha": OPAQUE_ALPHA,
@@ -108,6 +115,8 @@ class TextLine:
     box: tuple[int, int, int, int]  # page pixels (x1, y1, x2, y2)
     text: str
     mono: bool = False  # every character is set in a monospaced font (see _MONO_FONT): code, a listing
+    # the line cut at its gaps wider than CELL_GAP line heights, left to right (none when it has none)
+    pieces: tuple[TextLine, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,12 @@ class TextLayer:
     def digest(self) -> str:
         """Hash of the lines the engines would use: part of the cache key of a trusted page
         (two PDFs can render to the same pixels with different text)."""
-        rows = [[list(ln.box), ln.text] + (["mono"] if ln.mono else []) for ln in self.lines]
+        rows = [
+            [list(ln.box), ln.text]
+            + (["mono"] if ln.mono else [])
+            + ([[[list(p.box), p.text] for p in ln.pieces]] if ln.pieces else [])
+            for ln in self.lines
+        ]
         blob = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -148,7 +162,10 @@ class TextLayer:
             x1, y1, x2, y2 = (int(round(v * factor)) for v in box)
             return x1, y1, x2, y2
 
-        lines = tuple(replace(ln, box=scale(ln.box)) for ln in self.lines)
+        lines = tuple(
+            replace(ln, box=scale(ln.box), pieces=tuple(replace(p, box=scale(p.box)) for p in ln.pieces))
+            for ln in self.lines
+        )
         return replace(self, lines=lines)
 
 
@@ -915,10 +932,11 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     lines = _lines(counts.visible)
     for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
-        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns))) for ln in _lines(chars)]
+        # a turned label is read whole (its pieces would stand in its own frame, not the page's)
+        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns)), pieces=()) for ln in _lines(chars)]
     # a glyph's line box reaches past the page's edge where its text does (set at the top
     # edge, running off the side): the lines stay within the page
-    lines = [replace(ln, box=_within(ln.box, width, height)) for ln in lines]
+    lines = [_within_page(ln, width, height) for ln in lines]
     return TextLayer(tuple(lines), True, None, visible, counts.hidden, upright=upright)
 
 
@@ -1025,6 +1043,11 @@ def _accented(letter: str, accent: str) -> str:
     return unicodedata.normalize("NFC", letter + (_ABOVE.get(accent) or _BELOW[accent]))
 
 
+def _within_page(line: TextLine, width: int, height: int) -> TextLine:
+    pieces = tuple(replace(p, box=_within(p.box, width, height)) for p in line.pieces)
+    return replace(line, box=_within(line.box, width, height), pieces=pieces)
+
+
 def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:
     x1, y1, x2, y2 = box
     return max(0, x1), max(0, y1), min(width, x2), min(height, y2)
@@ -1109,21 +1132,33 @@ def _jumps_back(prev: _Char, ch: _Char, h: float) -> bool:
 
 
 def _split_at_gaps(run: _Run) -> list[TextLine]:
-    h = run.height
-    order = sorted(range(len(run.chars)), key=lambda k: run.chars[k].box[0])
-    piece = [0] * len(run.chars)
-    right, n = run.chars[order[0]].box[2], 0
+    """The run cut at its gaps wider than GAP_SPLIT line heights, each line with its pieces
+    (CELL_GAP)."""
+    groups = _cut_at_gaps(run.chars, run.height, GAP_SPLIT)
+    lines = [_line(run.chars, run)] if len(groups) == 1 else [_line(group) for group in groups]
+    return [_with_pieces(line, group, run.height) for line, group in zip(lines, groups)]
+
+
+def _with_pieces(line: TextLine, chars: list[_Char], h: float) -> TextLine:
+    pieces = _cut_at_gaps(chars, h, CELL_GAP)
+    return line if len(pieces) == 1 else replace(line, pieces=tuple(_line(piece) for piece in pieces))
+
+
+def _cut_at_gaps(chars: list[_Char], h: float, gap: float) -> list[list[_Char]]:
+    """The characters in groups, left to right, cut at the gaps wider than `gap` x h between
+    them sorted left to right; each group keeps their content order."""
+    order = sorted(range(len(chars)), key=lambda k: chars[k].box[0])
+    piece = [0] * len(chars)
+    right, n = chars[order[0]].box[2], 0
     for k in order[1:]:
-        box = run.chars[k].box
-        if box[0] - right > GAP_SPLIT * h:
+        box = chars[k].box
+        if box[0] - right > gap * h:
             n += 1
         piece[k], right = n, max(right, box[2])
-    if n == 0:
-        return [_line(run.chars, run)]
     groups: list[list[_Char]] = [[] for _ in range(n + 1)]
-    for k, ch in enumerate(run.chars):
+    for k, ch in enumerate(chars):
         groups[piece[k]].append(ch)
-    return [_line(group) for group in groups]
+    return groups
 
 
 def _same_band(a: _Char, b: _Char, h: float) -> bool:
