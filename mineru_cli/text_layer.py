@@ -30,9 +30,10 @@ Lines: characters in the page's content order, broken where the text leaves its 
 next line) and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on
 one baseline), so that each line lies inside one layout region; right-to-left text, ligatures
 split into letters and superscripts stay in their line. A line with gaps wider than CELL_GAP line
-heights also keeps its pieces cut there: a table's cells stand as little as two \\tabcolsep
-(12 pt) apart, closer than GAP_SPLIT, and a table takes its lines' pieces as its cells' text. Boxes are pixels of the page as
-rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied).
+heights also keeps its pieces cut there but after a sentence's end: a table's cells stand as
+little as two \\tabcolsep (12 pt) apart, closer than GAP_SPLIT, and a table takes its lines'
+pieces as its cells' text. Boxes are pixels of the page as rendered (pdfium's own page-to-device
+mapping, so the page's /Rotate is applied).
 """
 
 from __future__ import annotations
@@ -1140,8 +1141,21 @@ def _split_at_gaps(run: _Run) -> list[TextLine]:
 
 
 def _with_pieces(line: TextLine, chars: list[_Char], h: float) -> TextLine:
-    pieces = _cut_at_gaps(chars, h, CELL_GAP)
+    pieces: list[list[_Char]] = []
+    for piece in _cut_at_gaps(chars, h, CELL_GAP):
+        if pieces and _sentence_space(pieces[-1], piece):
+            pieces[-1] = pieces[-1] + piece
+        else:
+            pieces.append(piece)
     return line if len(pieces) == 1 else replace(line, pieces=tuple(_line(piece) for piece in pieces))
+
+
+def _sentence_space(before: list[_Char], after: list[_Char]) -> bool:
+    """Whether the gap between two pieces is the space after a sentence: a justified line (a
+    caption inside a table's region) stretches it past CELL_GAP."""
+    last = next((ch.text for ch in reversed(before) if not ch.text.isspace()), "")
+    first = next((ch.text for ch in after if not ch.text.isspace()), "")
+    return last in (".", "!", "?") and first.isupper()
 
 
 def _cut_at_gaps(chars: list[_Char], h: float, gap: float) -> list[list[_Char]]:
