@@ -29,8 +29,11 @@ per page, 4 % mapping errors, 3 % garbage).
 Lines: characters in the page's content order, broken where the text leaves its band (the
 next line) and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on
 one baseline), so that each line lies inside one layout region; right-to-left text, ligatures
-split into letters and superscripts stay in their line. Boxes are pixels of the page as
-rendered (pdfium's own page-to-device mapping, so the page's /Rotate is applied).
+split into letters and superscripts stay in their line. A line with gaps wider than CELL_GAP line
+heights also keeps its pieces cut there but after a sentence's end: a table's cells stand as
+little as two \\tabcolsep (12 pt) apart, closer than GAP_SPLIT, and a table takes its lines'
+pieces as its cells' text. Boxes are pixels of the page as rendered (pdfium's own page-to-device
+mapping, so the page's /Rotate is applied).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import math
 import re
 import statistics
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,6 +66,10 @@ INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a vis
 INK_SHARE = 0.1  # of a glyph's box that may stand out from text the colour of its surround
 FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST from the paper
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
+# A gap wider than this many line heights cuts a line into the pieces a table takes as cells: a
+# LaTeX table's columns stand 0.5 to 1 line heights apart, its words' spaces under 0.45 (a
+# justified paragraph's stretched spaces and sentence ends reach 0.9, hence not GAP_SPLIT)
+CELL_GAP = 0.5
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
 ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
@@ -95,6 +103,7 @@ SETTINGS = {
     "faint_ink": FAINT_INK,
     "ink_share": INK_SHARE,
     "gap_split": GAP_SPLIT,
+    "cell_gap": CELL_GAP,
     "space_gap": SPACE_GAP,
     "cover_share": COVER_SHARE,
     "opaque_alpha": OPAQUE_ALPHA,
@@ -108,7 +117,8 @@ class TextLine:
     box: tuple[int, int, int, int]  # page pixels (x1, y1, x2, y2)
     text: str
     mono: bool = False  # every character is set in a monospaced font (see _MONO_FONT): code, a listing
-    # the characters it is made of (none for an annotation's text), to cut it at a column gutter
+    # the characters it is made of (none for an annotation's text or a turned label, whose
+    # characters stand in its own frame): to cut it at a column gutter and into a table's cells
     chars: tuple[_Char, ...] = field(default=(), compare=False, repr=False)
 
     def split(self, x: float) -> list[TextLine]:
@@ -119,6 +129,19 @@ class TextLine:
         left = [ch for ch in self.chars if (ch.box[0] + ch.box[2]) / 2 < x]
         right = [ch for ch in self.chars if (ch.box[0] + ch.box[2]) / 2 >= x]
         return [_line(side) for side in (left, right) if side]
+
+    def pieces(self) -> tuple[TextLine, ...]:
+        """The line cut at its gaps wider than CELL_GAP line heights, but not after a
+        sentence's end, left to right; none when it has no such gap."""
+        if not self.chars:
+            return ()
+        pieces: list[list[_Char]] = []
+        for piece in _cut_at_gaps(list(self.chars), _Run.of(self.chars).height, CELL_GAP):
+            if pieces and _sentence_space(pieces[-1], piece):
+                pieces[-1] = pieces[-1] + piece
+            else:
+                pieces.append(piece)
+        return tuple(_line(piece) for piece in pieces) if len(pieces) > 1 else ()
 
 
 @dataclass(frozen=True)
@@ -146,7 +169,12 @@ class TextLayer:
     def digest(self) -> str:
         """Hash of the lines the engines would use: part of the cache key of a trusted page
         (two PDFs can render to the same pixels with different text)."""
-        rows = [[list(ln.box), ln.text] + (["mono"] if ln.mono else []) for ln in self.lines]
+        rows = [
+            [list(ln.box), ln.text]
+            + (["mono"] if ln.mono else [])
+            + ([[[list(p.box), p.text] for p in pieces]] if (pieces := ln.pieces()) else [])
+            for ln in self.lines
+        ]
         blob = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -933,7 +961,8 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     lines = _lines(counts.visible)
     for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
-        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns))) for ln in _lines(chars)]
+        # a turned label is read whole (its characters stand in its own frame, not the page's)
+        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns)), chars=()) for ln in _lines(chars)]
     # a glyph's line box reaches past the page's edge where its text does (set at the top
     # edge, running off the side): the lines stay within the page
     lines = [replace(ln, box=_within(ln.box, width, height)) for ln in lines]
@@ -1073,6 +1102,13 @@ class _Run:
         self.chars = [ch]
         self.x1, self.y1, self.x2, self.y2 = ch.box
 
+    @classmethod
+    def of(cls, chars: Sequence[_Char]) -> _Run:
+        run = cls(chars[0])
+        for ch in chars[1:]:
+            run.add(ch)
+        return run
+
     @property
     def height(self) -> float:
         return max(1.0, self.y2 - self.y1)
@@ -1127,21 +1163,34 @@ def _jumps_back(prev: _Char, ch: _Char, h: float) -> bool:
 
 
 def _split_at_gaps(run: _Run) -> list[TextLine]:
-    h = run.height
-    order = sorted(range(len(run.chars)), key=lambda k: run.chars[k].box[0])
-    piece = [0] * len(run.chars)
-    right, n = run.chars[order[0]].box[2], 0
+    """The run cut at its gaps wider than GAP_SPLIT line heights."""
+    groups = _cut_at_gaps(run.chars, run.height, GAP_SPLIT)
+    return [_line(run.chars, run)] if len(groups) == 1 else [_line(group) for group in groups]
+
+
+def _sentence_space(before: list[_Char], after: list[_Char]) -> bool:
+    """Whether the gap between two pieces is the space after a sentence: a justified line (a
+    caption inside a table's region) stretches it past CELL_GAP."""
+    last = next((ch.text for ch in reversed(before) if not ch.text.isspace()), "")
+    first = next((ch.text for ch in after if not ch.text.isspace()), "")
+    return last in (".", "!", "?") and first.isupper()
+
+
+def _cut_at_gaps(chars: list[_Char], h: float, gap: float) -> list[list[_Char]]:
+    """The characters in groups, left to right, cut at the gaps wider than `gap` x h between
+    them sorted left to right; each group keeps their content order."""
+    order = sorted(range(len(chars)), key=lambda k: chars[k].box[0])
+    piece = [0] * len(chars)
+    right, n = chars[order[0]].box[2], 0
     for k in order[1:]:
-        box = run.chars[k].box
-        if box[0] - right > GAP_SPLIT * h:
+        box = chars[k].box
+        if box[0] - right > gap * h:
             n += 1
         piece[k], right = n, max(right, box[2])
-    if n == 0:
-        return [_line(run.chars, run)]
     groups: list[list[_Char]] = [[] for _ in range(n + 1)]
-    for k, ch in enumerate(run.chars):
+    for k, ch in enumerate(chars):
         groups[piece[k]].append(ch)
-    return [_line(group) for group in groups]
+    return groups
 
 
 def _same_band(a: _Char, b: _Char, h: float) -> bool:
@@ -1175,10 +1224,7 @@ def _monospaced_line(chars: list[_Char]) -> bool:
 
 
 def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
-    if run is None:
-        run = _Run(chars[0])
-        for ch in chars[1:]:
-            run.add(ch)
+    run = run or _Run.of(chars)
     h = run.height
     gaps = [_gap(a, b) for a, b in zip(chars, chars[1:])]
     # letter spacing (tracking) widens every gap of the line alike; a word break is a gap

@@ -146,6 +146,32 @@ def test_table_cells_are_separate_lines(tmp_path):
     assert _texts(layer) == PROSE + [cell for row in rows for cell in row]
 
 
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_line_across_table_cells_set_close_together_keeps_its_cells_as_pieces(dpi):
+    """JACoW's Table 1 (tests/data/README.md): its columns stand 12 pt apart, under GAP_SPLIT, so
+    a row is one line; the line keeps its cells as pieces, which a table region takes."""
+    layer = _layer(DATA / "table_cells_jacow_p1.pdf", dpi=dpi).text_layer
+    (row,) = [ln for ln in layer.lines if ln.text.startswith("Bottom")]
+    assert row.text == "Bottom 19 mm (0.75 in) 0.75 in (19 mm)"
+    assert [p.text for p in row.pieces()] == ["Bottom", "19 mm (0.75 in)", "0.75 in (19 mm)"]
+    assert all(row.box[0] <= p.box[0] < p.box[2] <= row.box[2] for p in row.pieces())
+    assert [p.box[0] for p in row.pieces()] == sorted(p.box[0] for p in row.pieces())
+
+
+@pytest.mark.parametrize("name", ["booktabs_table.pdf", "table_commands_msuthesis.pdf"])
+def test_a_justified_lines_space_after_a_sentence_cuts_no_piece(name):
+    """A justified line stretches the space after a sentence past CELL_GAP ("... everything we
+    do.  Moreover, we can be almost certain", booktabs' page 2); cut there, a caption inside a
+    table's region (revtex's aipsamp, page 5) read its second sentence after the first cell."""
+    layer = _layer(DATA / name, dpi=150).text_layer
+    cuts = [(a.text, b.text) for ln in layer.lines for a, b in zip(ln.pieces(), ln.pieces()[1:])]
+    assert cuts, "no line with pieces: the page no longer tests the rule"
+    assert not [(a, b) for a, b in cuts if a[-1] in ".!?" and b[0].isupper()]
+
+
 def test_a_rotated_page_is_read_upright_in_rendered_pixels(tmp_path):
     def draw(c):  # content drawn turned a quarter, so that /Rotate 90 shows it upright
         c.translate(0, 0)

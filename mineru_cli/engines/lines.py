@@ -13,12 +13,24 @@ CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\
 class Line:
     """One recognised text line: axis-aligned box, text, confidence, the slope of its baseline
     (dy / dx: 0 for a level line, about 0.05 for one on a page scanned 3 degrees askew), and
-    whether a text layer sets it all in a monospaced font (pixels never tell: False)."""
+    whether a text layer sets it all in a monospaced font (pixels never tell: False). A text
+    layer's line also has its pieces: the line cut at its gaps of a table's cells (text_layer's
+    CELL_GAP), which a table takes in its place; the OCR's lines have none (the detector cuts
+    there itself)."""
 
-    __slots__ = ("box", "text", "score", "slope", "mono")
+    __slots__ = ("box", "text", "score", "slope", "mono", "pieces")
 
-    def __init__(self, box: tuple[int, int, int, int], text: str, score: float, slope: float = 0.0, mono: bool = False):
+    def __init__(
+        self,
+        box: tuple[int, int, int, int],
+        text: str,
+        score: float,
+        slope: float = 0.0,
+        mono: bool = False,
+        pieces: tuple[Line, ...] = (),
+    ):
         self.box, self.text, self.score, self.slope, self.mono = box, text.strip(), score, slope, mono
+        self.pieces = pieces
 
     @property
     def height(self) -> int:
@@ -29,7 +41,8 @@ class Line:
         if not dx and not dy:
             return self
         x1, y1, x2, y2 = self.box
-        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score, self.slope, self.mono)
+        pieces = tuple(piece.moved(dx, dy) for piece in self.pieces)
+        return Line((x1 + dx, y1 + dy, x2 + dx, y2 + dy), self.text, self.score, self.slope, self.mono, pieces)
 
     def as_dict(self) -> dict:
         return {"bbox": list(self.box), "text": self.text, "score": round(self.score, 4)}

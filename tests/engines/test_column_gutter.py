@@ -49,7 +49,8 @@ def test_a_formula_running_into_the_next_column_keeps_the_text_layer_in_columns(
     assert layer is not None and layer.trusted
     result = engine.parse(image, layer)
     (right,) = [block for block in result.blocks if block.text.startswith("In this section let us")]
-    assert right.bbox[0] > image.width / 2, right
+    (left,) = [block for block in result.blocks if block.text.startswith("Here we introduced the initial state")]
+    assert right.bbox[0] > left.bbox[2], (right, left)  # the right column's block starts past the gutter
     md = result.markdown
     assert md.index("Here e, m are the electron") < md.index("In this section let us"), md[:1500]
     assert md.index("Here we introduced the initial state") < md.index("In this section let us"), md[:1500]

@@ -502,3 +502,44 @@ def test_a_tables_column_of_commands_in_smaller_print_is_no_side_panel(engine):
     text = "\n".join(b.text for b in engine.parse(page.image, page.text_layer).blocks)
     order = [text.index(s) for s in ("\\maketitlepage", "Makes the main title", "\\fieldofstudy", "Takes one argument")]
     assert order == sorted(order)
+
+
+# JACoW's paper template, page 1 (tests/data/README.md): Table 1, Margin Specifications, its
+# columns 12 pt apart (two \tabcolsep), closer than the text layer's line gap (GAP_SPLIT)
+JACOW_TABLE = [
+    ["Margin", "A4 Paper", "US Letter Paper"],
+    ["Top", "37 mm (1.46 in)", "0.75 in (19 mm)"],
+    ["Bottom", "19 mm (0.75 in)", "0.75 in (19 mm)"],
+    ["Left", "20 mm (0.79 in)", "0.79 in (20 mm)"],
+    ["Right", "20 mm (0.79 in)", "1.02 in (26 mm)"],
+]
+
+
+def _jacow_margins(engine, dpi: int):
+    page = first_page(Path(__file__).resolve().parent.parent / "data" / "table_cells_jacow_p1.pdf", dpi=dpi)
+    assert page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    (table,) = [b for b in result.blocks if b.type == "table" and "Margin" in b.text]
+    return page, table
+
+
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_text_layers_table_cells_set_close_together_stay_apart(engine, dpi):
+    """The layer's lines ran across the columns ("37 mm (1.46 in) 0.75 in (19 mm)", and
+    "Bottom 19 mm (0.75 in) 0.75 in (19 mm)" as one line), each such line fell into one cell,
+    the others of its row empty: the table takes its lines' pieces, cut at its columns' gaps."""
+    _, table = _jacow_margins(engine, dpi)
+    assert html_grid(table.extra["html"]) == JACOW_TABLE
+    assert table.text == "\n".join("\t".join(row) for row in JACOW_TABLE)
+
+
+def test_a_text_layers_table_without_its_structure_gets_the_same_line_grid(engine):
+    """Without the structure model (or where it fails), the table's line grid (`cells`) is made
+    of the same pieces."""
+    from mineru_cli.engines.ocr import assemble_blocks, text_layer_lines
+
+    page, table = _jacow_margins(engine, 150)
+    lines = text_layer_lines(page.text_layer)
+    blocks = assemble_blocks(lines, [(table.bbox, "table", 0.9)], page.image.size)
+    (grid,) = [b.extra["cells"] for b in blocks if b.type == "table"]
+    assert grid == JACOW_TABLE
