@@ -231,6 +231,8 @@ class OcrEngine:
                 warnings.append(f"page read turned {turned} degrees counter-clockwise ({why})")
             timings["orientation"] = upright_s
         size = (bgr.shape[1], bgr.shape[0])
+        if source == OCR:
+            lines = without_navigation_dots(lines, size[1])
         found = lines  # in the page's pixels (the lines the blocks get are those of a level page)
         slope = deskew.page_slope([(line.box, line.slope) for line in lines])
         level = deskew.Level(slope, size) if abs(slope) >= deskew.LEVEL_FROM else None
@@ -438,6 +440,35 @@ class OcrEngine:
 # finds both lines.
 SPARSE_SIDE = 960
 SPARSE_TIMING = "ocr_sparse"  # the timing of that second look, only where it ran
+
+
+# A beamer slide's headline with miniframes: under each section's name a row of small circles,
+# one a frame, the current one filled. The recogniser reads such a row as "0●00000", "OOOOO",
+# "000000" or a lone "o": a line of only these characters, in the top NAV_BAND of the page,
+# that starts under the left end of the line just above it is that navigation, not text.
+NAV_BAND = 0.1
+_NAV_DOTS = re.compile(r"[0Oo○●◦•]+")
+
+
+def without_navigation_dots(lines: list[Line], page_h: int) -> list[Line]:
+    """The lines without a slide headline's rows of frame circles (see NAV_BAND)."""
+    return [line for line in lines if not _navigation_dots(line, lines, page_h)]
+
+
+def _navigation_dots(line: Line, lines: list[Line], page_h: int) -> bool:
+    """Whether `line` is a row of frame circles under a section's name (see NAV_BAND)."""
+    if line.box[1] > NAV_BAND * page_h or not _NAV_DOTS.fullmatch(line.text.replace(" ", "")):
+        return False
+    x1, y1 = line.box[0], line.box[1]
+    middle = (line.box[1] + line.box[3]) / 2
+    return any(
+        other is not line
+        and not _NAV_DOTS.fullmatch(other.text.replace(" ", ""))
+        and other.box[3] <= middle
+        and y1 - other.box[3] < line.height
+        and abs(other.box[0] - x1) < line.height
+        for other in lines
+    )
 
 
 def _mean_score(lines: list[Line]) -> float:

@@ -5,6 +5,7 @@ a real beamer slide (tests/data/slide_toc_abntex2.pdf) exported as a 1280 x 720 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,33 @@ def test_a_bordered_table_with_no_table_region_reads_row_by_row(engine):
     rows = ["Machine Cores Pages per hour", "Laptop 4 900", "Workstation 16 3600", "Cluster node 64 14000"]
     text = squash("\n".join(block.text for block in result.blocks))
     assert squash(" ".join(rows)) in text, [(b.type, b.text) for b in result.blocks]
+
+
+NAV_DOTS = re.compile(r"(?<!\S)[0Oo○●◦•]+(?!\S)")
+
+
+@pytest.mark.parametrize(
+    ("name", "sections", "title"),
+    [
+        (
+            "slide_miniframes_beamer_talk.png",
+            ["Introduction", "Bad News: Hardness Results", "Good News: Tractability Results", "Summary"],
+            "The Integrated Approach",
+        ),
+        (
+            "slide_miniframes_thubeamer.png",
+            ["Contents", "Research Contents", "Results", "Future Work", "References"],
+            "Case 3",
+        ),
+    ],
+)
+def test_a_headlines_frame_circles_are_no_text(engine, name, sections, title):
+    """A beamer headline with miniframes: each section's name over a row of small circles, one
+    a frame. The recogniser read the rows as "000000", "0●00000", "000●0", "00" and "o", and
+    they stood in the text beside the section names. They are navigation: the headline reads
+    the section names alone, and the frame's title after them."""
+    result = engine.parse(Image.open(DATA / name).convert("RGB"))
+    text = "\n".join(block.text for block in result.blocks)
+    assert not NAV_DOTS.search(text), [(block.type, block.text) for block in result.blocks]
+    at = [squash(text).find(squash(name)) for name in [*sections, title]]
+    assert -1 not in at and at == sorted(at), text
