@@ -187,8 +187,8 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None 
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
-    counts.visible = _join_accents(counts.visible)
-    counts.turned = {turns: _join_accents(chars) for turns, chars in counts.turned.items()}
+    counts.visible = _logical_rtl(_join_accents(counts.visible))
+    counts.turned = {turns: _logical_rtl(_join_accents(chars)) for turns, chars in counts.turned.items()}
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
         try:
@@ -973,6 +973,40 @@ def _join_accents(chars: list[_Char]) -> list[_Char]:
         elif out:  # a space or a line end after the accent follows what came before it
             out[-1] = replace(out[-1], space=out[-1].space or ch.space, line_end=out[-1].line_end or ch.line_end)
     return out
+
+
+def _logical_rtl(chars: list[_Char]) -> list[_Char]:
+    """Right-to-left words in reading order. pdfium gives most of them so (their letters run
+    leftwards), but some of a Chromium-printed Arabic line come as drawn, left to right ("نص"
+    read as "صن"): a word of right-to-left letters whose letters run rightwards is turned
+    round. A space or a line end after the word stays after it."""
+    out = list(chars)
+    start = 0
+    while start < len(out):
+        end = start
+        while end < len(out) and _in_rtl_word(out[end]) and (end == start or not _ends_word(out[end - 1])):
+            end += 1
+        if end - start >= 2 and _runs_rightwards(out[start:end]):
+            word = out[start:end]
+            out[start:end] = [replace(ch, space=at.space, line_end=at.line_end) for ch, at in zip(reversed(word), word)]
+        start = max(end, start + 1)
+    return out
+
+
+def _in_rtl_word(ch: _Char) -> bool:
+    """A right-to-left letter, or a mark set on one (Arabic's short vowels)."""
+    return _is_rtl(ch.text) or unicodedata.category(ch.text[0]) == "Mn"
+
+
+def _ends_word(ch: _Char) -> bool:
+    return ch.space or ch.line_end
+
+
+def _runs_rightwards(word: list[_Char]) -> bool:
+    """Each letter's centre at or right of the one before, the last right of the first (the
+    letters of a ligature glyph share its box)."""
+    centres = [(ch.box[0] + ch.box[2]) / 2 for ch in word]
+    return all(b >= a for a, b in zip(centres, centres[1:])) and centres[-1] > centres[0]
 
 
 def _is_letter(text: str) -> bool:

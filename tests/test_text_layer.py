@@ -326,6 +326,17 @@ def test_right_to_left_lines_are_read_whole_in_reading_order(tmp_path):
     assert layer.trusted and _texts(layer) == PROSE + hebrew
 
 
+def test_arabic_words_printed_by_chromium_read_in_reading_order():
+    """Arabic prose printed to PDF by Chromium (tests/data/arabic_words_chromium.pdf, DejaVu
+    Sans, each sentence a paragraph, printed twice): pdfium gives most words in reading order,
+    but some as drawn, left to right, and the layer read "صن" for "نص", "يبرع" for "عربي"."""
+    written = ["هذا نص عربي للاختبار", "يحتوي على كلمات كثيرة", "مثل مرحبا بكم في المدينة"]
+    written += ["نقرأ النص من اليمين إلى اليسار"]
+    layer, text = _real_page_text("arabic_words_chromium.pdf")
+    assert layer.trusted
+    assert text.splitlines() == written * 2
+
+
 def _photo_png(width=400, height=100) -> bytes:
     """A picture with texture everywhere (noise), so that its own pixels show contrast."""
     rng = np.random.default_rng(0)
