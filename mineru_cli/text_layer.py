@@ -64,6 +64,7 @@ FAINT_INK = 8  # ... or this many, where the text's own colour is INK_CONTRAST f
 GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a new line
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
+OVERPRINT = 0.7  # of two like characters' extent, across and down, they share: one printed over the other
 ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
 COVER_SHARE = 0.5  # of a character's box a filled rectangle painted over it covers: hidden
 OPAQUE_ALPHA = 250  # a picture's own alpha at a character's centre from which it hides it
@@ -160,6 +161,7 @@ class _Char:
     space: bool = False
     glyph: tuple[float, float, float, float] | None = None  # its ink's extent, in the frame of `box`
     mono: bool = False  # set in a monospaced font
+    obj: int = 0  # the address of its text object
 
 
 @dataclass
@@ -187,8 +189,10 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None 
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
-    counts.visible = _logical_rtl(_join_accents(counts.visible))
-    counts.turned = {turns: _logical_rtl(_join_accents(chars)) for turns, chars in counts.turned.items()}
+    counts.visible = _logical_rtl(_join_accents(_drop_overprints(counts.visible)))
+    counts.turned = {
+        turns: _logical_rtl(_join_accents(_drop_overprints(chars))) for turns, chars in counts.turned.items()
+    }
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
         try:
@@ -261,7 +265,7 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             continue
         ink, quarter = glyphs.boxes[i], turns or 0  # (visible: upright or a quarter turn)
         fixed = _monospaced(obj, key, mono)
-        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed)
+        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed, obj=key)
         (counts.turned[quarter] if quarter else counts.visible).append(last)
     return counts
 
@@ -973,6 +977,42 @@ def _join_accents(chars: list[_Char]) -> list[_Char]:
         elif out:  # a space or a line end after the accent follows what came before it
             out[-1] = replace(out[-1], space=out[-1].space or ch.space, line_end=out[-1].line_end or ch.line_end)
     return out
+
+
+def _drop_overprints(chars: list[_Char]) -> list[_Char]:
+    """Characters without the copies printed over them: a page drawn twice (a text block or a
+    form placed twice in one place, a poor man's bold) shows each character once, and pdfium
+    drops a copy only where it follows its original closely in the content order. A copy is the
+    same character, of another text object (the letters pdfium splits a ligature glyph into
+    share its box), its box on the earlier one's (OVERPRINT of their extent in each direction)."""
+    kept: list[_Char] = []
+    seen: dict[tuple[str, int, int], list[_Char]] = {}  # by the text and the cell of the centre
+    for ch in chars:
+        x1, y1, x2, y2 = ch.box
+        cell = max(1.0, y2 - y1)
+        cx, cy = int((x1 + x2) / 2 // cell), int((y1 + y2) / 2 // cell)
+        if _printed_before(ch, seen, cx, cy):
+            if kept:  # a space or a line end after the copy follows what came before it
+                kept[-1].space, kept[-1].line_end = kept[-1].space or ch.space, kept[-1].line_end or ch.line_end
+            continue
+        seen.setdefault((ch.text, cx, cy), []).append(ch)
+        kept.append(ch)
+    return kept
+
+
+def _printed_before(ch: _Char, seen: dict[tuple[str, int, int], list[_Char]], cx: int, cy: int) -> bool:
+    for i in (-1, 0, 1):
+        for j in (-1, 0, 1):
+            for other in seen.get((ch.text, cx + i, cy + j), ()):
+                if other.obj != ch.obj and _overprints(other.box, ch.box):
+                    return True
+    return False
+
+
+def _overprints(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    across = min(a[2], b[2]) - max(a[0], b[0])
+    down = min(a[3], b[3]) - max(a[1], b[1])
+    return across >= OVERPRINT * max(a[2] - a[0], b[2] - b[0]) and down >= OVERPRINT * max(a[3] - a[1], b[3] - b[1])
 
 
 def _logical_rtl(chars: list[_Char]) -> list[_Char]:

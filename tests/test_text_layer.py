@@ -326,6 +326,19 @@ def test_right_to_left_lines_are_read_whole_in_reading_order(tmp_path):
     assert layer.trusted and _texts(layer) == PROSE + hebrew
 
 
+def test_text_printed_twice_in_one_place_is_read_once(tmp_path):
+    """A page whose text is drawn twice, the second pass after the first (a text block placed
+    again over itself, a poor man's bold): a reader sees each line once. pdfium drops only a
+    copy that closely follows its original (a few text objects later), and the layer held every
+    line twice; the letters of a word, and of a ligature glyph, stay."""
+    lines = [f"Line {n} of the page says what it says once, in plain words." for n in range(1, 13)]
+    lines += ["The office staff affirmed the efficient flow of fluffy waffles."]
+    twice = text_lines(lines) + text_lines(lines) + text_lines(lines[:1], x=72.4, top=720.3)
+    layer = _layer(raw_pdf(tmp_path / "twice.pdf", twice)).text_layer
+    assert layer.trusted and _texts(layer) == lines
+    assert layer.chars == sum(len(t.replace(" ", "")) for t in lines)
+
+
 def test_arabic_words_printed_by_chromium_read_in_reading_order():
     """Arabic prose printed to PDF by Chromium (tests/data/arabic_words_chromium.pdf, DejaVu
     Sans, each sentence a paragraph, printed twice): pdfium gives most words in reading order,
