@@ -1019,18 +1019,36 @@ def _logical_rtl(chars: list[_Char]) -> list[_Char]:
     """Right-to-left words in reading order. pdfium gives most of them so (their letters run
     leftwards), but some of a Chromium-printed Arabic line come as drawn, left to right ("نص"
     read as "صن"): a word of right-to-left letters whose letters run rightwards is turned
-    round. A space or a line end after the word stays after it."""
+    round, each letter with the marks that follow it (Arabic's short vowels). A space or a
+    line end after the word stays after it."""
     out = list(chars)
     start = 0
     while start < len(out):
         end = start
-        while end < len(out) and _in_rtl_word(out[end]) and (end == start or not _ends_word(out[end - 1])):
+        if _is_rtl(out[start].text):
             end += 1
-        if end - start >= 2 and _runs_rightwards(out[start:end]):
-            word = out[start:end]
-            out[start:end] = [replace(ch, space=at.space, line_end=at.line_end) for ch, at in zip(reversed(word), word)]
+            while end < len(out) and _in_rtl_word(out[end]) and not _ends_word(out[end - 1]):
+                end += 1
+        if end - start >= 2:
+            out[start:end] = _turned_round(out[start:end])
         start = max(end, start + 1)
     return out
+
+
+def _turned_round(word: list[_Char]) -> list[_Char]:
+    """`word` (a right-to-left letter first) in the other order if its letters run rightwards."""
+    clusters: list[list[_Char]] = []
+    for ch in word:
+        if _is_rtl(ch.text) or not clusters:
+            clusters.append([ch])
+        else:
+            clusters[-1].append(ch)
+    centres = [(c[0].box[0] + c[0].box[2]) / 2 for c in clusters]
+    rightwards = all(b >= a for a, b in zip(centres, centres[1:])) and centres[-1] > centres[0]
+    if not rightwards:
+        return word
+    turned = [ch for cluster in reversed(clusters) for ch in cluster]
+    return [replace(ch, space=at.space, line_end=at.line_end) for ch, at in zip(turned, word)]
 
 
 def _in_rtl_word(ch: _Char) -> bool:
@@ -1040,13 +1058,6 @@ def _in_rtl_word(ch: _Char) -> bool:
 
 def _ends_word(ch: _Char) -> bool:
     return ch.space or ch.line_end
-
-
-def _runs_rightwards(word: list[_Char]) -> bool:
-    """Each letter's centre at or right of the one before, the last right of the first (the
-    letters of a ligature glyph share its box)."""
-    centres = [(ch.box[0] + ch.box[2]) / 2 for ch in word]
-    return all(b >= a for a, b in zip(centres, centres[1:])) and centres[-1] > centres[0]
 
 
 def _is_letter(text: str) -> bool:
