@@ -57,6 +57,8 @@ UNICODE_ERROR_SHARE = 0.04
 GARBAGE_SHARE = 0.03
 INVISIBLE_SHARE = 0.5  # of the characters invisible, over a picture: an OCR layer
 ROTATED_SHARE = 0.5
+VERTICAL_SHARE = 0.2  # of the characters in vertical CJK columns, among horizontal text
+VERTICAL_CHAIN = 3  # wide characters, each under the one before: a vertical column
 MIN_HEIGHT_PX = 4.0  # a line box (ascent to descent) this small has glyphs about 2 px tall
 INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a visible glyph
 INK_SHARE = 0.1  # of a glyph's box that may stand out from text the colour of its surround
@@ -91,6 +93,7 @@ SETTINGS = {
     "garbage_share": GARBAGE_SHARE,
     "invisible_share": INVISIBLE_SHARE,
     "rotated_share": ROTATED_SHARE,
+    "vertical_share": VERTICAL_SHARE,
     "min_height_px": MIN_HEIGHT_PX,
     "ink_contrast": INK_CONTRAST,
     "faint_ink": FAINT_INK,
@@ -915,6 +918,9 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     downwards = _downwards(counts.visible)
     if downwards / total >= ROTATED_SHARE:
         return untrusted("rotated_text", f"{downwards} of {counts.total} characters run top to bottom")
+    columns = _in_columns(counts.visible)
+    if columns / total >= VERTICAL_SHARE:
+        return untrusted("rotated_text", f"{columns} of {counts.total} characters set in vertical columns")
     if visible < MIN_CHARS:
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     lines = _lines(counts.visible)
@@ -1123,14 +1129,30 @@ def _int_box(box: tuple[float, float, float, float]) -> tuple[int, int, int, int
 def _downwards(chars: list[_Char]) -> int:
     """Characters that follow the one before them straight down: vertical writing (CJK set in
     columns) has upright glyphs, but lines of one character each read across its columns."""
-    n = 0
-    for a, b in zip(chars, chars[1:]):
-        h = a.box[3] - a.box[1]
-        overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
-        below = -0.3 * h <= b.box[1] - a.box[3] <= h
-        if below and overlap >= 0.5 * min(a.box[2] - a.box[0], b.box[2] - b.box[0]):
+    return sum(_follows_down(a, b) for a, b in zip(chars, chars[1:]))
+
+
+def _in_columns(chars: list[_Char]) -> int:
+    """Wide (CJK) characters in vertical columns: chains of at least VERTICAL_CHAIN of them, each
+    straight under the one before it in the content order. A column of vertical writing among
+    horizontal text (a heading, a side column) reads as lines of one character each, which the
+    page's reading order scatters; a column of single digits in a table is no such chain."""
+    n, chain = 0, 0
+    for k, ch in enumerate(chars):
+        wide = unicodedata.east_asian_width(ch.text[0]) in ("W", "F")
+        chain = chain + 1 if wide and k and chain and _follows_down(chars[k - 1], ch) else int(wide)
+        if chain == VERTICAL_CHAIN:
+            n += chain
+        elif chain > VERTICAL_CHAIN:
             n += 1
     return n
+
+
+def _follows_down(a: _Char, b: _Char) -> bool:
+    h = a.box[3] - a.box[1]
+    overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+    below = -0.3 * h <= b.box[1] - a.box[3] <= h
+    return below and overlap >= 0.5 * min(a.box[2] - a.box[0], b.box[2] - b.box[0])
 
 
 class _Run:

@@ -326,6 +326,15 @@ def test_right_to_left_lines_are_read_whole_in_reading_order(tmp_path):
     assert layer.trusted and _texts(layer) == PROSE + hebrew
 
 
+def test_a_vertical_cjk_column_among_horizontal_text_is_left_to_the_pixels():
+    """A Chromium-printed page (tests/data/vertical_column_cjk_chromium.pdf): a heading and a
+    paragraph set across, then a block in vertical writing (`writing-mode: vertical-rl`), 42 of
+    the page's 108 characters. The layer read the column as lines of one character each, which
+    the page's reading order scattered ("中试。文这文本，是..."); OCR reads it in order."""
+    layer, _ = _real_page_text("vertical_column_cjk_chromium.pdf")
+    assert not layer.trusted and layer.reason == "rotated_text" and "vertical columns" in layer.detail
+
+
 def test_text_printed_twice_in_one_place_is_read_once(tmp_path):
     """A page whose text is drawn twice, the second pass after the first (a text block placed
     again over itself, a poor man's bold): a reader sees each line once. pdfium drops only a
