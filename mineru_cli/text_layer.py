@@ -15,7 +15,8 @@ no (then the engines read pixels, as for an image):
 * ``scanned``: opaque pictures paint SCAN_COVERAGE of the page, whatever text lies over them
   (a scan whose only text is a stamp: the stamp would be kept and the scan lost);
 * ``rotated_text``: most characters do not run left to right on the rendered page (sideways,
-  upside down, or set in vertical columns).
+  upside down, or set in vertical columns), or VERTICAL_SHARE of them are CJK set in vertical
+  columns among horizontal text.
 
 Characters a reader cannot see are never page content, trusted layer or not: invisible
 render modes and fully transparent text, characters an opaque picture or a filled rectangle
