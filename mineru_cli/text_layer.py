@@ -990,15 +990,16 @@ def _drop_overprints(chars: list[_Char]) -> list[_Char]:
     """Characters without the copies printed over them: a page drawn twice (a text block or a
     form placed twice in one place, a poor man's bold) shows each character once, and pdfium
     drops a copy only where it follows its original closely in the content order. A copy is the
-    same character, of another text object (the letters pdfium splits a ligature glyph into
-    share its box), its box on the earlier one's (OVERPRINT of their extent in each direction)."""
+    same character (a known one: two glyphs without Unicode may differ), of another text object
+    (the letters pdfium splits a ligature glyph into share its box), its box on the earlier
+    one's (OVERPRINT of their extent in each direction)."""
     kept: list[_Char] = []
     seen: dict[tuple[str, int, int], list[_Char]] = {}  # by the text and the cell of the centre
     for ch in chars:
         x1, y1, x2, y2 = ch.box
         cell = max(1.0, y2 - y1)
         cx, cy = int((x1 + x2) / 2 // cell), int((y1 + y2) / 2 // cell)
-        if _printed_before(ch, seen, cx, cy):
+        if ch.text != "\ufffd" and _printed_before(ch, seen, cx, cy):  # unknown characters may differ
             if kept:  # a space or a line end after the copy follows what came before it
                 kept[-1].space, kept[-1].line_end = kept[-1].space or ch.space, kept[-1].line_end or ch.line_end
             continue
