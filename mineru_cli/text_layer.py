@@ -15,7 +15,8 @@ no (then the engines read pixels, as for an image):
 * ``scanned``: opaque pictures paint SCAN_COVERAGE of the page, whatever text lies over them
   (a scan whose only text is a stamp: the stamp would be kept and the scan lost);
 * ``rotated_text``: most characters do not run left to right on the rendered page (sideways,
-  upside down, or set in vertical columns).
+  upside down, or set in vertical columns), or VERTICAL_SHARE of them are CJK set in vertical
+  columns among horizontal text.
 
 Characters a reader cannot see are never page content, trusted layer or not: invisible
 render modes and fully transparent text, characters an opaque picture or a filled rectangle
@@ -61,6 +62,8 @@ UNICODE_ERROR_SHARE = 0.04
 GARBAGE_SHARE = 0.03
 INVISIBLE_SHARE = 0.5  # of the characters invisible, over a picture: an OCR layer
 ROTATED_SHARE = 0.5
+VERTICAL_SHARE = 0.2  # of the characters in vertical CJK columns, among horizontal text
+VERTICAL_CHAIN = 3  # wide characters, each under the one before: a vertical column
 MIN_HEIGHT_PX = 4.0  # a line box (ascent to descent) this small has glyphs about 2 px tall
 INK_CONTRAST = 24  # grey levels between the lightest and darkest pixel of a visible glyph
 INK_SHARE = 0.1  # of a glyph's box that may stand out from text the colour of its surround
@@ -72,6 +75,7 @@ GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a n
 CELL_GAP = 0.5
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
+OVERPRINT = 0.7  # of two like characters' extent, across and down, they share: one printed over the other
 ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
 COVER_SHARE = 0.5  # of a character's box a filled rectangle painted over it covers: hidden
 OPAQUE_ALPHA = 250  # a picture's own alpha at a character's centre from which it hides it
@@ -98,6 +102,7 @@ SETTINGS = {
     "garbage_share": GARBAGE_SHARE,
     "invisible_share": INVISIBLE_SHARE,
     "rotated_share": ROTATED_SHARE,
+    "vertical_share": VERTICAL_SHARE,
     "min_height_px": MIN_HEIGHT_PX,
     "ink_contrast": INK_CONTRAST,
     "faint_ink": FAINT_INK,
@@ -206,6 +211,7 @@ class _Char:
     space: bool = False
     glyph: tuple[float, float, float, float] | None = None  # its ink's extent, in the frame of `box`
     mono: bool = False  # set in a monospaced font
+    obj: int = 0  # the address of its text object
 
 
 @dataclass
@@ -233,8 +239,10 @@ def read_text_layer(page: pdfium.PdfPage, pixels: np.ndarray, index: int | None 
         counts = _read_chars(textpage, grey, rgb, mapper, paint)
     finally:
         textpage.close()
-    counts.visible = _join_accents(counts.visible)
-    counts.turned = {turns: _join_accents(chars) for turns, chars in counts.turned.items()}
+    counts.visible = _logical_rtl(_join_accents(_drop_overprints(counts.visible)))
+    counts.turned = {
+        turns: _logical_rtl(_join_accents(_drop_overprints(chars))) for turns, chars in counts.turned.items()
+    }
     layer = _decide(counts, paint, width, height)
     if layer.trusted:  # typed-on text and filled form fields are in no text layer (annotation_text.py)
         try:
@@ -307,7 +315,7 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             continue
         ink, quarter = glyphs.boxes[i], turns or 0  # (visible: upright or a quarter turn)
         fixed = _monospaced(obj, key, mono)
-        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed)
+        last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed, obj=key)
         (counts.turned[quarter] if quarter else counts.visible).append(last)
     return counts
 
@@ -957,6 +965,9 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     downwards = _downwards(counts.visible)
     if downwards / total >= ROTATED_SHARE:
         return untrusted("rotated_text", f"{downwards} of {counts.total} characters run top to bottom")
+    columns = _in_columns(counts.visible)
+    if columns / total >= VERTICAL_SHARE:
+        return untrusted("rotated_text", f"{columns} of {counts.total} characters set in vertical columns")
     if visible < MIN_CHARS:
         return untrusted("too_few_chars", f"{visible} visible characters (fewer than {MIN_CHARS})")
     lines = _lines(counts.visible)
@@ -1022,6 +1033,88 @@ def _join_accents(chars: list[_Char]) -> list[_Char]:
     return out
 
 
+def _drop_overprints(chars: list[_Char]) -> list[_Char]:
+    """Characters without the copies printed over them: a page drawn twice (a text block or a
+    form placed twice in one place, a poor man's bold) shows each character once, and pdfium
+    drops a copy only where it follows its original closely in the content order. A copy is the
+    same character (a known one: two glyphs without Unicode may differ), of another text object
+    (the letters pdfium splits a ligature glyph into share its box), its box on the earlier
+    one's (OVERPRINT of their extent in each direction)."""
+    kept: list[_Char] = []
+    seen: dict[tuple[str, int, int], list[_Char]] = {}  # by the text and the cell of the centre
+    for ch in chars:
+        x1, y1, x2, y2 = ch.box
+        cell = max(1.0, y2 - y1)
+        cx, cy = int((x1 + x2) / 2 // cell), int((y1 + y2) / 2 // cell)
+        if ch.text != "\ufffd" and _printed_before(ch, seen, cx, cy):  # unknown characters may differ
+            if kept:  # a space or a line end after the copy follows what came before it
+                kept[-1].space, kept[-1].line_end = kept[-1].space or ch.space, kept[-1].line_end or ch.line_end
+            continue
+        seen.setdefault((ch.text, cx, cy), []).append(ch)
+        kept.append(ch)
+    return kept
+
+
+def _printed_before(ch: _Char, seen: dict[tuple[str, int, int], list[_Char]], cx: int, cy: int) -> bool:
+    for i in (-1, 0, 1):
+        for j in (-1, 0, 1):
+            for other in seen.get((ch.text, cx + i, cy + j), ()):
+                if other.obj != ch.obj and _overprints(other.box, ch.box):
+                    return True
+    return False
+
+
+def _overprints(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    across = min(a[2], b[2]) - max(a[0], b[0])
+    down = min(a[3], b[3]) - max(a[1], b[1])
+    return across >= OVERPRINT * max(a[2] - a[0], b[2] - b[0]) and down >= OVERPRINT * max(a[3] - a[1], b[3] - b[1])
+
+
+def _logical_rtl(chars: list[_Char]) -> list[_Char]:
+    """Right-to-left words in reading order. pdfium gives most of them so (their letters run
+    leftwards), but some of a Chromium-printed Arabic line come as drawn, left to right ("نص"
+    read as "صن"): a word of right-to-left letters whose letters run rightwards is turned
+    round, each letter with the marks that follow it (Arabic's short vowels). A space or a
+    line end after the word stays after it."""
+    out = list(chars)
+    start = 0
+    while start < len(out):
+        end = start
+        if _is_rtl(out[start].text):
+            end += 1
+            while end < len(out) and _in_rtl_word(out[end]) and not _ends_word(out[end - 1]):
+                end += 1
+        if end - start >= 2:
+            out[start:end] = _turned_round(out[start:end])
+        start = max(end, start + 1)
+    return out
+
+
+def _turned_round(word: list[_Char]) -> list[_Char]:
+    """`word` (a right-to-left letter first) in the other order if its letters run rightwards."""
+    clusters: list[list[_Char]] = []
+    for ch in word:
+        if _is_rtl(ch.text) or not clusters:
+            clusters.append([ch])
+        else:
+            clusters[-1].append(ch)
+    centres = [(c[0].box[0] + c[0].box[2]) / 2 for c in clusters]
+    rightwards = all(b >= a for a, b in zip(centres, centres[1:])) and centres[-1] > centres[0]
+    if not rightwards:
+        return word
+    turned = [ch for cluster in reversed(clusters) for ch in cluster]
+    return [replace(ch, space=at.space, line_end=at.line_end) for ch, at in zip(turned, word)]
+
+
+def _in_rtl_word(ch: _Char) -> bool:
+    """A right-to-left letter, or a mark set on one (Arabic's short vowels)."""
+    return _is_rtl(ch.text) or unicodedata.category(ch.text[0]) == "Mn"
+
+
+def _ends_word(ch: _Char) -> bool:
+    return ch.space or ch.line_end
+
+
 def _is_letter(text: str) -> bool:
     """A letter an accent may sit on; not a spacing accent Unicode counts as a modifier letter
     (ˆ, ˇ, ˉ), which is itself set over a letter."""
@@ -1085,14 +1178,30 @@ def _int_box(box: tuple[float, float, float, float]) -> tuple[int, int, int, int
 def _downwards(chars: list[_Char]) -> int:
     """Characters that follow the one before them straight down: vertical writing (CJK set in
     columns) has upright glyphs, but lines of one character each read across its columns."""
-    n = 0
-    for a, b in zip(chars, chars[1:]):
-        h = a.box[3] - a.box[1]
-        overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
-        below = -0.3 * h <= b.box[1] - a.box[3] <= h
-        if below and overlap >= 0.5 * min(a.box[2] - a.box[0], b.box[2] - b.box[0]):
+    return sum(_follows_down(a, b) for a, b in zip(chars, chars[1:]))
+
+
+def _in_columns(chars: list[_Char]) -> int:
+    """Wide (CJK) characters in vertical columns: chains of at least VERTICAL_CHAIN of them, each
+    straight under the one before it in the content order. A column of vertical writing among
+    horizontal text (a heading, a side column) reads as lines of one character each, which the
+    page's reading order scatters; a column of single digits in a table is no such chain."""
+    n, chain = 0, 0
+    for k, ch in enumerate(chars):
+        wide = unicodedata.east_asian_width(ch.text[0]) in ("W", "F")
+        chain = chain + 1 if wide and k and chain and _follows_down(chars[k - 1], ch) else int(wide)
+        if chain == VERTICAL_CHAIN:
+            n += chain
+        elif chain > VERTICAL_CHAIN:
             n += 1
     return n
+
+
+def _follows_down(a: _Char, b: _Char) -> bool:
+    h = a.box[3] - a.box[1]
+    overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+    below = -0.3 * h <= b.box[1] - a.box[3] <= h
+    return below and overlap >= 0.5 * min(a.box[2] - a.box[0], b.box[2] - b.box[0])
 
 
 class _Run:

@@ -352,6 +352,39 @@ def test_right_to_left_lines_are_read_whole_in_reading_order(tmp_path):
     assert layer.trusted and _texts(layer) == PROSE + hebrew
 
 
+def test_a_vertical_cjk_column_among_horizontal_text_is_left_to_the_pixels():
+    """A Chromium-printed page (tests/data/vertical_column_cjk_chromium.pdf): a heading and a
+    paragraph set across, then a block in vertical writing (`writing-mode: vertical-rl`), 42 of
+    the page's 108 characters. The layer read the column as lines of one character each, which
+    the page's reading order scattered ("中试。文这文本，是..."); OCR reads it in order."""
+    layer, _ = _real_page_text("vertical_column_cjk_chromium.pdf")
+    assert not layer.trusted and layer.reason == "rotated_text" and "vertical columns" in layer.detail
+
+
+def test_text_printed_twice_in_one_place_is_read_once(tmp_path):
+    """A page whose text is drawn twice, the second pass after the first (a text block placed
+    again over itself, a poor man's bold): a reader sees each line once. pdfium drops only a
+    copy that closely follows its original (a few text objects later), and the layer held every
+    line twice; the letters of a word, and of a ligature glyph, stay."""
+    lines = [f"Line {n} of the page says what it says once, in plain words." for n in range(1, 13)]
+    lines += ["The office staff affirmed the efficient flow of fluffy waffles."]
+    twice = text_lines(lines) + text_lines(lines) + text_lines(lines[:1], x=72.4, top=720.3)
+    layer = _layer(raw_pdf(tmp_path / "twice.pdf", twice)).text_layer
+    assert layer.trusted and _texts(layer) == lines
+    assert layer.chars == sum(len(t.replace(" ", "")) for t in lines)
+
+
+def test_arabic_words_printed_by_chromium_read_in_reading_order():
+    """Arabic prose printed to PDF by Chromium (tests/data/arabic_words_chromium.pdf, DejaVu
+    Sans, each sentence a paragraph, printed twice): pdfium gives most words in reading order,
+    but some as drawn, left to right, and the layer read "صن" for "نص", "يبرع" for "عربي"."""
+    written = ["هذا نص عربي للاختبار", "يحتوي على كلمات كثيرة", "مثل مرحبا بكم في المدينة"]
+    written += ["نقرأ النص من اليمين إلى اليسار"]
+    layer, text = _real_page_text("arabic_words_chromium.pdf")
+    assert layer.trusted
+    assert text.splitlines() == written * 2
+
+
 def _photo_png(width=400, height=100) -> bytes:
     """A picture with texture everywhere (noise), so that its own pixels show contrast."""
     rng = np.random.default_rng(0)

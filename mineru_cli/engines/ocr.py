@@ -1217,8 +1217,10 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
 # letter, holds a word broken at the line end ("exten-" / "sion"): MinerU's rule
 # (is_hyphen_at_line_end with _next_line_starts_with_lowercase_text). The text layer cannot tell
 # more: pdfium marks every hyphen that ends a line alike, a compound's ("platform-" / "specific")
-# as well, and those few are joined too ("platformspecific").
-_BROKEN_WORD = re.compile(r"[A-Za-z]-$")
+# as well, and those few are joined too ("platformspecific"). The hyphen may be Unicode's own
+# (U+2010: Chromium sets it where it breaks a word at a soft hyphen or by `hyphens: auto`) or a
+# soft hyphen left in the text where it shows.
+_BROKEN_WORD = re.compile("[A-Za-z][-\u2010\u00ad]$")
 
 
 # A row that starts with a bullet starts a list item: it begins a new line of the block's text

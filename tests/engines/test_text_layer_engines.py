@@ -206,6 +206,20 @@ def test_a_word_hyphenated_at_a_line_end_is_made_whole(engine, text_layer, sourc
     assert "EUC-JP" in result.markdown
 
 
+def test_a_word_broken_at_a_soft_hyphen_in_chromium_is_made_whole(engine):
+    """A page Chromium printed (tests/data/soft_hyphens_chromium.pdf): its words break at soft
+    hyphens, where Chromium sets U+2010 HYPHEN, not the ASCII one; the Markdown read "docu‐
+    ments" and "incom‐ prehensible"."""
+    path = Path(__file__).parents[1] / "data" / "soft_hyphens_chromium.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150)) as doc:
+        page = doc.page(0)
+    assert page.text_layer is not None and page.text_layer.trusted
+    result = engine.parse(page.image, page.text_layer)
+    for word in ("documents", "incomprehensible", "hyphenation", "Extraordinarily"):
+        assert result.markdown.count(word) == 6
+    assert "\u2010" not in result.markdown
+
+
 @pytest.mark.parametrize("text_layer", ["auto", "off"])
 def test_each_item_of_a_bulleted_list_starts_a_line(engine, text_layer):
     """attachfile2's documentation, page 3 (tests/data/list_attachfile2_p3.pdf): a to-do list of
