@@ -112,7 +112,10 @@ def default_page_batch(engine: str) -> int:
 # 7: a character whose Unicode is a control code is U+FFFD in the text (text_layer._is_control).
 # 8: a character beyond the BMP is one character (not two lone surrogates), and the TeX accents
 # set over or under a letter are joined to it (text_layer._join_accents).
-PDF_RENDERER = 8
+# 9: right-to-left words pdfium gives as drawn are turned round, a character printed over an
+# earlier copy of itself is read once, a page with vertical CJK columns is read from its pixels,
+# and a line's table pieces (CELL_GAP) are part of its text layer's digest.
+PDF_RENDERER = 9
 
 
 @dataclass(frozen=True)
