@@ -39,7 +39,7 @@ import time
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import cv2
 import numpy as np
@@ -1080,7 +1080,15 @@ def _linked(a: Line, b: Line) -> bool:
     return -y_shared <= GROUPING["para_gap"] * h and x_shared >= 0.5 * max(1, narrower)
 
 
-def _text_and_code(kind: str, lines: list[Line], region_box=None, markers: Markers = ()) -> list[Block]:
+# a numbered-item marker's label read one way (_label_keys)
+LabelKey = tuple[tuple[str, bool], str, str, int]
+# the page's numbered-item markers (page_markers): their labels' keys, each with the left edges of
+# the lines whose marker has it
+Markers = Mapping[LabelKey, Sequence[float]]
+NO_MARKERS: Markers = {}
+
+
+def _text_and_code(kind: str, lines: list[Line], region_box=None, markers: Markers = NO_MARKERS) -> list[Block]:
     """A block's lines as blocks: its runs of rows set wholly in a monospaced font are code
     blocks, the rows around them blocks of its kind (code_blocks.code_runs), each boxed by its
     own rows. A block without such rows is one block. `markers` are the page's numbered-item
@@ -1094,7 +1102,7 @@ def _text_and_code(kind: str, lines: list[Line], region_box=None, markers: Marke
     return [_block_of_rows(T.CODE if is_code else kind, part, markers=markers) for is_code, part in runs]
 
 
-def _make_block(kind: str, lines: list[Line], region_box=None, markers: Markers = ()) -> Block:
+def _make_block(kind: str, lines: list[Line], region_box=None, markers: Markers = NO_MARKERS) -> Block:
     return _block_of_rows(kind, _rows(lines), region_box, markers)
 
 
@@ -1109,7 +1117,7 @@ def _rows(lines: list[Line]) -> list[list[Line]]:
     return rows
 
 
-def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None, markers: Markers = ()) -> Block:
+def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None, markers: Markers = NO_MARKERS) -> Block:
     """A block of lines grouped in rows (_rows; a run of whole rows of a block is grouped the same
     on its own, so code_runs' runs need no grouping again)."""
     ordered = [ln for row in rows for ln in row]
@@ -1201,7 +1209,7 @@ def _level_boxes(lines: list[Line]) -> list[Box]:
     return boxes
 
 
-def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None, markers: Markers = ()) -> str:
+def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None, markers: Markers = NO_MARKERS) -> str:
     """Tables: one row per line, cells tab-separated. Equations and image
     labels (NOT_LINES): one row per line. Prose: rows re-flowed into one paragraph."""
     if cells:
@@ -1243,12 +1251,10 @@ _SEPARATOR = re.compile(rf"(?<=\S\s)([{_BULLETS}·])(?=\s+\S|\s*$)")
 _NUMBERED = re.compile(r"[(（]?(\d{1,3}(?:\.\d{1,3})*|[a-zA-Z]|[ivxlc]{1,6}|[IVXLC]{1,6})([.)．、）])(?=\s|$)")
 # A row that ends so ends a sentence (or an item's clause): the row after it may start a new one.
 _SENTENCE_END = re.compile(r"[.:;!?。：；！？][)\]\"'”’）]*$")
-# the page's numbered-item markers (page_markers): each with the left edge of its line
-Markers = Sequence[tuple[re.Match, float]]
 
 
 def join_lines(
-    rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0, markers: Markers = ()
+    rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0, markers: Markers = NO_MARKERS
 ) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
@@ -1260,55 +1266,75 @@ def join_lines(
     numbered = _numbered_items(rows, lefts, height, markers)
     items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
     after = _after_list(rows, lefts, height, items)
+    starts = set(items)
     for i, row in enumerate(rows):
-        item = i in items
+        item = i in starts
         listed = (listed or item) and i != after
         if out and (item or i == after or (listed and _SUB_BULLET.match(row))):
             out += "\n" + row
-        elif _BROKEN_WORD.search(out) and row[:1].islower():
+        elif _BROKEN_WORD.search(out[-2:]) and row[:1].islower():  # (its end: a long block's text is long)
             out = out[:-1] + row
         else:
             out = join_text([out, row])
     return out
 
 
-def _numbered_items(rows: list[str], lefts: Sequence[float] | None, height: float, markers: Markers = ()) -> set[int]:
+def _numbered_items(
+    rows: list[str], lefts: Sequence[float] | None, height: float, markers: Markers = NO_MARKERS
+) -> set[int]:
     """The rows that start numbered list items: each has a sibling, a row whose marker is next
     to its own in the same sequence, set at its x (within a line height: "9." and "10." are set
     flush right). The sibling may be a row of another block of the page (one of `markers`) where
     the row before ends a sentence: the layout model boxes a list's items apart, or an item with
-    the prose before it."""
+    the prose before it. Siblings are looked up by their labels' keys (_label_keys), so that a
+    block of thousands of numbered rows (an index) costs no more than its rows."""
     if lefts is None:
         return set()
     marks = {i: m for i, row in enumerate(rows) if (m := _NUMBERED.match(row))}
+    own: dict[LabelKey, list[int]] = {}
+    for i, m in marks.items():
+        for key in _label_keys(m):
+            own.setdefault(key, []).append(i)
     found = set()
     for i, a in marks.items():
-        for j, b in marks.items():
-            if i < j and abs(lefts[i] - lefts[j]) <= height and _adjacent(a, b):
+        for j in {j for key in _next_to(a) for j in own.get(key, ())}:
+            if abs(lefts[i] - lefts[j]) <= height:
                 found |= {i, j}
     for i, a in marks.items():
         if i and i not in found and _SENTENCE_END.search(rows[i - 1]):
-            if any(abs(lefts[i] - x) <= height and _adjacent(a, b) for b, x in markers):
+            if any(abs(lefts[i] - x) <= height for key in _next_to(a) for x in markers.get(key, ())):
                 found.add(i)
     return found
 
 
 def page_markers(lines: Sequence[Line]) -> Markers:
-    """The numbered-item markers that start the page's lines, each with the line's left edge."""
-    return [(m, line.box[0]) for line in lines if (m := _NUMBERED.match(line.text))]
+    """The numbered-item markers that start the page's lines: their labels' keys, each with
+    the left edges of the lines whose marker has it."""
+    out: dict[LabelKey, list[float]] = {}
+    for line in lines:
+        if m := _NUMBERED.match(line.text):
+            for key in _label_keys(m):
+                out.setdefault(key, []).append(line.box[0])
+    return out
 
 
-def _adjacent(a: re.Match, b: re.Match) -> bool:
-    """Two markers of one style whose labels follow each other (either way): 1./2., (b)/(c),
-    iv)/v), 3.1./3.2."""
-    if a.group(2) != b.group(2) or a.group(0)[0].isalnum() != b.group(0)[0].isalnum():
-        return False
-    x, y = a.group(1), b.group(1)
-    if "." in x or "." in y:
-        (px, _, lx), (py, _, ly) = x.rpartition("."), y.rpartition(".")
-        return px == py and abs(int(lx) - int(ly)) == 1
-    steps = [_label_value(x, kind) - _label_value(y, kind) for kind in ("number", "letter", "roman")]
-    return any(abs(step) == 1 for step in steps if step == step)
+def _label_keys(m: re.Match) -> list[LabelKey]:
+    """A marker's label read each way it can be: (its style, the way it is read, the labels
+    before its last number where it has several: "3." of "3.1.", the value). Two markers are of
+    one sequence and follow each other (either way: 1./2., (b)/(c), iv)/v), 3.1./3.2.) where keys
+    of theirs differ in the value only, by one (_next_to)."""
+    style = (m.group(2), m.group(0)[0].isalnum())
+    label = m.group(1)
+    if "." in label:
+        before, _, last = label.rpartition(".")
+        return [(style, "number", before, int(last))]
+    values = ((kind, _label_value(label, kind)) for kind in ("number", "letter", "roman"))
+    return [(style, kind, "", int(value)) for kind, value in values if value == value]
+
+
+def _next_to(m: re.Match) -> list[LabelKey]:
+    """The keys of the labels that follow `m`'s or come just before it."""
+    return [(style, kind, before, value + step) for style, kind, before, value in _label_keys(m) for step in (-1, 1)]
 
 
 def _label_value(label: str, kind: str) -> float:
@@ -1336,28 +1362,34 @@ def _after_list(rows: list[str], lefts: Sequence[float] | None, height: float, i
         return None
     last = items[-1]
     marker = lefts[last]
+    hanging = _hanging_lefts(lefts, items, height)
     for i in range(last + 1, len(rows)):
+        if i - 1 > last and lefts[i - 1] > marker + height / 4:  # the last item's rows hang too
+            bisect.insort(hanging, lefts[i - 1])
         if not _SENTENCE_END.search(rows[i - 1]):
             continue
         if lefts[i] < marker - height / 2:
             return i
-        text = _item_text_left(lefts, items, i, height)
+        text = hanging[len(hanging) // 4] if hanging else None  # where the items' text starts
         if text is not None and marker + height / 4 < lefts[i] < text - height / 4:
             return i
     return None
 
 
-def _item_text_left(lefts: Sequence[float], items: list[int], before: int, height: float) -> float | None:
-    """Where the items' text starts, as the rows that hang under it show: the lower quartile of
-    the lefts of the rows between the first item and row `before` that are no item and stand right
-    of their item's marker (rows that wrap back to the marker tell nothing; a row read without
-    its bullet, or a nested list's deeper rows, are few beside them). None when no row hangs."""
-    hanging = sorted(
-        lefts[i]
-        for i in range(items[0] + 1, before)
-        if i not in items and lefts[i] > lefts[max(j for j in items if j < i)] + height / 4
-    )
-    return hanging[len(hanging) // 4] if hanging else None
+def _hanging_lefts(lefts: Sequence[float], items: list[int], height: float) -> list[float]:
+    """The lefts, sorted, of the rows from the first item to the last that are no item and stand
+    right of their item's marker: the rows that hang under the items' text, whose lower quartile
+    is where that text starts (rows that wrap back to the marker tell nothing; a row read without
+    its bullet, or a nested list's deeper rows, are few beside them). _after_list adds the last
+    item's rows as it reads them, each kept once, so that a long block costs no more than sorting."""
+    starts = set(items)
+    marker, hanging = lefts[items[0]], []
+    for i in range(items[0] + 1, items[-1]):
+        if i in starts:
+            marker = lefts[i]
+        elif lefts[i] > marker + height / 4:
+            hanging.append(lefts[i])
+    return sorted(hanging)
 
 
 def _table_cells(lines: list[Line]) -> list[list[str]] | None:

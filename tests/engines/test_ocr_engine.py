@@ -1,6 +1,7 @@
 """The embedded OCR engine on pages drawn at test time with Pillow's own font."""
 
 import re
+import time
 import unicodedata
 from pathlib import Path
 
@@ -12,7 +13,17 @@ from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import LAYOUT_TYPES, Line, OcrEngine, _bgr, _reread, assemble_blocks, join_lines, join_text
+from mineru_cli.engines.ocr import (
+    LAYOUT_TYPES,
+    Line,
+    OcrEngine,
+    _bgr,
+    _reread,
+    assemble_blocks,
+    join_lines,
+    join_text,
+    page_markers,
+)
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import sort_blocks
@@ -464,6 +475,20 @@ def test_join_lines_breaks_before_numbered_items_only_with_their_sibling():
     assert join_lines(["(i) one", "(ii) two", "iii) three"], [0, 0, 0], 10) == "(i) one\n(ii) two iii) three"
     assert join_lines(["8. eight", "9. nine", "10. ten"], [5, 5, 0], 10) == "8. eight\n9. nine\n10. ten"
     assert join_lines(["• one and", "wraps back"], [20, 0], 10) == "• one and wraps back"
+
+
+def test_join_lines_reads_a_block_of_thousands_of_numbered_rows_in_time():
+    """An index boxed as one block, 2,000 rows each ending a sentence, with the page's markers
+    besides: its numbered rows, the items' text and the prose after the list are found by
+    lookups, not by comparing each row with every row before it (minutes, not milliseconds)."""
+    rows = [f"{k}. Entry number {k}." for k in range(1, 2001)]
+    lines = [Line((100, 20 * k, 600, 20 * k + 15), row, 1.0) for k, row in enumerate(rows)]
+    t = time.perf_counter()
+    text = join_lines(rows, [100] * len(rows), 15, page_markers(lines))
+    assert time.perf_counter() - t < 5
+    # "1000." and on: no marker (three digits at most), read on in the last item
+    assert text.split("\n")[:2] == ["1. Entry number 1.", "2. Entry number 2."]
+    assert len(text.split("\n")) == 999 and text.endswith("Entry number 2000.")
 
 
 # rapid_compat: what the engine relies on in rapidocr and rapid-layout beyond their parameters.
