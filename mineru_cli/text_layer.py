@@ -1279,10 +1279,14 @@ def _split_at_gaps(run: _Run) -> list[TextLine]:
 
 def _sentence_space(before: list[_Char], after: list[_Char]) -> bool:
     """Whether the gap between two pieces is the space after a sentence: a justified line (a
-    caption inside a table's region) stretches it past CELL_GAP."""
+    caption inside a table's region) stretches it past CELL_GAP. A sentence's words stand on
+    one side of it at least: two single words are cells, an abbreviation ("No.", "Qty.", "pcs.")
+    beside a capitalised word, as a table's head sets them."""
     last = next((ch.text for ch in reversed(before) if not ch.text.isspace()), "")
     first = next((ch.text for ch in after if not ch.text.isspace()), "")
-    return last in (".", "!", "?") and first.isupper()
+    if last not in (".", "!", "?") or not first.isupper():
+        return False
+    return " " in _line(before).text or " " in _line(after).text
 
 
 def _cut_at_gaps(chars: list[_Char], h: float, gap: float) -> list[list[_Char]]:

@@ -161,6 +161,19 @@ def test_a_line_across_table_cells_set_close_together_keeps_its_cells_as_pieces(
     assert [p.box[0] for p in row.pieces()] == sorted(p.box[0] for p in row.pieces())
 
 
+@pytest.mark.parametrize("dpi", [100, 300])
+def test_a_table_heads_abbreviations_before_capitalised_cells_are_cells_of_their_own(dpi):
+    """A Chromium-printed table (tests/data/table_abbreviations_chromium.pdf) whose head reads
+    "No. Part" and "Qty. Unit Approx. Vol.", cells 10 pt apart: a full stop before a capital is no
+    sentence's end where a single word stands on either side, so each cell is a piece (joined as
+    a sentence's space, "No. Part" fell into one cell of the table and the next cell stood empty)."""
+    layer = _layer(DATA / "table_abbreviations_chromium.pdf", dpi=dpi).text_layer
+    pieces = {ln.text: [p.text for p in ln.pieces()] for ln in layer.lines}
+    assert pieces["No. Part"] == ["No.", "Part"]
+    assert pieces["Qty. Unit Approx. Vol."] == ["Qty.", "Unit", "Approx.", "Vol."]
+    assert pieces["pcs. Yes"] == ["pcs.", "Yes"]
+
+
 @pytest.mark.parametrize("name", ["booktabs_table.pdf", "table_commands_msuthesis.pdf"])
 def test_a_justified_lines_space_after_a_sentence_cuts_no_piece(name):
     """A justified line stretches the space after a sentence past CELL_GAP ("... everything we
