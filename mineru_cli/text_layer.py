@@ -1073,9 +1073,11 @@ def _overprints(a: tuple[float, float, float, float], b: tuple[float, float, flo
 def _logical_rtl(chars: list[_Char]) -> list[_Char]:
     """Right-to-left words in reading order. pdfium gives most of them so (their letters run
     leftwards), but some of a Chromium-printed Arabic line come as drawn, left to right ("نص"
-    read as "صن"): a word of right-to-left letters whose letters run rightwards is turned
-    round, each letter with the marks that follow it (Arabic's short vowels). A space or a
-    line end after the word stays after it."""
+    read as "صن"), and a word with marks (Arabic's short vowels) as such runs between its marks
+    ("كتبتُ" read as its letters left to right, then the damma; "درسًا" as "سرد", the tanwin,
+    "ا"): a word of right-to-left letters whose runs between marks run rightwards is read from
+    right to left, each mark after its letter (_marked). A space or a line end after the word
+    stays after it."""
     out = list(chars)
     start = 0
     while start < len(out):
@@ -1091,19 +1093,58 @@ def _logical_rtl(chars: list[_Char]) -> list[_Char]:
 
 
 def _turned_round(word: list[_Char]) -> list[_Char]:
-    """`word` (a right-to-left letter first) in the other order if its letters run rightwards."""
-    clusters: list[list[_Char]] = []
-    for ch in word:
-        if _is_rtl(ch.text) or not clusters:
-            clusters.append([ch])
-        else:
-            clusters[-1].append(ch)
-    centres = [(c[0].box[0] + c[0].box[2]) / 2 for c in clusters]
-    rightwards = all(b >= a for a, b in zip(centres, centres[1:])) and centres[-1] > centres[0]
-    if not rightwards:
+    """`word` (a right-to-left letter first) read from right to left where it comes as drawn
+    (_drawn_order), unless its letters do not stand on one line (a word pdfium runs across a
+    line end)."""
+    letters = [ch for ch in word if _is_rtl(ch.text)]
+    if not _drawn_order(word):
         return word
-    turned = [ch for cluster in reversed(clusters) for ch in cluster]
+    middles = [(ch.box[1] + ch.box[3]) / 2 for ch in letters]
+    if max(middles) - min(middles) > max(ch.box[3] - ch.box[1] for ch in letters):
+        return word
+    marks = _marked(word, letters)
+    ordered = sorted(letters, key=_centre_x, reverse=True)  # (stable: a ligature's letters share a box)
+    turned = [ch for letter in ordered for ch in [letter, *marks[id(letter)]]]
     return [replace(ch, space=at.space, line_end=at.line_end) for ch, at in zip(turned, word)]
+
+
+def _drawn_order(word: list[_Char]) -> bool:
+    """Whether `word` comes as drawn: its runs of letters between marks run rightwards, each
+    (a ligature's letters, which pdfium gives parts of the glyph's box left to right, are a
+    step rightwards in a word that runs leftwards)."""
+    runs: list[list[float]] = [[]]
+    for ch in word:
+        if _is_rtl(ch.text):
+            runs[-1].append(_centre_x(ch))
+        elif runs[-1]:
+            runs.append([])
+    runs = [run for run in runs if len(run) >= 2]
+    return bool(runs) and all(run[-1] > run[0] and all(b >= a for a, b in zip(run, run[1:])) for run in runs)
+
+
+def _marked(word: list[_Char], letters: list[_Char]) -> dict[int, list[_Char]]:
+    """The marks of `word` by the letter (its id) each is set on: the letter whose box holds
+    the mark's middle, or else the nearest letter right of it (Chromium boxes a mark just left of
+    its letter), or else the nearest letter."""
+    marks: dict[int, list[_Char]] = {id(letter): [] for letter in letters}
+    for ch in word:
+        if id(ch) in marks:
+            continue
+        x = _centre_x(ch)
+        holders = [letter for letter in letters if letter.box[0] <= x <= letter.box[2]]
+        right = [letter for letter in letters if letter.box[0] > x]
+        if holders:
+            on = min(holders, key=lambda letter: abs(_centre_x(letter) - x))
+        elif right:
+            on = min(right, key=lambda letter: letter.box[0])
+        else:
+            on = min(letters, key=lambda letter: abs(_centre_x(letter) - x))
+        marks[id(on)].append(ch)
+    return marks
+
+
+def _centre_x(ch: _Char) -> float:
+    return (ch.box[0] + ch.box[2]) / 2
 
 
 def _in_rtl_word(ch: _Char) -> bool:
@@ -1260,7 +1301,9 @@ def _leaves_band(run: _Run, ch: _Char) -> bool:
     # overlap, which pdfium joins with a space), ends the line unless the text goes on along
     # the line's own band: pdfium also ends a line where a superscript lifts the baseline
     prev = run.chars[-1]
-    if prev.line_end or _jumps_back(prev, ch, h):
+    # a mark goes the way of the letter it is set on (a right-to-left word ends in its vowel)
+    base = next((c for c in reversed(run.chars) if unicodedata.category(c.text[0]) != "Mn"), prev)
+    if prev.line_end or _jumps_back(base, ch, h):
         return not _same_band(run.chars[0], ch, h)
     return False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import unicodedata
 import zlib
 from pathlib import Path
 
@@ -396,6 +397,21 @@ def test_arabic_words_printed_by_chromium_read_in_reading_order():
     layer, text = _real_page_text("arabic_words_chromium.pdf")
     assert layer.trusted
     assert text.splitlines() == written * 2
+
+
+def test_right_to_left_words_with_marks_printed_by_chromium_read_in_reading_order():
+    """Arabic and Hebrew words with vowel marks printed by Chromium (tests/data/README.md:
+    rtl_marks_chromium.pdf): pdfium gives such a word as its runs of letters between marks, each
+    left to right, and a mark after its run, boxed just left of its letter. The layer read "ك ُ
+    تبت" for "كتبتُ", "سرد ًا" for "درسًا", "שָׁ ולֹם" for "שָׁלוֹם"; read from right to left,
+    each mark after its letter, they are whole, and the line stays one line."""
+    layer, text = _real_page_text("rtl_marks_chromium.pdf")
+    assert layer.trusted
+    lines = text.splitlines()
+    assert lines[0] == "كتبتُ ٣ رسائل في عام 2024 إلى الحي، وفيها 12 صفحة."
+    words = lines[1].split()
+    assert words[:2] == ["كتبتُ", "درسًا"] and words[-2:] == ["وقرأتُ", "كتابًا."]
+    assert unicodedata.normalize("NFC", lines[2]) == unicodedata.normalize("NFC", "שָׁלוֹם 42 ספרים.")  # (marks' order)
 
 
 def _photo_png(width=400, height=100) -> bytes:
