@@ -73,6 +73,7 @@ GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a n
 # LaTeX table's columns stand 0.5 to 1 line heights apart, its words' spaces under 0.45 (a
 # justified paragraph's stretched spaces and sentence ends reach 0.9, hence not GAP_SPLIT)
 CELL_GAP = 0.5
+CODE_SPACE = 1.5  # monospaced characters' widths: a wider gap between two of them is no space of code
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
 UPRIGHT_DEGREES = 10.0
 OVERPRINT = 0.7  # of two like characters' extent, across and down, they share: one printed over the other
@@ -109,6 +110,7 @@ SETTINGS = {
     "ink_share": INK_SHARE,
     "gap_split": GAP_SPLIT,
     "cell_gap": CELL_GAP,
+    "code_space": CODE_SPACE,
     "space_gap": SPACE_GAP,
     "cover_share": COVER_SHARE,
     "opaque_alpha": OPAQUE_ALPHA,
@@ -137,12 +139,14 @@ class TextLine:
 
     def pieces(self) -> tuple[TextLine, ...]:
         """The line cut at its gaps wider than CELL_GAP line heights, but not after a
-        sentence's end, left to right; none when it has no such gap."""
-        if not self.chars:
+        sentence's end nor between monospaced characters, left to right; none when it has no
+        such gap. A line of code (`mono`, its number included) is never cut: a listing the
+        layout model boxes as a table keeps its rows."""
+        if not self.chars or self.mono:
             return ()
         pieces: list[list[_Char]] = []
         for piece in _cut_at_gaps(list(self.chars), _Run.of(self.chars).height, CELL_GAP):
-            if pieces and _sentence_space(pieces[-1], piece):
+            if pieces and (_sentence_space(pieces[-1], piece) or _code_space(pieces[-1], piece)):
                 pieces[-1] = pieces[-1] + piece
             else:
                 pieces.append(piece)
@@ -1330,6 +1334,19 @@ def _sentence_space(before: list[_Char], after: list[_Char]) -> bool:
     if last not in (".", "!", "?") or not first.isupper():
         return False
     return " " in _line(before).text or " " in _line(after).text
+
+
+def _code_space(before: list[_Char], after: list[_Char]) -> bool:
+    """Whether the gap between two pieces is a space of code, between monospaced characters and
+    no wider than CODE_SPACE of their width: such a space is as wide as a letter, past CELL_GAP
+    ("\\special{headertext= #1}" in a sentence). Two letters' width apart, they stand in two
+    cells (a command's name in the margin beside its syntax)."""
+    last = next((ch for ch in reversed(before) if not ch.text.isspace()), None)
+    first = next((ch for ch in after if not ch.text.isspace()), None)
+    if last is None or first is None or not (last.mono and first.mono):
+        return False
+    width = max(last.box[2] - last.box[0], first.box[2] - first.box[0])
+    return first.box[0] - last.box[2] <= CODE_SPACE * width
 
 
 def _cut_at_gaps(chars: list[_Char], h: float, gap: float) -> list[list[_Char]]:

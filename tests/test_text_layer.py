@@ -186,6 +186,39 @@ def test_a_justified_lines_space_after_a_sentence_cuts_no_piece(name):
     assert not [(a, b) for a, b in cuts if a[-1] in ".!?" and b[0].isupper()]
 
 
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_listings_monospaced_spaces_cut_no_piece(dpi):
+    """A space of code is as wide as a letter, past CELL_GAP: revtex's ltxutil listing (page 48),
+    which the layout model boxes as a table, was cut at every space and its pieces read across
+    rows ("1320 \\@ifstar 1321 }%"). A listing's line stays whole."""
+    layer = _layer(DATA / "listing_numbered_ltxutil_p48.pdf", dpi=dpi).text_layer
+    code = [ln for ln in layer.lines if ln.mono]
+    assert len(code) >= 30
+    (row,) = [ln for ln in code if ln.text.startswith("1328")]
+    assert " \\noalign {\\penalty " in row.text
+    assert [ln.text for ln in code if ln.pieces()] == []
+    prose = [ln for ln in layer.lines if ln.text.startswith("\\array We provide")]
+    pieces = [p.text for ln in prose for p in ln.pieces()]
+    assert pieces == ["\\array", "We provide old and new versions of the \\array procedure for both LATEX and the"]
+
+
+def test_a_space_of_code_in_a_sentence_cuts_no_piece():
+    """A typewriter word's space is as wide as a letter, past CELL_GAP: "and \\special{headertext=
+    #1}. Are bothe the same?" (attachfile2's page 3) is no two cells."""
+    layer = _layer(DATA / "list_attachfile2_p3.pdf", dpi=150).text_layer
+    (line,) = [ln for ln in layer.lines if ln.text.startswith("and \\special{headertext= #1}")]
+    assert not line.mono
+    assert line.pieces() == ()
+
+
+def test_a_command_name_two_letters_from_its_syntax_is_a_piece():
+    """Two typewriter letters' width apart, a command's name in the margin and its syntax in the
+    body are two cells ("\\title  \\title  The title of your thesis", uiucredborder's page 1)."""
+    layer = _layer(DATA / "margin_names_uiucredborder_p1.pdf", dpi=150).text_layer
+    (line,) = [ln for ln in layer.lines if ln.text.startswith("\\title \\title")]
+    assert [p.text for p in line.pieces()] == ["\\title", "\\title", "The title of your thesis"]
+
+
 def test_a_rotated_page_is_read_upright_in_rendered_pixels(tmp_path):
     def draw(c):  # content drawn turned a quarter, so that /Rotate 90 shows it upright
         c.translate(0, 0)

@@ -232,7 +232,7 @@ class OcrEngine:
             timings["orientation"] = upright_s
         size = (bgr.shape[1], bgr.shape[0])
         if source == OCR:
-            lines = without_navigation_dots(lines, size[1])
+            lines = without_navigation_dots(lines, size)
         found = lines  # in the page's pixels (the lines the blocks get are those of a level page)
         slope = deskew.page_slope([(line.box, line.slope) for line in lines])
         level = deskew.Level(slope, size) if abs(slope) >= deskew.LEVEL_FROM else None
@@ -445,13 +445,18 @@ SPARSE_TIMING = "ocr_sparse"  # the timing of that second look, only where it ra
 # A beamer slide's headline with miniframes: under each section's name a row of small circles,
 # one a frame, the current one filled. The recogniser reads such a row as "0●00000", "OOOOO",
 # "000000" or a lone "o": a line of only these characters, in the top NAV_BAND of the page,
-# that starts under the left end of the line just above it is that navigation, not text.
+# that starts under the left end of the line just above it is that navigation, not text. Slides
+# are wider than tall; on a portrait page such a line is a table's "0" under its column's head.
 NAV_BAND = 0.1
 _NAV_DOTS = re.compile(r"[0Oo○●◦•]+")
 
 
-def without_navigation_dots(lines: list[Line], page_h: int) -> list[Line]:
-    """The lines without a slide headline's rows of frame circles (see NAV_BAND)."""
+def without_navigation_dots(lines: list[Line], size: tuple[int, int]) -> list[Line]:
+    """The lines without a slide headline's rows of frame circles (see NAV_BAND); a page
+    taller than wide is no slide and keeps them."""
+    page_w, page_h = size
+    if page_h >= page_w:
+        return lines
     return [line for line in lines if not _navigation_dots(line, lines, page_h)]
 
 
