@@ -30,10 +30,11 @@ per page, 4 % mapping errors, 3 % garbage).
 Lines: characters in the page's content order, broken where the text leaves its band (the
 next line) and at horizontal gaps wider than GAP_SPLIT line heights (table cells, columns on
 one baseline), so that each line lies inside one layout region; right-to-left text, ligatures
-split into letters and superscripts stay in their line. A line with gaps wider than CELL_GAP line
-heights also keeps its pieces cut there but after a sentence's end: a table's cells stand as
-little as two \\tabcolsep (12 pt) apart, closer than GAP_SPLIT, and a table takes its lines'
-pieces as its cells' text. Boxes are pixels of the page as rendered (pdfium's own page-to-device
+split into letters and superscripts stay in their line. A line keeps its characters: cut at its
+gaps wider than CELL_GAP line heights (not after a sentence's end, not in code) they give its
+pieces (TextLine.pieces), which a table takes as its cells' text, since a table's cells stand
+as little as two \\tabcolsep (12 pt) apart, closer than GAP_SPLIT; and a line is cut at a
+column gutter between them (TextLine.split). Boxes are pixels of the page as rendered (pdfium's own page-to-device
 mapping, so the page's /Rotate is applied).
 """
 

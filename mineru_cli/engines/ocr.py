@@ -566,7 +566,7 @@ def _layer_split(lines: list[Line], text: TextLayer) -> Split:
     layer_lines = {id(line): layer_line for line, layer_line in zip(lines, text.lines)}
 
     def split(line: Line, x: int) -> list[Line]:
-        return [Line(p.box, p.text, 1.0, line.slope, p.mono) for p in layer_lines[id(line)].split(x)]
+        return [_layer_line(p) for p in layer_lines[id(line)].split(x)]
 
     return split
 
@@ -625,24 +625,27 @@ def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
     x1, _, x2, _ = line.box
     reach = line.height
     if x1 < region[0] - reach:  # past the left side: the column on the left ends before it
-        ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
-        if ends and x1 < max(ends):
-            return _gutter_middle(region, beside, "left")
+        edge = _beside_edge(region, beside, "left")
+        if edge is not None and x1 < edge:
+            return _gutter_middle(region, edge, "left")
     if x2 > region[2] + reach:
-        starts = [o.box[0] for o in beside if o.box[0] >= region[2]]
-        if starts and x2 > min(starts):
-            return _gutter_middle(region, beside, "right")
+        edge = _beside_edge(region, beside, "right")
+        if edge is not None and x2 > edge:
+            return _gutter_middle(region, edge, "right")
     return None
 
 
-def _gutter_middle(region: Box, beside: list[Line], side: str) -> int | None:
-    """The middle of the gutter between `region`'s side ("left" or "right") and the nearest
-    edge of the lines of `beside` wholly on that side; None where none stand there."""
+def _beside_edge(region: Box, beside: list[Line], side: str) -> int | None:
+    """The edge nearest `region` of the lines of `beside` wholly on its `side` ("left": their
+    rightmost end, "right": their leftmost start); None where none stand there."""
     if side == "left":
-        ends = [o.box[2] for o in beside if o.box[2] <= region[0]]
-        return (max(ends) + int(region[0])) // 2 if ends else None
-    starts = [o.box[0] for o in beside if o.box[0] >= region[2]]
-    return (min(starts) + int(region[2])) // 2 if starts else None
+        return max((o.box[2] for o in beside if o.box[2] <= region[0]), default=None)
+    return min((o.box[0] for o in beside if o.box[0] >= region[2]), default=None)
+
+
+def _gutter_middle(region: Box, edge: int, side: str) -> int:
+    """The middle of the gutter between `region`'s side and the edge of the lines beside it."""
+    return (edge + int(region[0] if side == "left" else region[2])) // 2
 
 
 def _entry(line: Line, boxes: list[Box], beside: dict[int, list[Line]]) -> tuple[int, int] | None:
@@ -664,10 +667,13 @@ def _entry_cut(line: Line, region: Box, beside: list[Line]) -> int | None:
         return None
     reach = line.height
     if x1 < region[0] - reach and x2 > region[0]:
-        return _gutter_middle(region, beside, "left")
-    if x2 > region[2] + reach and x1 < region[2]:
-        return _gutter_middle(region, beside, "right")
-    return None
+        side = "left"
+    elif x2 > region[2] + reach and x1 < region[2]:
+        side = "right"
+    else:
+        return None
+    edge = _beside_edge(region, beside, side)
+    return None if edge is None else _gutter_middle(region, edge, side)
 
 
 def _level_back(blocks: list[Block], level: deskew.Level, found: dict[tuple[Box, str], Box]) -> None:
