@@ -942,7 +942,10 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
     """Drop text regions the layout model found twice over (it does so on some pages at some
     sizes, and the order of overlapping blocks is then anyone's guess): a text region that
     holds two or more other text regions is an envelope of them and goes (its other lines are
-    then grouped as loose lines); of a region and one region inside it, the inner one goes."""
+    then grouped as loose lines); of a region and one region inside it, the inner one goes.
+    A figure region that is text (_FIGURE_TEXT) round a title is an envelope too (a page's
+    header panel boxed whole as a figure): it goes and the title stays, whose lines, shared out
+    between the two boxes, were read out of order."""
     text_like = [i for i, r in enumerate(regions) if LAYOUT_TYPES.get(r[1], T.TEXT) in _NESTING]
     dropped: set[int] = set()
     for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
@@ -953,11 +956,19 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
             for j in text_like
             if j != i and j not in dropped and covered(regions[j][0], regions[i][0]) >= GROUPING["nested_region"]
         ]
-        if len(inner) >= 2:
+        if len(inner) >= 2 or _round_a_title(regions[i], regions):
             dropped.add(i)
         elif inner:
             dropped.add(inner[0])
     return [r for i, r in enumerate(regions) if i not in dropped]
+
+
+def _round_a_title(region: tuple[Box, str, float], regions: Sequence[tuple[Box, str, float]]) -> bool:
+    """Whether a figure region that is text holds a title region."""
+    return region[1] == _FIGURE_TEXT and any(
+        LAYOUT_TYPES.get(cls) == T.TITLE and covered(box, region[0]) >= GROUPING["nested_region"]
+        for box, cls, _score in regions
+    )
 
 
 def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:

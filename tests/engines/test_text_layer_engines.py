@@ -490,6 +490,21 @@ def test_a_margin_column_of_macro_names_is_not_joined_to_the_listing_beside_it(e
 
 
 @pytest.mark.parametrize("dpi", (150, 300))
+def test_a_title_in_a_header_panel_boxed_as_a_figure_reads_whole(engine, dpi):
+    """elsarticle's documentation p4 (tests/data/title_header_elsdoc_p4.pdf): a shaded header panel
+    holds the document's title, the author and a box of quick links. The layout model boxes the
+    whole panel as a figure (text, so a figure_text region) and the title's first two lines as a
+    title inside it; the title's lines were shared out between the two boxes and read out of
+    order ("way to format your" / "elsarticle.cls - A better document"). The title reads whole,
+    then the author, then the links."""
+    path = Path(__file__).parents[1] / "data" / "title_header_elsdoc_p4.pdf"
+    page = first_page(path, dpi=dpi)
+    text = "\n".join(b.text for b in engine.parse(page.image, page.text_layer).blocks)
+    title = "elsarticle.cls \u2013 A better way to format your document"
+    assert -1 < text.find(title) < text.find("Elsevier Ltd") < text.find("QUICK LINKS"), text
+
+
+@pytest.mark.parametrize("dpi", (150, 300))
 def test_option_names_in_the_margin_are_no_comment_beside_the_syntax(engine, dpi):
     """exam-zh's manual p31 (tests/data/margin_code_exam_zh_p31.pdf): each option's key names
     (sealline/text-xscale, sealline/odd-text-xscale ...) stand in the left margin, in the
