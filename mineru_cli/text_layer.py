@@ -313,7 +313,8 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
             counts.rotated += 1
             visible = turns is not None  # text at a slant is no line of the page's grid
         glyph = glyphs.boxes[i] or box
-        if visible and not _seen(box, glyph, grey, rgb, _fill(obj, key, fills), glyphs):
+        em = _em_px(textpage, i, mapper, matrix) if box[3] - box[1] < MIN_HEIGHT_PX else 0.0
+        if visible and not _seen(box, glyph, grey, rgb, _fill(obj, key, fills), glyphs, em):
             visible = False
         if not visible:
             counts.hidden += 1
@@ -323,6 +324,17 @@ def _read_chars(textpage, grey: np.ndarray, rgb: np.ndarray | None, mapper: _Dev
         last = _Char(ch, _turn(box, quarter), glyph=_turn(ink, quarter) if ink else None, mono=fixed, obj=key)
         (counts.turned[quarter] if quarter else counts.visible).append(last)
     return counts
+
+
+def _em_px(textpage, index: int, mapper: _DeviceMap, matrix) -> float:
+    """The size in device pixels of the font character `index` is set in: its font size
+    scaled by its matrix and the page's mapping to the device."""
+    if not pdfium_c.FPDFText_GetMatrix(textpage, index, matrix):
+        return 0.0
+    (a, b), (c, d) = mapper.dx, mapper.dy
+    device = math.sqrt(abs(a * d - b * c))
+    scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
+    return pdfium_c.FPDFText_GetFontSize(textpage, index) * scale * device
 
 
 class _DeviceMap:
@@ -428,18 +440,26 @@ class _GlyphIndex:
 
 
 def _seen(
-    box, glyph, grey: np.ndarray, rgb: np.ndarray | None, fill: tuple[int, int, int] | None, glyphs: _GlyphIndex
+    box,
+    glyph,
+    grey: np.ndarray,
+    rgb: np.ndarray | None,
+    fill: tuple[int, int, int] | None,
+    glyphs: _GlyphIndex,
+    em: float = 0.0,
 ) -> bool:
     """A reader sees the character (line box `box`, glyph box `glyph`, filled with colour
-    `fill` where that is known): on the page, tall enough, not the colour of what is round
-    it, with ink under its glyph (in grey, or in colour where `rgb` is given). The glyph box,
-    not the line box: a line box reaches into the lines above and below, whose ink made white
-    text set between them look seen."""
+    `fill` where that is known, set at `em` pixels where known): on the page, tall enough, not
+    the colour of what is round it, with ink under its glyph (in grey, or in colour where `rgb`
+    is given). The glyph box, not the line box: a line box reaches into the lines above and
+    below, whose ink made white text set between them look seen. Tall enough: the line box or
+    the em, for pdfium gives some fonts' characters (Chromium's Arabic) a box as tight as their
+    glyph, and a flat letter ("م" joined on, 14 px text at 100 DPI) is under MIN_HEIGHT_PX."""
     height, width = grey.shape[:2]
     x1, y1, x2, y2 = box
     if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
         return False
-    if y2 - y1 < MIN_HEIGHT_PX:
+    if max(y2 - y1, em) < MIN_HEIGHT_PX:
         return False
     x1, y1, x2, y2 = glyph  # and a pixel round it, where antialiasing spreads a thin stroke
     rows = slice(max(0, int(y1) - 1), min(height, int(math.ceil(y2)) + 1))
@@ -1094,7 +1114,74 @@ def _logical_rtl(chars: list[_Char]) -> list[_Char]:
         if end - start >= 2:
             out[start:end] = _turned_round(out[start:end])
         start = max(end, start + 1)
+    return _rtl_words_in_order(out)
+
+
+def _rtl_words_in_order(chars: list[_Char]) -> list[_Char]:
+    """Runs of right-to-left words in reading order. Inside a left-to-right line (an Arabic or
+    Hebrew phrase quoted in English prose, printed by Chromium) pdfium gives such a run's words
+    as drawn, the leftmost first, though each word reads leftwards: "Hebrew: שלום עולם" was read
+    "Hebrew: עולם שלום". A run whose words step rightwards along one band is read from its
+    rightmost word, the punctuation after its last word (a comma, a full stop) staying at its
+    end; a run in reading order steps leftwards and is kept."""
+    words = _word_spans(chars)
+    out = list(chars)
+    start = 0
+    while start < len(words):
+        end = start + 1
+        while end < len(words) and _rtl_word_after(chars, words[end - 1], words[end]):
+            end += 1
+        if end - start >= 2:
+            at = words[start][0]
+            out[at : words[end - 1][1]] = _reversed_words([chars[a:b] for a, b in words[start:end]])
+        start = end
     return out
+
+
+def _word_spans(chars: list[_Char]) -> list[tuple[int, int]]:
+    """(start, end) of each word of `chars`: a run of characters up to a space or a line end."""
+    spans, start = [], 0
+    for i, ch in enumerate(chars):
+        if _ends_word(ch):
+            spans.append((start, i + 1))
+            start = i + 1
+    if start < len(chars):
+        spans.append((start, len(chars)))
+    return spans
+
+
+def _rtl_core(word: list[_Char]) -> int:
+    """The length of `word` without the punctuation after its right-to-left letters: 0 unless
+    it is such letters (and their marks) and such punctuation."""
+    core = len(word)
+    while core and unicodedata.category(word[core - 1].text[0]).startswith("P"):
+        core -= 1
+    return core if core and _is_rtl(word[0].text) and all(map(_in_rtl_word, word[:core])) else 0
+
+
+def _rtl_word_after(chars: list[_Char], prev: tuple[int, int], word: tuple[int, int]) -> bool:
+    """Whether `word` goes on a run of right-to-left words as drawn: `prev` all right-to-left
+    letters, `word` such letters (punctuation after them ends the run), on one band, `word`
+    right of `prev`, no line end between."""
+    a, b = chars[prev[0] : prev[1]], chars[word[0] : word[1]]
+    if a[-1].line_end or _rtl_core(a) < len(a) or not _rtl_core(b):
+        return False
+    b = b[: _rtl_core(b)]
+    top, bottom = min(ch.box[1] for ch in a), max(ch.box[3] for ch in a)
+    middle = (min(ch.box[1] for ch in b) + max(ch.box[3] for ch in b)) / 2  # (letters' boxes hug their ink)
+    rightwards = min(ch.box[0] for ch in b) >= max(ch.box[2] for ch in a) - 0.1 * (bottom - top)
+    return top <= middle <= bottom and rightwards
+
+
+def _reversed_words(words: list[list[_Char]]) -> list[_Char]:
+    """`words` (a run's, as drawn) last first, each ending as the word in its place did (a
+    space), the punctuation after the last one kept at the run's end."""
+    last = words[-1]
+    cores, tail = [*words[:-1], last[: _rtl_core(last)]], last[_rtl_core(last) :]
+    out: list[_Char] = []
+    for word, ended in zip(reversed(cores), [core[-1] for core in cores]):
+        out += word[:-1] + [replace(word[-1], space=ended.space, line_end=ended.line_end)]
+    return out + tail
 
 
 def _turned_round(word: list[_Char]) -> list[_Char]:
@@ -1383,6 +1470,19 @@ def _gap(prev: _Char, ch: _Char) -> float:
     return ch.box[0] - prev.box[2]
 
 
+def _gap_after(chars: list[_Char], k: int) -> float:
+    """The blank after `chars[k]` in the line `chars`. Text right of a right-to-left run (the
+    comma after an Arabic phrase in an English line) follows the run's right edge: the run's
+    last letter in reading order is its leftmost, and the gap from it spans the whole run."""
+    prev, ch = chars[k], chars[k + 1]
+    if not _in_rtl_word(prev) or _in_rtl_word(ch) or _centre_x(ch) <= _centre_x(prev):
+        return _gap(prev, ch)
+    start = k
+    while start > 0 and _in_rtl_word(chars[start - 1]) and not chars[start - 1].line_end:
+        start -= 1
+    return ch.box[0] - max(c.box[2] for c in chars[start : k + 1])
+
+
 def _monospaced_line(chars: list[_Char]) -> bool:
     """Whether a line is set in a monospaced font: all its letters and digits, but for a line
     number before them in the text font (a listing numbered on the left: minted's and listings'
@@ -1400,7 +1500,7 @@ def _monospaced_line(chars: list[_Char]) -> bool:
 def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     run = run or _Run.of(chars)
     h = run.height
-    gaps = [_gap(a, b) for a, b in zip(chars, chars[1:])]
+    gaps = [_gap_after(chars, k) for k in range(len(chars) - 1)]
     # letter spacing (tracking) widens every gap of the line alike; a word break is a gap
     # wider than the line's usual one
     usual = [g for g, a in zip(gaps, chars) if not a.space]

@@ -10,7 +10,8 @@ folder, named after its path relative to the input root (two `report.pdf` never 
 content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
 the page furniture types, which stay in reading order), `bbox` in 0..1000 page units, `page_idx`
 (0-based), plus by type: text: `text`, `text_level` for headings (a doc_title 1, a paragraph_title
-2, a title 1: core.blocks.heading_level); equation: `text` ($$-wrapped LaTeX), `text_format`;
+2, a title 1: core.blocks.heading_level); equation: `text` ($$-wrapped LaTeX), `text_format` (a
+formula read off the page as text, by the text layer or OCR, is a text item);
 image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `content` (the
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
@@ -51,7 +52,7 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import blocks_to_markdown
+from .markdown import LITERAL_SOURCES, blocks_to_markdown
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -458,6 +459,11 @@ def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
 def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     kind, text = b["type"], b.get("text", "")
     base = _base(b, w, h, page_idx)
+    if kind in CONTENT_LIST_EQUATION and b.get("source") in LITERAL_SOURCES:
+        # a formula read off the page as it stands (the text layer's or OCR's characters, not
+        # LaTeX: `{`, `&`, `%` would be markup to a LaTeX renderer) is a text item, as the
+        # Markdown gives it a paragraph
+        return {"type": "text", "text": text, **base}
     if kind in CONTENT_LIST_EQUATION:
         latex = b.get("latex") or text
         return {"type": "equation", "text": f"$$\n{latex}\n$$", "text_format": "latex", **base}

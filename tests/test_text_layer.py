@@ -447,6 +447,31 @@ def test_right_to_left_words_with_marks_printed_by_chromium_read_in_reading_orde
     assert unicodedata.normalize("NFC", lines[2]) == unicodedata.normalize("NFC", "שָׁלוֹם 42 ספרים.")  # (marks' order)
 
 
+def test_right_to_left_phrases_in_a_left_to_right_line_read_in_reading_order():
+    """English sentences quoting Arabic and Hebrew phrases, printed by Chromium
+    (tests/data/rtl_phrases_chromium.pdf): pdfium gives a phrase's words as drawn, the leftmost
+    first, and the layer read "עולם שלום" for "שלום עולם" and "بالعالم مرحبا" for "مرحبا
+    بالعالم", with a space before the comma after a phrase. Read from its rightmost word, each
+    phrase is in reading order, its comma or full stop after it."""
+    layer, text = _real_page_text("rtl_phrases_chromium.pdf")
+    assert layer.trusted
+    assert text.splitlines() == [
+        "The greeting مرحبا بالعالم means hello world in Arabic.",
+        "In Hebrew the same words are שלום עולם, and a good book is ספר טוב מאוד.",
+        "The city's name, المدينة المنورة, is written from right to left.",
+    ]
+
+
+def test_flat_arabic_letters_are_seen_at_100_dpi():
+    """The same page at 100 DPI: pdfium boxes Chromium's Arabic letters as tight as their
+    glyphs, and a flat joined "م" (under 4 px tall) was taken for text too small to see: the
+    layer read "رحبا" for "مرحبا" and "ال دينة ال نورة" for "المدينة المنورة". Its font's size
+    (14 px) says it is seen."""
+    layer, text = _real_page_text("rtl_phrases_chromium.pdf")
+    words = set(text.replace(",", " ").split())
+    assert layer.hidden == 0 and {"مرحبا", "المدينة", "المنورة"} <= words
+
+
 def _photo_png(width=400, height=100) -> bytes:
     """A picture with texture everywhere (noise), so that its own pixels show contrast."""
     rng = np.random.default_rng(0)

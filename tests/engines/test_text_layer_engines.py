@@ -572,3 +572,21 @@ def test_a_text_layers_table_without_its_structure_gets_the_same_line_grid(engin
     blocks = assemble_blocks(lines, [(table.bbox, "table", 0.9)], page.image.size)
     (grid,) = [b.extra["cells"] for b in blocks if b.type == "table"]
     assert grid == JACOW_TABLE
+
+
+@pytest.mark.parametrize("text_layer", [True, False])
+def test_a_formula_read_as_text_is_no_latex_in_the_content_list(engine, tmp_path, text_layer):
+    """unicode-math's example, page 1 (tests/data/unicode_math_example_p1.pdf): the layout model
+    boxes its display formulas as equations, whose text the layer or OCR reads as it stands
+    ("𝐹(𝑠) = ℒ{𝑓 (𝑡)} = ..."), not LaTeX. content_list gave them as `$$`-wrapped LaTeX with
+    `text_format: latex`, where a renderer takes `{`...`}` for a group and drops the braces; the
+    Markdown gives them as paragraphs. They are text items, their text as read."""
+    page = first_page(Path(__file__).parents[1] / "data" / "unicode_math_example_p1.pdf", dpi=150)
+    result = engine.parse(page.image, page.text_layer if text_layer else None)
+    formulas = [b.text for b in result.blocks if b.type == "equation"]
+    assert formulas  # the page's display formulas, boxed as such
+    record = {"image": {"width": page.image.width, "height": page.image.height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    items = content_list_items(record, tmp_path)
+    assert not [item for item in items if item["type"] == "equation" or "text_format" in item]
+    assert [item["text"] for item in items if item.get("text") in formulas] == formulas
