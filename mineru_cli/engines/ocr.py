@@ -1314,7 +1314,8 @@ def _description_entries(
     """The rows that start a description list's entries: a row that does not end a sentence (a
     term, or a definition's first row that wraps), whose next rows stand indented under it; and
     the first row after those that comes back out of their indent (the next entry, or the prose
-    after the list). One indented row that wraps, followed by one that wraps too (or by none),
+    after the list). A row that the row before wraps into is no term (_wrapped_into). One
+    indented row that wraps, followed by one that wraps too (or by none),
     is a paragraph's first row, not a definition: the rows after it wrap back to the edge, and the
     row before it ends the paragraph before.
     In a block with such entries, a row at a term's edge after a row that ends short of the
@@ -1327,7 +1328,11 @@ def _description_entries(
     starts: set[int] = set()
     i = 0
     while i < len(rows) - 1:
-        if _SENTENCE_END.search(rows[i]) or not low <= lefts[i + 1] - lefts[i] <= high:
+        if (
+            _SENTENCE_END.search(rows[i])
+            or not low <= lefts[i + 1] - lefts[i] <= high
+            or _wrapped_into(i, lefts, rights, edge, height)
+        ):
             i += 1
             continue
         end = i + 1  # the definition's rows: at its indent, or deeper (an example in it)
@@ -1345,6 +1350,12 @@ def _description_entries(
         if rights[i - 1] < edge and any(abs(lefts[i] - x) <= height / 2 for x in terms):
             starts.add(i)
     return starts
+
+
+def _wrapped_into(i: int, lefts: Sequence[float], rights: Sequence[float], edge: float, height: float) -> bool:
+    """Whether row `i` goes on from the row before: that row stands at its left edge and wraps.
+    Such a row is prose, not a term, whatever its next rows (an example indented under it)."""
+    return i > 0 and abs(lefts[i - 1] - lefts[i]) <= height / 2 and rights[i - 1] >= edge
 
 
 def _numbered_items(

@@ -488,6 +488,9 @@ def test_join_lines_starts_a_line_at_each_entry_of_a_description_list_only():
     prose = ["ends here without a stop", "The next paragraph starts in", "and wraps back", "to the margin."]
     assert join_lines(prose, [0, 30, 0, 0], 20, rights=[300, 400, 400, 200]) == " ".join(prose)
     assert join_lines(prose, [0, 60, 0, 0], 20, rights=[300, 400, 400, 200]) == " ".join(prose)
+    # a row that the row before wraps into is prose, whatever stands indented under it
+    example = ["The user needs to supply a function", "to compute, of the type", "double f(int n);", "where n is it."]
+    assert join_lines(example, [0, 0, 60, 0], 20, rights=[400, 250, 300, 380]) == " ".join(example)
 
 
 def test_join_lines_reads_a_block_of_thousands_of_numbered_rows_in_time():
