@@ -1324,7 +1324,7 @@ def _description_entries(
     if lefts is None or rights is None or height <= 0:
         return set()
     low, high = (k * height for k in DEFINITION_INDENT)
-    edge = max(rights) - FULL_ROW * height
+    edge = _right_margin(rights, height) - FULL_ROW * height
     starts: set[int] = set()
     i = 0
     while i < len(rows) - 1:
@@ -1350,6 +1350,14 @@ def _description_entries(
         if rights[i - 1] < edge and any(abs(lefts[i] - x) <= height / 2 for x in terms):
             starts.add(i)
     return starts
+
+
+def _right_margin(rights: Sequence[float], height: float) -> float:
+    """The block's right margin: of the right edges within 6 line heights of the rightmost, the
+    one that most rows share (within half a line height; the rightmost of a tie). A line of
+    code in a definition may stand out past the margin that the wrapping rows share."""
+    near = sorted((x for x in rights if x >= max(rights) - 6 * height), reverse=True)
+    return max(near, key=lambda x: sum(abs(x - y) <= height / 2 for y in near))
 
 
 def _wrapped_into(i: int, lefts: Sequence[float], rights: Sequence[float], edge: float, height: float) -> bool:
