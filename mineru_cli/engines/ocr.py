@@ -1240,7 +1240,9 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     if kind in NOT_LINES:
         return "\n".join(row_texts)
     lefts = [min(ln.box[0] for ln in row) for row in rows]
-    return join_lines(row_texts, lefts, statistics.median(ln.height for row in rows for ln in row), markers)
+    rights = [max(ln.box[2] for ln in row) for row in rows]
+    height = statistics.median(ln.height for row in rows for ln in row)
+    return join_lines(row_texts, lefts, height, markers, rights)
 
 
 # A row that ends in a letter and a hyphen, continued by a row that starts with a lower-case
@@ -1276,29 +1278,103 @@ _SENTENCE_END = re.compile(r"[.:;!?。：；！？][)\]\"'”’）]*$")
 
 
 def join_lines(
-    rows: list[str], lefts: Sequence[float] | None = None, height: float = 0.0, markers: Markers = NO_MARKERS
+    rows: list[str],
+    lefts: Sequence[float] | None = None,
+    height: float = 0.0,
+    markers: Markers = NO_MARKERS,
+    rights: Sequence[float] | None = None,
 ) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
     each list item on a line of its own. Given the rows' left edges and the line height, numbered
     items start lines too, and so does the prose that follows a list out of its indent; `markers`
-    are the page's (page_markers), where a numbered item's sibling may stand in another block."""
+    are the page's (page_markers), where a numbered item's sibling may stand in another block.
+    Given their right edges too, each entry of a description list starts a line, its term and
+    its definition on it (_description_entries)."""
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
     numbered = _numbered_items(rows, lefts, height, markers)
     items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
     after = _after_list(rows, lefts, height, items)
+    entries = _description_entries(rows, lefts, rights, height)
     starts = set(items)
     for i, row in enumerate(rows):
         item = i in starts
         listed = (listed or item) and i != after
-        if out and (item or i == after or (listed and _SUB_BULLET.match(row))):
+        if out and (item or i == after or i in entries or (listed and _SUB_BULLET.match(row))):
             out += "\n" + row
         elif _BROKEN_WORD.search(out[-2:]) and row[:1].islower():  # (its end: a long block's text is long)
             out = out[:-1] + row
         else:
             out = join_text([out, row])
     return out
+
+
+# A description list (Texinfo's @table, LaTeX's description, an HTML <dl>, a man page's options)
+# sets each entry's term at the list's left edge and its definition's rows indented under it
+# (DEFINITION_INDENT line heights: Texinfo 4.5, LaTeX and Chromium 2; a paragraph's first-line
+# indent is about 1.2), the term alone on its row or run in with the definition's first row.
+DEFINITION_INDENT = (1.5, 10.0)
+# A row that reaches within FULL_ROW line heights of the block's right edge wraps on.
+FULL_ROW = 2.0
+
+
+def _description_entries(
+    rows: list[str], lefts: Sequence[float] | None, rights: Sequence[float] | None, height: float
+) -> set[int]:
+    """The rows that start a description list's entries: a row that does not end a sentence (a
+    term, or a definition's first row that wraps), whose next rows stand indented under it; and
+    the first row after those that comes back out of their indent (the next entry, or the prose
+    after the list). A row that the row before wraps into is no term (_wrapped_into). One
+    indented row that wraps, followed by one that wraps too (or by none),
+    is a paragraph's first row, not a definition: the rows after it wrap back to the edge, and the
+    row before it ends the paragraph before.
+    In a block with such entries, a row at a term's edge after a row that ends short of the
+    block's right edge starts one too: an entry whose term and definition share a row (Texinfo
+    sets a short term so), or the prose after the list."""
+    if lefts is None or rights is None or height <= 0:
+        return set()
+    low, high = (k * height for k in DEFINITION_INDENT)
+    edge = _right_margin(rights, height) - FULL_ROW * height
+    starts: set[int] = set()
+    i = 0
+    while i < len(rows) - 1:
+        if (
+            _SENTENCE_END.search(rows[i])
+            or not low <= lefts[i + 1] - lefts[i] <= high
+            or _wrapped_into(i, lefts, rights, edge, height)
+        ):
+            i += 1
+            continue
+        end = i + 1  # the definition's rows: at its indent, or deeper (an example in it)
+        while end < len(rows) and lefts[end] >= lefts[i + 1] - height / 2:
+            end += 1
+        if end == i + 2 and rights[i + 1] >= edge and (end == len(rows) or rights[end] >= edge):
+            i += 1
+            continue
+        starts.add(i)
+        if end < len(rows):
+            starts.add(end)
+        i = end
+    terms = [lefts[i] for i in starts]
+    for i in range(1, len(rows)):
+        if rights[i - 1] < edge and any(abs(lefts[i] - x) <= height / 2 for x in terms):
+            starts.add(i)
+    return starts
+
+
+def _right_margin(rights: Sequence[float], height: float) -> float:
+    """The block's right margin: of the right edges within 6 line heights of the rightmost, the
+    one that most rows share (within half a line height; the rightmost of a tie). A line of
+    code in a definition may stand out past the margin that the wrapping rows share."""
+    near = sorted((x for x in rights if x >= max(rights) - 6 * height), reverse=True)
+    return max(near, key=lambda x: sum(abs(x - y) <= height / 2 for y in near))
+
+
+def _wrapped_into(i: int, lefts: Sequence[float], rights: Sequence[float], edge: float, height: float) -> bool:
+    """Whether row `i` goes on from the row before: that row stands at its left edge and wraps.
+    Such a row is prose, not a term, whatever its next rows (an example indented under it)."""
+    return i > 0 and abs(lefts[i - 1] - lefts[i]) <= height / 2 and rights[i - 1] >= edge
 
 
 def _numbered_items(

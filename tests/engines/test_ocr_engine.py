@@ -477,6 +477,22 @@ def test_join_lines_breaks_before_numbered_items_only_with_their_sibling():
     assert join_lines(["• one and", "wraps back"], [20, 0], 10) == "• one and wraps back"
 
 
+def test_join_lines_starts_a_line_at_each_entry_of_a_description_list_only():
+    # a term alone over its indented definition, a term run in with it, then prose at the margin
+    rows = ["--verbose", "say more about", "what it does.", "-q print nothing.", "After the list."]
+    lefts, rights = [0, 60, 60, 0, 0], [90, 400, 150, 200, 160]
+    assert join_lines(rows, lefts, 20, rights=rights) == (
+        "--verbose say more about what it does.\n-q print nothing.\nAfter the list."
+    )
+    # paragraphs with an indented first row, the one before ending without a full stop, stay one
+    prose = ["ends here without a stop", "The next paragraph starts in", "and wraps back", "to the margin."]
+    assert join_lines(prose, [0, 30, 0, 0], 20, rights=[300, 400, 400, 200]) == " ".join(prose)
+    assert join_lines(prose, [0, 60, 0, 0], 20, rights=[300, 400, 400, 200]) == " ".join(prose)
+    # a row that the row before wraps into is prose, whatever stands indented under it
+    example = ["The user needs to supply a function", "to compute, of the type", "double f(int n);", "where n is it."]
+    assert join_lines(example, [0, 0, 60, 0], 20, rights=[400, 250, 300, 380]) == " ".join(example)
+
+
 def test_join_lines_reads_a_block_of_thousands_of_numbered_rows_in_time():
     """An index boxed as one block, 2,000 rows each ending a sentence, with the page's markers
     besides: its numbered rows, the items' text and the prose after the list are found by

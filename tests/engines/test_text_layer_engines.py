@@ -458,6 +458,25 @@ def test_the_paragraph_after_a_texinfo_list_starts_a_line_at_its_paragraph_inden
 
 
 @pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_each_entry_of_a_texinfo_table_starts_a_line(engine, text_layer):
+    """R Installation and Administration, page 64 (tests/data/deflist_texinfo_radmin_p64.pdf): a
+    Texinfo @table of configure variables, each term at the margin with its definition indented
+    after it on its row ("FFLAGS  debugging and optimization flags, ...") or, for a long term,
+    under it ("SHLIB_CFLAGS" over "for shared objects ..."), then a paragraph at the margin.
+    The table was read as one paragraph, term after definition after term; each entry now
+    starts a line (the term, then its definition), and so does the paragraph after the table,
+    through the text layer and from the pixels alike."""
+    path = Path(__file__).parents[1] / "data" / "deflist_texinfo_radmin_p64.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    lines = [line for b in engine.parse(page.image, page.text_layer).blocks for line in b.text.split("\n")]
+    assert "SHLIB_CFLAGS for shared objects (no known examples)" in lines, lines
+    assert "FCFLAGS debugging and optimization flags, free-form Fortran" in lines, lines
+    assert "DEFS defines to be used when compiling C code in R itself" in lines, lines
+    assert any(line.startswith("Library paths specified as") for line in lines), lines
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
 def test_a_numbered_item_whose_sibling_is_in_another_block_starts_a_line(engine, text_layer):
     """R Data Import/Export, page 13 (tests/data/list_apart_texinfo_rdata_p13.pdf): a Texinfo
     enumerate whose items "5." to "10." each start with a short row. The layout model boxes
