@@ -74,21 +74,40 @@ def xy_cut(boxes: Sequence[Box], idx: Sequence[int] | None = None) -> list[int]:
 def group_rows(boxes: Sequence[Box], min_overlap: float = 0.5) -> list[list[int]]:
     """Cluster boxes (e.g. text lines) into rows; rows top-down, each left-right.
 
-    A box joins a row when it shares at least `min_overlap` of the smaller
-    height with the row's vertical extent.
-    """
-    rows: list[tuple[float, float, list[int]]] = []  # (top, bottom, members)
-    for i in sorted(range(len(boxes)), key=lambda i: (_center(boxes[i], 1), boxes[i][0])):
+    A box joins the first row made that shares at least `min_overlap` of the smaller height with
+    the box's vertical extent. Only the open rows are searched: a row whose bottom lies no lower
+    than the top of every box still to come can take none of them (they would share no height),
+    so it closes. Boxes come in the order of their middles, so a block's rows close as the boxes
+    pass them, and a table of thousands of rows costs about its boxes times the few rows open."""
+    order = sorted(range(len(boxes)), key=lambda i: (_center(boxes[i], 1), boxes[i][0]))
+    upcoming = _upcoming_tops(boxes, order) if min_overlap > 0 else [float("-inf")] * len(order)
+    rows: list[list] = []  # [top, bottom, members], in the order made
+    open_rows: list[list] = []
+    for k, i in enumerate(order):
         y1, y2 = boxes[i][1], boxes[i][3]
-        for r, (top, bottom, members) in enumerate(rows):
+        open_rows = [row for row in open_rows if row[1] > upcoming[k]]
+        for row in open_rows:
+            top, bottom, members = row
             shared = min(y2, bottom) - max(y1, top)
             if shared >= min_overlap * max(1.0, min(y2 - y1, bottom - top)):
-                rows[r] = (min(top, y1), max(bottom, y2), members + [i])
+                row[0], row[1] = min(top, y1), max(bottom, y2)
+                members.append(i)
                 break
         else:
-            rows.append((y1, y2, [i]))
+            rows.append([y1, y2, [i]])
+            open_rows.append(rows[-1])
     rows.sort(key=lambda r: (r[0] + r[1]) / 2)
     return [sorted(m, key=lambda i: boxes[i][0]) for _, _, m in rows]
+
+
+def _upcoming_tops(boxes: Sequence[Box], order: list[int]) -> list[float]:
+    """For each place in `order`, the highest top (least y) of the boxes from there on."""
+    tops = [float("inf")] * len(order)
+    least = float("inf")
+    for k in range(len(order) - 1, -1, -1):
+        least = min(least, boxes[order[k]][1])
+        tops[k] = least
+    return tops
 
 
 def column_bands(boxes: Sequence[Box]) -> list[tuple[float, float]]:

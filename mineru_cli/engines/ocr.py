@@ -1021,7 +1021,10 @@ def _figures_of_text(
 
 def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     """Group loose lines into paragraphs: union of lines that touch vertically
-    (small gap, shared x-range, similar height) or continue the same row."""
+    (small gap, shared x-range, similar height) or continue the same row. Each line is tested
+    only against the lines within its reach (_near_pairs): linked lines lie within
+    para_gap x the lower one's height of each other, so a page of thousands of loose lines (a
+    grid of tiny boxes) costs its lines times those near each, not every pair of them."""
     parent = list(range(len(lines)))
 
     def root(i):
@@ -1030,14 +1033,29 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
             i = parent[i]
         return i
 
-    for i, a in enumerate(lines):
-        for j in range(i + 1, len(lines)):
-            if _linked(a, lines[j]):
-                parent[root(i)] = root(j)
+    for i, j in _near_pairs(lines, GROUPING["para_gap"]):
+        if _linked(lines[i], lines[j]):
+            parent[root(i)] = root(j)
     groups: dict[int, list[Line]] = {}
     for i, line in enumerate(lines):
         groups.setdefault(root(i), []).append(line)
     return list(groups.values())
+
+
+def _near_pairs(lines: list[Line], gap: float) -> list[tuple[int, int]]:
+    """The pairs (i, j), i < j, of lines whose boxes come within `gap` x line i's height of each
+    other vertically (overlapping ones included): a superset of the pairs any test of that
+    reach accepts, found through the lines sorted by their tops."""
+    order = sorted(range(len(lines)), key=lambda i: lines[i].box[1])
+    tops = [lines[i].box[1] for i in order]
+    tallest = max((ln.height for ln in lines), default=1)
+    pairs = []
+    for i, line in enumerate(lines):
+        reach = gap * line.height
+        lo = bisect.bisect_left(tops, line.box[1] - reach - tallest)
+        hi = bisect.bisect_right(tops, line.box[3] + reach)
+        pairs += [(i, j) for j in sorted(order[lo:hi]) if j > i]
+    return pairs
 
 
 def _table_pieces(lines: list[Line]) -> list[Line]:
@@ -1057,15 +1075,49 @@ def _grid_cells(groups: list[list[Line]]) -> list[list[list[Line]]]:
     grid is not split at its gutters again (a wide cell's column would pass for a column of
     text). Other paragraphs are split into columns as text is (_columns)."""
     groups = [list(g) for g in groups]
+    looks = [_GridLook(g) for g in groups]
     grids: list[list[Line]] = []
     while True:
-        pair = next(((a, b) for a in groups for b in groups if a is not b and _one_grid(a, b)), None)
+        pair = _grid_pair(groups, looks)
         if pair is None:
             break
-        a, b = pair
-        groups = [g for g in groups if g is not a and g is not b] + [a + b]
+        a, b = groups[pair[0]], groups[pair[1]]
+        kept = [n for n in range(len(groups)) if n not in pair]
+        groups = [groups[n] for n in kept] + [a + b]
+        looks = [looks[n] for n in kept] + [_GridLook(groups[-1])]
         grids = [g for g in grids if g is not a and g is not b] + [groups[-1]]
     return [[g] if any(g is grid for grid in grids) else _columns(g) for g in groups]
+
+
+class _GridLook:
+    """What _one_grid asks of one paragraph, found once: whether its lines are short cells, whether
+    they are cells side by side (_tabular), and its vertical extent (two paragraphs of one grid
+    have lines level with each other, so they overlap in height)."""
+
+    def __init__(self, lines: list[Line]):
+        self.short = _short_cells(lines)
+        self.tabular = self.short and _tabular(lines)
+        self.top = min(ln.box[1] for ln in lines)
+        self.bottom = max(ln.box[3] for ln in lines)
+
+    def may_join(self, other: _GridLook) -> bool:
+        """Whether _one_grid can hold for the two (a pixel of slack: level boxes of no height)."""
+        return (self.tabular or other.tabular) and self.top - 1 <= other.bottom and other.top - 1 <= self.bottom
+
+
+def _grid_pair(groups: list[list[Line]], looks: list[_GridLook]) -> tuple[int, int] | None:
+    """The first pair of paragraphs (a before b in `groups`' order) that are one grid
+    (_one_grid), tested only where their looks allow it: a page of thousands of loose lines,
+    none a grid, costs a pass over them instead of _one_grid on every pair."""
+    short = [n for n, look in enumerate(looks) if look.short]
+    tabular = [n for n in short if looks[n].tabular]
+    if not tabular:
+        return None
+    for x in short:
+        for y in short if looks[x].tabular else tabular:
+            if x != y and looks[x].may_join(looks[y]) and _one_grid(groups[x], groups[y]):
+                return x, y
+    return None
 
 
 def _one_grid(a: list[Line], b: list[Line]) -> bool:
