@@ -668,15 +668,18 @@ def _column_gaps(lines: list[Line]) -> list[tuple[int, int]]:
 def _ink_gaps(bgr: np.ndarray, line: Line, wide: float) -> list[int]:
     """The middles of the blank runs inside a line's ink at least `wide` pixels wide."""
     x1, y1, x2, y2 = line.box
-    grey = cv2.cvtColor(np.ascontiguousarray(bgr[y1:y2, x1:x2]), cv2.COLOR_BGR2GRAY)
-    if grey.size == 0 or int(grey.max()) - int(grey.min()) < 64:
+    crop = np.ascontiguousarray(bgr[y1:y2, x1:x2])
+    if crop.size == 0:
         return []
-    ink = (grey < (int(grey.max()) + int(grey.min())) / 2).any(axis=0)
-    columns = np.flatnonzero(ink)
-    if columns.size == 0:
+    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
+    dark, light = int(grey.min()), int(grey.max())
+    if light - dark < 64:
         return []
-    middles, start = [], None
-    for x in range(int(columns[0]), int(columns[-1]) + 1):
+    ink = [bool(v) for v in np.any(grey < (light + dark) / 2, axis=0)]
+    columns = [x for x, inked in enumerate(ink) if inked]
+    middles: list[int] = []
+    start = None
+    for x in range(columns[0], columns[-1] + 1):
         if not ink[x] and start is None:
             start = x
         elif ink[x] and start is not None:
