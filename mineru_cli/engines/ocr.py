@@ -152,6 +152,9 @@ GROUPING = {
 # stand 0.65 or more of the detector's line box apart, its word spaces under 0.3, the space
 # around a relation sign ("Refs. >= 10") about 0.4.
 COLUMN_GAP = 0.55
+# A line wider than this share of its table region is no cell over narrow columns but a caption or
+# a note the region holds (REVTeX sets its table captions inside the float).
+TABLE_LINE = 0.5
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model
 # predicts dozens of cells on a blank or a tiny crop, and lines then fill only a few of them.
@@ -646,6 +649,8 @@ def cut_at_table_columns(
         height = statistics.median(out[i].height for i in inside) if inside else 0
         cut: dict[int, list[Line]] = {}
         for i in inside:
+            if out[i].box[2] - out[i].box[0] > TABLE_LINE * (box[2] - box[0]):
+                continue  # a caption or note set in the region: its sentence spaces are no column gaps
             xs = [x for x in _ink_gaps(bgr, out[i], COLUMN_GAP * height) if any(a < x < b for a, b in gaps)]
             if xs:
                 cut[i] = _cut_at(out[i], xs, split)
