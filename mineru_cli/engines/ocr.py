@@ -759,6 +759,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _frame_title(blocks, _body_height(lines, page_size), page_size)
     _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
     return blocks
@@ -1498,6 +1499,52 @@ FOOT_MARGIN = 0.2
 # A running foot's pieces are short: each under this share of the page's width (a two-column
 # page's column is over 40 % of it).
 FOOT_PIECE = 0.3
+
+# A slide's frame title starts within this share of its height of its top (under a headline).
+FRAME_TITLE_BAND = 0.15
+
+
+def _body_height(lines: list[Line], size: tuple[int, int]) -> float:
+    """A slide's body print: the median height of its lines outside EDGE_BAND of its top and
+    foot. The headline and footline bars (section names, the talk's title and author, in small
+    print) hold as many lines as the body or more, and the page's median is theirs."""
+    page_w, page_h = size
+    if page_h < page_w:
+        inner = [ln for ln in lines if EDGE_BAND * page_h < (ln.box[1] + ln.box[3]) / 2 < (1 - EDGE_BAND) * page_h]
+        lines = inner or lines
+    return statistics.median(ln.height for ln in lines) if lines else 0
+
+
+def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> None:
+    """On a slide (a page wider than tall) the frame's title is the first text of one or two
+    rows in body print or bigger (GROUPING's body_line of _body_height) that starts in the
+    slide's top FRAME_TITLE_BAND: the headline's section names and subsection above it are in
+    small print, and a theme sets the frame title little bigger than the body (thubeamer's is
+    read as tall as its lines), under the ratio that makes a page's text a title. A slide that
+    has a title there keeps it."""
+    page_w, page_h = size
+    if page_h >= page_w or not body_h:
+        return
+    top = [b for b in blocks if b.bbox[1] < FRAME_TITLE_BAND * page_h and b.type in _FRAME_TITLE_FROM]
+    for block in sorted(top, key=lambda b: b.bbox[1]):
+        lines = block.extra.get("lines", [])
+        if not lines or len(group_rows([ln["bbox"] for ln in lines])) > 2:
+            continue
+        if block.type == T.TITLE:
+            return
+        height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
+        if height >= GROUPING["body_line"] * body_h and _wordlike(lines):
+            block.type = T.TITLE
+            return
+
+
+# What the layout model calls a slide's frame title: text, or a header (a running head's class).
+_FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
+
+
+def _wordlike(lines: list[dict]) -> bool:
+    """Whether some line is at least twice as wide as tall: a word, not a logo's letters."""
+    return any(ln["bbox"][2] - ln["bbox"][0] >= 2 * (ln["bbox"][3] - ln["bbox"][1]) for ln in lines)
 
 
 def _foot_numbers(blocks: list[Block], page_h: int) -> None:

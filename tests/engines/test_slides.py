@@ -181,3 +181,20 @@ def test_a_portrait_pages_table_keeps_its_zeros_at_the_top(engine):
     text = "\n".join(block.text for block in result.blocks)
     rows = [squash(row) for row in ("0 0 0 parser", "0 3 0 lexer", "1 0 2 emitter")]
     assert all(row in squash(text) for row in rows), text
+
+
+@pytest.mark.parametrize(
+    ("name", "title"),
+    [
+        ("slide_frame_title_thubeamer.png", "Case 3"),
+        ("slide_frame_title_beamer_talk.png", "General formalization of haplotyping."),
+    ],
+)
+def test_a_frame_title_under_a_headline_is_a_title(engine, name, title):
+    """A beamer frame title is set little bigger than the body, and the headline's section names
+    over it and the footline's pieces under the body are in small print and as many lines as
+    the body: against the page's median line height the frame title was no title, and read as
+    text. It is the first text in body print or bigger under the headline."""
+    result = engine.parse(Image.open(DATA / name).convert("RGB"))
+    titles = [squash(block.text) for block in result.blocks if block.type == "title"]
+    assert titles == [squash(title)], [(block.type, block.text) for block in result.blocks]
