@@ -1517,11 +1517,12 @@ def _body_height(lines: list[Line], size: tuple[int, int]) -> float:
 
 def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> None:
     """On a slide (a page wider than tall) the frame's title is the first text of one or two
-    rows in body print or bigger (GROUPING's body_line of _body_height) that starts in the
-    slide's top FRAME_TITLE_BAND: the headline's section names and subsection above it are in
-    small print, and a theme sets the frame title little bigger than the body (thubeamer's is
-    read as tall as its lines), under the ratio that makes a page's text a title. A slide that
-    has a title there keeps it."""
+    rows under the headline, in the slide's top FRAME_TITLE_BAND, when its print is at least the
+    body's (_body_height). The headline's section names and subsection over it are in small
+    print (under GROUPING's body_line of the body's), and a theme sets the frame title little
+    bigger than the body (beamer's \\large over \\normalsize), under the ratio that makes a page's
+    text a title. A first text in body print but no bigger (a slide's opening line, as big as
+    its list) is no title, and a slide that has a title there keeps it."""
     page_w, page_h = size
     if page_h >= page_w or not body_h:
         return
@@ -1533,9 +1534,11 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
         if block.type == T.TITLE:
             return
         height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
-        if height >= GROUPING["body_line"] * body_h and _wordlike(lines):
+        if height < GROUPING["body_line"] * body_h or not _wordlike(lines):
+            continue  # the headline's small print, or a logo's letters
+        if height >= body_h:
             block.type = T.TITLE
-            return
+        return
 
 
 # What the layout model calls a slide's frame title: text, or a header (a running head's class).
