@@ -1538,11 +1538,13 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
         lines = block.extra.get("lines", [])
         if not lines or len(group_rows([ln["bbox"] for ln in lines])) > 2:
             continue
+        if not _wordlike(lines):
+            continue  # a logo's letters
         if block.type == T.TITLE:
             return
         height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
-        if height < GROUPING["body_line"] * body_h or not _wordlike(lines):
-            continue  # the headline's small print, or a logo's letters
+        if height < GROUPING["body_line"] * body_h:
+            continue  # the headline's small print
         if height >= body_h:
             block.type = T.TITLE
         return
