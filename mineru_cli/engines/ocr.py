@@ -445,11 +445,10 @@ SPARSE_TIMING = "ocr_sparse"  # the timing of that second look, only where it ra
 # A beamer slide's headline with miniframes: under each section's name a row of small circles,
 # one a frame, the current one filled. The recogniser reads such a row as "0●00000", "OOOOO",
 # "000000" or a lone "o": a line of only these characters, in the top NAV_BAND of the page,
-# that starts under the left end of the line just above it, touching it, is that navigation,
-# not text. Slides are wider than tall; on a portrait page such a line is a table's "0" under its
-# column's head. On a slide too a table's "0" (or an "o" or "O" list item) stands under a line
-# a row's gap above it, where the recogniser's boxes of a section's name and its circles meet,
-# and a table's row holds its other cells, where a headline's row holds only circles.
+# that starts under the left end of the line just above it is that navigation, not text. Slides
+# are wider than tall; on a portrait page such a line is a table's "0" under its column's head.
+# On a slide too a table's "0" stands under its column's head, but the table's row holds its
+# other cells beside it, where a headline's row holds only circles.
 NAV_BAND = 0.1
 _NAV_DOTS = re.compile(r"[0Oo○●◦•]+")
 
@@ -473,13 +472,14 @@ def _navigation_dots(line: Line, lines: list[Line], page_h: int) -> bool:
     if any(_same_row(other.box, line.box) for other in words):
         return False  # a table's row: its other cells beside the "0"
     return any(
-        other.box[3] <= middle and other.box[3] >= y1 and abs(other.box[0] - x1) < line.height for other in words
+        other.box[3] <= middle and y1 - other.box[3] < line.height and abs(other.box[0] - x1) < line.height
+        for other in words
     )
 
 
 def _same_row(a: Box, b: Box) -> bool:
     """Whether the two boxes share half the shorter one's height: a section's name and the
-    circles under it share a few pixels at most."""
+    circles under it share a few pixels at most, a table's cells in one row nearly all."""
     return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 

@@ -186,8 +186,7 @@ def test_a_portrait_pages_table_keeps_its_zeros_at_the_top(engine):
 def test_a_slides_table_keeps_its_zeros_at_the_top(engine):
     """On a slide too a "0" under a column's head in the top tenth is a table's cell: a build
     report's table at the top of a 1920 x 1080 Chromium slide lost its first row's zeros ("0 0 0
-    parser" read "parser"). A table's row holds its other cells beside the "0", and its head
-    stands a row's gap above it; a headline's row of circles touches its section's name and
+    parser" read "parser"). A table's row holds its other cells beside the "0"; a headline's row
     holds nothing but circles."""
     result = engine.parse(Image.open(DATA / "slide_table_zeros_top_chromium.png").convert("RGB"))
     text = "\n".join(block.text for block in result.blocks)
