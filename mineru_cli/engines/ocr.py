@@ -457,6 +457,8 @@ SPARSE_TIMING = "ocr_sparse"  # the timing of that second look, only where it ra
 # "000000" or a lone "o": a line of only these characters, in the top NAV_BAND of the page,
 # that starts under the left end of the line just above it is that navigation, not text. Slides
 # are wider than tall; on a portrait page such a line is a table's "0" under its column's head.
+# On a slide too a table's "0" stands under its column's head, but the table's row holds its
+# other cells beside it, where a headline's row holds only circles.
 NAV_BAND = 0.1
 _NAV_DOTS = re.compile(r"[0Oo○●◦•]+")
 
@@ -476,14 +478,19 @@ def _navigation_dots(line: Line, lines: list[Line], page_h: int) -> bool:
         return False
     x1, y1 = line.box[0], line.box[1]
     middle = (line.box[1] + line.box[3]) / 2
+    words = [other for other in lines if not _NAV_DOTS.fullmatch(other.text.replace(" ", ""))]
+    if any(_same_row(other.box, line.box) for other in words):
+        return False  # a table's row: its other cells beside the "0"
     return any(
-        other is not line
-        and not _NAV_DOTS.fullmatch(other.text.replace(" ", ""))
-        and other.box[3] <= middle
-        and y1 - other.box[3] < line.height
-        and abs(other.box[0] - x1) < line.height
-        for other in lines
+        other.box[3] <= middle and y1 - other.box[3] < line.height and abs(other.box[0] - x1) < line.height
+        for other in words
     )
+
+
+def _same_row(a: Box, b: Box) -> bool:
+    """Whether the two boxes share half the shorter one's height: a section's name and the
+    circles under it share a few pixels at most, a table's cells in one row nearly all."""
+    return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
 
 
 def _mean_score(lines: list[Line]) -> float:
@@ -844,6 +851,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _frame_title(blocks, _body_height(lines, page_size), page_size)
     _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
     return blocks
@@ -1722,6 +1730,57 @@ FOOT_MARGIN = 0.2
 # A running foot's pieces are short: each under this share of the page's width (a two-column
 # page's column is over 40 % of it).
 FOOT_PIECE = 0.3
+
+# A slide's frame title starts within this share of its height of its top (under a headline).
+FRAME_TITLE_BAND = 0.15
+
+
+def _body_height(lines: list[Line], size: tuple[int, int]) -> float:
+    """A slide's body print: the median height of its lines outside EDGE_BAND of its top and
+    foot. The headline and footline bars (section names, the talk's title and author, in small
+    print) hold as many lines as the body or more, and the page's median is theirs."""
+    page_w, page_h = size
+    if page_h < page_w:
+        inner = [ln for ln in lines if EDGE_BAND * page_h < (ln.box[1] + ln.box[3]) / 2 < (1 - EDGE_BAND) * page_h]
+        lines = inner or lines
+    return statistics.median(ln.height for ln in lines) if lines else 0
+
+
+def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> None:
+    """On a slide (a page wider than tall) the frame's title is the first text of one or two
+    rows under the headline, in the slide's top FRAME_TITLE_BAND, when its print is at least the
+    body's (_body_height). The headline's section names and subsection over it are in small
+    print (under GROUPING's body_line of the body's), and a theme sets the frame title little
+    bigger than the body (beamer's \\large over \\normalsize), under the ratio that makes a page's
+    text a title. A first text in body print but no bigger (a slide's opening line, as big as
+    its list) is no title, and a slide that has a title there keeps it."""
+    page_w, page_h = size
+    if page_h >= page_w or not body_h:
+        return
+    top = [b for b in blocks if b.bbox[1] < FRAME_TITLE_BAND * page_h and b.type in _FRAME_TITLE_FROM]
+    for block in sorted(top, key=lambda b: b.bbox[1]):
+        lines = block.extra.get("lines", [])
+        if not lines or len(group_rows([ln["bbox"] for ln in lines])) > 2:
+            continue
+        if not _wordlike(lines):
+            continue  # a logo's letters
+        if block.type == T.TITLE:
+            return
+        height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
+        if height < GROUPING["body_line"] * body_h:
+            continue  # the headline's small print
+        if height >= body_h:
+            block.type = T.TITLE
+        return
+
+
+# What the layout model calls a slide's frame title: text, or a header (a running head's class).
+_FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
+
+
+def _wordlike(lines: list[dict]) -> bool:
+    """Whether some line is at least twice as wide as tall: a word, not a logo's letters."""
+    return any(ln["bbox"][2] - ln["bbox"][0] >= 2 * (ln["bbox"][3] - ln["bbox"][1]) for ln in lines)
 
 
 def _foot_numbers(blocks: list[Block], page_h: int) -> None:
