@@ -80,6 +80,7 @@ LAYOUT_TYPES = {
     "figure_caption": T.IMAGE_CAPTION,
     "table": T.TABLE,
     "table_caption": T.TABLE_CAPTION,
+    "table_footnote": T.TABLE_FOOTNOTE,  # no layout class: the notes a table region holds (table_edges)
     "header": T.HEADER,
     "footer": T.FOOTER,
     "reference": T.REF_TEXT,
@@ -155,6 +156,13 @@ COLUMN_GAP = 0.55
 # A line wider than this share of its table region is no cell over narrow columns but a caption or
 # a note the region holds (REVTeX sets its table captions inside the float).
 TABLE_LINE = 0.5
+# A run of one-line rows at the top or bottom of a table region stands apart from the table when
+# the step to the table's next row is over TABLE_APART x the region's median row step (REVTeX:
+# 1.5 between a caption and the column heads, 1.75 above the notes; within the table 1.0).
+TABLE_APART = 1.3
+# Supporting signals that such a run is no cell: a caption's label, or a note's mark.
+_TABLE_LABEL = re.compile(r"^(table|tab\.|表)\s*[0-9IVXLC]+\b", re.I)
+_NOTE_MARK = re.compile(r"^([a-z*†‡§¶]\s|\d{1,2}\s|notes?\b|sources?\b|注)", re.I)
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model
 # predicts dozens of cells on a blank or a tiny crop, and lines then fill only a few of them.
@@ -666,6 +674,67 @@ def cut_at_table_columns(
     return out
 
 
+def table_edges(lines: list[Line], regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
+    """The regions, each table region's caption and notes taken out into regions of their own.
+
+    The layout model's table box often holds the table's caption above it and its notes below
+    it (REVTeX sets them inside the float); read as cells they became a first row spanning the
+    table and a last row. Such a part is a run of rows at the region's top or bottom edge holding
+    one line each (no column gaps where the table's rows have them) that stands apart from the
+    table's rows (see _edge_run), and whose outer line is wider than TABLE_LINE of the region
+    (wider than any cell) or starts with a caption's label or a note's mark."""
+    out: list[tuple[Box, str, float]] = []
+    for box, cls, score in regions:
+        if cls != "table":
+            out.append((box, cls, score))
+            continue
+        inside = [line for line in lines if best_holder(line.box, [box], GROUPING["line_in_region"]) is not None]
+        rows = [[inside[i] for i in row] for row in group_rows(_level_boxes(inside))]
+        top = _edge_run(rows, box)
+        bottom = _edge_run(rows[top:][::-1], box)
+        body = rows[top : len(rows) - bottom]
+        if not top and not bottom:
+            out.append((box, cls, score))
+            continue
+        y1 = (_lines_box(rows[:top])[3] + _lines_box(body[:1])[1]) / 2 if top else box[1]
+        y2 = (_lines_box(rows[len(rows) - bottom :])[1] + _lines_box(body[-1:])[3]) / 2 if bottom else box[3]
+        out.append(((box[0], y1, box[2], y2), cls, score))  # halfway between the table and its caption/notes
+        if top:
+            out.append((_lines_box(rows[:top]), "table_caption", score))
+        if bottom:
+            notes = rows[len(rows) - bottom :]
+            kind = "table_caption" if _TABLE_LABEL.match(notes[0][0].text) else "table_footnote"
+            out.append((_lines_box(notes), kind, score))
+    return out
+
+
+def _edge_run(rows: list[list[Line]], box: Box) -> int:
+    """How many of `rows` (from the region's edge inwards) are a caption or notes to take out of
+    the table: one-line rows, the step after the last of them over TABLE_APART x the median step
+    between the rows, the outer one wide or labelled, and at least two rows of two or more lines
+    (a table) left after them."""
+    if len(rows) < 3 or len(rows[0]) != 1:
+        return 0
+    first = rows[0][0]
+    wide = first.box[2] - first.box[0] > TABLE_LINE * (box[2] - box[0])
+    if not wide and not _TABLE_LABEL.match(first.text) and not _NOTE_MARK.match(first.text):
+        return 0
+    tops = [min(ln.box[1] for ln in row) for row in rows]
+    steps = [abs(b - a) for a, b in zip(tops, tops[1:])]
+    step = statistics.median(steps)
+    for n in range(1, len(rows)):
+        if len(rows[n - 1]) != 1:
+            return 0
+        if steps[n - 1] > TABLE_APART * step:
+            return n if sum(len(row) > 1 for row in rows[n:]) >= 2 else 0
+    return 0
+
+
+def _lines_box(rows: list[list[Line]]) -> Box:
+    boxes = [ln.box for row in rows for ln in row]
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
 def _column_gaps(lines: list[Line]) -> list[tuple[int, int]]:
     """The gaps between neighbouring lines of one row: (left line's end, right line's start)."""
     gaps = []
@@ -820,6 +889,7 @@ def assemble_blocks(
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
     regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
+    regions = table_edges(lines, regions)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
     for line in lines:

@@ -199,3 +199,30 @@ def test_narrow_columns_the_detector_reads_as_one_line_are_cut_apart(engine):
     assert len(grid[0]) == 4
     got = sorted(_squash(row[c]) for row in grid[1:] for c in (2, 3) if row[c])
     assert got == truth, (got, truth)
+
+
+CAPTIONED = DATA / "table_caption_aapmsamp_p3.pdf"
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["pixels", "text_layer"])
+def test_a_caption_and_notes_inside_the_table_region_are_taken_out_of_its_cells(engine, layer, tmp_path):
+    """aapmsamp.pdf p3 (tests/data/README.md): the layout model's box round TABLE I holds its
+    five-line caption above and its notes ("a Note a." "b Note b.") below; read as cells they were
+    a first row spanning the table and a last row."""
+    page = first_page(CAPTIONED, dpi=150)
+    result = engine.parse(page.image, page.text_layer if layer else None)
+    tables = [b for b in result.blocks if b.type == "table" and "Centered" in b.text]
+    assert len(tables) == 1, [(b.type, b.text[:40]) for b in result.blocks]
+    grid = html_grid(tables[0].extra["html"])
+    assert [_squash(cell) for cell in grid[0]] == ["Lefta", "Centeredb", "Right"]
+    assert "narrow" not in tables[0].text and "Note" not in tables[0].text
+    captions = [b for b in result.blocks if b.type == "table_caption" and "narrow table" in b.text]
+    notes = [b for b in result.blocks if b.type == "table_footnote"]
+    assert len(captions) == 1 and re.match(r"(?i)table i\b", captions[0].text)
+    assert len(notes) == 1 and "Note a." in notes[0].text and "Note b." in notes[0].text
+    width, height = page.image.size
+    record = {"image": {"width": width, "height": height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    items = [item for item in content_list_items(record, tmp_path) if item["type"] == "table"]
+    item = next(item for item in items if item["table_body"] == tables[0].extra["html"])
+    assert item["table_caption"] == [captions[0].text] and item["table_footnote"] == [notes[0].text]
