@@ -910,7 +910,7 @@ def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
     if kind not in _FLOWING:
         return [lines]
     columns = _columns(lines)
-    listing = all(ln.mono or ln.text.isdigit() for ln in lines)
+    listing = any(ln.mono for ln in lines) and all(ln.mono or ln.text.isdigit() for ln in lines)
     if cls == _FIGURE_TEXT and len(columns) > 1 and not listing and any(_tabular(column) for column in columns):
         return [lines]
     return columns
