@@ -139,7 +139,19 @@ def join_code(blocks: list[Block], make_code: Callable[[list[Line]], Block]) -> 
     """Code blocks that are pieces of one listing, joined: the layout model often cuts a listing
     at its blank lines, or boxes a comment at a row's end apart. Two code blocks join when they
     stand one under the other at most CODE_GAP line heights apart and overlap in x, or side by
-    side in one row, with no other block between them."""
+    side in one row, with no other block between them. Then each code block takes its line
+    numbers (_line_numbers)."""
+    blocks = _join_pieces(blocks, make_code)
+    for code in [b for b in blocks if b.type == T.CODE]:
+        numbers = [b for b in blocks if _line_numbers(b, code, blocks)]
+        if numbers:
+            lines = [_code_line(d) for d in code.extra["lines"]]
+            lines += [_number_line(d) for b in numbers for d in b.extra["lines"]]
+            blocks = [x for x in blocks if x is not code and not any(x is b for b in numbers)] + [make_code(lines)]
+    return blocks
+
+
+def _join_pieces(blocks: list[Block], make_code: Callable[[list[Line]], Block]) -> list[Block]:
     while True:
         code = [b for b in blocks if b.type == T.CODE]
         pair = next(((a, b) for a in code for b in code if a is not b and _one_listing(a, b, blocks)), None)
@@ -165,12 +177,73 @@ def _one_listing(a: Block, b: Block, blocks: list[Block]) -> bool:
     # higher or ends lower is the next column of the page, where a listing continues after a column break
     within = bb[1] >= ab[1] - h / 2 and bb[3] <= ab[3] + h / 2
     beside = bb[0] >= ab[2] and within and len(group_rows([ab, bb])) == 1 and not _flush_right(a, h)
-    beside = beside and not _in_left_margin(ab, bb, blocks)
+    beside = beside and not _in_left_margin(ab, bb, blocks) and not _two_listings(a, b)
     if not (under or beside):
         return False
     between = (min(ab[0], bb[0]), ab[1], max(ab[2], bb[2]), max(ab[3], bb[3]))
     gap = (between[0], ab[3], between[2], bb[1]) if under else (ab[2], between[1], bb[0], between[3])
     return not any(x is not a and x is not b and intersection(x.bbox, gap) > 0 for x in blocks)
+
+
+# The share of a piece's rows that open with one mark for the pieces to open alike (_two_listings).
+ALIKE_ROWS = 0.8
+
+
+def _two_listings(a: Block, b: Block) -> bool:
+    """Whether code block `b`, right of `a` within its rows, is a listing of its own set beside
+    it, read after it, rather than comments at the ends of `a`'s rows or a table's columns. It
+    is when one of its rows stands where `a` has none between two of its rows (each listing
+    has its blank lines where its own code breaks; a comment stands on a row of code, a cell on
+    its table's row), or when both open row after row with one mark (ALIKE_ROWS of each: a
+    source file printed in two columns, every row a "%%%" comment, a transcript's prompts),
+    where a row's comments open with their own mark."""
+    left, right = _rows_of(a), _rows_of(b)
+    top, bottom = left[0][1], left[-1][3]
+    if any(top < r[1] and r[3] < bottom and not any(_level(r, x) for x in left) for r in right):
+        return True
+    return _opening(a) is not None and _opening(a) == _opening(b)
+
+
+def _rows_of(block: Block) -> list[Box]:
+    return sorted((tuple(ln["bbox"]) for ln in block.extra["lines"]), key=lambda b: b[1])
+
+
+def _opening(block: Block) -> str | None:
+    """The first character that ALIKE_ROWS or more of the block's lines open with, if any."""
+    firsts = [ln["text"].lstrip()[:1] for ln in block.extra["lines"]]
+    mark = max(set(firsts), key=firsts.count)
+    return mark if mark and firsts.count(mark) >= ALIKE_ROWS * len(firsts) else None
+
+
+# The most blank between a listing's line numbers and its rows, in line heights.
+NUMBER_GAP = 3
+
+
+def _line_numbers(block: Block, code: Block, blocks: list[Block]) -> bool:
+    """Whether text `block` is line numbers of code block `code`: only numbers, one a line, each
+    level with a row of the code and left of it, at most NUMBER_GAP line heights from its left
+    edge, with no other block between. A docstrip listing's numbers (acmart's, set in the text
+    font) are boxed apart by the layout model, a block of one number each or a column of them;
+    read apart, the page read a column of numbers and then the code. They are the rows' starts,
+    as printed (code_text keeps each number at the head of its row)."""
+    lines = block.extra.get("lines") or []
+    if block.type != T.TEXT or not lines or not all(ln["text"].strip().isdigit() for ln in lines):
+        return False
+    rows = code.extra["lines"]
+    h = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in rows)
+    cb = _lines_box(code)
+    right = max(ln["bbox"][2] for ln in lines)
+    if not 0 <= cb[0] - right <= NUMBER_GAP * h:
+        return False
+    if not all(any(_level(ln["bbox"], row["bbox"]) for row in rows) for ln in lines):
+        return False
+    gap = (right, min(ln["bbox"][1] for ln in lines), cb[0], max(ln["bbox"][3] for ln in lines))
+    return not any(x is not block and x is not code and intersection(x.bbox, gap) > 0 for x in blocks)
+
+
+def _level(a: Box, b: Box) -> bool:
+    """Whether two boxes share at least half the lower one's height."""
+    return min(a[3], b[3]) - max(a[1], b[1]) >= min(a[3] - a[1], b[3] - b[1]) / 2
 
 
 def _flush_right(block: Block, h: float) -> bool:
@@ -208,6 +281,12 @@ def _in_left_margin(ab: Box, bb: Box, blocks: list[Block]) -> bool:
 def _lines_box(block: Block) -> Box:
     boxes = [ln["bbox"] for ln in block.extra["lines"]]
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def _number_line(line: dict) -> Line:
+    """A line number (Block.extra["lines"]) as a Line of its code block: set in the text font, not monospaced."""
+    x1, y1, x2, y2 = line["bbox"]
+    return Line((x1, y1, x2, y2), line["text"], line["score"], mono=False)
 
 
 def _code_line(line: dict) -> Line:

@@ -1065,11 +1065,16 @@ def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
     a table's columns, and the region stays one block read row by row (cut there, each half of
     the table reads down on its own, and a caption under it joins the left half's column). A
     form's columns of fields boxed as one figure hold one line a row and are split as text is;
-    a figure round two text regions goes as their envelope (_without_envelopes)."""
+    a figure round two text regions goes as their envelope (_without_envelopes). A listing
+    (every line monospaced, but for numbers: its line numbers, the page's number boxed with it)
+    is no table: a page of code set in two columns (a package's source printed in multicols),
+    boxed as one figure, has rows of a comment mark and the text after it, side by side as cells
+    are, and reads column after column all the same."""
     if kind not in _FLOWING:
         return [lines]
     columns = _columns(lines)
-    if cls == _FIGURE_TEXT and len(columns) > 1 and any(_tabular(column) for column in columns):
+    listing = any(ln.mono for ln in lines) and all(ln.mono or ln.text.isdigit() for ln in lines)
+    if cls == _FIGURE_TEXT and len(columns) > 1 and not listing and any(_tabular(column) for column in columns):
         return [lines]
     return columns
 

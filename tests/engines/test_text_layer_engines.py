@@ -339,6 +339,72 @@ def test_a_listing_broken_across_two_columns_keeps_the_reading_order(engine):
     assert text.index("line_60 =") < text.index("After the listing, the right column")
 
 
+def test_a_page_of_code_set_in_two_columns_reads_column_after_column(engine):
+    """setspace's documentation, page 2 (tests/data/code_two_columns_setspace_p2.pdf): the
+    package's source printed verbatim in two columns, which the layout model boxes as one figure.
+    Its rows are a "%%%" and the text after it, side by side as a table's cells are, but every
+    line is monospaced: a listing, no table. The left column reads down to its foot, then the
+    right one, each a code block; read row by row across both, the page's CER was 0.745."""
+    path = Path(__file__).parents[1] / "data" / "code_two_columns_setspace_p2.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    left, right = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert left[0] == "% \\iffalse meta-comment" and left[-1].split() == ["%%%", "on", "Tue", "6", "Aug", "96,"]
+    assert right[0] == "%%%" and right[1].split() == ["%%%", "Ted", "Stern"]
+    assert right[-1].split() == ["%%%", "https://github.com/rf-latex/setspace/issues/5"]
+    assert not any("GT, Tue 10 Dec 1996" in row for row in left)
+
+
+def test_a_page_number_boxed_with_a_two_column_listing_does_not_join_its_columns(engine):
+    """setspace's documentation, page 3 (tests/data/code_two_columns_setspace_p3.pdf): the same
+    two columns of source, but the figure the layout model boxes round them takes in the page's
+    number, set in the text font under the gutter. A number is no sign of a table: the columns
+    still read one after the other."""
+    path = Path(__file__).parents[1] / "data" / "code_two_columns_setspace_p3.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    left, right = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert left[:2] == ["%%%", "%%% }"] and left[-1] == "\\ProcessOptions"
+    assert right[0].startswith("% GT:  Sat 28 Sep 1996:  Widely using \\newcommand")
+    assert right[-1].split() == ["depth.3\\baselineskip"]
+
+
+def test_line_numbers_boxed_apart_from_their_listing_stay_with_their_rows(engine):
+    """acmart's documentation, page 60 (tests/data/code_line_numbers_acmart_p60.pdf): a docstrip
+    listing of journal names, lines 1066-1119, numbered in the text font. The layout model boxes
+    each number apart from the listing; read as blocks of their own, the page read a column of
+    54 numbers and then the code (CER 0.724). Each number stays at the head of its row, as
+    printed."""
+    path = Path(__file__).parents[1] / "data" / "code_line_numbers_acmart_p60.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    (code,) = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert [row.split() for row in code[:3]] == [["1066", "JEA,%"], ["1067", "JERIC,%"], ["1068", "JETC,%"]]
+    assert code[-1].split() == ["1119", "TSLP,%"] and len(code) == 54
+    assert [b.text for b in result.blocks if b.type != "code"] == ["60"]
+
+
+def test_two_listings_side_by_side_read_one_after_the_other(engine):
+    """tests/data/code_side_by_side_chromium.pdf (Chromium's print): a C listing and a Python one
+    side by side in a flex row, boxed as one figure. The Python listing stands within the C
+    listing's rows, as a comment at a row's end does, but its blank line falls where the C
+    listing has a row: it is a listing of its own, read after the C one, not joined row by row
+    into it. Comments aligned at the rows' ends (tests/data/code_aligned_comments_chromium.pdf)
+    stay on their rows."""
+    path = Path(__file__).parents[1] / "data" / "code_side_by_side_chromium.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    c, python = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert c[0] == "int sum(int *v, int n) {" and c[-1] == "}" and len(c) == 14
+    assert python[0] == "def total(values):" and python[-1] == "    return m" and len(python) == 12
+    path = Path(__file__).parents[1] / "data" / "code_aligned_comments_chromium.pdf"
+    page = first_page(path, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    (code,) = [b.text.splitlines() for b in result.blocks if b.type == "code"]
+    assert len(code) == 16 and code[0].split("#") == ["total = 0                         ", " running sum"]
+    assert code[4].split("#") == ["        price = price * 9 // 10   ", " ten percent off"]
+
+
 def test_a_listing_whose_backslashes_come_from_the_math_font_is_one_code_block(engine):
     """Doxygen's manual, page 21 (tests/data/code_backslash_cmsy_doxygen.pdf): its Qt-style example
     is set in NimbusMonL, but LaTeX takes the backslash of "\\param a an integer argument." from
