@@ -115,7 +115,9 @@ def default_page_batch(engine: str) -> int:
 # 9: right-to-left words pdfium gives as drawn are turned round, a character printed over an
 # earlier copy of itself is read once, a page with vertical CJK columns is read from its pixels,
 # and a line's table pieces (CELL_GAP) are part of its text layer's digest.
-PDF_RENDERER = 9
+# 10: a right-to-left phrase in a left-to-right line is read from its rightmost word, and a
+# character boxed under 4 px high is kept when its font size says it is text (text_layer._seen).
+PDF_RENDERER = 10
 
 
 @dataclass(frozen=True)
