@@ -702,11 +702,15 @@ def _ink_gaps(bgr: np.ndarray, line: Line, wide: float) -> list[int]:
 
 
 def _cut_at(line: Line, xs: list[int], split: Split) -> list[Line]:
-    """`line` cut at each of `xs` (left to right)."""
+    """`line` cut at each of `xs` (left to right). A cut one of whose sides reads as nothing
+    is not made: the side has ink (a column gap lies inside the line's ink), and the line's
+    own reading holds what it shows (a row of dashes, "— — —", reads "___" whole and "" in
+    parts)."""
     pieces = [line]
     for x in sorted(xs):
         last = pieces.pop()
-        pieces += split(last, x) if last.box[0] < x < last.box[2] else [last]
+        cut = split(last, x) if last.box[0] < x < last.box[2] else []
+        pieces += cut if len(cut) == 2 else [last]
     return pieces
 
 
