@@ -117,6 +117,27 @@ def test_white_clipped_tiny_and_off_page_text_is_never_emitted(tmp_path):
     assert layer.hidden == sum(map(len, secrets))
 
 
+def test_text_squashed_flat_is_never_emitted(tmp_path):
+    """12 pt text drawn 8 times as wide and a twentieth as tall is a hair-thin line to a reader
+    (under 2 px at 200 DPI); its font's mean size through its matrix is still 12 pt, and it was
+    taken for text tall enough to see. Its height along its up direction says it is not. Text
+    drawn narrow but full height stays."""
+
+    def draw(c):
+        _prose(c)
+        for x_scale, y_scale, y, words in ((8, 0.05, 520, "FLAT SECRET"), (0.4, 1, 480, "Narrow but readable")):
+            c.saveState()
+            c.translate(72, y)
+            c.transform(x_scale, 0, 0, y_scale, 0, 0)
+            c.drawString(0, 0, words)
+            c.restoreState()
+
+    for dpi in (100, 200):
+        layer = _layer(_pdf(tmp_path / "flat.pdf", draw), dpi=dpi).text_layer
+        assert layer.trusted and _texts(layer) == [*PROSE, "Narrow but readable"], dpi
+        assert layer.hidden == len("FLATSECRET"), dpi
+
+
 def test_two_columns_read_column_by_column(tmp_path):
     left = [f"Left column line {i} says alpha." for i in range(6)]
     right = [f"Right column line {i} says omega." for i in range(6)]

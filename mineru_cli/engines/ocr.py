@@ -771,11 +771,15 @@ def _ink_gaps(bgr: np.ndarray, line: Line, wide: float) -> list[int]:
 
 
 def _cut_at(line: Line, xs: list[int], split: Split) -> list[Line]:
-    """`line` cut at each of `xs` (left to right)."""
+    """`line` cut at each of `xs` (left to right). A cut one of whose sides reads as nothing
+    is not made: the side has ink (a column gap lies inside the line's ink), and the line's
+    own reading holds what it shows (a row of dashes, "— — —", reads "___" whole and "" in
+    parts)."""
     pieces = [line]
     for x in sorted(xs):
         last = pieces.pop()
-        pieces += split(last, x) if last.box[0] < x < last.box[2] else [last]
+        cut = split(last, x) if last.box[0] < x < last.box[2] else []
+        pieces += cut if len(cut) == 2 else [last]
     return pieces
 
 
@@ -1576,19 +1580,29 @@ def _description_entries(
         if end < len(rows):
             starts.add(end)
         i = end
-    terms = [lefts[i] for i in starts]
+    terms = sorted(lefts[i] for i in starts)
     for i in range(1, len(rows)):
-        if rights[i - 1] < edge and any(abs(lefts[i] - x) <= height / 2 for x in terms):
+        if rights[i - 1] < edge and _near_any(terms, lefts[i], height / 2):
             starts.add(i)
     return starts
+
+
+def _near_any(xs: list[float], x: float, reach: float) -> bool:
+    """Whether some of `xs` (sorted) lies within `reach` of `x`: a bisection, for a list of
+    thousands of entries has thousands of terms."""
+    return bisect.bisect_right(xs, x + reach) > bisect.bisect_left(xs, x - reach)
 
 
 def _right_margin(rights: Sequence[float], height: float) -> float:
     """The block's right margin: of the right edges within 6 line heights of the rightmost, the
     one that most rows share (within half a line height; the rightmost of a tie). A line of
     code in a definition may stand out past the margin that the wrapping rows share."""
-    near = sorted((x for x in rights if x >= max(rights) - 6 * height), reverse=True)
-    return max(near, key=lambda x: sum(abs(x - y) <= height / 2 for y in near))
+    # the rightmost found once and the rows sharing each edge counted through the sorted edges:
+    # a block of thousands of rows would cost their square
+    rightmost = max(rights)
+    near = sorted(x for x in rights if x >= rightmost - 6 * height)
+    shared = [bisect.bisect_right(near, x + height / 2) - bisect.bisect_left(near, x - height / 2) for x in near]
+    return near[max(reversed(range(len(near))), key=shared.__getitem__)]  # (the rightmost of a tie)
 
 
 def _wrapped_into(i: int, lefts: Sequence[float], rights: Sequence[float], edge: float, height: float) -> bool:

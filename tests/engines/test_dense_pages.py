@@ -88,3 +88,17 @@ def test_a_grid_of_numbers_set_apart_groups_in_seconds():
     blocks, seconds = _blocks(tall, [], tall_size)
     assert sorted(b.text for b in blocks) == sorted(b.text for b in one * 3)
     assert seconds < BOUND_S
+
+
+def test_a_text_block_of_thousands_of_rows_joins_in_seconds():
+    """R Installation and Administration, page 64 (deflist_texinfo_radmin_p64.pdf: a Texinfo
+    @table of configure variables) stacked 400 times into one text region: a block of thousands
+    of rows, whose right margin and description entries are found in a time that grows with its
+    rows (finding them row against row took 17 s on the same machine), each entry still a line."""
+    lines, size = _page("deflist_texinfo_radmin_p64.pdf", 150)
+    tall, tall_size = _stacked(lines, size, 400)
+    blocks, seconds = _blocks(tall, [((0, 0, *tall_size), "text", 0.9)], tall_size)
+    rows = [row for b in blocks for row in b.text.split("\n")]
+    assert len(blocks) == 1 and len(tall) > 18000
+    assert rows.count("DEFS defines to be used when compiling C code in R itself") == 400
+    assert seconds < BOUND_S

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 from pdfs import first_page
+from PIL import Image
 from tablegrid import html_grid
 
 from mineru_cli.core.blocks import Block
 from mineru_cli.engines import table
-from mineru_cli.engines.ocr import OcrEngine, _bgr, table_structure
+from mineru_cli.engines.lines import Line
+from mineru_cli.engines.ocr import OcrEngine, _bgr, _pixel_split, cut_at_table_columns, table_structure
 from mineru_cli.engines.rapid_compat import SPINNING_KEYS, ort_session
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.writers import content_list_items
@@ -226,3 +228,33 @@ def test_a_caption_and_notes_inside_the_table_region_are_taken_out_of_its_cells(
     items = [item for item in content_list_items(record, tmp_path) if item["type"] == "table"]
     item = next(item for item in items if item["table_body"] == tables[0].extra["html"])
     assert item["table_caption"] == [captions[0].text] and item["table_footnote"] == [notes[0].text]
+
+
+DASH_ROW = DATA / "dash_row_table_chromium.png"
+
+
+def test_a_line_whose_cut_pieces_read_as_nothing_stays_whole(engine):
+    """A table whose last row gives three values as em dashes, 1 px strokes in narrow columns
+    (tests/data/dash_row_table_chromium.png): a line over them crosses the columns' gaps, and
+    each piece read alone reads as nothing ("" for a lone dash in a box a few pixels taller).
+    The line was cut at the first gap and kept only what its pieces read (one dash of three,
+    and a line with no piece left would have ended the cutting with an error); a cut whose side
+    reads as nothing is not made, and the line keeps its own reading."""
+    bgr = _bgr(Image.open(DASH_ROW).convert("RGB"))
+    cells = {
+        "Quantity": (17, 21, 104, 46),
+        "Min": (293, 21, 333, 41),
+        "Typ": (356, 22, 393, 46),
+        "Max": (416, 22, 459, 41),
+        "Width of the strip": (17, 40, 167, 66),
+        "12": (300, 42, 326, 63),
+        "14": (362, 42, 389, 63),
+        "16": (424, 42, 450, 63),
+        "Height, not given": (17, 63, 166, 87),
+    }
+    dashes = Line((300, 70, 450, 80), "— — —", 0.6)  # as the detector boxes the row's strokes
+    lines = [Line(box, text, 0.95) for text, box in cells.items()] + [dashes]
+    split = _pixel_split(engine._load_text(), bgr)
+    out = cut_at_table_columns(lines, [((15, 18, 470, 90), "table", 0.9)], bgr, split)
+    assert out[: len(cells)] == lines[: len(cells)]
+    assert [line.text for line in out[len(cells) :]] == ["— — —"]
