@@ -459,7 +459,7 @@ def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
 def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     kind, text = b["type"], b.get("text", "")
     base = _base(b, w, h, page_idx)
-    if kind in CONTENT_LIST_EQUATION and b.get("source") in LITERAL_SOURCES:
+    if kind in CONTENT_LIST_EQUATION and b.get("source") in LITERAL_SOURCES and not b.get("latex"):
         # a formula read off the page as it stands (the text layer's or OCR's characters, not
         # LaTeX: `{`, `&`, `%` would be markup to a LaTeX renderer) is a text item, as the
         # Markdown gives it a paragraph
