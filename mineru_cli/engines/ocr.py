@@ -488,9 +488,12 @@ def _navigation_dots(line: Line, lines: list[Line], page_h: int) -> bool:
 
 
 def _same_row(a: Box, b: Box) -> bool:
-    """Whether the two boxes share half the shorter one's height: a section's name and the
-    circles under it share a few pixels at most, a table's cells in one row nearly all."""
-    return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
+    """Whether the two boxes' middles stand within a third of the shorter one's height: a table's
+    cells in one row do. A section's name and the circles under it share up to half their
+    height at 150 DPI, and the last section's name, its box tall where it holds the circle
+    under it, shared that much with the first section's circles; their middles stand apart."""
+    shorter = min(a[3] - a[1], b[3] - b[1])
+    return abs((a[1] + a[3]) - (b[1] + b[3])) / 2 < shorter / 3
 
 
 def _mean_score(lines: list[Line]) -> float:
