@@ -1154,10 +1154,30 @@ def _word_spans(chars: list[_Char]) -> list[tuple[int, int]]:
 def _rtl_core(word: list[_Char]) -> int:
     """The length of `word` without the punctuation after its right-to-left letters: 0 unless
     it is such letters (and their marks) and such punctuation."""
+    core = _unpunctuated(word)
+    return core if core and _is_rtl(word[0].text) and all(map(_in_rtl_word, word[:core])) else 0
+
+
+def _number_core(word: list[_Char]) -> int:
+    """The length of `word` without the punctuation after it: 0 unless it is a number (digits,
+    with a point or comma between them)."""
+    core = _unpunctuated(word)
+    body = "".join(ch.text for ch in word[:core])
+    return core if core and body[0].isdigit() and all(c.isdigit() or c in ".,:" for c in body) else 0
+
+
+def _run_core(word: list[_Char]) -> int:
+    """The length of a word of a right-to-left run without its punctuation: the bidi algorithm
+    sets a number that stands next to right-to-left words inside their run ("מספר 42 בדף 7"
+    drawn as "7 בדף 42 מספר"), so it is read in its place in the run."""
+    return _rtl_core(word) or _number_core(word)
+
+
+def _unpunctuated(word: list[_Char]) -> int:
     core = len(word)
     while core and unicodedata.category(word[core - 1].text[0]).startswith("P"):
         core -= 1
-    return core if core and _is_rtl(word[0].text) and all(map(_in_rtl_word, word[:core])) else 0
+    return core
 
 
 def _rtl_word_after(chars: list[_Char], prev: tuple[int, int], word: tuple[int, int]) -> bool:
@@ -1165,9 +1185,9 @@ def _rtl_word_after(chars: list[_Char], prev: tuple[int, int], word: tuple[int, 
     letters, `word` such letters (punctuation after them ends the run), on one band, `word`
     right of `prev`, no line end between."""
     a, b = chars[prev[0] : prev[1]], chars[word[0] : word[1]]
-    if a[-1].line_end or _rtl_core(a) < len(a) or not _rtl_core(b):
+    if a[-1].line_end or _run_core(a) < len(a) or not _run_core(b) or not (_rtl_core(a) or _rtl_core(b)):
         return False
-    b = b[: _rtl_core(b)]
+    b = b[: _run_core(b)]
     top, bottom = min(ch.box[1] for ch in a), max(ch.box[3] for ch in a)
     middle = (min(ch.box[1] for ch in b) + max(ch.box[3] for ch in b)) / 2  # (letters' boxes hug their ink)
     rightwards = min(ch.box[0] for ch in b) >= max(ch.box[2] for ch in a) - 0.1 * (bottom - top)
@@ -1178,7 +1198,7 @@ def _reversed_words(words: list[list[_Char]]) -> list[_Char]:
     """`words` (a run's, as drawn) last first, each ending as the word in its place did (a
     space), the punctuation after the last one kept at the run's end."""
     last = words[-1]
-    cores, tail = [*words[:-1], last[: _rtl_core(last)]], last[_rtl_core(last) :]
+    cores, tail = [*words[:-1], last[: _run_core(last)]], last[_run_core(last) :]
     out: list[_Char] = []
     for word, ended in zip(reversed(cores), [core[-1] for core in cores]):
         out += word[:-1] + [replace(word[-1], space=ended.space, line_end=ended.line_end)]

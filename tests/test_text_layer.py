@@ -483,6 +483,22 @@ def test_right_to_left_phrases_in_a_left_to_right_line_read_in_reading_order():
     ]
 
 
+def test_a_number_inside_a_right_to_left_phrase_keeps_its_place():
+    """English sentences quoting Hebrew and Arabic phrases with numbers inside, printed by
+    Chromium (tests/data/rtl_numbers_chromium.pdf): the bidi algorithm sets a number next to
+    right-to-left words inside their run, and pdfium gives the run as drawn ("7 בדף 42 מספר").
+    Read from the rightmost word only between the numbers, the phrase came out in neither order
+    ("من الكتاب 12 القسم"); the numbers read in their places, and a number that stands apart
+    from the phrase (3.14, 2.71) stays in the English."""
+    layer, text = _real_page_text("rtl_numbers_chromium.pdf")
+    assert layer.trusted
+    assert text.splitlines() == [
+        "The report lists מספר 42 בדף 7 among its findings.",
+        "The note cites القسم 12 من الكتاب in its second part.",
+        "In 2019 the values were 3.14 and 2.71, next to שלום עולם.",
+    ]
+
+
 def test_flat_arabic_letters_are_seen_at_100_dpi():
     """The same page at 100 DPI: pdfium boxes Chromium's Arabic letters as tight as their
     glyphs, and a flat joined "م" (under 4 px tall) was taken for text too small to see: the

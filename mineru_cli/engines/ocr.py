@@ -496,9 +496,12 @@ def _navigation_dots(line: Line, lines: list[Line], page_h: int) -> bool:
 
 
 def _same_row(a: Box, b: Box) -> bool:
-    """Whether the two boxes share half the shorter one's height: a section's name and the
-    circles under it share a few pixels at most, a table's cells in one row nearly all."""
-    return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
+    """Whether the two boxes' middles stand within a third of the shorter one's height: a table's
+    cells in one row do. A section's name and the circles under it share up to half their
+    height at 150 DPI, and the last section's name, its box tall where it holds the circle
+    under it, shared that much with the first section's circles; their middles stand apart."""
+    shorter = min(a[3] - a[1], b[3] - b[1])
+    return abs((a[1] + a[3]) - (b[1] + b[3])) / 2 < shorter / 3
 
 
 def _mean_score(lines: list[Line]) -> float:
@@ -1847,14 +1850,11 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
     if page_h >= page_w or not body_h:
         return
     top = [b for b in blocks if b.bbox[1] < FRAME_TITLE_BAND * page_h and b.type in _FRAME_TITLE_FROM]
+    top = [b for b in top if _title_shaped(b.extra.get("lines", []))]
+    if any(b.type == T.TITLE for b in top):
+        return  # a sidebar's talk title can stand a pixel above the frame title in the same band
     for block in sorted(top, key=lambda b: b.bbox[1]):
-        lines = block.extra.get("lines", [])
-        if not lines or len(group_rows([ln["bbox"] for ln in lines])) > 2:
-            continue
-        if not _wordlike(lines):
-            continue  # a logo's letters
-        if block.type == T.TITLE:
-            return
+        lines = block.extra["lines"]
         height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
         if height < GROUPING["body_line"] * body_h:
             continue  # the headline's small print
@@ -1865,6 +1865,12 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
 
 # What the layout model calls a slide's frame title: text, or a header (a running head's class).
 _FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
+
+
+def _title_shaped(lines: list[dict]) -> bool:
+    """Whether a block's lines could be a frame title: one or two rows, and words, not a logo's
+    letters."""
+    return bool(lines) and len(group_rows([ln["bbox"] for ln in lines])) <= 2 and _wordlike(lines)
 
 
 def _wordlike(lines: list[dict]) -> bool:

@@ -154,6 +154,11 @@ NAV_DOTS = re.compile(r"(?<!\S)[0Oo○●◦•]+(?!\S)")
             "The Integrated Approach",
         ),
         (
+            "slide_miniframes_beamer_talk_150dpi.png",
+            ["Introduction", "Bad News: Hardness Results", "Good News: Tractability Results", "Summary"],
+            "Our formalization of haplotyping.",
+        ),
+        (
             "slide_miniframes_thubeamer.png",
             ["Contents", "Research Contents", "Results", "Future Work", "References"],
             "Case 3",

@@ -675,3 +675,17 @@ def test_a_formula_read_as_text_is_no_latex_in_the_content_list(engine, tmp_path
     items = content_list_items(record, tmp_path)
     assert not [item for item in items if item["type"] == "equation" or "text_format" in item]
     assert [item["text"] for item in items if item.get("text") in formulas] == formulas
+
+
+@pytest.mark.parametrize("dpi", (150, 300))
+def test_a_sidebars_talk_title_is_no_frame_title(engine, dpi):
+    """beamer's lecture example p4 (tests/data/frame_title_sidebar_lecture_p4.pdf): the sidebar
+    sets the talk's title ("Syntax versus Semantik") at the slide's top right, a pixel higher than
+    the frame title ("Die zwei Hauptbegriffe der heutigen Vorlesung.") that the layout model boxes
+    as a title. The sidebar's title, the first text in the top band and as big as the sidebar's
+    print, was made a second title; the frame title is the slide's only title."""
+    path = Path(__file__).parents[1] / "data" / "frame_title_sidebar_lecture_p4.pdf"
+    page = first_page(path, dpi=dpi)
+    blocks = engine.parse(page.image, page.text_layer).blocks
+    titles = [_squash(b.text) for b in blocks if b.type == "title" and b.bbox[1] < 0.15 * page.image.height]
+    assert titles == [_squash("Die zwei Hauptbegriffe der heutigen Vorlesung.")], [(b.type, b.text) for b in blocks]
