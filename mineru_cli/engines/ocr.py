@@ -80,7 +80,6 @@ LAYOUT_TYPES = {
     "figure_caption": T.IMAGE_CAPTION,
     "table": T.TABLE,
     "table_caption": T.TABLE_CAPTION,
-    "table_footnote": T.TABLE_FOOTNOTE,  # no layout class: the notes a table region holds (table_edges)
     "header": T.HEADER,
     "footer": T.FOOTER,
     "reference": T.REF_TEXT,
@@ -174,6 +173,10 @@ _NESTING = frozenset({T.TEXT, T.REF_TEXT})
 # The class a figure region that is really text gets (see _figures_of_text): a text region
 # (LAYOUT_TYPES has no such class) that is not split at a table's gutters (see _region_columns).
 _FIGURE_TEXT = "figure_text"
+# The class of a table region's notes, which table_edges takes out of it (the layout model has
+# none), and the block types of all region classes, the model's and these.
+_TABLE_NOTES = "table_footnote"
+REGION_TYPES = {**LAYOUT_TYPES, _TABLE_NOTES: T.TABLE_FOOTNOTE}
 
 # A page number: arabic, or a lower-case roman numeral up to 399 as a book's front matter
 # numbers its pages (a well-formed numeral, so that words such as "civil" are not one).
@@ -624,7 +627,7 @@ def cut_at_gutters(
     `split` cuts a line: the pixels' lines are read again piece by piece, a text layer's are cut
     between their characters."""
     boxes = [box for box, _, _ in regions]
-    flowing = [LAYOUT_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
+    flowing = [REGION_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
     homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
     in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
     # each flowing region's lines of the other flowing regions in its rows: found once a region
@@ -706,7 +709,7 @@ def table_edges(lines: list[Line], regions: Sequence[tuple[Box, str, float]]) ->
             out.append((_lines_box(rows[:top]), "table_caption", score))
         if bottom:
             notes = rows[len(rows) - bottom :]
-            kind = "table_caption" if _TABLE_LABEL.match(notes[0][0].text) else "table_footnote"
+            kind = "table_caption" if _TABLE_LABEL.match(notes[0][0].text) else _TABLE_NOTES
             out.append((_lines_box(notes), kind, score))
     return out
 
@@ -907,7 +910,7 @@ def assemble_blocks(
     blocks = []
     markers = page_markers(lines)
     for (box, cls, score), group in zip(regions, members):
-        kind = LAYOUT_TYPES.get(cls, T.TEXT)
+        kind = REGION_TYPES.get(cls, T.TEXT)
         if kind == T.TABLE:
             group = _table_pieces(group)
         if group:
@@ -967,7 +970,7 @@ def _row_home(
     x1, _, x2, _ = line.box
     reach = GROUPING["row_gap"] * line.height
     for n, (box, cls, _score) in enumerate(regions):
-        if LAYOUT_TYPES.get(cls, T.TEXT) not in _FLOWING or not members[n]:
+        if REGION_TYPES.get(cls, T.TEXT) not in _FLOWING or not members[n]:
             continue
         if box[0] < x1 <= box[2] + reach and x2 > box[2]:
             side = "right"
@@ -1121,7 +1124,7 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
     A figure region that is text (_FIGURE_TEXT) round a title is an envelope too (a page's
     header panel boxed whole as a figure): it goes and the title stays, whose lines, shared out
     between the two boxes, were read out of order."""
-    text_like = [i for i, r in enumerate(regions) if LAYOUT_TYPES.get(r[1], T.TEXT) in _NESTING]
+    text_like = [i for i, r in enumerate(regions) if REGION_TYPES.get(r[1], T.TEXT) in _NESTING]
     dropped: set[int] = set()
     for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
         if i in dropped:
@@ -1141,7 +1144,7 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
 def _round_a_title(region: tuple[Box, str, float], regions: Sequence[tuple[Box, str, float]]) -> bool:
     """Whether a figure region that is text holds a title region."""
     return region[1] == _FIGURE_TEXT and any(
-        LAYOUT_TYPES.get(cls) == T.TITLE and covered(box, region[0]) >= GROUPING["nested_region"]
+        REGION_TYPES.get(cls) == T.TITLE and covered(box, region[0]) >= GROUPING["nested_region"]
         for box, cls, _score in regions
     )
 
@@ -1182,7 +1185,7 @@ def _figures_of_text(
     page_area = max(1.0, float(page_size[0] * page_size[1]))
     out = []
     for box, cls, score in regions:
-        if LAYOUT_TYPES.get(cls) == T.IMAGE:
+        if REGION_TYPES.get(cls) == T.IMAGE:
             inside = [ln for ln in lines if covered(ln.box, box) >= GROUPING["line_in_region"]]
             if inside and area(box) >= GROUPING["background_figure"] * page_area:
                 continue
