@@ -352,10 +352,10 @@ def _cells_of_rows(boxes: Sequence[Box], groups: list[list[int]], group: list[in
     first or last column (a command set in a monospaced font, whose boxes are shorter than the
     description's beside it), each cell in its row, not a panel whose lines keep their own rows."""
     beside = groups[1] if group is groups[0] else groups[-2]
-    return all(any(_in_one_row(boxes[i], boxes[j]) for j in beside) for i in group)
+    return all(any(in_one_row(boxes[i], boxes[j]) for j in beside) for i in group)
 
 
-def _in_one_row(a: Box, b: Box) -> bool:
+def in_one_row(a: Box, b: Box) -> bool:
     """Whether two lines share half the shorter one's height or more: one row, as group_rows
     makes them."""
     shared = min(a[3], b[3]) - max(a[1], b[1])

@@ -43,6 +43,11 @@ def covered(inner: Box, outer: Box) -> float:
     return intersection(inner, outer) / a if a else 0.0
 
 
+def enclosing(boxes: Sequence[Box]) -> tuple[float, float, float, float]:
+    """The least box that holds all of `boxes` (at least one)."""
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
 def clip(b: Box, size: tuple[int, int]) -> tuple[float, float, float, float]:
     """The box cut to a page of `size` (width, height)."""
     w, h = size

@@ -14,9 +14,9 @@ from typing import Callable
 
 from mineru_cli.core.blocks import Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import Box, intersection, shares_columns
+from mineru_cli.core.geometry import Box, enclosing, intersection, shares_columns
 from mineru_cli.engines.lines import CJK, Line, join_text
-from mineru_cli.reading_order import group_rows
+from mineru_cli.reading_order import group_rows, in_one_row
 
 # The blocks whose monospaced rows are code: text, and references (the layout model boxes a run
 # of short listings between paragraphs as a reference list: gnuplot's and R's manuals).
@@ -199,7 +199,7 @@ def _two_listings(a: Block, b: Block) -> bool:
     where a row's comments open with their own mark."""
     left, right = _rows_of(a), _rows_of(b)
     top, bottom = left[0][1], left[-1][3]
-    if any(top < r[1] and r[3] < bottom and not any(_level(r, x) for x in left) for r in right):
+    if any(top < r[1] and r[3] < bottom and not any(in_one_row(r, x) for x in left) for r in right):
         return True
     return _opening(a) is not None and _opening(a) == _opening(b)
 
@@ -235,15 +235,10 @@ def _line_numbers(block: Block, code: Block, blocks: list[Block]) -> bool:
     right = max(ln["bbox"][2] for ln in lines)
     if not 0 <= cb[0] - right <= NUMBER_GAP * h:
         return False
-    if not all(any(_level(ln["bbox"], row["bbox"]) for row in rows) for ln in lines):
+    if not all(any(in_one_row(ln["bbox"], row["bbox"]) for row in rows) for ln in lines):
         return False
     gap = (right, min(ln["bbox"][1] for ln in lines), cb[0], max(ln["bbox"][3] for ln in lines))
     return not any(x is not block and x is not code and intersection(x.bbox, gap) > 0 for x in blocks)
-
-
-def _level(a: Box, b: Box) -> bool:
-    """Whether two boxes share at least half the lower one's height."""
-    return min(a[3], b[3]) - max(a[1], b[1]) >= min(a[3] - a[1], b[3] - b[1]) / 2
 
 
 def _flush_right(block: Block, h: float) -> bool:
@@ -279,8 +274,7 @@ def _in_left_margin(ab: Box, bb: Box, blocks: list[Block]) -> bool:
 
 
 def _lines_box(block: Block) -> Box:
-    boxes = [ln["bbox"] for ln in block.extra["lines"]]
-    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+    return enclosing([ln["bbox"] for ln in block.extra["lines"]])
 
 
 def _number_line(line: dict) -> Line:

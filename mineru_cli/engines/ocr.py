@@ -49,7 +49,7 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, iou, shares_columns, shares_rows
+from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, enclosing, iou, shares_columns, shares_rows
 from mineru_cli.engines import code_blocks, deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.lines import Line, join_text
@@ -737,8 +737,7 @@ def _edge_run(rows: list[list[Line]], box: Box) -> int:
 
 
 def _lines_box(rows: list[list[Line]]) -> Box:
-    boxes = [ln.box for row in rows for ln in row]
-    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+    return enclosing([ln.box for row in rows for ln in row])
 
 
 def _column_gaps(lines: list[Line]) -> list[tuple[int, int]]:
@@ -1374,12 +1373,8 @@ def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None, markers: 
     on its own, so code_runs' runs need no grouping again)."""
     ordered = [ln for row in rows for ln in row]
     boxes = [ln.box for ln in ordered] + ([region_box] if region_box is not None else [])
-    bbox = (
-        int(min(b[0] for b in boxes)),
-        int(min(b[1] for b in boxes)),
-        int(max(b[2] for b in boxes)),
-        int(max(b[3] for b in boxes)),
-    )
+    x1, y1, x2, y2 = enclosing(boxes)
+    bbox = (int(x1), int(y1), int(x2), int(y2))
     extra: dict = {"lines": [ln.as_dict() for ln in ordered]}
     cells = _table_cells(ordered) if kind == T.TABLE else None
     if cells:
