@@ -1851,11 +1851,12 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
     top = [b for b in top if _title_shaped(b.extra.get("lines", []))]
     if any(b.type == T.TITLE for b in top):
         return  # a sidebar's talk title can stand a pixel above the frame title in the same band
+    floats = [b.bbox for b in blocks if b.type in _FLOATS]
     for block in sorted(top, key=lambda b: b.bbox[1]):
         lines = block.extra["lines"]
         height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
-        if height < GROUPING["body_line"] * body_h:
-            continue  # the headline's small print
+        if height < GROUPING["body_line"] * body_h or _of_a_float(block, floats, page_w):
+            continue  # the headline's small print, or a landscape page's caption or plot label
         if height >= body_h:
             block.type = T.TITLE
         return
@@ -1863,6 +1864,22 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
 
 # What the layout model calls a slide's frame title: text, or a header (a running head's class).
 _FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
+
+
+# Regions whose captions and labels are no frame title.
+_FLOATS = frozenset({T.TABLE, T.IMAGE})
+# A float's caption starts with its label ("Table 4.", "Figure 2:").
+_CAPTION_LABEL = re.compile(r"^(table|tab\.|figure|fig\.|表|图)\s*[0-9IVXLC]+\b", re.I)
+
+
+def _of_a_float(block: Block, floats: Sequence[Box], page_w: int) -> bool:
+    """Whether a text in a landscape page's top band belongs to a table or a plot, not to a slide:
+    a caption (its label, or a table's or picture's region round it, as a rotated table's float
+    holds its caption), or a label at the page's right (a plot's legend, "h = 0.02"), where no
+    frame title starts: a theme sets it at the slide's left or centred."""
+    if _CAPTION_LABEL.match(block.text) or block.bbox[0] >= page_w / 2:
+        return True
+    return best_holder(block.bbox, floats, GROUPING["line_in_region"]) is not None
 
 
 def _title_shaped(lines: list[dict]) -> bool:

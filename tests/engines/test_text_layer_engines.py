@@ -689,3 +689,22 @@ def test_a_sidebars_talk_title_is_no_frame_title(engine, dpi):
     blocks = engine.parse(page.image, page.text_layer).blocks
     titles = [_squash(b.text) for b in blocks if b.type == "title" and b.bbox[1] < 0.15 * page.image.height]
     assert titles == [_squash("Die zwei Hauptbegriffe der heutigen Vorlesung.")], [(b.type, b.text) for b in blocks]
+
+
+@pytest.mark.parametrize(
+    ("name", "label", "text_layer"),
+    [
+        ("landscape_table_mnras_p6.pdf", "Table 4. An example landscape table.", False),
+        ("landscape_table_mnras_p6.pdf", "Table 4. An example landscape table.", True),
+        ("landscape_plot_eps_demo.pdf", "h = 0.02", True),
+    ],
+)
+def test_a_landscape_documents_caption_or_plot_label_is_no_frame_title(engine, name, label, text_layer):
+    """A page wider than tall that is no slide: mnras_guide.pdf p6, a table turned to landscape
+    with its caption over it, and cmpj's eps_demo.pdf, a plot with its legend ("h = 0.02") at the
+    top right (150 DPI). The caption and the legend, the first text in the top band in the body's
+    print or bigger, were made a slide's frame title."""
+    page = first_page(Path(__file__).parents[1] / "data" / name, dpi=150)
+    blocks = engine.parse(page.image, page.text_layer if text_layer else None).blocks
+    found = [b for b in blocks if _squash(label) in _squash(b.text)]
+    assert found and all(b.type != "title" for b in found), [(b.type, b.text) for b in blocks]
