@@ -468,35 +468,33 @@ def test_right_to_left_words_with_marks_printed_by_chromium_read_in_reading_orde
     assert unicodedata.normalize("NFC", lines[2]) == unicodedata.normalize("NFC", "שָׁלוֹם 42 ספרים.")  # (marks' order)
 
 
-def test_right_to_left_phrases_in_a_left_to_right_line_read_in_reading_order():
-    """English sentences quoting Arabic and Hebrew phrases, printed by Chromium
-    (tests/data/rtl_phrases_chromium.pdf): pdfium gives a phrase's words as drawn, the leftmost
-    first, and the layer read "עולם שלום" for "שלום עולם" and "بالعالم مرحبا" for "مرحبا
-    بالعالم", with a space before the comma after a phrase. Read from its rightmost word, each
-    phrase is in reading order, its comma or full stop after it."""
-    layer, text = _real_page_text("rtl_phrases_chromium.pdf")
-    assert layer.trusted
-    assert text.splitlines() == [
+RTL_PHRASES = {
+    # pdfium gives a phrase's words as drawn, the leftmost first: the layer read "עולם שלום" for
+    # "שלום עולם" and "بالعالم مرحبا" for "مرحبا بالعالم", with a space before the comma after it
+    "rtl_phrases_chromium.pdf": [
         "The greeting مرحبا بالعالم means hello world in Arabic.",
         "In Hebrew the same words are שלום עולם, and a good book is ספר טוב מאוד.",
         "The city's name, المدينة المنورة, is written from right to left.",
-    ]
-
-
-def test_a_number_inside_a_right_to_left_phrase_keeps_its_place():
-    """English sentences quoting Hebrew and Arabic phrases with numbers inside, printed by
-    Chromium (tests/data/rtl_numbers_chromium.pdf): the bidi algorithm sets a number next to
-    right-to-left words inside their run, and pdfium gives the run as drawn ("7 בדף 42 מספר").
-    Read from the rightmost word only between the numbers, the phrase came out in neither order
-    ("من الكتاب 12 القسم"); the numbers read in their places, and a number that stands apart
-    from the phrase (3.14, 2.71) stays in the English."""
-    layer, text = _real_page_text("rtl_numbers_chromium.pdf")
-    assert layer.trusted
-    assert text.splitlines() == [
+    ],
+    # the bidi algorithm sets a number next to right-to-left words inside their run, given as
+    # drawn ("7 בדף 42 מספר"); read from the rightmost word only between the numbers, a phrase
+    # came out in neither order ("من الكتاب 12 القسم"); a number apart from it stays in the English
+    "rtl_numbers_chromium.pdf": [
         "The report lists מספר 42 בדף 7 among its findings.",
         "The note cites القسم 12 من الكتاب in its second part.",
         "In 2019 the values were 3.14 and 2.71, next to שלום עולם.",
-    ]
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RTL_PHRASES))
+def test_right_to_left_phrases_in_a_left_to_right_line_read_in_reading_order(name):
+    """English sentences quoting Arabic and Hebrew phrases, some with numbers inside, printed by
+    Chromium (tests/data/README.md): each phrase is read from its rightmost word, its numbers in
+    their places and its comma or full stop after it."""
+    layer, text = _real_page_text(name)
+    assert layer.trusted
+    assert text.splitlines() == RTL_PHRASES[name]
 
 
 def test_flat_arabic_letters_are_seen_at_100_dpi():
