@@ -160,7 +160,8 @@ TABLE_LINE = 0.5
 # 1.5 between a caption and the column heads, 1.75 above the notes; within the table 1.0).
 TABLE_APART = 1.3
 # Supporting signals that such a run is no cell: a caption's label, or a note's mark.
-_TABLE_LABEL = re.compile(r"^(table|tab\.|表)\s*[0-9IVXLC]+\b", re.I)
+_TABLE_WORDS = r"table|tab\.|表"
+_TABLE_LABEL = re.compile(rf"^({_TABLE_WORDS})\s*[0-9IVXLC]+\b", re.I)
 _NOTE_MARK = re.compile(r"^([a-z*†‡§¶]\s|\d{1,2}\s|notes?\b|sources?\b|注)", re.I)
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model
@@ -1869,7 +1870,7 @@ _FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
 # Regions whose captions and labels are no frame title.
 _FLOATS = frozenset({T.TABLE, T.IMAGE})
 # A float's caption starts with its label ("Table 4.", "Figure 2:").
-_CAPTION_LABEL = re.compile(r"^(table|tab\.|figure|fig\.|表|图)\s*[0-9IVXLC]+\b", re.I)
+_CAPTION_LABEL = re.compile(rf"^({_TABLE_WORDS}|figure|fig\.|图)\s*[0-9IVXLC]+\b", re.I)
 
 
 def _of_a_float(block: Block, floats: Sequence[Box], page_w: int) -> bool:
