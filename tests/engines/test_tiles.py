@@ -204,6 +204,16 @@ def test_a_thin_spacer_image_is_refused_before_the_detector_enlarges_it():
     assert "RuntimeError the text detector cannot read a 1900x4 px page (the page is too elongated" in out, out
 
 
+@pytest.mark.parametrize("size", [(1, 100_000), (100_000, 1)])
+def test_a_one_pixel_spacer_is_refused_without_enlarging_it_whole(size):
+    """A 1 x 100,000 px spacer image (473 bytes as a PNG): the orientation classifier enlarged it
+    whole to 256 px across, 19.6 GB (a worker took 14 GB and four minutes, or the kernel killed
+    it). Its middle is classified, and the page is refused at once for the detector."""
+    w, h = size
+    out = parse_in_4_gb(size)
+    assert f"RuntimeError the text detector cannot read a {w}x{h} px page (the page is too elongated" in out, out
+
+
 def test_a_tall_thin_strip_is_read_in_pieces_the_detector_can_hold():
     """A 24 x 1500 px strip (a side bar): the detector got 736 x 46,000 px of it (4.7 GB, and as
     much again for the second look of a page where it finds nothing). Now pieces of it, each
