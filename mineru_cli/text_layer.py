@@ -76,6 +76,11 @@ GAP_SPLIT = 1.2  # a horizontal gap wider than this many line heights starts a n
 CELL_GAP = 0.5
 CODE_SPACE = 1.5  # monospaced characters' widths: a wider gap between two of them is no space of code
 SPACE_GAP = 0.25  # a gap wider than this many line heights without a space is a word break
+# Between two wide (CJK) characters, a space is a gap wider than the line's usual one between
+# them by this many line heights (pdfium's generated space or not): a writer's space is a
+# quarter em or more, a justified line's stretch is alike at every pair (WIDE_PAIRS or more)
+WIDE_SPACE = 0.15
+WIDE_PAIRS = 3
 UPRIGHT_DEGREES = 10.0
 OVERPRINT = 0.7  # of two like characters' extent, across and down, they share: one printed over the other
 ACCENT_GAP = 0.5  # of a letter's height, the most blank between it and a spacing accent set on it
@@ -113,6 +118,8 @@ SETTINGS = {
     "cell_gap": CELL_GAP,
     "code_space": CODE_SPACE,
     "space_gap": SPACE_GAP,
+    "wide_space": WIDE_SPACE,
+    "wide_pairs": WIDE_PAIRS,
     "cover_share": COVER_SHARE,
     "opaque_alpha": OPAQUE_ALPHA,
     "scan_coverage": SCAN_COVERAGE,
@@ -1528,11 +1535,41 @@ def _line(chars: list[_Char], run: _Run | None = None) -> TextLine:
     tracking = max(0.0, statistics.median(usual)) if usual else 0.0
     mono = _monospaced_line(chars)
     pitch = statistics.median(ch.box[2] - ch.box[0] for ch in chars if ch.mono) if mono else 0.0
+    wide_tracking = _wide_tracking(chars, gaps)
     text = chars[0].text
     for prev, ch, gap in zip(chars, chars[1:], gaps):
         spaced = prev.space or gap - tracking > SPACE_GAP * h
+        if spaced and _wide(prev) and _wide(ch):
+            spaced = _wide_space(prev, ch, gap - wide_tracking, h)
         # monospaced text keeps its runs of spaces (a listing's alignment): one a character's width
         text += " " * max(int(spaced), round(gap / pitch) if pitch > 0 else 0) if mono else " " * spaced
         text += ch.text
     box = (int(math.floor(run.x1)), int(math.floor(run.y1)), int(math.ceil(run.x2)), int(math.ceil(run.y2)))
     return TextLine(box, text.strip() if mono else " ".join(text.split()), mono=mono, chars=tuple(chars))
+
+
+def _wide(ch: _Char) -> bool:
+    """A CJK character: an ideograph, a kana, a full-width punctuation mark or form."""
+    return unicodedata.east_asian_width(ch.text[0]) in ("W", "F")
+
+
+def _wide_tracking(chars: list[_Char], gaps: list[float]) -> float:
+    """The usual gap between two wide characters of a line: a justified CJK line stretches every
+    such gap alike (jlreq's lines by a third of an em), and pdfium puts a space in each. Under
+    WIDE_PAIRS such pairs give no usual gap."""
+    wide = [g for a, b, g in zip(chars, chars[1:], gaps) if _wide(a) and _wide(b)]
+    return max(0.0, statistics.median(wide)) if len(wide) >= WIDE_PAIRS else 0.0
+
+
+def _wide_space(prev: _Char, ch: _Char, gap: float, h: float) -> bool:
+    """Whether a space stands between two wide characters: CJK text has none but where the
+    writer set one (a heading's number and title, words of a list), a gap past the line's usual
+    wide gap by WIDE_SPACE line heights. A full-width punctuation mark holds its own blank (its
+    glyph fills half its em, and a justified line stretches beside it): none beside it."""
+    if _is_punctuation(prev.text) or _is_punctuation(ch.text):
+        return False
+    return gap > WIDE_SPACE * h
+
+
+def _is_punctuation(text: str) -> bool:
+    return unicodedata.category(text[0]).startswith("P")

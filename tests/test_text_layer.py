@@ -183,6 +183,28 @@ def test_a_line_across_table_cells_set_close_together_keeps_its_cells_as_pieces(
     assert [p.box[0] for p in row.pieces()] == sorted(p.box[0] for p in row.pieces())
 
 
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_a_justified_cjk_lines_stretch_is_no_space(dpi):
+    """jlreq's Japanese manual p10 (tests/data/cjk_justified_jlreq_ja_p10.pdf): a justified line
+    stretches every gap between its kana and ideographs by a third of an em, and pdfium puts a
+    space in each ("実 際 に 出 力 す る"); Japanese has no spaces between them."""
+    texts = _texts(_layer(DATA / "cjk_justified_jlreq_ja_p10.pdf", dpi=dpi).text_layer)
+    assert any("<コード>：実際に出力する書式を指定します" in t for t in texts), texts
+    wide = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff]) (?=[\u3040-\u30ff\u4e00-\u9fff])")
+    assert not [t for t in texts if wide.search(t)], texts
+
+
+@pytest.mark.parametrize("dpi", [150, 300])
+def test_no_space_stands_beside_a_full_width_punctuation_mark(dpi):
+    """ctex's manual p25 (tests/data/cjk_punctuation_ctex_p25.pdf): a justified Chinese line
+    stretches beside its full-width commas and brackets, wider than a space ("有些重叠， 但",
+    "选项 （6.2 节）"); the mark's em holds its blank. A writer's space between two ideographs
+    (the running head's "第 7 节 章节标题样式设置") stays."""
+    text = "\n".join(_texts(_layer(DATA / "cjk_punctuation_ctex_p25.pdf", dpi=dpi).text_layer))
+    for phrase in ("有些重叠，但不完全", "选项（6.2 节）在意义上", "第 7 节 章节标题样式设置"):
+        assert phrase in text, text
+
+
 @pytest.mark.parametrize("dpi", [100, 300])
 def test_a_table_heads_abbreviations_before_capitalised_cells_are_cells_of_their_own(dpi):
     """A Chromium-printed table (tests/data/table_abbreviations_chromium.pdf) whose head reads

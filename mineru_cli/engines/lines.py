@@ -56,3 +56,39 @@ def join_text(parts: list[str]) -> str:
             out += " "
         out += part
     return out
+
+
+# Kana and ideographs drawn alike, which the recogniser mixes up: hiragana and katakana be, pe
+# and ri; katakana ka, ni, ro, e, to, ta and ha and the ideographs for power, two, mouth, work,
+# divination, evening and eight (he is left out: the particle へ follows katakana words)
+_TWINS = dict(zip("べベぺペりリカ力ニ二ロ口エ工ト卜タ夕ハ八", "ベべペぺリり力カ二ニ口ロ工エ卜ト夕タ八ハ"))
+
+
+def _script(ch: str) -> str:
+    if "\u3041" <= ch <= "\u309f":
+        return "hiragana"
+    if "\u30a0" <= ch <= "\u30ff":
+        return "katakana"
+    return "ideograph" if "\u4e00" <= ch <= "\u9fff" else ""
+
+
+def fit_twins(text: str) -> str:
+    """Each character of a look-alike pair in the script of its neighbours: a kana between two
+    letters of the other kana is its twin ("ラべル" is ラベル, "よリも" is よりも), and a lone
+    katakana beside an ideograph is the ideograph ("出カする" is 出力する): a word is written
+    in one script, and a katakana word has more than one letter. An ideograph after a katakana
+    word stays (コミュニケーション力: a suffix), as does a character at a line's end or beside
+    Latin, digits or punctuation."""
+    chars = list(text)
+    for k in range(1, len(chars) - 1):
+        twin = _TWINS.get(chars[k])
+        if twin is not None and _fits_better(_script(chars[k]), _script(twin), chars[k - 1], chars[k + 1]):
+            chars[k] = twin
+    return "".join(chars)
+
+
+def _fits_better(script: str, twin: str, before: str, after: str) -> bool:
+    around = (_script(before), _script(after))
+    if "" in around or script in around:
+        return False
+    return around == (twin, twin) or (twin == "ideograph" and twin in around)

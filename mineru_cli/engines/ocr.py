@@ -52,7 +52,7 @@ from mineru_cli.core.errors import SetupError
 from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, enclosing, iou, shares_columns, shares_rows
 from mineru_cli.engines import code_blocks, deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
-from mineru_cli.engines.lines import Line, join_text
+from mineru_cli.engines.lines import Line, fit_twins, join_text
 from mineru_cli.engines.rapid_compat import (
     OCR_SECTIONS,
     check_versions,
@@ -529,6 +529,8 @@ def _read_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> tuple[list[Line], d
         t = time.perf_counter()
         lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
         timings["ocr_reread"] = time.perf_counter() - t
+    for line in lines:
+        line.text = fit_twins(line.text)
     return [ln for ln in lines if ln.text], timings
 
 

@@ -727,3 +727,14 @@ def test_lines_of_no_width_or_height_do_not_fail_the_page():
     assert "}" in " ".join(b.text for b in blocks)
     blocks = assemble_blocks([Line((100, 950, 200, 950), "Preprint", 1.0)], [], (1000, 1000))
     assert [b.text for b in blocks] == ["Preprint"]
+
+
+def test_look_alike_kana_keep_a_words_own_script():
+    """fit_twins changes a look-alike only where its neighbours agree on the other script; a
+    kanji suffix after a katakana word (力 in ゲーム力), the particle へ, a katakana between two
+    hiragana with no ideograph twin beside it, and a character at a line's end stay."""
+    from mineru_cli.engines.lines import fit_twins
+
+    assert fit_twins("ラべルを出カする") == "ラベルを出力する"
+    for text in ("ゲーム力が", "ユーザへの", "サーバへ", "次のニつ", "ラべ", "プリミティブ", "二〇二二年"):
+        assert fit_twins(text) == text

@@ -537,3 +537,13 @@ def test_a_drop_cap_joins_its_word_and_keeps_the_lines_in_order(engine, dpi, tex
     (paragraph,) = [b.text for b in result.blocks if "HIS is the documentation" in b.text]
     assert paragraph.startswith("THIS is the documentation and user guide"), paragraph
     assert re.search(r"print work flow. of", paragraph), paragraph
+
+
+def test_kana_and_ideographs_drawn_alike_take_their_neighbours_script(engine):
+    """jlreq's Japanese manual p10 (tests/data/cjk_justified_jlreq_ja_p10.pdf) from pixels at
+    150 DPI: the recogniser reads katakana ベ in ラベル (label) as hiragana べ, and 出力 (output) as
+    出 and katakana カ. A kana between two letters of the other kana, and a lone katakana beside an
+    ideograph, is its look-alike in its neighbours' script."""
+    text = "\n".join(b.text for b in engine.parse(render(DATA / "cjk_justified_jlreq_ja_p10.pdf", 150)).blocks)
+    assert "ラべル" not in text and "出カ" not in text, text
+    assert text.count("ラベル") >= 5 and text.count("出力") >= 5, text
