@@ -1908,7 +1908,7 @@ _SIDEBAR_FROM = frozenset({T.TEXT, T.TITLE, T.HEADER, T.REF_TEXT})
 
 def _sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
     """A slide's sidebar is aside_text (MinerU's type for text beside a page's body, left out of
-    its Markdown, read after the body): a column of blocks at the slide's left or right edge,
+    its Markdown; read before the body, see PAGE_SIDE): a column of blocks at the slide's left or right edge,
     within SIDEBAR_WIDTH of it, that a gutter no other block crosses keeps apart from the body,
     that runs down over SIDEBAR_RUN of the slide's height and holds two or more texts between
     its head and foot bands (EDGE_BAND), in print smaller than the body's (at most
