@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP
+from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_SIDE, PAGE_TOP
 
 Box = Sequence[float]
 
@@ -34,15 +34,17 @@ MARGIN_BODY = 1.5
 
 
 def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
-    """Indices of `boxes` in reading order: headers, body (XY-cut), footers.
+    """Indices of `boxes` in reading order: headers, side text, body (XY-cut), footers.
 
-    `types` (block types, parallel to `boxes`) pins PAGE_TOP types first and PAGE_BOTTOM last."""
+    `types` (block types, parallel to `boxes`) pins PAGE_TOP types first, PAGE_SIDE types after
+    them, before the body, and PAGE_BOTTOM last."""
     types = list(types) if types is not None else [""] * len(boxes)
     top = [i for i, t in enumerate(types) if t in PAGE_TOP]
+    side = [i for i, t in enumerate(types) if t in PAGE_SIDE]
     bottom = [i for i, t in enumerate(types) if t in PAGE_BOTTOM]
-    pinned = set(top) | set(bottom)
+    pinned = set(top) | set(side) | set(bottom)
     body = [i for i in range(len(boxes)) if i not in pinned]
-    return xy_cut(boxes, top) + xy_cut(boxes, body) + xy_cut(boxes, bottom)
+    return xy_cut(boxes, top) + xy_cut(boxes, side) + xy_cut(boxes, body) + xy_cut(boxes, bottom)
 
 
 def sort_blocks(blocks: list) -> list:

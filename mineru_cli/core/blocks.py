@@ -55,6 +55,9 @@ PARATEXT = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT, T.PAGE_FO
 # Read first / last whatever their position (reading_order).
 PAGE_TOP = frozenset({T.HEADER})
 PAGE_BOTTOM = frozenset({T.FOOTER, T.PAGE_NUMBER})
+# Read after the page's head, before the body: a slide's sidebar, furniture as its headline is
+# (beamer draws it before the frame, and a PDF's text layer gives it first).
+PAGE_SIDE = frozenset({T.ASIDE_TEXT})
 # Not in a page's Markdown: running heads and margin notes (MinerU leaves them out), and pictures
 # without text (an analysed picture or chart shows its description or table: markdown.py).
 NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT})

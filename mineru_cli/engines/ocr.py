@@ -64,7 +64,7 @@ from mineru_cli.engines.rapid_compat import (
 )
 from mineru_cli.hashing import file_sha256
 from mineru_cli.markdown import blocks_to_markdown
-from mineru_cli.reading_order import column_bands, column_stretches, group_rows, level, sort_blocks
+from mineru_cli.reading_order import SIDE_PANEL_PRINT, column_bands, column_stretches, group_rows, level, sort_blocks
 from mineru_cli.text_layer import TextLayer, TextLine
 
 # Where a block's text came from (its extra["source"]; the VLM engine adds "vlm").
@@ -900,6 +900,7 @@ def assemble_blocks(
     region that is text and holds a small table stays one block (_region_columns)."""
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
+    regions = _without_headline_bars(regions, page_size)
     regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
     regions = table_edges(lines, regions)
     members: list[list[Line]] = [[] for _ in regions]
@@ -933,6 +934,7 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
+    _sidebar(blocks, page_size)
     _frame_title(blocks, _body_height(lines, page_size), page_size)
     _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
@@ -1863,6 +1865,101 @@ def _frame_title(blocks: list[Block], body_h: float, size: tuple[int, int]) -> N
         if height >= body_h:
             block.type = T.TITLE
         return
+
+
+# A slide's headline bar (a theme's coloured band holding the frame title and a logo) runs across
+# at least HEADLINE_BAR_WIDTH of the slide's width from its top FRAME_TITLE_BAND and ends within
+# its top HEADLINE_BAR_DEPTH.
+HEADLINE_BAR_WIDTH = 0.8
+HEADLINE_BAR_DEPTH = 0.25
+
+
+def _without_headline_bars(
+    regions: Sequence[tuple[Box, str, float]], size: tuple[int, int]
+) -> list[tuple[Box, str, float]]:
+    """A slide's regions without the figure or table the layout model boxes round its headline
+    bar (TUDa's frame title beside the university's logo on a coloured band): its frame title and
+    subtitle were a picture's text or a table's cells. The bar's lines are read as loose text, so
+    the frame title is found as on any slide (_frame_title). A figure or table under the frame
+    title starts below FRAME_TITLE_BAND, and one across the slide's top that reaches below
+    HEADLINE_BAR_DEPTH is a slide's picture."""
+    page_w, page_h = size
+    if page_h >= page_w:
+        return list(regions)
+    return [r for r in regions if not _headline_bar(r, page_w, page_h)]
+
+
+def _headline_bar(region: tuple[Box, str, float], page_w: int, page_h: int) -> bool:
+    (x1, y1, x2, y2), cls, _score = region
+    return (
+        REGION_TYPES.get(cls) in _FLOATS
+        and y1 < FRAME_TITLE_BAND * page_h
+        and y2 <= HEADLINE_BAR_DEPTH * page_h
+        and x2 - x1 >= HEADLINE_BAR_WIDTH * page_w
+    )
+
+
+# A slide's sidebar (beamer's sidebar themes: the talk's title and author, a logo, the outline)
+# is a column at its left or right edge, at most SIDEBAR_WIDTH of the slide's width, that runs
+# down over SIDEBAR_RUN of the slide's height.
+SIDEBAR_WIDTH = 0.25
+SIDEBAR_RUN = 0.5
+# What a sidebar's text may have been typed: it becomes aside_text.
+_SIDEBAR_FROM = frozenset({T.TEXT, T.TITLE, T.HEADER, T.REF_TEXT})
+
+
+def _sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
+    """A slide's sidebar is aside_text (MinerU's type for text beside a page's body, left out of
+    its Markdown; read before the body, see PAGE_SIDE): a column of blocks at the slide's left or right edge,
+    within SIDEBAR_WIDTH of it, that a gutter no other block crosses keeps apart from the body,
+    that runs down over SIDEBAR_RUN of the slide's height and holds two or more texts between
+    its head and foot bands (EDGE_BAND), in print smaller than the body's (at most
+    SIDE_PANEL_PRINT x its median line height). Its blocks stand level with the body's rows, and
+    read by position each outline entry fell between two of the body's paragraphs. A logo's
+    name in a slide's top corner over a footline's label in its bottom corner holds no text
+    between the bands, a slide's narrow column of text is set in the body's print, and a
+    picture's caption beside it runs down a few lines, not the slide's height."""
+    page_w, page_h = size
+    if page_h >= page_w:
+        return
+    for side in ("left", "right"):
+        panel, body = _side_column(blocks, side, page_w)
+        texts = [b for b in panel if b.type in _SIDEBAR_FROM]
+        inner = [b for b in texts if EDGE_BAND * page_h < (b.bbox[1] + b.bbox[3]) / 2 < (1 - EDGE_BAND) * page_h]
+        body_texts = [b for b in body if b.type in _SIDEBAR_FROM]
+        if len(inner) < 2 or not body_texts:
+            continue
+        run = max(b.bbox[3] for b in panel) - min(b.bbox[1] for b in panel)
+        own, body_print = _line_height(texts), _line_height(body_texts)
+        if run >= SIDEBAR_RUN * page_h and 0 < own <= SIDE_PANEL_PRINT * body_print:
+            for block in texts:
+                block.type = T.ASIDE_TEXT
+
+
+def _side_column(blocks: list[Block], side: str, page_w: int) -> tuple[list[Block], list[Block]]:
+    """(the blocks within SIDEBAR_WIDTH of the slide's `side` edge, the others), or ([], [])
+    where one of the others reaches past the column's inner edge: no gutter between them. The
+    page's head and foot (a footline across the slide) may cross it."""
+    if side == "left":
+        panel = [b for b in blocks if b.bbox[2] <= SIDEBAR_WIDTH * page_w]
+        rest = [b for b in blocks if b not in panel]
+        apart = bool(panel) and all(b.bbox[0] > max(p.bbox[2] for p in panel) for b in _inner(rest))
+    else:
+        panel = [b for b in blocks if b.bbox[0] >= (1 - SIDEBAR_WIDTH) * page_w]
+        rest = [b for b in blocks if b not in panel]
+        apart = bool(panel) and all(b.bbox[2] < min(p.bbox[0] for p in panel) for b in _inner(rest))
+    return (panel, rest) if apart else ([], [])
+
+
+def _inner(blocks: list[Block]) -> list[Block]:
+    """The blocks that are not the page's head or foot."""
+    return [b for b in blocks if b.type not in PAGE_TOP | PAGE_BOTTOM]
+
+
+def _line_height(blocks: list[Block]) -> float:
+    """The median height of the blocks' lines."""
+    heights = [ln["bbox"][3] - ln["bbox"][1] for b in blocks for ln in b.extra.get("lines", [])]
+    return statistics.median(heights) if heights else 0.0
 
 
 # What the layout model calls a slide's frame title: text, or a header (a running head's class).

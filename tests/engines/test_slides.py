@@ -216,3 +216,16 @@ def test_a_frame_title_under_a_headline_is_a_title(engine, name, title):
     result = engine.parse(Image.open(DATA / name).convert("RGB"))
     titles = [squash(block.text) for block in result.blocks if block.type == "title"]
     assert squash(title) in titles, [(block.type, block.text) for block in result.blocks]
+
+
+def test_a_frame_title_on_a_headline_bar_beside_a_logo_is_a_title(engine):
+    """TUDa's beamer demo p5 (tests/data/slide_headline_bar_tuda_p5.png, 150 DPI): the frame
+    title and its subtitle stand on a coloured bar across the slide's top beside the
+    university's logo. The layout model boxes the whole bar as a table (as a picture on p4), and
+    the title was read as the table's cells. The bar is the slide's headline, no float: its
+    frame title is a title."""
+    result = engine.parse(Image.open(DATA / "slide_headline_bar_tuda_p5.png").convert("RGB"))
+    blocks = [(block.type, block.text) for block in result.blocks]
+    assert not [b for b in result.blocks if b.type in ("table", "image")], blocks
+    titles = [squash(block.text) for block in result.blocks if block.type == "title"]
+    assert titles and titles[0].startswith(squash("Frame mit Untertitel")), blocks

@@ -691,6 +691,27 @@ def test_a_sidebars_talk_title_is_no_frame_title(engine, dpi):
     assert titles == [_squash("Die zwei Hauptbegriffe der heutigen Vorlesung.")], [(b.type, b.text) for b in blocks]
 
 
+@pytest.mark.parametrize("text_layer", (False, True))
+def test_a_slides_right_sidebar_is_aside_text_read_apart_from_its_body(engine, text_layer):
+    """bfh-ci's sidebar beamer demo p11 (tests/data/slide_sidebar_right_bfh_p11.pdf, 150 DPI): a
+    sidebar at the slide's right edge holds the talk's title and author, the school's logo and
+    name, and the outline ("Example Frames", "section pages"), in smaller print than the body.
+    Its blocks stand level with the body's three blocks and were read between them, as text of
+    the body. The sidebar is aside_text, read before the body (as the text layer gives it) and left
+    out of the Markdown."""
+    page = first_page(Path(__file__).parents[1] / "data" / "slide_sidebar_right_bfh_p11.pdf", dpi=150)
+    result = engine.parse(page.image, page.text_layer if text_layer else None)
+    blocks = [(b.type, _squash(b.text)) for b in result.blocks]
+    sidebar = [b for b in result.blocks if b.bbox[0] > 0.8 * page.image.width and b.type != "page_number"]
+    assert sidebar and all(b.type == "aside_text" for b in sidebar), blocks
+    body = [
+        i for i, (_, text) in enumerate(blocks) if any(w in text for w in ("Exampleblock", "Alertblock", "Beispiel"))
+    ]
+    last_aside = max(i for i, (kind, _) in enumerate(blocks) if kind == "aside_text")
+    assert body and min(body) > last_aside, blocks
+    assert "ExampleFrames" not in _squash(result.markdown) and "Alertblock" in _squash(result.markdown)
+
+
 @pytest.mark.parametrize(
     ("name", "label", "text_layer"),
     [
