@@ -208,9 +208,10 @@ def _corner_first(boxes: Sequence[Box], columns: list[list[int]]) -> list[list[i
     left-to-right order, and so do real columns beside a narrow strip."""
     narrow = _narrow(boxes, columns)
     tops = [min(boxes[i][1] for i in c) for c in columns]
+    highest, next_highest = sorted(tops)[:2]  # the others' highest top is one of these two
     for n, piece in enumerate(columns[1:], 1):
         middle = (tops[n] + max(boxes[i][3] for i in piece)) / 2
-        if narrow[n] and middle < min(t for m, t in enumerate(tops) if m != n):
+        if narrow[n] and middle < (next_highest if tops[n] == highest else highest):
             return [piece, *columns[:n], *columns[n + 1 :]]
     return columns
 

@@ -4,6 +4,7 @@ proper box, in whatever unit the caller's page uses (pixels, or the model's 0-1 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Sequence
 
 Box = Sequence[float]
@@ -66,3 +67,69 @@ def best_holder(b: Box, holders: Sequence[Box], min_share: float) -> int | None:
             if best_key is None or key > best_key:
                 best, best_key = i, key
     return best
+
+
+def best_holders(boxes: Sequence[Box], holders: Sequence[Box], min_share: float) -> list[int | None]:
+    """best_holder for each of `boxes` (min_share > 0), each tested only against the holders that
+    share a cell of a BoxGrid with it: a holder covers a share of a box only where they overlap, so
+    a page of hundreds of regions costs its lines times the few regions near each."""
+    grid = BoxGrid(holders)
+    found = []
+    for b in boxes:
+        near = grid.near(b)
+        best = best_holder(b, [holders[i] for i in near], min_share)
+        found.append(None if best is None else near[best])
+    return found
+
+
+class BoxGrid:
+    """Boxes filed under the cells of a grid that they touch, to find those near a box without a
+    pass over all of them. A cell is the boxes' median width by their median height, made larger
+    where that would make over CELLS_PER_BOX cells a box over the boxes' extent (so that a box
+    over the whole page touches a bounded number of cells). A box with x2 < x1 or y2 < y1 touches
+    none."""
+
+    CELLS_PER_BOX = 4
+
+    def __init__(self, boxes: Sequence[Box]):
+        self.cell_w, self.cell_h = self._cell_size(boxes)
+        self.cells: dict[tuple[int, int], list[int]] = {}
+        for i, b in enumerate(boxes):
+            for key in self._keys(b):
+                self.cells.setdefault(key, []).append(i)
+        self.span = (
+            min((k[0] for k in self.cells), default=0),
+            min((k[1] for k in self.cells), default=0),
+            max((k[0] for k in self.cells), default=-1),
+            max((k[1] for k in self.cells), default=-1),
+        )
+
+    def near(self, b: Box, reach_x: float = 0.0, reach_y: float = 0.0) -> list[int]:
+        """The indices, ascending, of the boxes that share a cell with `b` grown by `reach_x` each
+        side and `reach_y` above and below: every box that comes within that reach of `b` (touching
+        included) is among them (a superset: callers test the geometry they need)."""
+        grown = (b[0] - reach_x, b[1] - reach_y, b[2] + reach_x, b[3] + reach_y)
+        found: set[int] = set()
+        for key in self._keys(grown, self.span):
+            found.update(self.cells.get(key, ()))
+        return sorted(found)
+
+    def _keys(self, b: Box, span: tuple[int, int, int, int] | None = None) -> list[tuple[int, int]]:
+        x1, y1 = math.floor(b[0] / self.cell_w), math.floor(b[1] / self.cell_h)
+        x2, y2 = math.floor(b[2] / self.cell_w), math.floor(b[3] / self.cell_h)
+        if span is not None:  # cells outside those filled hold nothing
+            x1, y1, x2, y2 = max(x1, span[0]), max(y1, span[1]), min(x2, span[2]), min(y2, span[3])
+        return [(x, y) for x in range(x1, x2 + 1) for y in range(y1, y2 + 1)]
+
+    @classmethod
+    def _cell_size(cls, boxes: Sequence[Box]) -> tuple[float, float]:
+        proper = [b for b in boxes if b[0] <= b[2] and b[1] <= b[3]]
+        if not proper:
+            return 1.0, 1.0
+        w = max(statistics.median(b[2] - b[0] for b in proper), 1e-6)
+        h = max(statistics.median(b[3] - b[1] for b in proper), 1e-6)
+        extent_w = max(b[2] for b in proper) - min(b[0] for b in proper)
+        extent_h = max(b[3] for b in proper) - min(b[1] for b in proper)
+        cells = (extent_w / w + 1) * (extent_h / h + 1)
+        grow = math.sqrt(max(1.0, cells / (cls.CELLS_PER_BOX * len(proper))))
+        return w * grow, h * grow

@@ -49,7 +49,19 @@ from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import NOT_LINES, PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.errors import SetupError
-from mineru_cli.core.geometry import Box, area, best_holder, clip, covered, enclosing, iou, shares_columns, shares_rows
+from mineru_cli.core.geometry import (
+    Box,
+    BoxGrid,
+    area,
+    best_holder,
+    best_holders,
+    clip,
+    covered,
+    enclosing,
+    iou,
+    shares_columns,
+    shares_rows,
+)
 from mineru_cli.engines import code_blocks, deskew, orientation, table, tiles
 from mineru_cli.engines.base import EngineResult, parse_each
 from mineru_cli.engines.lines import Line, fit_twins, join_text
@@ -631,7 +643,7 @@ def cut_at_gutters(
     between their characters."""
     boxes = [box for box, _, _ in regions]
     flowing = [REGION_TYPES.get(cls, T.TEXT) in _FLOWING for _, cls, _ in regions]
-    homes = [best_holder(line.box, boxes, GROUPING["line_in_region"]) for line in lines]
+    homes = best_holders([line.box for line in lines], boxes, GROUPING["line_in_region"])
     in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
     # each flowing region's lines of the other flowing regions in its rows: found once a region
     flowing_homes = {h for _, h in in_flow}
@@ -905,8 +917,8 @@ def assemble_blocks(
     regions = table_edges(lines, regions)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
-    for line in lines:
-        best = best_holder(line.box, [r[0] for r in regions], GROUPING["line_in_region"])
+    homes = best_holders([line.box for line in lines], [r[0] for r in regions], GROUPING["line_in_region"])
+    for line, best in zip(lines, homes):
         (members[best] if best is not None else loose).append(line)
     loose = _row_ends(regions, members, loose)
 
@@ -1127,29 +1139,36 @@ def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[
     then grouped as loose lines); of a region and one region inside it, the inner one goes.
     A figure region that is text (_FIGURE_TEXT) round a title is an envelope too (a page's
     header panel boxed whole as a figure): it goes and the title stays, whose lines, shared out
-    between the two boxes, were read out of order."""
+    between the two boxes, were read out of order. A region holds only regions it overlaps, so
+    each is tested only against those that share a cell of a BoxGrid with it."""
     text_like = [i for i, r in enumerate(regions) if REGION_TYPES.get(r[1], T.TEXT) in _NESTING]
+    nesting = set(text_like)
+    grid = BoxGrid([box for box, _, _ in regions])
     dropped: set[int] = set()
     for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
         if i in dropped:
             continue
+        near = grid.near(regions[i][0])
         inner = [
             j
-            for j in text_like
-            if j != i and j not in dropped and covered(regions[j][0], regions[i][0]) >= GROUPING["nested_region"]
+            for j in near
+            if j in nesting
+            and j != i
+            and j not in dropped
+            and covered(regions[j][0], regions[i][0]) >= GROUPING["nested_region"]
         ]
-        if len(inner) >= 2 or _round_a_title(regions[i], regions):
+        if len(inner) >= 2 or _round_a_title(regions[i], [regions[j] for j in near]):
             dropped.add(i)
         elif inner:
             dropped.add(inner[0])
     return [r for i, r in enumerate(regions) if i not in dropped]
 
 
-def _round_a_title(region: tuple[Box, str, float], regions: Sequence[tuple[Box, str, float]]) -> bool:
-    """Whether a figure region that is text holds a title region."""
+def _round_a_title(region: tuple[Box, str, float], near: Sequence[tuple[Box, str, float]]) -> bool:
+    """Whether a figure region that is text holds a title region (of those `near` it)."""
     return region[1] == _FIGURE_TEXT and any(
         REGION_TYPES.get(cls) == T.TITLE and covered(box, region[0]) >= GROUPING["nested_region"]
-        for box, cls, _score in regions
+        for box, cls, _score in near
     )
 
 
@@ -1159,17 +1178,27 @@ def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple
     both `text` and `title` (or `figure_caption`): each line then went to whichever box held it
     a pixel better, and the two blocks, one over the other, read their lines interleaved.
     A table boxed also as a figure stays a table, however sure the model is of the figure: a
-    figure's text is left out of the Markdown, a table's is its cells."""
-    kept: list[tuple[Box, str, float]] = []
-    for region in sorted(regions, key=lambda r: -r[2]):
-        twin = next(
-            (i for i, other in enumerate(kept) if iou(region[0], other[0]) >= GROUPING["duplicate_region"]), None
-        )
-        if twin is None:
-            kept.append(region)
-        elif region[1] == "table" and kept[twin][1] == "figure":
-            kept[twin] = region
-    return kept
+    figure's text is left out of the Markdown, a table's is its cells.
+
+    Twins overlap, so each region is tested only against the kept ones that share a cell of a
+    BoxGrid with it."""
+    ranked = sorted(regions, key=lambda r: -r[2])
+    grid = BoxGrid([box for box, _, _ in ranked])
+    kept: list[int] = []  # indices in `ranked`, in the order kept
+    place: dict[int, int] = {}  # index in `ranked` -> its place in `kept`
+    for n, (box, cls, _score) in enumerate(ranked):
+        twins = [
+            place[k] for k in grid.near(box) if k in place and iou(box, ranked[k][0]) >= GROUPING["duplicate_region"]
+        ]
+        if not twins:
+            place[n] = len(kept)
+            kept.append(n)
+            continue
+        twin = min(twins)  # the first kept, as a pass over the kept regions in order finds it
+        if cls == "table" and ranked[kept[twin]][1] == "figure":
+            del place[kept[twin]]
+            place[n], kept[twin] = twin, n
+    return [ranked[k] for k in kept]
 
 
 def _figures_of_text(
@@ -1205,8 +1234,9 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     """Group loose lines into paragraphs: union of lines that touch vertically
     (small gap, shared x-range, similar height) or continue the same row. Each line is tested
     only against the lines within its reach (_near_pairs): linked lines lie within
-    para_gap x the lower one's height of each other, so a page of thousands of loose lines (a
-    grid of tiny boxes) costs its lines times those near each, not every pair of them."""
+    para_gap x the lower one's height of each other vertically and row_gap x it across, so a
+    page of thousands of loose lines (a grid of tiny boxes, or one long row of them) costs its
+    lines times those near each, not every pair of them."""
     parent = list(range(len(lines)))
 
     def root(i):
@@ -1215,7 +1245,7 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
             i = parent[i]
         return i
 
-    for i, j in _near_pairs(lines, GROUPING["para_gap"]):
+    for i, j in _near_pairs(lines, GROUPING["para_gap"], GROUPING["row_gap"]):
         if _linked(lines[i], lines[j]):
             parent[root(i)] = root(j)
     groups: dict[int, list[Line]] = {}
@@ -1224,19 +1254,14 @@ def _paragraphs(lines: list[Line]) -> list[list[Line]]:
     return list(groups.values())
 
 
-def _near_pairs(lines: list[Line], gap: float) -> list[tuple[int, int]]:
+def _near_pairs(lines: list[Line], gap: float, row_gap: float) -> list[tuple[int, int]]:
     """The pairs (i, j), i < j, of lines whose boxes come within `gap` x line i's height of each
-    other vertically (overlapping ones included): a superset of the pairs any test of that
-    reach accepts, found through the lines sorted by their tops."""
-    order = sorted(range(len(lines)), key=lambda i: lines[i].box[1])
-    tops = [lines[i].box[1] for i in order]
-    tallest = max((ln.height for ln in lines), default=1)
+    other vertically and `row_gap` x it across (overlapping ones included): a superset of the
+    pairs any test of that reach accepts, found through a BoxGrid of the lines' boxes."""
+    grid = BoxGrid([ln.box for ln in lines])
     pairs = []
     for i, line in enumerate(lines):
-        reach = gap * line.height
-        lo = bisect.bisect_left(tops, line.box[1] - reach - tallest)
-        hi = bisect.bisect_right(tops, line.box[3] + reach)
-        pairs += [(i, j) for j in sorted(order[lo:hi]) if j > i]
+        pairs += [(i, j) for j in grid.near(line.box, row_gap * line.height, gap * line.height) if j > i]
     return pairs
 
 
@@ -1998,15 +2023,21 @@ def _foot_numbers(blocks: list[Block], page_h: int) -> None:
     beside becomes a page number. A LaTeX page on A4 or letter paper sets its number 12 to 17 %
     of the page above its foot, above EDGE_BAND, and the layout model often boxes it as text
     (or, in a big font, as a title): read as text, it ended the page's Markdown. A number with
-    text below it or in its row (a footnote's mark, a table's last cell, a chart's tick) stays."""
+    text below it or in its row (a footnote's mark, a table's last cell, a chart's tick) stays.
+
+    The text is found through the blocks' bottoms, sorted (`standing`): with nothing below a
+    number, what shares its row is what ends between its top and its bottom."""
     foot = (1 - FOOT_MARGIN) * page_h
-    for block in blocks:
+    standing = sorted((b.bbox[3], n) for n, b in enumerate(blocks) if b.type not in PAGE_BOTTOM)
+    for n, block in enumerate(blocks):
         if block.type not in (T.TEXT, T.TITLE) or block.bbox[1] < foot or not _PAGE_NUMBER.match(block.text):
             continue
-        others = [b.bbox for b in blocks if b is not block and b.type not in PAGE_BOTTOM]
-        below = any(box[3] > block.bbox[3] for box in others)
-        if not below and not any(len(group_rows([block.bbox, box])) == 1 for box in others):
+        if standing[-1][0] > block.bbox[3]:  # text below it
+            continue
+        in_row = standing[bisect.bisect_right(standing, block.bbox[1], key=lambda s: s[0]) :]
+        if not any(m != n and len(group_rows([block.bbox, blocks[m].bbox])) == 1 for _, m in in_row):
             block.type = T.PAGE_NUMBER
+            standing.remove((block.bbox[3], n))
 
 
 def _footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:

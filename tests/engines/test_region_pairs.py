@@ -1,0 +1,208 @@
+"""The steps that find pairs of regions, lines or blocks through a grid of boxes (BoxGrid) or
+sorted edges give what testing every pair gives, on random pages: the pair-by-pair versions
+below are the references (each the rule as the step's docstring states it, over all pairs)."""
+
+from __future__ import annotations
+
+import random
+
+from mineru_cli.core.blocks import PAGE_BOTTOM, Block
+from mineru_cli.core.blocks import BlockType as T
+from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, iou
+from mineru_cli.engines import ocr
+from mineru_cli.engines.lines import Line
+from mineru_cli.reading_order import _corner_first, _narrow, group_rows
+
+ROUNDS = 100  # each test's random pages (3,000 each were compared once, outside the suite)
+CLASSES = ["text", "title", "table", "figure", "figure_caption", "header", "ref_text", ocr._FIGURE_TEXT, "page_number"]
+
+
+def _box(rnd: random.Random) -> tuple[float, float, float, float]:
+    x, y = (
+        rnd.choice([rnd.uniform(0, 1000), rnd.randint(0, 1000)]),
+        rnd.choice([rnd.uniform(0, 1300), rnd.randint(0, 1300)]),
+    )
+    w, h = (rnd.choice([rnd.randint(0, 40), rnd.randint(0, 400), rnd.uniform(0, 900)]) for _ in range(2))
+    return (x, y, x - w, y + h) if rnd.random() < 0.03 else (x, y, x + w, y + h)  # now and then turned inside out
+
+
+def _regions(rnd: random.Random) -> list[tuple[tuple[float, ...], str, float]]:
+    """Random regions, many of them near twins of one another or inside one another."""
+    out: list[tuple[tuple[float, ...], str, float]] = []
+    for _ in range(rnd.randint(0, 40)):
+        roll = rnd.random()
+        if out and roll < 0.3:
+            d = rnd.choice([1, 5, 20])
+            box = tuple(v + rnd.uniform(-d, d) for v in rnd.choice(out)[0])
+        elif out and roll < 0.55:
+            b = rnd.choice(out)[0]
+            x1, x2 = sorted(rnd.uniform(b[0], b[2]) for _ in range(2))
+            y1, y2 = sorted(rnd.uniform(b[1], b[3]) for _ in range(2))
+            box = (x1, y1, x2, y2)
+        else:
+            box = _box(rnd)
+        out.append((box, rnd.choice(CLASSES), rnd.choice([0.5, 0.9, rnd.random()])))
+    return out
+
+
+def _lines(rnd: random.Random) -> list[Line]:
+    """Random lines: a long row of words, a grid of cells, scattered lines."""
+    out = []
+    if rnd.random() < 0.4:
+        x, y = 0, rnd.randint(0, 1000)
+        for _ in range(rnd.randint(1, 80)):
+            w, h = rnd.randint(1, 60), rnd.choice([10, 12, rnd.randint(1, 30)])
+            x += rnd.randint(-5, 30)
+            out.append(Line((x, y + rnd.randint(-4, 4), x + w, y + h), "w", 0.9))
+            x += w
+    if rnd.random() < 0.4:
+        ox, oy, dx, dy = rnd.randint(0, 300), rnd.randint(0, 500), rnd.randint(10, 80), rnd.randint(8, 30)
+        for i in range(rnd.randint(1, 10)):
+            for j in range(rnd.randint(1, 8)):
+                x, y = ox + j * dx, oy + i * dy
+                out.append(Line((x, y, x + rnd.randint(1, dx), y + rnd.choice([10, 12, rnd.randint(1, 25)])), "1", 0.9))
+    for _ in range(rnd.randint(0, 40)):
+        x, y, h = rnd.randint(0, 900), rnd.randint(0, 1200), rnd.choice([8, 12, 20, rnd.randint(1, 30)])
+        out.append(Line((x, y, x + rnd.choice([5, 40, 300, rnd.randint(1, 500)]), y + h), "x", 0.9))
+    rnd.shuffle(out)
+    return out
+
+
+def _every_pair_without_duplicates(regions):
+    kept: list = []
+    for region in sorted(regions, key=lambda r: -r[2]):
+        twin = next((i for i, o in enumerate(kept) if iou(region[0], o[0]) >= ocr.GROUPING["duplicate_region"]), None)
+        if twin is None:
+            kept.append(region)
+        elif region[1] == "table" and kept[twin][1] == "figure":
+            kept[twin] = region
+    return kept
+
+
+def _every_pair_without_envelopes(regions):
+    nested = ocr.GROUPING["nested_region"]
+    text_like = [i for i, r in enumerate(regions) if ocr.REGION_TYPES.get(r[1], T.TEXT) in ocr._NESTING]
+    dropped: set[int] = set()
+    for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
+        if i in dropped:
+            continue
+        inner = [
+            j for j in text_like if j != i and j not in dropped and covered(regions[j][0], regions[i][0]) >= nested
+        ]
+        if len(inner) >= 2 or ocr._round_a_title(regions[i], regions):
+            dropped.add(i)
+        elif inner:
+            dropped.add(inner[0])
+    return [r for i, r in enumerate(regions) if i not in dropped]
+
+
+def _every_pair_paragraphs(lines):
+    parent = list(range(len(lines)))
+
+    def root(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(len(lines)):
+        for j in range(i + 1, len(lines)):
+            if ocr._linked(lines[i], lines[j]):
+                parent[root(i)] = root(j)
+    return sorted(sorted(i for i in range(len(lines)) if root(i) == r) for r in set(map(root, range(len(lines)))))
+
+
+def _every_pair_foot_numbers(blocks, page_h):
+    for block in blocks:
+        if (
+            block.type not in (T.TEXT, T.TITLE)
+            or block.bbox[1] < (1 - ocr.FOOT_MARGIN) * page_h
+            or not ocr._PAGE_NUMBER.match(block.text)
+        ):
+            continue
+        others = [b.bbox for b in blocks if b is not block and b.type not in PAGE_BOTTOM]
+        below = any(box[3] > block.bbox[3] for box in others)
+        if not below and not any(len(group_rows([block.bbox, box])) == 1 for box in others):
+            block.type = T.PAGE_NUMBER
+
+
+def _every_pair_corner_first(boxes, columns):
+    narrow = _narrow(boxes, columns)
+    tops = [min(boxes[i][1] for i in c) for c in columns]
+    for n, piece in enumerate(columns[1:], 1):
+        middle = (tops[n] + max(boxes[i][3] for i in piece)) / 2
+        if narrow[n] and middle < min(t for m, t in enumerate(tops) if m != n):
+            return [piece, *columns[:n], *columns[n + 1 :]]
+    return columns
+
+
+def test_region_steps_match_every_pair():
+    rnd = random.Random(0)
+    for _ in range(ROUNDS):
+        regions = _regions(rnd)
+        assert ocr._without_duplicates(regions) == _every_pair_without_duplicates(regions)
+        assert ocr._without_envelopes(regions) == _every_pair_without_envelopes(regions)
+        boxes = [ln.box for ln in _lines(rnd)] + [_box(rnd) for _ in range(rnd.randint(0, 20))]
+        holders = [box for box, _, _ in regions]
+        assert best_holders(boxes, holders, 0.5) == [best_holder(b, holders, 0.5) for b in boxes]
+
+
+def test_paragraphs_match_every_pair():
+    rnd = random.Random(0)
+    for _ in range(ROUNDS):
+        lines = _lines(rnd)
+        index = {id(ln): i for i, ln in enumerate(lines)}
+        found = sorted(sorted(index[id(ln)] for ln in group) for group in ocr._paragraphs(lines))
+        assert found == _every_pair_paragraphs(lines)
+
+
+def test_foot_numbers_match_every_pair():
+    rnd = random.Random(0)
+    for _ in range(ROUNDS):
+        specs = []
+        for _ in range(rnd.randint(1, 40)):
+            x, y = rnd.randint(0, 900), rnd.choice([rnd.randint(0, 1300), rnd.randint(1000, 1300)])
+            box = (x, y, x + rnd.randint(1, 300), y + rnd.choice([0, rnd.randint(1, 30)]))
+            kind = rnd.choice([T.TEXT, T.TEXT, T.TITLE, T.FOOTER, T.PAGE_NUMBER, T.IMAGE])
+            specs.append((kind, box, rnd.choice(["12", "iv", "- 3 -", "word", str(rnd.randint(1, 999))])))
+        fast, slow = ([Block(kind, box, text, 0.9) for kind, box, text in specs] for _ in range(2))
+        ocr._foot_numbers(fast, 1300)
+        _every_pair_foot_numbers(slow, 1300)
+        assert [b.type for b in fast] == [b.type for b in slow]
+
+
+def test_corner_first_matches_every_pair():
+    rnd = random.Random(0)
+    for _ in range(ROUNDS):
+        boxes, columns, x = [], [], 0
+        for _ in range(rnd.randint(2, 30)):
+            column = []
+            for _ in range(rnd.randint(1, 3)):
+                w, y = rnd.randint(5, 300), rnd.choice([0, 10, rnd.randint(0, 500)])
+                column.append(len(boxes))
+                boxes.append((x, y, x + w, y + rnd.randint(1, 200)))
+            x += 320
+            columns.append(column)
+        assert _corner_first(boxes, columns) == _every_pair_corner_first(boxes, columns)
+
+
+def _proper(b) -> bool:
+    return b[0] <= b[2] and b[1] <= b[3]
+
+
+def _meet(a, b) -> bool:
+    """Whether two closed boxes have a point in common."""
+    return a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
+
+
+def test_a_grid_finds_every_box_in_reach():
+    """BoxGrid.near gives each box within reach of the box asked about, touching included."""
+    rnd = random.Random(7)
+    for _ in range(ROUNDS):
+        boxes = [_box(rnd) for _ in range(rnd.randint(0, 50))]
+        grid = BoxGrid(boxes)
+        for b in [b for b in boxes[:10] + [_box(rnd)] if _proper(b)]:
+            rx, ry = rnd.choice([0, 5, 50]), rnd.choice([0, 5, 50])
+            grown = (b[0] - rx, b[1] - ry, b[2] + rx, b[3] + ry)
+            within = [i for i, o in enumerate(boxes) if _proper(o) and _meet(o, grown)]
+            near = grid.near(b, rx, ry)
+            assert near == sorted(near) and set(within) <= set(near)
