@@ -83,7 +83,10 @@ def parse(
         help=f"vlm: MinerU2.5 model folder (default: the first found of {MODEL_SEARCH}).",
     ),
     model_profile: Optional[str] = typer.Option(
-        _default("model_profile"), "--model-profile", help="vlm: 2509 | pro (default: from the model folder)."
+        _default("model_profile"),
+        "--model-profile",
+        metavar="2509|pro",
+        help="vlm: the model's release (default: read from the model folder).",
     ),
     runtime: Runtime = typer.Option(
         _default("runtime"), "--runtime", help="vlm runtime: auto is onnx when an export is found, else torch."
