@@ -310,11 +310,10 @@ def parse(
             raise typer.Exit(EXIT_OK)
         summary = run_parse(config, reporter)
     except SetupError as exc:
-        # Escaped: paths in the message may hold brackets that Rich would read as markup.
-        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
+        reporter.error(str(exc))
         raise typer.Exit(EXIT_SETUP) from None
     except OutputError as exc:
-        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
+        reporter.error(str(exc))
         raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
     if summary.interrupted:

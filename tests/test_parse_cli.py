@@ -94,6 +94,18 @@ def test_exit_codes(tmp_path):
     assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr  # the choices come from the configuration
 
 
+def test_log_json_reports_an_error_that_stops_the_run_as_a_json_event(tmp_path):
+    """--log-json promises one JSON object a line on stderr: the set-up error that stopped a run
+    was a plain `error: ...` line among the JSON events, which a log shipper cannot read."""
+    text_page(tmp_path / "p.png", "Hello world")
+    for args, message in ((("p.png", "--lang", "fr"), "unsupported lang 'fr'"), (("nope/",), "not found")):
+        r = mineru("parse", *args, "--out", "o.jsonl", "--no-cache", "--log-json", cwd=tmp_path)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and lines and all(line.startswith("{") for line in lines), r.stderr
+        last = json.loads(lines[-1])
+        assert last["event"] == "error" and message in last["message"], last
+
+
 def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
     # RapidOCR warns "The text detection result is empty" on a blank page through its own
     # logger: a cron job's --quiet stderr must stay empty while every page is ok
@@ -571,6 +583,7 @@ def test_parse_help_lists_the_choices_of_every_enumerated_option():
     assert r.returncode == 0, r.stderr
     for kind in (EngineChoice, Mode, Runtime, CacheNear, GifFrames, OutputFormat):
         assert "|".join(kind.values()) in r.stdout.replace(" ", ""), (kind.__name__, r.stdout)
+    assert "2509|pro" in r.stdout  # --model-profile's choices, refused otherwise
 
 
 def _help(*command: str) -> str:
