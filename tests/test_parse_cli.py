@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -469,6 +470,34 @@ def test_per_document_output_is_never_an_input_and_keeps_every_page(tmp_path):
     assert mineru(*args, "--pages", "2", cwd=tmp_path).returncode == 0
     md = next((tmp_path / "mineru_output").rglob("doc.md")).read_text()
     assert "Echo" in md and "Alpha" not in md and "Charlie" not in md
+
+
+def test_a_file_pages_selects_nothing_of_is_no_page_of_the_summary(tmp_path):
+    """A file --pages selects no page of gets no record, but the summary and the `planned` event
+    counted one page for it: `pages 2`, with 0 ok, failed, skipped or resumed, and the progress
+    bar's total one too many."""
+    from helpers import EXAMPLES
+
+    for name in ("report.pdf", "prose.png"):  # two pages, and an image's one page
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    for pages, ok in (("5", 0), ("2", 1)):  # nothing of either; report.pdf's second page alone
+        r = mineru(
+            "parse",
+            ".",
+            "--pages",
+            pages,
+            "--out",
+            f"o{pages}.jsonl",
+            "--no-cache",
+            "--engine",
+            "ocr",
+            "--log-json",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        got = {e["event"]: e for e in events(r.stderr)}
+        assert got["planned"]["pages"] == got["summary"]["pages"] == got["summary"]["ok"] == ok, r.stderr
+        assert len(read_journal(tmp_path / f"o{pages}.jsonl")) == ok
 
 
 def test_a_rerun_rewrites_only_the_documents_whose_files_are_not_those_of_their_records(tmp_path):
