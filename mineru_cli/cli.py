@@ -415,7 +415,7 @@ def export_cmd(
         None, "--out", "-o", help="Export folder (default: MODEL/onnx, which `mineru parse` then finds by itself)."
     ),
     int8: bool = typer.Option(False, "--int8", help="INT8 weights (per-channel, ONNX Runtime's dynamic quantizer)."),
-    int4: bool = typer.Option(False, "--int4", help="INT4 weights (MatMulNBits, block 32)."),
+    int4: bool = typer.Option(False, "--int4", help="INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8."),
     float_lm_head: bool = typer.Option(
         False,
         "--float-lm-head",
@@ -442,7 +442,8 @@ def export_cmd(
     model_profile: Optional[str] = typer.Option(
         None,
         "--model-profile",
-        help="2509 | pro: the release to record in the manifest when the model's files cannot tell "
+        metavar="2509|pro",
+        help="The release to record in the manifest when the model's files cannot tell "
         "(default: read from its config.json and preprocessor_config.json).",
     ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),

@@ -637,6 +637,9 @@ def test_help_says_what_the_code_does():
         "ModelScope cache"
     )
     assert order in parse and order in _help("export")
+    export = _help("export")  # --int4 keeps the vision encoder INT8, as docs/export.md says
+    assert "INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8" in export
+    assert "--model-profile 2509|pro" in export and "--model-profile 2509|pro" in parse
     doctor = _help("doctor")
     assert "when `mineru parse` can run" not in doctor and "run degraded, with a warning" in doctor
     assert "2 when PATH is no folder" in _help("models", "verify")
