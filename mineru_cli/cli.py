@@ -415,7 +415,9 @@ def export_cmd(
         None, "--out", "-o", help="Export folder (default: MODEL/onnx, which `mineru parse` then finds by itself)."
     ),
     int8: bool = typer.Option(False, "--int8", help="INT8 weights (per-channel, ONNX Runtime's dynamic quantizer)."),
-    int4: bool = typer.Option(False, "--int4", help="INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8."),
+    int4: bool = typer.Option(
+        False, "--int4", help="INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8."
+    ),
     float_lm_head: bool = typer.Option(
         False,
         "--float-lm-head",
