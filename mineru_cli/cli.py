@@ -83,7 +83,10 @@ def parse(
         help=f"vlm: MinerU2.5 model folder (default: the first found of {MODEL_SEARCH}).",
     ),
     model_profile: Optional[str] = typer.Option(
-        _default("model_profile"), "--model-profile", help="vlm: 2509 | pro (default: from the model folder)."
+        _default("model_profile"),
+        "--model-profile",
+        metavar="2509|pro",
+        help="vlm: the model's release (default: read from the model folder).",
     ),
     runtime: Runtime = typer.Option(
         _default("runtime"), "--runtime", help="vlm runtime: auto is onnx when an export is found, else torch."
@@ -307,11 +310,10 @@ def parse(
             raise typer.Exit(EXIT_OK)
         summary = run_parse(config, reporter)
     except SetupError as exc:
-        # Escaped: paths in the message may hold brackets that Rich would read as markup.
-        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
+        reporter.error(str(exc))
         raise typer.Exit(EXIT_SETUP) from None
     except OutputError as exc:
-        reporter.console.print(f"[red]error:[/] {escape(str(exc))}")
+        reporter.error(str(exc))
         raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
     if summary.interrupted:
@@ -413,7 +415,9 @@ def export_cmd(
         None, "--out", "-o", help="Export folder (default: MODEL/onnx, which `mineru parse` then finds by itself)."
     ),
     int8: bool = typer.Option(False, "--int8", help="INT8 weights (per-channel, ONNX Runtime's dynamic quantizer)."),
-    int4: bool = typer.Option(False, "--int4", help="INT4 weights (MatMulNBits, block 32)."),
+    int4: bool = typer.Option(
+        False, "--int4", help="INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8."
+    ),
     float_lm_head: bool = typer.Option(
         False,
         "--float-lm-head",
@@ -440,7 +444,8 @@ def export_cmd(
     model_profile: Optional[str] = typer.Option(
         None,
         "--model-profile",
-        help="2509 | pro: the release to record in the manifest when the model's files cannot tell "
+        metavar="2509|pro",
+        help="The release to record in the manifest when the model's files cannot tell "
         "(default: read from its config.json and preprocessor_config.json).",
     ),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Compare with PyTorch and record the parity."),

@@ -173,6 +173,7 @@ def model_checks(model: str | None) -> list[Check]:
                     INFO,
                     f"no MinerU2.5 model (no --model or ${ENV_VAR}, none in ./models, ~/mineru.json's models-dir or "
                     "the Hugging Face or ModelScope caches): --engine auto runs the embedded ocr engine",
+                    f"for the vlm engine, {DOWNLOAD_HINT}",
                 )
             )
     for entry in discover(model):

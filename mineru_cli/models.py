@@ -257,5 +257,8 @@ def render(entries: list[Entry], as_json: bool = False) -> str:
     if as_json:
         return json.dumps({"ok": all_ok(entries), "entries": [e.as_dict() for e in entries]}, indent=2)
     if not entries:
-        return "no MinerU2.5 model folder or ONNX export found (see mineru models --help for where it looks)"
+        return (
+            "no MinerU2.5 model folder or ONNX export found (see mineru models --help for where it looks); "
+            + DOWNLOAD_HINT
+        )
     return "\n".join(e.line() for e in entries)

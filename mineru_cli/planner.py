@@ -74,6 +74,14 @@ class Planned:
         for a file that failed or has no selected page."""
         return self.indices or range(1)
 
+    @property
+    def records(self) -> int:
+        """How many records this run writes for the file: none where --pages selects no page of
+        it (a warning says so), else one per page it settles."""
+        if self.error is None and self.page_count and not self.indices:
+            return 0
+        return len(self.pages)
+
 
 class PageSelection(Sequence[int]):
     """The 0-based indices of a file's `count` pages that `select` (1-based, --pages) keeps,
@@ -227,7 +235,7 @@ class Planner:
         planned = plan_file(src, self._select, self._load, self._closed)
         with self._counts:
             self._planned_files += 1
-            self._planned_pages += len(planned.pages)
+            self._planned_pages += planned.records
             self._counts.notify_all()
         return planned
 
@@ -292,7 +300,7 @@ class Planner:
         self._head = None
         self.files += 1
         with self._counts:
-            self._taken_pages += len(planned.pages)
+            self._taken_pages += planned.records
             self._counts.notify_all()
         return planned
 

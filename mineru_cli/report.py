@@ -135,6 +135,10 @@ class Reporter:
         if self.warnings:
             self.console.print(f"[yellow]warning:[/] {escape(message)}")
 
+    def error(self, message: str) -> None:
+        """The error that stops the run (printed whatever --quiet says)."""
+        self.console.print(f"[red]error:[/] {escape(message)}")
+
     def start(self, total: int | None) -> None:
         """The run begins; `total`: its pages, or None while the planner is still finding them."""
 
@@ -312,6 +316,9 @@ class JsonReporter(Reporter):
 
     def warn(self, message: str) -> None:
         self._emit("warning", message=message)
+
+    def error(self, message: str) -> None:
+        self._emit("error", message=message)  # stderr stays one JSON object a line
 
     def start(self, total: int | None) -> None:
         self._emit("start", pages=total)

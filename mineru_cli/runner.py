@@ -255,7 +255,7 @@ class Parser:
         """A planned file joins the run: its pages count, their ids keep the input order."""
         rel, pages = planned.src.rel, planned.pages
         self._file_order.setdefault(rel, (len(self._file_order), pages))
-        self.summary.pages += len(pages)
+        self.summary.pages += planned.records  # the pages that get a record
         if planned.error is None:
             if planned.page_count and not planned.indices:
                 self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)

@@ -100,6 +100,25 @@ def test_every_set_up_problem_raises_when_parse_is_called(docs, tmp_path, monkey
     assert [r.id for r in records] == ["prose.png#0"] and len(read_journal(out)) == 1
 
 
+def test_a_mode_without_its_model_says_where_to_get_it_and_a_bad_profile_is_refused(docs, tmp_path, monkeypatch):
+    """docs/usage.md: a missing model says how to get it. --engine vlm did, but --mode standard
+    or hybrid with no model said only "no MinerU2.5 model found". An unknown --model-profile
+    passed silently whenever the run fell back to (or named) the ocr engine, where an unknown
+    --runtime is refused."""
+    monkeypatch.chdir(tmp_path)  # no ./models
+    for name, value in (("HF_HUB_CACHE", "hub"), ("MODELSCOPE_CACHE", "ms"), ("MINERU_TOOLS_CONFIG_JSON", "m.json")):
+        monkeypatch.setenv(name, str(tmp_path / value))
+    monkeypatch.setenv("MINERU_MODEL_PATH", "")
+    page = docs / "prose.png"
+    for mode in ("standard", "hybrid", "vlm"):
+        with pytest.raises(SetupError, match=re.escape("hf download opendatalab/MinerU2.5-2509-1.2B")):
+            mineru_cli.parse(page, mode=mode, cache=False)
+    for options in ({}, {"engine": "ocr"}):
+        with pytest.raises(SetupError, match=re.escape("--model-profile 'prp': choose from 2509, pro")):
+            mineru_cli.parse(page, model_profile="prp", cache=False, **options)
+    assert next(iter(mineru_cli.parse(page, engine="ocr", model_profile="Pro", cache=False))).ok
+
+
 def test_records_can_be_taken_from_a_thread_that_then_ends(docs, tmp_path):
     """Workers started from a thread outlive it (they watch their process, not the thread)."""
     import threading

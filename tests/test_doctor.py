@@ -78,6 +78,9 @@ def test_doctor_on_this_machine(tmp_path, env):
     assert "INT8 target" in checks["isa"]["detail"]
     assert checks["ocr models"]["status"] == "ok" and "PP-OCRv6_det_small.onnx" in checks["ocr models"]["detail"]
     assert checks["cache"]["status"] == "ok" and "writable" in checks["cache"]["detail"]
+    # no model is no problem, but the line says where to get one, as parse --engine vlm does
+    assert checks["model"]["status"] == "info" and "runs the embedded ocr engine" in checks["model"]["detail"]
+    assert "hf download opendatalab/MinerU2.5-2509-1.2B" in checks["model"]["fix"]
 
 
 def test_a_tampered_export_fails_with_the_file_and_the_fix(tmp_path, env):

@@ -122,6 +122,7 @@ def test_nothing_found(tmp_path):
     assert r.returncode == 1 and report == {"ok": False, "entries": []}
     r, _ = models(tmp_path)
     assert r.returncode == 1 and "no MinerU2.5 model folder or ONNX export found" in r.stdout
+    assert "hf download opendatalab/MinerU2.5-2509-1.2B" in r.stdout  # where to get one, as parse says
     (tmp_path / "models" / "some-folder").mkdir(parents=True)
     (tmp_path / "models" / "some-folder" / "config.json").write_text("{}")
     r, report = models(tmp_path, "--json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,6 +93,18 @@ def test_exit_codes(tmp_path):
     bad_engine = mineru("parse", "p.png", "--engine", "gpt", "--no-cache", cwd=tmp_path)
     assert bad_engine.returncode == 2 and "Invalid value for '--engine'" in bad_engine.stderr
     assert "'auto', 'ocr', 'vlm'" in bad_engine.stderr  # the choices come from the configuration
+
+
+def test_log_json_reports_an_error_that_stops_the_run_as_a_json_event(tmp_path):
+    """--log-json promises one JSON object a line on stderr: the set-up error that stopped a run
+    was a plain `error: ...` line among the JSON events, which a log shipper cannot read."""
+    text_page(tmp_path / "p.png", "Hello world")
+    for args, message in ((("p.png", "--lang", "fr"), "unsupported lang 'fr'"), (("nope/",), "not found")):
+        r = mineru("parse", *args, "--out", "o.jsonl", "--no-cache", "--log-json", cwd=tmp_path)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and lines and all(line.startswith("{") for line in lines), r.stderr
+        last = json.loads(lines[-1])
+        assert last["event"] == "error" and message in last["message"], last
 
 
 def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
@@ -459,6 +472,34 @@ def test_per_document_output_is_never_an_input_and_keeps_every_page(tmp_path):
     assert "Echo" in md and "Alpha" not in md and "Charlie" not in md
 
 
+def test_a_file_pages_selects_nothing_of_is_no_page_of_the_summary(tmp_path):
+    """A file --pages selects no page of gets no record, but the summary and the `planned` event
+    counted one page for it: `pages 2`, with 0 ok, failed, skipped or resumed, and the progress
+    bar's total one too many."""
+    from helpers import EXAMPLES
+
+    for name in ("report.pdf", "prose.png"):  # two pages, and an image's one page
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    for pages, ok in (("5", 0), ("2", 1)):  # nothing of either; report.pdf's second page alone
+        r = mineru(
+            "parse",
+            ".",
+            "--pages",
+            pages,
+            "--out",
+            f"o{pages}.jsonl",
+            "--no-cache",
+            "--engine",
+            "ocr",
+            "--log-json",
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        got = {e["event"]: e for e in events(r.stderr)}
+        assert got["planned"]["pages"] == got["summary"]["pages"] == got["summary"]["ok"] == ok, r.stderr
+        assert len(read_journal(tmp_path / f"o{pages}.jsonl")) == ok
+
+
 def test_a_rerun_rewrites_only_the_documents_whose_files_are_not_those_of_their_records(tmp_path):
     """A re-run with nothing new wrote every document's files again, rendering each page anew
     for its crops and layout page (0.1-0.2 s a page: hours a run for a cron job over a large
@@ -571,6 +612,7 @@ def test_parse_help_lists_the_choices_of_every_enumerated_option():
     assert r.returncode == 0, r.stderr
     for kind in (EngineChoice, Mode, Runtime, CacheNear, GifFrames, OutputFormat):
         assert "|".join(kind.values()) in r.stdout.replace(" ", ""), (kind.__name__, r.stdout)
+    assert "2509|pro" in r.stdout  # --model-profile's choices, refused otherwise
 
 
 def _help(*command: str) -> str:
@@ -595,6 +637,9 @@ def test_help_says_what_the_code_does():
         "ModelScope cache"
     )
     assert order in parse and order in _help("export")
+    export = _help("export")  # --int4 keeps the vision encoder INT8, as docs/export.md says
+    assert "INT4 decoder weights (MatMulNBits, blocks of 32); the vision encoder INT8" in export
+    assert "--model-profile 2509|pro" in export and "--model-profile 2509|pro" in parse
     doctor = _help("doctor")
     assert "when `mineru parse` can run" not in doctor and "run degraded, with a warning" in doctor
     assert "2 when PATH is no folder" in _help("models", "verify")

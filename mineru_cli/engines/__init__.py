@@ -46,6 +46,7 @@ def resolve_engine(
     say) hears about an export that runs slower here than on the CPU it was made for."""
     name = parse_choice(EngineChoice, engine, "--engine")
     runtime = parse_choice(Runtime, runtime, "--runtime")
+    _check_profile(model_profile)
     mode = None if mode is None else parse_choice(Mode, mode, "--mode")
     crop_batch = DEFAULT_CROP_BATCH if crop_batch is None else int(crop_batch)
     if crop_batch < 1:
@@ -80,15 +81,15 @@ def resolve_engine(
             if spec.runtime is Runtime.ONNX:
                 _note_exact_kernels(model_dir, warn or say)
             return spec
-        from ..vlm.model_dir import find_model
+        from ..vlm.model_dir import DOWNLOAD_HINT, find_model
 
-        reason = (
-            "no MinerU2.5 model found"
-            if find_model(model) is None
-            else "the model has no ONNX export and torch/transformers are not installed"
-        )
-        if mode is not None:
-            raise SetupError(f"--mode {mode} needs the vlm engine: {reason}")
+        if find_model(model) is None:
+            reason, fix = "no MinerU2.5 model found", DOWNLOAD_HINT
+        else:
+            reason = "the model has no ONNX export and torch/transformers are not installed"
+            fix = "export it with: mineru export (pip install -e '.[export]'), or pip install -e '.[torch]'"
+        if mode is not None:  # a mode the user asked for says how to get what it needs, as --engine vlm does
+            raise SetupError(f"--mode {mode} needs the vlm engine: {reason}; {fix}")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
     from .ocr import check_setup
 
@@ -171,6 +172,15 @@ def _note_exact_kernels(export_dir, warn: Callable[[str], None]) -> None:
     manifest = read_manifest(export_dir)
     if graphs := graphs_needing_exact_kernels(manifest):
         warn(exact_kernels_note(manifest, str(export_dir), graphs))
+
+
+def _check_profile(model_profile: str | None) -> None:
+    """Refuse an unknown --model-profile whatever the engine resolves to, as an unknown --runtime
+    is refused: a typo must not pass silently because no model was found."""
+    from ..vlm.protocol.profiles import PROFILES
+
+    if model_profile and model_profile.lower() not in PROFILES:
+        raise SetupError(f"--model-profile {model_profile!r}: choose from {', '.join(PROFILES)}")
 
 
 def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
