@@ -898,7 +898,9 @@ def assemble_blocks(
     region that is text and holds a small table stays one block (_region_columns)."""
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
-    regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
+    regions = _without_envelopes(
+        _figures_of_text(_without_figures_in_tables(_without_duplicates(regions)), lines, page_size)
+    )
     regions = table_edges(lines, regions)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
@@ -1166,6 +1168,19 @@ def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple
         elif region[1] == "table" and kept[twin][1] == "figure":
             kept[twin] = region
     return kept
+
+
+def _without_figures_in_tables(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
+    """Drop figure regions that lie inside a table region (nested_region of their area): the
+    layout model boxes a table's wide text column apart as a figure, and each line goes to the
+    smaller box that holds it, so the column left the table's cells and was read after it."""
+    tables = [box for box, cls, _score in regions if REGION_TYPES.get(cls) == T.TABLE]
+    return [
+        (box, cls, score)
+        for box, cls, score in regions
+        if REGION_TYPES.get(cls) != T.IMAGE
+        or not any(covered(box, table_box) >= GROUPING["nested_region"] for table_box in tables)
+    ]
 
 
 def _figures_of_text(
