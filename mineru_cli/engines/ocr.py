@@ -913,7 +913,9 @@ def assemble_blocks(
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
     regions = _without_headline_bars(regions, page_size)
-    regions = _without_envelopes(_figures_of_text(_without_duplicates(regions), lines, page_size))
+    regions = _without_envelopes(
+        _figures_of_text(_without_figures_in_tables(_without_duplicates(regions)), lines, page_size)
+    )
     regions = table_edges(lines, regions)
     members: list[list[Line]] = [[] for _ in regions]
     loose: list[Line] = []
@@ -947,6 +949,7 @@ def assemble_blocks(
     for b in blocks:
         _refine_type(b, median_h, page_size[1])
     _sidebar(blocks, page_size)
+    _captions_of_floats(blocks)
     _frame_title(blocks, _body_height(lines, page_size), page_size)
     _foot_numbers(blocks, page_size[1])
     _footer_rows(blocks, *page_size)
@@ -1199,6 +1202,19 @@ def _without_duplicates(regions: Sequence[tuple[Box, str, float]]) -> list[tuple
             del place[kept[twin]]
             place[n], kept[twin] = twin, n
     return [ranked[k] for k in kept]
+
+
+def _without_figures_in_tables(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:
+    """Drop figure regions that lie inside a table region (nested_region of their area): the
+    layout model boxes a table's wide text column apart as a figure, and each line goes to the
+    smaller box that holds it, so the column left the table's cells and was read after it."""
+    tables = [box for box, cls, _score in regions if REGION_TYPES.get(cls) == T.TABLE]
+    return [
+        (box, cls, score)
+        for box, cls, score in regions
+        if REGION_TYPES.get(cls) != T.IMAGE
+        or not any(covered(box, table_box) >= GROUPING["nested_region"] for table_box in tables)
+    ]
 
 
 def _figures_of_text(
@@ -2005,6 +2021,36 @@ def _of_a_float(block: Block, floats: Sequence[Box], page_w: int) -> bool:
     if _CAPTION_LABEL.match(block.text) or block.bbox[0] >= page_w / 2:
         return True
     return best_holder(block.bbox, floats, GROUPING["line_in_region"]) is not None
+
+
+# A caption stands within this many of its line heights of its float's edge.
+CAPTION_GAP = 2.0
+# What the layout model and _refine_type call a caption at a page's top.
+_CAPTION_FROM = frozenset({T.HEADER, T.TITLE})
+
+
+def _captions_of_floats(blocks: list[Block]) -> None:
+    """A "header" or a title that starts with a float's label ("TABLE I.", "Fig. 2") right over
+    or under a table or a picture is its caption: the layout model calls a caption at the top of
+    a page a running head, which kept it out of the Markdown as page furniture, and a running
+    head in a size over the body's becomes a title (_refine_type)."""
+    floats = [b for b in blocks if b.type in _FLOATS]
+    for block in blocks:
+        if block.type not in _CAPTION_FROM or not _CAPTION_LABEL.match(block.text):
+            continue
+        float_ = next((f for f in floats if _next_to_float(block, f)), None)
+        if float_ is not None:
+            block.type = T.TABLE_CAPTION if float_.type == T.TABLE else T.IMAGE_CAPTION
+
+
+def _next_to_float(caption: Block, float_: Block) -> bool:
+    """Whether a caption's box overlaps a float's columns and stands within CAPTION_GAP of its
+    lines' height over or under it."""
+    cx1, cy1, cx2, cy2 = caption.bbox
+    fx1, fy1, fx2, fy2 = float_.bbox
+    height = statistics.median(ln["bbox"][3] - ln["bbox"][1] for ln in caption.extra["lines"])
+    gap = max(fy1 - cy2, cy1 - fy2)
+    return min(cx2, fx2) > max(cx1, fx1) and gap <= CAPTION_GAP * height
 
 
 def _title_shaped(lines: list[dict]) -> bool:

@@ -258,3 +258,36 @@ def test_a_line_whose_cut_pieces_read_as_nothing_stays_whole(engine):
     out = cut_at_table_columns(lines, [((15, 18, 470, 90), "table", 0.9)], bgr, split)
     assert out[: len(cells)] == lines[: len(cells)]
     assert [line.text for line in out[len(cells) :]] == ["— — —"]
+
+
+FIGURE_COLUMN = DATA / "table_figure_column_apsguide_p3.pdf"
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["pixels", "text_layer"])
+def test_a_figure_region_inside_a_table_region_leaves_its_column_in_the_table(engine, layer):
+    """apsguide4-2.pdf p3 (tests/data/README.md): TABLE I lists font commands and what each does;
+    the layout model boxes the whole table and, inside it, the descriptions' column as a figure.
+    Each line went to the smaller box, so the table's second column was empty and the
+    descriptions were read as one paragraph after it."""
+    page = first_page(FIGURE_COLUMN, dpi=150)
+    result = engine.parse(page.image, page.text_layer if layer else None)
+    tables = [b for b in result.blocks if b.type == "table" and "textit" in b.text]
+    assert len(tables) == 1, [(b.type, b.text[:40]) for b in result.blocks]
+    grid = html_grid(tables[0].extra["html"])
+    described = [row for row in grid if len(row) == 2 and "Replaces" in row[1]]
+    assert len(described) >= 8, grid
+    assert not any("Replaces" in b.text for b in result.blocks if b is not tables[0])
+
+
+@pytest.mark.parametrize("layer", [False, True], ids=["pixels", "text_layer"])
+def test_a_caption_at_the_top_of_the_page_over_its_table_is_its_caption(engine, layer):
+    """apsguide4-2.pdf p3 (tests/data/README.md): TABLE I's caption, at the top of the page over
+    the table, is what the layout model calls a running head; as page furniture it was left out
+    of the Markdown."""
+    page = first_page(FIGURE_COLUMN, dpi=150)
+    result = engine.parse(page.image, page.text_layer if layer else None)
+    captions = [b for b in result.blocks if b.type == "table_caption"]
+    assert len(captions) == 1 and captions[0].text.startswith("TABLE I."), [
+        (b.type, b.text[:40]) for b in result.blocks
+    ]
+    assert "font summary" in blocks_to_markdown(result.blocks)
