@@ -39,7 +39,7 @@ import time
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import cv2
 import numpy as np
@@ -1510,10 +1510,51 @@ def _block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None
     row_texts = [join_text([ln.text for ln in row]) for row in rows]
     if kind in NOT_LINES:
         return "\n".join(row_texts)
-    lefts = [min(ln.box[0] for ln in row) for row in rows]
     rights = [max(ln.box[2] for ln in row) for row in rows]
     height = statistics.median(ln.height for row in rows for ln in row)
-    return join_lines(row_texts, lefts, height, markers, rights)
+    lefts, noted = _body_lefts(rows, height)
+    return join_lines(row_texts, lefts, height, markers, rights, noted)
+
+
+# Margin notes set flush right in the left margin (\marginpar in KOMA-Script and memoir, ltxdoc's
+# macro names) share the rows of the body beside them, and a layout region may hold both. A row
+# with a note starts at the note's left edge, ragged as the notes' widths are: read as rows out of
+# the body's indent (description list terms), they broke the body's sentences into lines. The
+# notes are the rows' first lines that stand apart from the rest of their row, two or more, whose
+# right edges agree within NOTE_ALIGN line heights while their left edges spread wider than a
+# line height (a description list's short terms, beside their definitions, share their left edge).
+NOTE_ALIGN = 0.5
+
+
+def _body_lefts(rows: list[list[Line]], height: float) -> tuple[list[float], set[int]]:
+    """The rows' left edges, a margin note's row taken at the body's edge: where its note stands
+    apart, at the line after it; where the reader made the note and the body one line, at the
+    body's left edge (the leftmost of the rows that start right of the notes). And the rows that
+    have a note."""
+    lefts = [float(min(ln.box[0] for ln in row)) for row in rows]
+    column = _note_column(rows, height)
+    body = [x for x in lefts if column is not None and x > column]
+    if column is None or not body:
+        return lefts, set()
+    noted = {i for i, x in enumerate(lefts) if x < column}
+    for i in noted:
+        after = [ln.box[0] for ln in rows[i] if ln.box[0] > column]
+        lefts[i] = float(min(after)) if after else min(body)
+    return lefts, noted
+
+
+def _note_column(rows: list[list[Line]], height: float) -> float | None:
+    """The right edge of the block's column of margin notes (see NOTE_ALIGN), None when it has
+    none."""
+    firsts = [row[0] for row in (sorted(row, key=lambda ln: ln.box[0]) for row in rows) if len(row) > 1]
+    if len(firsts) < 2:
+        return None
+    right = statistics.median(ln.box[2] for ln in firsts)
+    notes = [ln for ln in firsts if abs(ln.box[2] - right) <= NOTE_ALIGN * height]
+    lefts = [ln.box[0] for ln in notes]
+    if len(notes) < 2 or max(lefts) - min(lefts) <= height:
+        return None
+    return max(ln.box[2] for ln in notes) + NOTE_ALIGN * height
 
 
 # A row that ends in a letter and a hyphen, continued by a row that starts with a lower-case
@@ -1554,6 +1595,7 @@ def join_lines(
     height: float = 0.0,
     markers: Markers = NO_MARKERS,
     rights: Sequence[float] | None = None,
+    noted: Collection[int] = (),
 ) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
@@ -1561,13 +1603,18 @@ def join_lines(
     items start lines too, and so does the prose that follows a list out of its indent; `markers`
     are the page's (page_markers), where a numbered item's sibling may stand in another block.
     Given their right edges too, each entry of a description list starts a line, its term and
-    its definition on it (_description_entries)."""
+    its definition on it (_description_entries). An index's letter heading is a line of its own
+    (_letter_heading). A row with a margin note (`noted`, see NOTE_ALIGN) after a row that ends
+    short of the block's right edge starts a paragraph beside its note (ltxdoc's macro name beside
+    its description): it starts a line too."""
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
     numbered = _numbered_items(rows, lefts, height, markers)
     items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
     after = _after_list(rows, lefts, height, items)
     entries = _description_entries(rows, lefts, rights, height)
+    headings = {i for i, row in enumerate(rows) if _letter_heading(row)}
+    entries |= headings | {i + 1 for i in headings} | _noted_paragraphs(noted, rights, height)
     starts = set(items)
     for i, row in enumerate(rows):
         item = i in starts
@@ -1579,6 +1626,22 @@ def join_lines(
         else:
             out = join_text([out, row])
     return out
+
+
+def _noted_paragraphs(noted: Collection[int], rights: Sequence[float] | None, height: float) -> set[int]:
+    """The rows with a margin note that start a paragraph: the row before ends short of the
+    block's right edge (FULL_ROW line heights or more)."""
+    if not noted or rights is None or height <= 0:
+        return set()
+    edge = _right_margin(rights, height) - FULL_ROW * height
+    return {i for i in noted if i and rights[i - 1] < edge}
+
+
+def _letter_heading(row: str) -> bool:
+    """Whether the row is an index's letter heading: one capital letter alone on its row (no
+    row of prose is, a paragraph's last word ends in its stop). It and the entry after it each
+    start a line, wherever the index sets it (centred in its column, or at the entries' edge)."""
+    return len(row.strip()) == 1 and row.strip().isupper()
 
 
 # A description list (Texinfo's @table, LaTeX's description, an HTML <dl>, a man page's options)

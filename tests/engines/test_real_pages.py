@@ -547,3 +547,20 @@ def test_kana_and_ideographs_drawn_alike_take_their_neighbours_script(engine):
     text = "\n".join(b.text for b in engine.parse(render(DATA / "cjk_justified_jlreq_ja_p10.pdf", 150)).blocks)
     assert "ラべル" not in text and "出カ" not in text, text
     assert text.count("ラベル") >= 5 and text.count("出力") >= 5, text
+
+
+MARGIN_NOTES_BESIDE_BODY = DATA / "margin_notes_imtekda_p3.png"
+
+
+def test_margin_notes_sharing_the_bodys_rows_break_no_sentence(engine):
+    """IMTEKda's manual p3 at 150 DPI (tests/data/README.md): KOMA-Script's margin notes (graphicx,
+    calc, titlepage, BCOR ...) stand flush right in the left margin, on the rows of the body they
+    annotate, and the layout model boxes them with the body. A row with a note starts at the
+    note's ragged left edge, read as a description list's term out of the body's indent: the
+    body's sentences were broken into lines ("... Da das Paket textpos mit" / "calc der Option
+    absolute ..."). The body's rows are read at the body's edge: a line ends at a sentence's end."""
+    blocks = engine.parse(Image.open(MARGIN_NOTES_BESIDE_BODY).convert("RGB")).blocks
+    body = [b.text for b in blocks if "Die Klasse IMTEKda basiert" in b.text]
+    assert len(body) == 1 and "Masterarbeiten verwendet werden!" in body[0], [b.text for b in blocks]
+    lines = body[0].split("\n")
+    assert all(re.search(r"[.!:]$", line) for line in lines[:-1]), lines

@@ -729,3 +729,17 @@ def test_a_landscape_documents_caption_or_plot_label_is_no_frame_title(engine, n
     blocks = engine.parse(page.image, page.text_layer if text_layer else None).blocks
     found = [b for b in blocks if _squash(label) in _squash(b.text)]
     assert found and all(b.type != "title" for b in found), [(b.type, b.text) for b in blocks]
+
+
+def test_an_index_letter_heading_is_a_line_of_its_own(engine):
+    """mdwtab's documentation, page 82 (tests/data/index_letters_mdwtab_p82.pdf): an index in two
+    columns, its groups headed by a capital alone on its row ("D", "E"). The heading was read on
+    at the end of the last entry before it ("\\crcr ... 377, 1056, 1186 D"); it is a line of its
+    own, and the entry after it starts the next line."""
+    path = Path(__file__).parents[1] / "data" / "index_letters_mdwtab_p82.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer="auto")) as doc:
+        page = doc.page(0)
+    lines = [line for b in engine.parse(page.image, page.text_layer).blocks for line in b.text.split("\n")]
+    assert "D" in lines and "E" in lines, lines
+    after = lines[lines.index("E") + 1]
+    assert after.startswith("\\end ") and lines[lines.index("D") - 1].endswith("1186"), lines
