@@ -78,17 +78,42 @@ def fit_twins(text: str) -> str:
     katakana beside an ideograph is the ideograph ("出カする" is 出力する): a word is written
     in one script, and a katakana word has more than one letter. An ideograph after a katakana
     word stays (コミュニケーション力: a suffix), as does a character at a line's end or beside
-    Latin, digits or punctuation."""
+    Latin, digits or punctuation. A katakana that is a mark of its own is katakana (_marks): the
+    recogniser reads 三カ月 as 三力月 and ハ長調 as 八長調, no words."""
     chars = list(text)
+    marks = _marks(text)
     for k in range(1, len(chars) - 1):
         twin = _TWINS.get(chars[k])
-        if twin is not None and _fits_better(_script(chars[k]), _script(twin), chars[k - 1], chars[k + 1]):
+        if twin is None or k in marks:
+            continue
+        around = (_script_at(chars, marks, k - 1), _script_at(chars, marks, k + 1))
+        if _fits_better(_script(chars[k]), _script(twin), around):
             chars[k] = twin
+    for m in _COUNTER.finditer(text):
+        chars[m.start()] = "カ"
+    for m in _KEY.finditer(text):
+        chars[m.start()] = _KATAKANA_KEY.get(m.group(), m.group())
     return "".join(chars)
 
 
-def _fits_better(script: str, twin: str, before: str, after: str) -> bool:
-    around = (_script(before), _script(after))
+# Lone katakana that Japanese sets among ideographs as marks: カ counting months, places,
+# countries, years or articles after a numeral (数カ月, 十カ所, 二カ国), a letter naming a musical
+# key (ハ長調, ニ短調)
+_COUNTER = re.compile(r"(?<=[〇一二三四五六七八九十百千万数何幾0-9０-９])[カ力](?=[月所国年条])")
+_KEY = re.compile(r"[イロ口ハ八ニ二ホヘト卜](?=[長短]調)")
+_KATAKANA_KEY = {"口": "ロ", "八": "ハ", "二": "ニ", "卜": "ト"}
+
+
+def _marks(text: str) -> set[int]:
+    return {m.start() for pattern in (_COUNTER, _KEY) for m in pattern.finditer(text)}
+
+
+def _script_at(chars: list[str], marks: set[int], k: int) -> str:
+    """The script of chars[k] as a word's letter: a mark belongs to none."""
+    return "" if k in marks else _script(chars[k])
+
+
+def _fits_better(script: str, twin: str, around: tuple[str, str]) -> bool:
     if "" in around or script in around:
         return False
     return around == (twin, twin) or (twin == "ideograph" and twin in around)

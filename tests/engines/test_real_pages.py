@@ -564,3 +564,16 @@ def test_margin_notes_sharing_the_bodys_rows_break_no_sentence(engine):
     assert len(body) == 1 and "Masterarbeiten verwendet werden!" in body[0], [b.text for b in blocks]
     lines = body[0].split("\n")
     assert all(re.search(r"[.!:]$", line) for line in lines[:-1]), lines
+
+
+def test_a_katakana_counter_or_key_name_between_ideographs_stays_katakana(engine):
+    """Five Japanese sentences of our own wording set by Chromium
+    (tests/data/cjk_counter_marks_chromium.pdf) from pixels at 150 DPI: カ counting months, places
+    and countries after a kanji numeral (数カ月, 十カ所, 二カ国) and the letters naming keys
+    (ハ長調, ニ短調) stand alone between ideographs; the recogniser reads most of them as their
+    ideograph look-alikes (三力月, 八長調: no words), and a lone katakana beside an ideograph
+    would be taken for one. They are katakana."""
+    text = "".join(b.text for b in engine.parse(render(DATA / "cjk_counter_marks_chromium.pdf", 150)).blocks)
+    for word in ("数カ月", "十カ所", "三カ月", "何カ国", "五カ国", "二カ国語", "八カ所", "六カ月", "ハ長調", "ニ短調"):
+        assert word in text, (word, text)
+    assert "力月" not in text and "力所" not in text and "力国" not in text and "八長調" not in text, text
