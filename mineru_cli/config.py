@@ -117,7 +117,9 @@ def default_page_batch(engine: str) -> int:
 # and a line's table pieces (CELL_GAP) are part of its text layer's digest.
 # 10: a right-to-left phrase in a left-to-right line is read from its rightmost word, and a
 # character boxed under 4 px high is kept when its font size says it is text (text_layer._seen).
-PDF_RENDERER = 10
+# 11: no space between two wide (CJK) characters where a justified line only stretched or beside a
+# full-width punctuation mark (text_layer.WIDE_SPACE).
+PDF_RENDERER = 11
 
 
 @dataclass(frozen=True)

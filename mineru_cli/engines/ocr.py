@@ -199,7 +199,7 @@ _PAGE_NUMBER = re.compile(rf"^(page\s*)?[-–—]?\s*(\d{{1,3}}|{_ROMAN})\s*[-�
 
 class OcrEngine:
     name = "ocr"
-    version = "3.14"  # bump when the same inputs would give different output
+    version = "3.15"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)
