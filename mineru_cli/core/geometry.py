@@ -96,6 +96,8 @@ class BoxGrid:
         self.cell_w, self.cell_h = self._cell_size(boxes)
         self.cells: dict[tuple[int, int], list[int]] = {}
         for i, b in enumerate(boxes):
+            if b[2] < b[0] or b[3] < b[1]:  # outside the extent the cells were sized for
+                continue
             for key in self._keys(b):
                 self.cells.setdefault(key, []).append(i)
         self.span = (

@@ -221,3 +221,13 @@ def test_a_grid_of_thin_boxes_stays_small():
             grid = BoxGrid(boxes)
             assert len(grid.cells) <= BoxGrid.CELLS_PER_BOX * n
             assert grid.near((0, 0, width, width)) == list(range(n))
+
+
+def test_a_grid_files_no_reversed_box():
+    """A box with y2 < y1 within one row of cells touches none, however wide: filed along its
+    width in cells sized by the proper boxes, a reversed title a million pixels wide took 285,000
+    cells."""
+    boxes = [(-3, 20, 0.5, 999.9), (10, 0.5, 1_000_000, 0)]
+    grid = BoxGrid(boxes)
+    assert len(grid.cells) <= BoxGrid.CELLS_PER_BOX * len(boxes)
+    assert grid.near((0, 0, 1_000_000, 1000)) == [0]
