@@ -86,7 +86,8 @@ class BoxGrid:
     """Boxes filed under the cells of a grid that they touch, to find those near a box without a
     pass over all of them. A cell is the boxes' median width by their median height, made larger
     where that would make over CELLS_PER_BOX cells a box over the boxes' extent (so that a box
-    over the whole page touches a bounded number of cells). A box with x2 < x1 or y2 < y1 touches
+    over the whole page touches a bounded number of cells, however thin the median box: a row of
+    boxes of no width beside a line across the page). A box with x2 < x1 or y2 < y1 touches
     none."""
 
     CELLS_PER_BOX = 4
@@ -95,6 +96,8 @@ class BoxGrid:
         self.cell_w, self.cell_h = self._cell_size(boxes)
         self.cells: dict[tuple[int, int], list[int]] = {}
         for i, b in enumerate(boxes):
+            if b[2] < b[0] or b[3] < b[1]:  # outside the extent the cells were sized for
+                continue
             for key in self._keys(b):
                 self.cells.setdefault(key, []).append(i)
         self.span = (
@@ -128,8 +131,19 @@ class BoxGrid:
             return 1.0, 1.0
         w = max(statistics.median(b[2] - b[0] for b in proper), 1e-6)
         h = max(statistics.median(b[3] - b[1] for b in proper), 1e-6)
-        extent_w = max(b[2] for b in proper) - min(b[0] for b in proper)
-        extent_h = max(b[3] for b in proper) - min(b[1] for b in proper)
-        cells = (extent_w / w + 1) * (extent_h / h + 1)
-        grow = math.sqrt(max(1.0, cells / (cls.CELLS_PER_BOX * len(proper))))
+        across = (max(b[2] for b in proper) - min(b[0] for b in proper)) / w
+        down = (max(b[3] for b in proper) - min(b[1] for b in proper)) / h
+        grow = cls._grow(across, down, cls.CELLS_PER_BOX * len(proper))
         return w * grow, h * grow
+
+    @staticmethod
+    def _grow(across: float, down: float, most: int) -> float:
+        """The least factor g >= 1 for which cells g times the median box's size make at most
+        `most` cells over an extent `across` x `down` median boxes: (across / g + 1) x (down / g + 1)
+        <= most, a quadratic in 1 / g. Grown alike both ways, the cells over an extent wide and
+        short (down near 0) would number about sqrt(most x across) along it, unbounded."""
+        spread = across + down
+        if spread <= 0:  # boxes all in one place: one cell
+            return 1.0
+        inverse = 2 * (most - 1) / (spread + math.sqrt(spread * spread + 4 * across * down * (most - 1)))
+        return max(1.0, 1 / inverse)

@@ -206,3 +206,28 @@ def test_a_grid_finds_every_box_in_reach():
             within = [i for i, o in enumerate(boxes) if _proper(o) and _meet(o, grown)]
             near = grid.near(b, rx, ry)
             assert near == sorted(near) and set(within) <= set(near)
+
+
+def test_a_grid_of_thin_boxes_stays_small():
+    """Boxes of no width (or no height) beside one across the page make a grid of at most
+    CELLS_PER_BOX cells a box, however wide the page: grown alike both ways, the cells of a
+    median box of no width over a page's width numbered about a hundred thousand for four boxes."""
+    for n, width in [(4, 1000), (4, 100_000), (40, 3000)]:
+        column = [(5, 5 + 30 * k, 5, 25 + 30 * k) for k in range(n - 1)]  # empty lines: no width
+        for boxes in (
+            column + [(0, 5, width, 25)],
+            [(y1, x1, y2, x2) for x1, y1, x2, y2 in column + [(0, 5, width, 25)]],
+        ):
+            grid = BoxGrid(boxes)
+            assert len(grid.cells) <= BoxGrid.CELLS_PER_BOX * n
+            assert grid.near((0, 0, width, width)) == list(range(n))
+
+
+def test_a_grid_files_no_reversed_box():
+    """A box with y2 < y1 within one row of cells touches none, however wide: filed along its
+    width in cells sized by the proper boxes, a reversed title a million pixels wide took 285,000
+    cells."""
+    boxes = [(-3, 20, 0.5, 999.9), (10, 0.5, 1_000_000, 0)]
+    grid = BoxGrid(boxes)
+    assert len(grid.cells) <= BoxGrid.CELLS_PER_BOX * len(boxes)
+    assert grid.near((0, 0, 1_000_000, 1000)) == [0]
