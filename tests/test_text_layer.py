@@ -973,7 +973,7 @@ def test_lines_set_wholly_in_a_typewriter_font_are_monospaced():
 
 def test_a_line_cut_at_a_gutter_keeps_its_characters_on_their_sides():
     """elstest-3pd page 3 (tests/data/README.md): formula (5)'s fraction "Gn(x, y)" prints over
-    the right column; cut at the gutter (see engines.ocr.cut_at_gutters) its characters go to the
+    the right column; cut at the gutter (see engines.cuts.cut_at_gutters) its characters go to the
     side their middles stand on, each side joined as a line is, also on the page downscaled."""
     pdf = Path(__file__).resolve().parent / "data" / "gutter_formula_elstest_3pd_p3.pdf"
     layer = _layer(pdf, dpi=150).text_layer

@@ -1,7 +1,7 @@
 """Code blocks of the OCR engine: a born-digital page's rows set wholly in a monospaced font (its
 text layer says which: TextLine.mono, Line.mono) are a listing, a `code` block whose text keeps
 the rows as set (indents, blank lines); prose set in a typewriter font, a lone typewriter word
-and inline code stay text. Pure functions over lines and blocks; engines.ocr calls `code_runs`
+and inline code stay text. Pure functions over lines and blocks; engines.assembly calls `code_runs`
 when it makes a text block, `code_text` for a code block's text and `join_code` on the page's
 blocks.
 """

@@ -21,7 +21,7 @@ from mineru_cli.core.geometry import Box
 
 # The median slope of a page's long lines (dy / dx) from which the page is levelled: 0.02 is 1.15
 # degrees. Below it the columns drift less than a gutter and a block's rows are levelled on their
-# own (ocr._level_boxes).
+# own (lines.level_boxes).
 LEVEL_FROM = 0.02
 # A line at least this many times wider than high gives the page's slope (a short one's is noise),
 # and a page needs this many of them, most of them (_AGREE) within _NEAR of their median: a straight

@@ -1,6 +1,6 @@
 """OCR fusion for the VLM engine: the embedded OCR's lines set against the VLM's blocks.
 
-Pure functions over OCR lines (engines.ocr.Line, page pixels) and block boxes; no models.
+Pure functions over OCR lines (engines.lines.Line, page pixels) and block boxes; no models.
 The VLM engine uses them two ways (see engines/vlm.py):
   - hybrid mode: a text-like block whose OCR lines are confident takes the OCR text instead of
     a VLM crop decode (the crop decodes are most of a page's time on a CPU);
@@ -18,7 +18,10 @@ from typing import Sequence
 from ..core.blocks import LINE_TEXT
 from ..core.geometry import best_holder
 from ..vlm.protocol.profiles import SamplingParams
-from .ocr import GROUPING, OCR_MODELS, OCR_SETTINGS, Line, _make_block
+from .assembly import make_block
+from .lines import Line
+from .ocr import OCR_MODELS, OCR_SETTINGS
+from .regions import GROUPING
 
 # The text-like block types: hybrid gives them the OCR text of their box, and the cross-check
 # compares their VLM answer with it. core.blocks.LINE_TEXT says which types and why.
@@ -78,8 +81,8 @@ def assign_lines(lines: Sequence[Line], boxes: Sequence[Sequence[float]]) -> lis
 def read_lines(lines: Sequence[Line]) -> tuple[str, list[dict], float]:
     """(text, line dicts in reading order, mean score) of one block's lines: rows top to
     bottom, pieces left to right, reflowed into one paragraph as the ocr engine does."""
-    block = _make_block("text", list(lines))
-    assert block.score is not None  # _make_block scores every block: its lines' mean
+    block = make_block("text", list(lines))
+    assert block.score is not None  # make_block scores every block: its lines' mean
     return block.text, block.extra["lines"], block.score
 
 

@@ -22,7 +22,7 @@ crop (a 300 DPI table) into another picture than at 150 DPI; a crop larger than 
 shrunk with an area filter instead, as the engine does for the layout model.
 
 rapid-table 0.3.0 supports Python < 3.13 only; without it tables keep the line grid
-(ocr._table_cells) and the record says so.
+(table_text.table_cells) and the record says so.
 """
 
 from __future__ import annotations

@@ -83,8 +83,10 @@ from ..vlm.protocol.profiles import FIGURE_TYPES, PROFILES, Profile, SamplingPar
 from ..vlm.protocol.table_images import font_file as table_image_font
 from ..vlm.tokenizer import ChatTokenizer, build_input
 from . import fusion
+from .assembly import assemble_blocks
 from .base import EngineResult, parse_each
-from .ocr import OCR, TEXT_LAYER, Line, OcrEngine, assemble_blocks, text_layer_lines
+from .lines import Line
+from .ocr import OCR, TEXT_LAYER, OcrEngine, text_layer_lines
 from .ocr import identity as ocr_identity
 from .ocr import options as ocr_options
 

@@ -23,8 +23,9 @@ import pytest
 import mineru_cli
 from mineru_cli.config import LoadOptions
 from mineru_cli.core.blocks import BlockType as T
+from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.lines import Line
-from mineru_cli.engines.ocr import assemble_blocks, text_layer_lines
+from mineru_cli.engines.ocr import text_layer_lines
 from mineru_cli.inputs import SourceFile, open_document
 from mineru_cli.reading_order import group_rows, sort_blocks
 

@@ -12,19 +12,13 @@ from PIL import Image, ImageDraw, ImageFont
 from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import orientation, rapid_compat, table
+from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.base import EngineResult
-from mineru_cli.engines.ocr import (
-    LAYOUT_TYPES,
-    Line,
-    OcrEngine,
-    _bgr,
-    _reread,
-    assemble_blocks,
-    join_lines,
-    join_text,
-    page_markers,
-)
+from mineru_cli.engines.joining import join_lines, page_markers
+from mineru_cli.engines.lines import Line, join_text
+from mineru_cli.engines.ocr import OcrEngine, _bgr, _reread
 from mineru_cli.engines.rapid_compat import CPU_PROVIDER, SPINNING_KEYS, TESTED
+from mineru_cli.engines.regions import LAYOUT_TYPES
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.reading_order import sort_blocks
 

@@ -9,12 +9,23 @@ import random
 from mineru_cli.core.blocks import PAGE_BOTTOM, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, iou
-from mineru_cli.engines import ocr
+from mineru_cli.engines import assembly, page_roles
 from mineru_cli.engines.lines import Line
+from mineru_cli.engines.regions import GROUPING, REGION_TYPES
 from mineru_cli.reading_order import _corner_first, _narrow, group_rows
 
 ROUNDS = 100  # each test's random pages (3,000 each were compared once, outside the suite)
-CLASSES = ["text", "title", "table", "figure", "figure_caption", "header", "ref_text", ocr._FIGURE_TEXT, "page_number"]
+CLASSES = [
+    "text",
+    "title",
+    "table",
+    "figure",
+    "figure_caption",
+    "header",
+    "ref_text",
+    assembly._FIGURE_TEXT,
+    "page_number",
+]
 
 
 def _box(rnd: random.Random) -> tuple[float, float, float, float]:
@@ -71,7 +82,7 @@ def _lines(rnd: random.Random) -> list[Line]:
 def _every_pair_without_duplicates(regions):
     kept: list = []
     for region in sorted(regions, key=lambda r: -r[2]):
-        twin = next((i for i, o in enumerate(kept) if iou(region[0], o[0]) >= ocr.GROUPING["duplicate_region"]), None)
+        twin = next((i for i, o in enumerate(kept) if iou(region[0], o[0]) >= GROUPING["duplicate_region"]), None)
         if twin is None:
             kept.append(region)
         elif region[1] == "table" and kept[twin][1] == "figure":
@@ -80,8 +91,8 @@ def _every_pair_without_duplicates(regions):
 
 
 def _every_pair_without_envelopes(regions):
-    nested = ocr.GROUPING["nested_region"]
-    text_like = [i for i, r in enumerate(regions) if ocr.REGION_TYPES.get(r[1], T.TEXT) in ocr._NESTING]
+    nested = GROUPING["nested_region"]
+    text_like = [i for i, r in enumerate(regions) if REGION_TYPES.get(r[1], T.TEXT) in assembly._NESTING]
     dropped: set[int] = set()
     for i in sorted(text_like, key=lambda i: -area(regions[i][0])):
         if i in dropped:
@@ -89,7 +100,7 @@ def _every_pair_without_envelopes(regions):
         inner = [
             j for j in text_like if j != i and j not in dropped and covered(regions[j][0], regions[i][0]) >= nested
         ]
-        if len(inner) >= 2 or ocr._round_a_title(regions[i], regions):
+        if len(inner) >= 2 or assembly._round_a_title(regions[i], regions):
             dropped.add(i)
         elif inner:
             dropped.add(inner[0])
@@ -106,7 +117,7 @@ def _every_pair_paragraphs(lines):
 
     for i in range(len(lines)):
         for j in range(i + 1, len(lines)):
-            if ocr._linked(lines[i], lines[j]):
+            if assembly._linked(lines[i], lines[j]):
                 parent[root(i)] = root(j)
     return sorted(sorted(i for i in range(len(lines)) if root(i) == r) for r in set(map(root, range(len(lines)))))
 
@@ -115,8 +126,8 @@ def _every_pair_foot_numbers(blocks, page_h):
     for block in blocks:
         if (
             block.type not in (T.TEXT, T.TITLE)
-            or block.bbox[1] < (1 - ocr.FOOT_MARGIN) * page_h
-            or not ocr._PAGE_NUMBER.match(block.text)
+            or block.bbox[1] < (1 - page_roles.FOOT_MARGIN) * page_h
+            or not page_roles._PAGE_NUMBER.match(block.text)
         ):
             continue
         others = [b.bbox for b in blocks if b is not block and b.type not in PAGE_BOTTOM]
@@ -139,8 +150,8 @@ def test_region_steps_match_every_pair():
     rnd = random.Random(0)
     for _ in range(ROUNDS):
         regions = _regions(rnd)
-        assert ocr._without_duplicates(regions) == _every_pair_without_duplicates(regions)
-        assert ocr._without_envelopes(regions) == _every_pair_without_envelopes(regions)
+        assert assembly._without_duplicates(regions) == _every_pair_without_duplicates(regions)
+        assert assembly._without_envelopes(regions) == _every_pair_without_envelopes(regions)
         boxes = [ln.box for ln in _lines(rnd)] + [_box(rnd) for _ in range(rnd.randint(0, 20))]
         holders = [box for box, _, _ in regions]
         assert best_holders(boxes, holders, 0.5) == [best_holder(b, holders, 0.5) for b in boxes]
@@ -151,7 +162,7 @@ def test_paragraphs_match_every_pair():
     for _ in range(ROUNDS):
         lines = _lines(rnd)
         index = {id(ln): i for i, ln in enumerate(lines)}
-        found = sorted(sorted(index[id(ln)] for ln in group) for group in ocr._paragraphs(lines))
+        found = sorted(sorted(index[id(ln)] for ln in group) for group in assembly._paragraphs(lines))
         assert found == _every_pair_paragraphs(lines)
 
 
@@ -165,7 +176,7 @@ def test_foot_numbers_match_every_pair():
             kind = rnd.choice([T.TEXT, T.TEXT, T.TITLE, T.FOOTER, T.PAGE_NUMBER, T.IMAGE])
             specs.append((kind, box, rnd.choice(["12", "iv", "- 3 -", "word", str(rnd.randint(1, 999))])))
         fast, slow = ([Block(kind, box, text, 0.9) for kind, box, text in specs] for _ in range(2))
-        ocr._foot_numbers(fast, 1300)
+        page_roles.foot_numbers(fast, 1300)
         _every_pair_foot_numbers(slow, 1300)
         assert [b.type for b in fast] == [b.type for b in slow]
 

@@ -16,9 +16,11 @@ from tablegrid import html_grid
 
 from mineru_cli.core.blocks import Block
 from mineru_cli.engines import table
+from mineru_cli.engines.cuts import cut_at_table_columns
 from mineru_cli.engines.lines import Line
-from mineru_cli.engines.ocr import OcrEngine, _bgr, _pixel_split, cut_at_table_columns, table_structure
+from mineru_cli.engines.ocr import OcrEngine, _bgr, _pixel_split
 from mineru_cli.engines.rapid_compat import SPINNING_KEYS, ort_session
+from mineru_cli.engines.table_text import table_structure
 from mineru_cli.markdown import blocks_to_markdown
 from mineru_cli.writers import content_list_items
 

@@ -650,7 +650,8 @@ def test_a_text_layers_table_cells_set_close_together_stay_apart(engine, dpi):
 def test_a_text_layers_table_without_its_structure_gets_the_same_line_grid(engine):
     """Without the structure model (or where it fails), the table's line grid (`cells`) is made
     of the same pieces."""
-    from mineru_cli.engines.ocr import assemble_blocks, text_layer_lines
+    from mineru_cli.engines.assembly import assemble_blocks
+    from mineru_cli.engines.ocr import text_layer_lines
 
     page, table = _jacow_margins(engine, 150)
     lines = text_layer_lines(page.text_layer)

@@ -18,7 +18,8 @@ from tiny_fixtures import Counting, tiny_vlm  # noqa: F401  (fixture)
 from mineru_cli.core.errors import SetupError
 from mineru_cli.core.record import fingerprint
 from mineru_cli.engines import fusion, make_engine
-from mineru_cli.engines.ocr import Line, OcrEngine
+from mineru_cli.engines.lines import Line
+from mineru_cli.engines.ocr import OcrEngine
 from mineru_cli.engines.vlm import VlmEngine
 from mineru_cli.vlm.protocol.crops import prepare_crops
 from mineru_cli.vlm.protocol.layout import parse_layout
