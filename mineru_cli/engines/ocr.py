@@ -413,13 +413,12 @@ def _read_lines(ocr: Callable[..., Any], bgr: np.ndarray) -> tuple[list[Line], d
         if seconds is not None:
             timings[key] = float(seconds)
     found = zip(out.boxes, out.txts, out.scores) if out.boxes is not None and out.txts else ()
-    lines = [Line(_quad_to_box(quad), text, float(score), _slope(quad)) for quad, text, score in found]  # >= TEXT_SCORE
+    # >= TEXT_SCORE; a line read again (_read_box) has its look-alikes fitted there
+    lines = [Line(_quad_to_box(quad), fit_twins(text), float(score), _slope(quad)) for quad, text, score in found]
     if OCR_SETTINGS["use_cls"]:
         t = time.perf_counter()
         lines = [_reread(ocr, bgr, line) if line.score < REREAD_BELOW else line for line in lines]
         timings["ocr_reread"] = time.perf_counter() - t
-    for line in lines:
-        line.text = fit_twins(line.text)
     return [ln for ln in lines if ln.text], timings
 
 
@@ -458,7 +457,9 @@ def _reread(ocr: Callable[..., Any], bgr: np.ndarray, line: Line) -> Line:
 
 
 def _read_box(ocr: Callable[..., Any], bgr: np.ndarray, box: Box) -> Line:
-    """The text in `box` read as it stands (recognition only); "" where nothing is read."""
+    """The text in `box` read as it stands (recognition only), its look-alike kana and ideographs
+    fitted as a detected line's are (a piece cut at a gutter, a line of a sparse page); "" where
+    nothing is read."""
     x1, y1, x2, y2 = (int(v) for v in box)
     crop = np.ascontiguousarray(bgr[max(0, y1) : y2, max(0, x1) : x2])
     if crop.size == 0:
@@ -466,7 +467,7 @@ def _read_box(ocr: Callable[..., Any], bgr: np.ndarray, box: Box) -> Line:
     out = ocr(crop, use_det=False, use_cls=False, use_rec=True, text_score=0.0)
     if not out.txts or not out.scores:
         return Line((x1, y1, x2, y2), "", 0.0)
-    return Line((x1, y1, x2, y2), out.txts[0], float(out.scores[0]))
+    return Line((x1, y1, x2, y2), fit_twins(out.txts[0]), float(out.scores[0]))
 
 
 def _pixel_split(ocr: Callable[..., Any], bgr: np.ndarray) -> Split:

@@ -28,7 +28,7 @@ from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.platypus import BaseDocTemplate, Frame, PageTemplate, Paragraph
 
 from mineru_cli.config import LoadOptions
-from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.engines.ocr import OcrEngine, _bgr, _pixel_split
 from mineru_cli.inputs import SourceFile, open_document
 
 pytestmark = pytest.mark.slow
@@ -577,3 +577,17 @@ def test_a_katakana_counter_or_key_name_between_ideographs_stays_katakana(engine
     for word in ("数カ月", "十カ所", "三カ月", "何カ国", "五カ国", "二カ国語", "八カ所", "六カ月", "ハ長調", "ニ短調"):
         assert word in text, (word, text)
     assert "力月" not in text and "力所" not in text and "力国" not in text and "八長調" not in text, text
+
+
+def test_a_line_cut_and_read_again_keeps_its_look_alikes_fitted(engine):
+    """A line cut in two (at a gutter or a table's column) is read again piece by piece; each
+    piece's look-alikes take their neighbours' script as the whole line's do. On the counter page
+    (tests/data/cjk_counter_marks_chromium.pdf, 150 DPI) the recogniser reads 数カ月 and 十カ所 as
+    数力月 and 十力所 again in the line's longer piece."""
+    page = render(DATA / "cjk_counter_marks_chromium.pdf", 150)
+    lines, _timings = engine.text_lines(page)
+    line = next(ln for ln in lines if "数カ月" in ln.text)
+    x1, _, x2, _ = line.box
+    pieces = _pixel_split(engine._load_text(), _bgr(page))(line, int(x1 + 0.1 * (x2 - x1)))
+    text = "".join(p.text for p in pieces)
+    assert "数カ月" in text and "十カ所" in text and "力" not in text, text
