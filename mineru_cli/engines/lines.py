@@ -7,6 +7,7 @@ engines.joining, engines.cuts, engines.table_text) and its code blocks (engines.
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 from mineru_cli.core.geometry import Box
 from mineru_cli.engines import deskew
@@ -95,10 +96,8 @@ def fit_twins(text: str) -> str:
         around = (_script_at(chars, marks, k - 1), _script_at(chars, marks, k + 1))
         if _fits_better(_script(chars[k]), _script(twin), around):
             chars[k] = twin
-    for m in _COUNTER.finditer(text):
-        chars[m.start()] = "カ"
-    for m in _KEY.finditer(text):
-        chars[m.start()] = _KATAKANA_KEY.get(m.group(), m.group())
+    for k, mark in marks.items():
+        chars[k] = mark
     return "".join(chars)
 
 
@@ -110,11 +109,15 @@ _KEY = re.compile(r"[イロ口ハ八ニ二ホヘト卜](?=[長短]調)")
 _KATAKANA_KEY = {"口": "ロ", "八": "ハ", "二": "ニ", "卜": "ト"}
 
 
-def _marks(text: str) -> set[int]:
-    return {m.start() for pattern in (_COUNTER, _KEY) for m in pattern.finditer(text)}
+def _marks(text: str) -> dict[int, str]:
+    """The marks' places in `text`, each with its katakana (the two patterns match different
+    characters, so no place is both)."""
+    marks = {m.start(): "カ" for m in _COUNTER.finditer(text)}
+    marks.update((m.start(), _KATAKANA_KEY.get(m.group(), m.group())) for m in _KEY.finditer(text))
+    return marks
 
 
-def _script_at(chars: list[str], marks: set[int], k: int) -> str:
+def _script_at(chars: list[str], marks: Mapping[int, str], k: int) -> str:
     """The script of chars[k] as a word's letter: a mark belongs to none."""
     return "" if k in marks else _script(chars[k])
 
