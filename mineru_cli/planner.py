@@ -75,12 +75,15 @@ class Planned:
         return self.indices or range(1)
 
     @property
+    def unselected(self) -> bool:
+        """Whether the file opened but --pages selects none of its pages (a warning says so)."""
+        return self.error is None and bool(self.page_count) and not self.indices
+
+    @property
     def records(self) -> int:
         """How many records this run writes for the file: none where --pages selects no page of
-        it (a warning says so), else one per page it settles."""
-        if self.error is None and self.page_count and not self.indices:
-            return 0
-        return len(self.pages)
+        it, else one per page it settles."""
+        return 0 if self.unselected else len(self.pages)
 
 
 class PageSelection(Sequence[int]):

@@ -256,11 +256,10 @@ class Parser:
         rel, pages = planned.src.rel, planned.pages
         self._file_order.setdefault(rel, (len(self._file_order), pages))
         self.summary.pages += planned.records  # the pages that get a record
-        if planned.error is None:
-            if planned.page_count and not planned.indices:
-                self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)
-            if planned.fixed_count:
-                self._fixed_counts[rel] = cast(int, planned.page_count)
+        if planned.unselected:
+            self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)
+        if planned.error is None and planned.fixed_count:
+            self._fixed_counts[rel] = cast(int, planned.page_count)
         if self.config.formats:
             self._docs.append((planned.src, planned.sha256))
         self.reporter.found(self.planner.total())
