@@ -423,8 +423,34 @@ def column_stretches(
 def _continues_columns(boxes: Sequence[Box], above: list[int], band: list[int], reach: float) -> bool:
     """Whether `band` continues the columns of the rows `above` it: within `reach` px under them,
     one of the two split by a gutter, and their union split by one into columns at least
-    MIN_COLUMN_SHARE of its width (as _merge_column_bands merges a page's bands)."""
+    MIN_COLUMN_SHARE of its width (as _merge_column_bands merges a page's bands), a narrower
+    piece joined to its nearer neighbour first (_wide_pieces)."""
     gap = min(boxes[i][1] for i in band) - max(boxes[i][3] for i in above)
     if gap > reach:
         return False
-    return (_is_multi_column(boxes, above) or _is_multi_column(boxes, band)) and _has_columns(boxes, above + band)
+    if not (_is_multi_column(boxes, above) or _is_multi_column(boxes, band)):
+        return False
+    return len(_wide_pieces(boxes, _split(boxes, above + band, axis=0))) >= 2
+
+
+def _wide_pieces(boxes: Sequence[Box], pieces: list[list[int]]) -> list[list[int]]:
+    """Side-by-side pieces, each narrower than MIN_COLUMN_SHARE of their width joined to its
+    nearer neighbour. An index's page numbers stand apart from their entries across the gap of a
+    dot leader that the reader reads as nothing: in a few rows of a multi-column index (under a
+    letter heading) they are pieces of their own, too narrow for columns, and the index's
+    columns, still there beside them, broke into stretches read row by row across."""
+    pieces = [list(p) for p in pieces]
+    while len(pieces) > 1:
+        narrow = _narrow(boxes, pieces)
+        if not any(narrow):
+            break
+        bad = narrow.index(True)
+        if bad == 0 or bad == len(pieces) - 1:
+            other = 1 if bad == 0 else bad - 1
+        else:
+            left = min(boxes[i][0] for i in pieces[bad]) - max(boxes[i][2] for i in pieces[bad - 1])
+            right = min(boxes[i][0] for i in pieces[bad + 1]) - max(boxes[i][2] for i in pieces[bad])
+            other = bad - 1 if left <= right else bad + 1
+        lo, hi = sorted((bad, other))
+        pieces[lo : hi + 1] = [pieces[lo] + pieces[hi]]
+    return pieces

@@ -256,9 +256,17 @@ def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
 
 def _tabular(lines: list[Line]) -> bool:
     """Whether over table_rows of these lines' rows hold two or more lines side by side: a
-    table's cells (a column of text has one line a row)."""
-    rows = group_rows(level_boxes(lines))
-    return sum(len(row) > 1 for row in rows) > GROUPING["table_rows"] * len(rows)
+    table's cells (a column of text has one line a row). A row of an index's entry and its page
+    references (_index_row) is a column's one line that a leader's gap split: no cells."""
+    rows = [[lines[i] for i in row] for row in group_rows(level_boxes(lines))]
+    return sum(len(row) > 1 and not _index_row(row) for row in rows) > GROUPING["table_rows"] * len(rows)
+
+
+def _index_row(row: list[Line]) -> bool:
+    """Whether a row's lines after its leftmost are all page references (_PAGE_REFS): an index
+    entry ("\\@chair", "79, 80, 231") read as two lines across its dot leader."""
+    rest = sorted(row, key=lambda ln: ln.box[0])[1:]
+    return all(_PAGE_REFS.match(ln.text.strip(" .")) for ln in rest)
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:

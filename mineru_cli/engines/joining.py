@@ -192,6 +192,8 @@ def join_lines(
     entries = _description_entries(rows, lefts, rights, height)
     headings = {i for i, row in enumerate(rows) if _letter_heading(row)}
     entries |= headings | {i + 1 for i in headings} | _noted_paragraphs(noted, rights, height)
+    index_starts, index_rest = _index_entries(rows)
+    entries = (entries | index_starts) - index_rest
     starts = set(items)
     for i, row in enumerate(rows):
         item = i in starts
@@ -212,6 +214,33 @@ def _noted_paragraphs(noted: Collection[int], rights: Sequence[float] | None, he
         return set()
     edge = _right_margin(rights, height) - FULL_ROW * height
     return {i for i in noted if i and rights[i - 1] < edge}
+
+
+# An index (or a contents list) ends each entry with its page references ("\\chair . . 3, 77"),
+# a long list of them wrapped after a comma, a long entry's references on the row under it
+# after its dot leader. In a block where INDEX_ROWS of the rows or more end so, a row after one
+# that ends in a page number (or in a colon: a head whose sub-entries follow) starts an entry,
+# and a row that starts with a page reference or a leader goes on with the entry before it: each
+# entry is a line of its own, as the page shows it, instead of all of them re-flowed into one
+# paragraph (or a wrapped entry's references taken for a description's indented row). A row of
+# prose seldom ends in a number, and a paragraph's rows almost never do so by the half; a list
+# whose items end in their numbers ("item 1", "item 2") is no index either: an index has some
+# entries whose pages follow a leader or go on in a list (". . 3", "22, 24").
+INDEX_ROWS = 0.5
+_PAGE_END = re.compile(r"(?:^|[\s.,])\d+(?:[–-]\d+)?$")
+_PAGE_LIST = re.compile(r"(?:\d,\s*|\.\s*\.\s*)\d+(?:[–-]\d+)?$")
+_PAGES_ON = re.compile(r"[.\s]*\d+(?:[–-]\d+)?(?:,|$)")
+
+
+def _index_entries(rows: list[str]) -> tuple[set[int], set[int]]:
+    """(the rows that start an index's entries, the rows that go on with the entry before them);
+    both empty in a block that is no index (see INDEX_ROWS)."""
+    ends = [i for i, row in enumerate(rows) if _PAGE_END.search(row.rstrip())]
+    if len(ends) < INDEX_ROWS * len(rows) or not any(_PAGE_LIST.search(rows[i].rstrip()) for i in ends):
+        return set(), set()
+    rest = {i for i, row in enumerate(rows) if i and _PAGES_ON.match(row)}
+    heads = [i for i, row in enumerate(rows) if row.rstrip().endswith(":")]  # "environments:"
+    return {i + 1 for i in ends + heads if i + 1 < len(rows)} - rest, rest
 
 
 def _letter_heading(row: str) -> bool:

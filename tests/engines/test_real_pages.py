@@ -449,6 +449,24 @@ def test_an_index_entry_keeps_its_page_numbers(engine):
     assert "\\textbf 48, 108, 110, 111" in text, text
 
 
+INDEX_COLUMNS = DATA / "index_columns_imtekda_p25.png"
+
+
+def test_an_index_in_columns_reads_each_column_down_one_entry_a_line(engine):
+    """IMTEKda's manual p25 at 150 DPI (tests/data/README.md): an index in three columns under a
+    paragraph, boxed as one figure, each entry's page numbers across a dot leader's gap. The
+    rows of entry and pages were taken for a table's cells and the gaps for breaks in the
+    columns, and the whole index was one block read row by row across the three columns
+    ("Symbols Acrobat: PDF cleardoubleplain (op- ..."); each column is a block of its own, and
+    each entry, its pages with it, a line of its own."""
+    blocks = [b.text for b in engine.parse(Image.open(INDEX_COLUMNS).convert("RGB")).blocks]
+    columns = [next((t for t in blocks if entry in t), "") for entry in ("\\@chair", "\\addtocontents", "\\date")]
+    assert len(set(columns)) == 3 and "" not in columns, blocks
+    lines = [line.strip() for text in columns for line in text.split("\n")]
+    for entry in ("\\@bachelortrue 22", "\\@masterfalse 17, 20, 22", "\\BLogo 102, 161", "\\dedication 381"):
+        assert entry in lines, lines
+
+
 @pytest.mark.parametrize("dpi", (150, 300))
 def test_a_real_figure_keeps_its_labels_out_of_the_markdown(reads, dpi):
     """A real exam page (cesenaexam's example, tests/data/README.md): exercise 2's circuit is a
