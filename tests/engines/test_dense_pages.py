@@ -1,7 +1,7 @@
 """Dense pages cost about their lines, not their lines squared: a long table block, loose lines
 that make thousands of paragraphs, a text block of thousands of rows, a region for each line,
 one very long row, a foot full of numbers, a figure or a table region for each number, and
-a column of row ends beside a region of thousands of rows.
+a column of row ends beside a region of thousands of rows, a VLM block for each number.
 
 The pages are tests/data/price_list_6pt_chromium.pdf (a 6 pt price list),
 number_grid_chromium.pdf (numbers set apart in a grid, each a line of its own) and
@@ -26,6 +26,7 @@ from mineru_cli.config import LoadOptions
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.cuts import cut_at_gutters
+from mineru_cli.engines.fusion import assign_lines
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.ocr import text_layer_lines
 from mineru_cli.inputs import SourceFile, open_document
@@ -261,3 +262,18 @@ def test_row_ends_beside_a_region_of_thousands_of_rows_join_in_about_the_rows(nu
         == sorted(ln.text for ln in _stacked(number_grid, 8)[0])
     )
     assert growth < GROWTH_BOUND
+
+
+def test_the_lines_of_a_block_for_each_number_are_found_in_about_the_numbers(number_grid):
+    """fusion.assign_lines with the VLM's blocks one for each of the grid's numbers (a page of a
+    table's cells read as blocks): each line goes to its block in about the lines' count."""
+
+    def assign(n: int) -> tuple[int, list[Line], list]:
+        lines, _ = _stacked(number_grid, n)
+        found: list = []
+        work = _work(lambda: found.extend(assign_lines(lines, [ln.box for ln in lines])))
+        return work, lines, found
+
+    (small, _, _), (big, lines, found) = assign(1), assign(4)
+    assert found == [[ln] for ln in lines] and len(lines) > 1000
+    assert big / small < GROWTH_BOUND

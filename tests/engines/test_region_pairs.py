@@ -9,7 +9,7 @@ import random
 from mineru_cli.core.blocks import PAGE_BOTTOM, Block
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, held, iou, shares_rows
-from mineru_cli.engines import assembly, cuts, page_roles
+from mineru_cli.engines import assembly, cuts, fusion, page_roles
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
 from mineru_cli.reading_order import _corner_first, _narrow, group_rows, level
@@ -253,6 +253,19 @@ def test_lines_held_match_every_line():
         grid = BoxGrid(boxes)
         for holder, _, _ in _regions(rnd):
             assert held(boxes, grid, holder, 0.5) == [i for i, b in enumerate(boxes) if covered(b, holder) >= 0.5]
+
+
+def test_assigned_lines_match_every_pair():
+    """fusion.assign_lines: each line to the block best_holder picks among all of them."""
+    rnd = random.Random(4)
+    for _ in range(ROUNDS):
+        lines, boxes = _lines(rnd), [box for box, _, _ in _regions(rnd)]
+        expected: list[list[Line]] = [[] for _ in boxes]
+        for line in lines:
+            best = best_holder(line.box, boxes, fusion.LINE_IN_BLOCK)
+            if best is not None:
+                expected[best].append(line)
+        assert fusion.assign_lines(lines, boxes) == expected
 
 
 def test_lines_beside_match_every_pair():
