@@ -82,13 +82,24 @@ def best_holders(boxes: Sequence[Box], holders: Sequence[Box], min_share: float)
     return found
 
 
+def _proper(b: Box) -> bool:
+    """Whether x1 <= x2 and y1 <= y2 (False where a side is NaN)."""
+    return b[0] <= b[2] and b[1] <= b[3]
+
+
+def held(boxes: Sequence[Box], grid: BoxGrid, holder: Box, min_share: float) -> list[int]:
+    """The indices, ascending, of `boxes` (filed in `grid`) of which `holder` covers at least
+    `min_share` (> 0): a box it covers any of overlaps it, so only those near it are tested."""
+    return [i for i in grid.near(holder) if covered(boxes[i], holder) >= min_share]
+
+
 class BoxGrid:
     """Boxes filed under the cells of a grid that they touch, to find those near a box without a
     pass over all of them. A cell is the boxes' median width by their median height, made larger
     where that would make over CELLS_PER_BOX cells a box over the boxes' extent (so that a box
     over the whole page touches a bounded number of cells, however thin the median box: a row of
-    boxes of no width beside a line across the page). A box with x2 < x1 or y2 < y1 touches
-    none."""
+    boxes of no width beside a line across the page). A box with x2 < x1 or y2 < y1, or a NaN
+    side, touches none."""
 
     CELLS_PER_BOX = 4
 
@@ -96,7 +107,7 @@ class BoxGrid:
         self.cell_w, self.cell_h = self._cell_size(boxes)
         self.cells: dict[tuple[int, int], list[int]] = {}
         for i, b in enumerate(boxes):
-            if b[2] < b[0] or b[3] < b[1]:  # outside the extent the cells were sized for
+            if not _proper(b):  # outside the extent the cells were sized for
                 continue
             for key in self._keys(b):
                 self.cells.setdefault(key, []).append(i)
@@ -112,6 +123,8 @@ class BoxGrid:
         side and `reach_y` above and below: every box that comes within that reach of `b` (touching
         included) is among them (a superset: callers test the geometry they need)."""
         grown = (b[0] - reach_x, b[1] - reach_y, b[2] + reach_x, b[3] + reach_y)
+        if not _proper(grown):  # overlaps nothing, as an inverted box or one with a NaN side does
+            return []
         found: set[int] = set()
         for key in self._keys(grown, self.span):
             found.update(self.cells.get(key, ()))
@@ -126,7 +139,7 @@ class BoxGrid:
 
     @classmethod
     def _cell_size(cls, boxes: Sequence[Box]) -> tuple[float, float]:
-        proper = [b for b in boxes if b[0] <= b[2] and b[1] <= b[3]]
+        proper = [b for b in boxes if _proper(b)]
         if not proper:
             return 1.0, 1.0
         w = max(statistics.median(b[2] - b[0] for b in proper), 1e-6)

@@ -19,6 +19,7 @@ from mineru_cli.core.geometry import (
     best_holders,
     covered,
     enclosing,
+    held,
     iou,
     shares_columns,
     shares_rows,
@@ -38,7 +39,7 @@ from mineru_cli.engines.page_roles import (
 )
 from mineru_cli.engines.regions import FLOWING, GROUPING, REGION_TYPES
 from mineru_cli.engines.table_text import table_cells, table_edges
-from mineru_cli.reading_order import column_stretches, group_rows, level
+from mineru_cli.reading_order import LEVEL, column_stretches, group_rows, level
 
 # The text regions that may nest (see _without_envelopes).
 _NESTING = frozenset({T.TEXT, T.REF_TEXT})
@@ -113,9 +114,10 @@ def _row_ends(regions: Sequence[tuple[Box, str, float]], members: list[list[Line
     inner side (`_row_home`); and it belongs to no other column (`_of_another_column`)."""
     owner = {id(ln): n for n, group in enumerate(members) for ln in group}  # line -> its region
     page = _LinesByTop([ln for group in members for ln in group] + loose)
+    by_middle = [_LinesByMiddle(group) for group in members]
     homes = []  # each line is judged against the regions as the layout gave them (order-free)
     for line in loose:
-        found = _row_home(line, regions, members) if _short(line) else None
+        found = _row_home(line, regions, by_middle) if _short(line) else None
         homes.append(None if found is None or _of_another_column(line, *found, regions, owner, page) else found[0])
     for line, home in zip(loose, homes):
         if home is not None:
@@ -128,14 +130,14 @@ def _short(line: Line) -> bool:
 
 
 def _row_home(
-    line: Line, regions: Sequence[tuple[Box, str, float]], members: list[list[Line]]
+    line: Line, regions: Sequence[tuple[Box, str, float]], members: list[_LinesByMiddle]
 ) -> tuple[int, str] | None:
     """(the text region whose row `line` ends or starts, "right" or "left": the side it stands
-    on), or None."""
+    on), or None. `members`: each region's lines."""
     x1, _, x2, _ = line.box
     reach = GROUPING["row_gap"] * line.height
     for n, (box, cls, _score) in enumerate(regions):
-        if REGION_TYPES.get(cls, T.TEXT) not in FLOWING or not members[n]:
+        if REGION_TYPES.get(cls, T.TEXT) not in FLOWING or not members[n].lines:
             continue
         if box[0] < x1 <= box[2] + reach and x2 > box[2]:
             side = "right"
@@ -143,7 +145,7 @@ def _row_home(
             side = "left"
         else:
             continue
-        if any(level(m.box, line.box) and _inward(line, m, side) for m in members[n]):
+        if any(level(m.box, line.box) and _inward(line, m, side) for m in members[n].level_with(line)):
             return n, side
     return None
 
@@ -206,6 +208,26 @@ def _short_column(line: Line, owner: dict[int, int], page: _LinesByTop) -> dict[
                 column[id(o)] = o
                 frontier.append(o)
     return column
+
+
+class _LinesByMiddle:
+    """A region's lines sorted by their middles, to find those level with a line without a pass
+    over all (a text block of thousands of rows, with a short loose line beside each)."""
+
+    def __init__(self, lines: list[Line]):
+        self.lines = sorted(lines, key=_middle)
+        self.middles = [_middle(ln) for ln in self.lines]
+
+    def level_with(self, line: Line) -> list[Line]:
+        """The lines whose middles lie within LEVEL x `line`'s height of its middle, a pixel
+        more: all those `level` with it (it measures by the shorter height), and a few more."""
+        reach = LEVEL * max(1.0, line.box[3] - line.box[1]) + 1
+        lo = bisect.bisect_left(self.middles, _middle(line) - reach)
+        return self.lines[lo : bisect.bisect_right(self.middles, _middle(line) + reach)]
+
+
+def _middle(line: Line) -> float:
+    return (line.box[1] + line.box[3]) / 2
 
 
 class _LinesByTop:
@@ -386,10 +408,12 @@ def _figures_of_text(
         return list(regions)
     median_h = statistics.median(ln.height for ln in lines)
     page_area = max(1.0, float(page_size[0] * page_size[1]))
+    boxes = [ln.box for ln in lines]
+    grid = BoxGrid(boxes)  # a page of many small figures tests each against the lines near it
     out = []
     for box, cls, score in regions:
         if REGION_TYPES.get(cls) == T.IMAGE:
-            inside = [ln for ln in lines if covered(ln.box, box) >= GROUPING["line_in_region"]]
+            inside = [lines[i] for i in held(boxes, grid, box, GROUPING["line_in_region"])]
             if inside and area(box) >= GROUPING["background_figure"] * page_area:
                 continue
             body = [ln for ln in inside if ln.height >= GROUPING["body_line"] * median_h]

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import Box, best_holder, best_holders, shares_rows
+from mineru_cli.core.geometry import Box, BoxGrid, best_holder, best_holders, shares_rows
 from mineru_cli.engines.lines import Line, level_boxes
 from mineru_cli.engines.regions import FLOWING, GROUPING, REGION_TYPES
 from mineru_cli.engines.table_text import TABLE_LINE
@@ -57,9 +57,7 @@ def cut_at_gutters(
     flowing = [REGION_TYPES.get(cls, T.TEXT) in FLOWING for _, cls, _ in regions]
     homes = best_holders([line.box for line in lines], boxes, GROUPING["line_in_region"])
     in_flow = [(line, h) for line, h in zip(lines, homes) if h is not None and flowing[h]]
-    # each flowing region's lines of the other flowing regions in its rows: found once a region
-    flowing_homes = {h for _, h in in_flow}
-    beside = {home: [o for o, h in in_flow if h != home and shares_rows(o.box, boxes[home])] for home in flowing_homes}
+    beside = _beside(in_flow, boxes)  # found once a region
     out: list[Line] = []
     reached = list(boxes)
     for line, home in zip(lines, homes):
@@ -74,6 +72,25 @@ def cut_at_gutters(
             cut = _gutter_cut(line, boxes[home], beside[home])
         out += [line] if cut is None else split(line, cut)
     return out, [(box, cls, score) for box, (_, cls, score) in zip(reached, regions)]
+
+
+def _beside(in_flow: list[tuple[Line, int]], boxes: list[Box]) -> dict[int, list[Line]]:
+    """Each flowing region's (a region of the lines of `in_flow`: (line, its region)) lines of
+    the other flowing regions that share its rows, in their order. Each region tests only the
+    lines a grid over the lines' rows (their y-ranges) files near its own, so that a page of a
+    region for each of hundreds of lines costs about the lines in each region's rows."""
+    lines = [line.box for line, _ in in_flow]
+    grid = BoxGrid([_rows_of(b) for b in lines])
+    beside = {}
+    for home in {h for _, h in in_flow}:
+        near = grid.near(_rows_of(boxes[home]))
+        beside[home] = [in_flow[i][0] for i in near if in_flow[i][1] != home and shares_rows(lines[i], boxes[home])]
+    return beside
+
+
+def _rows_of(b: Box) -> Box:
+    """The box's y-range alone, as a box of no width: shares_rows looks at nothing else."""
+    return (0, b[1], 0, b[3])
 
 
 def cut_at_table_columns(

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..core.blocks import LINE_TEXT
-from ..core.geometry import best_holder
+from ..core.geometry import best_holders
 from ..vlm.protocol.profiles import SamplingParams
 from .assembly import make_block
 from .lines import Line
@@ -69,10 +69,10 @@ def settings() -> dict:
 
 def assign_lines(lines: Sequence[Line], boxes: Sequence[Sequence[float]]) -> list[list[Line]]:
     """The lines of each box (page pixels): each line to the box holding the biggest share
-    (>= LINE_IN_BLOCK) of its area, ties to the smaller box; lines outside every box dropped."""
+    (>= LINE_IN_BLOCK) of its area, ties to the smaller box; lines outside every box dropped.
+    Each line is tested only against the boxes near it (best_holders)."""
     out: list[list[Line]] = [[] for _ in boxes]
-    for line in lines:
-        best = best_holder(line.box, boxes, LINE_IN_BLOCK)
+    for line, best in zip(lines, best_holders([line.box for line in lines], boxes, LINE_IN_BLOCK)):
         if best is not None:
             out[best].append(line)
     return out

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from mineru_cli.core.blocks import Block
-from mineru_cli.core.geometry import Box, best_holder, enclosing
+from mineru_cli.core.geometry import Box, BoxGrid, enclosing, held
 from mineru_cli.engines import table
 from mineru_cli.engines.lines import Line, join_text, level_boxes
 from mineru_cli.engines.regions import GROUPING, TABLE_NOTES
@@ -44,12 +44,14 @@ def table_edges(lines: list[Line], regions: Sequence[tuple[Box, str, float]]) ->
     one line each (no column gaps where the table's rows have them) that stands apart from the
     table's rows (see _edge_run), and whose outer line is wider than TABLE_LINE of the region
     (wider than any cell) or starts with a caption's label or a note's mark."""
+    boxes = [line.box for line in lines]
+    grid = BoxGrid(boxes)  # a page of many tables tests each against the lines near it
     out: list[tuple[Box, str, float]] = []
     for box, cls, score in regions:
         if cls != "table":
             out.append((box, cls, score))
             continue
-        inside = [line for line in lines if best_holder(line.box, [box], GROUPING["line_in_region"]) is not None]
+        inside = [lines[i] for i in held(boxes, grid, box, GROUPING["line_in_region"])]
         rows = [[inside[i] for i in row] for row in group_rows(level_boxes(inside))]
         top = _edge_run(rows, box)
         bottom = _edge_run(rows[top:][::-1], box)

@@ -1,6 +1,7 @@
 """Dense pages cost about their lines, not their lines squared: a long table block, loose lines
 that make thousands of paragraphs, a text block of thousands of rows, a region for each line,
-one very long row and a foot full of numbers.
+one very long row, a foot full of numbers, a figure or a table region for each number, and
+a column of row ends beside a region of thousands of rows, a VLM block for each number.
 
 The pages are tests/data/price_list_6pt_chromium.pdf (a 6 pt price list),
 number_grid_chromium.pdf (numbers set apart in a grid, each a line of its own) and
@@ -24,6 +25,8 @@ import mineru_cli
 from mineru_cli.config import LoadOptions
 from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.engines.assembly import assemble_blocks
+from mineru_cli.engines.cuts import cut_at_gutters
+from mineru_cli.engines.fusion import assign_lines
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.ocr import text_layer_lines
 from mineru_cli.inputs import SourceFile, open_document
@@ -203,3 +206,74 @@ def test_a_foot_full_of_numbers_costs_about_its_numbers(number_grid):
     assert sorted((b.text, b.type) for b in four) == sorted((b.text, b.type) for b in one * 4)
     assert {b.type for b in four} == {T.TEXT, T.PAGE_NUMBER}
     assert growth < GROWTH_BOUND
+
+
+@pytest.mark.parametrize("kind", ["figure", "table"])
+def test_a_figure_or_table_for_each_number_costs_about_the_numbers(number_grid, kind):
+    """Each number boxed as a figure (the layout model boxes a page of many small pictures or
+    icons so) or as a table: the lines each figure or table holds are found in about their
+    count, and each number is still a block of its own."""
+
+    def own_regions(n: int) -> tuple[list[Line], list, tuple[int, int]]:
+        lines, size = _stacked(number_grid, n)
+        return lines, [(ln.box, kind, 0.9) for ln in lines], size
+
+    growth, one, four = _growth(own_regions, 1)
+    assert len(one) == len(number_grid[0]) > 200
+    assert sorted(b.text for b in four) == sorted(b.text for b in one * 4)
+    assert growth < GROWTH_BOUND
+
+
+def test_a_region_for_each_line_is_cut_at_gutters_in_about_the_lines(number_grid):
+    """cut_at_gutters on the grid's numbers each in a text region of its own: the lines of other
+    regions in each region's rows are found in about those lines' count; no number reaches over
+    a gutter, so none is cut."""
+
+    def cut(n: int) -> tuple[int, list[Line], list[Line]]:
+        lines, _ = _stacked(number_grid, n)
+        regions = [(ln.box, "text", 0.9) for ln in lines]
+        found: list = []
+        work = _work(lambda: found.extend(cut_at_gutters(lines, regions, lambda line, x: [line])[0]))
+        return work, lines, found
+
+    (small, _, _), (big, lines, found) = cut(1), cut(4)
+    assert found == lines and len(lines) > 1000
+    assert big / small < GROWTH_BOUND
+
+
+def test_row_ends_beside_a_region_of_thousands_of_rows_join_in_about_the_rows(number_grid):
+    """The grid stacked, all columns but the last in one text region and the last column's numbers
+    just right of it, loose: each is a row end of the region (a table of contents' page numbers
+    outside the layout model's box), found level with the region's lines in about their count
+    (a pass over the region's lines for each took about their square), and joins its row."""
+
+    def last_column_loose(n: int) -> tuple[list[Line], list, tuple[int, int]]:
+        lines, size = _stacked(number_grid, n)
+        last = max(ln.box[0] for ln in lines)
+        inner = max(ln.box[2] for ln in lines if ln.box[0] < last)
+        region = (min(ln.box[0] for ln in lines), 0, (inner + last) // 2, size[1])
+        return lines, [(region, "text", 0.9)], size
+
+    growth, one, four = _growth(last_column_loose, 2)
+    assert [b.bbox[2] for b in one + four] == [max(ln.box[2] for ln in number_grid[0])] * 2
+    assert (
+        sorted(four[0].text.split())
+        == sorted(one[0].text.split() * 4)
+        == sorted(ln.text for ln in _stacked(number_grid, 8)[0])
+    )
+    assert growth < GROWTH_BOUND
+
+
+def test_the_lines_of_a_block_for_each_number_are_found_in_about_the_numbers(number_grid):
+    """fusion.assign_lines with the VLM's blocks one for each of the grid's numbers (a page of a
+    table's cells read as blocks): each line goes to its block in about the lines' count."""
+
+    def assign(n: int) -> tuple[int, list[Line], list]:
+        lines, _ = _stacked(number_grid, n)
+        found: list = []
+        work = _work(lambda: found.extend(assign_lines(lines, [ln.box for ln in lines])))
+        return work, lines, found
+
+    (small, _, _), (big, lines, found) = assign(1), assign(4)
+    assert found == [[ln] for ln in lines] and len(lines) > 1000
+    assert big / small < GROWTH_BOUND

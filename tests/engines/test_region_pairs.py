@@ -8,11 +8,11 @@ import random
 
 from mineru_cli.core.blocks import PAGE_BOTTOM, Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, iou
-from mineru_cli.engines import assembly, page_roles
+from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, held, iou, shares_rows
+from mineru_cli.engines import assembly, cuts, fusion, page_roles
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
-from mineru_cli.reading_order import _corner_first, _narrow, group_rows
+from mineru_cli.reading_order import _corner_first, _narrow, group_rows, level
 
 ROUNDS = 100  # each test's random pages (3,000 each were compared once, outside the suite)
 CLASSES = [
@@ -242,3 +242,86 @@ def test_a_grid_files_no_reversed_box():
     grid = BoxGrid(boxes)
     assert len(grid.cells) <= BoxGrid.CELLS_PER_BOX * len(boxes)
     assert grid.near((0, 0, 1_000_000, 1000)) == [0]
+
+
+def test_lines_held_match_every_line():
+    """held (the lines a figure or a table region holds) gives each line of which the region
+    covers enough, in order, as a pass over every line does."""
+    rnd = random.Random(1)
+    for _ in range(ROUNDS):
+        boxes = [ln.box for ln in _lines(rnd)] + [_box(rnd) for _ in range(rnd.randint(0, 5))]
+        grid = BoxGrid(boxes)
+        for holder, _, _ in _regions(rnd):
+            assert held(boxes, grid, holder, 0.5) == [i for i, b in enumerate(boxes) if covered(b, holder) >= 0.5]
+
+
+def test_assigned_lines_match_every_pair():
+    """fusion.assign_lines: each line to the block best_holder picks among all of them."""
+    rnd = random.Random(4)
+    for _ in range(ROUNDS):
+        lines, boxes = _lines(rnd), [box for box, _, _ in _regions(rnd)]
+        expected: list[list[Line]] = [[] for _ in boxes]
+        for line in lines:
+            best = best_holder(line.box, boxes, fusion.LINE_IN_BLOCK)
+            if best is not None:
+                expected[best].append(line)
+        assert fusion.assign_lines(lines, boxes) == expected
+
+
+def test_lines_beside_match_every_pair():
+    """cut_at_gutters' lines of other regions in each region's rows: as testing every line."""
+    rnd = random.Random(2)
+    for _ in range(ROUNDS):
+        lines, boxes = _lines(rnd), [box for box, _, _ in _regions(rnd)]
+        if not boxes:
+            continue
+        in_flow = [(ln, rnd.randrange(len(boxes))) for ln in lines]
+        expected = {
+            home: [o for o, h in in_flow if h != home and shares_rows(o.box, boxes[home])]
+            for home in {h for _, h in in_flow}
+        }
+        assert cuts._beside(in_flow, boxes) == expected
+
+
+def _every_line_row_home(line, regions, members):
+    x1, _, x2, _ = line.box
+    reach = GROUPING["row_gap"] * line.height
+    for n, (box, cls, _score) in enumerate(regions):
+        if REGION_TYPES.get(cls, T.TEXT) not in assembly.FLOWING or not members[n]:
+            continue
+        if box[0] < x1 <= box[2] + reach and x2 > box[2]:
+            side = "right"
+        elif box[0] - reach <= x2 < box[2] and x1 < box[0]:
+            side = "left"
+        else:
+            continue
+        if any(level(m.box, line.box) and assembly._inward(line, m, side) for m in members[n]):
+            return n, side
+    return None
+
+
+def test_row_homes_match_every_line():
+    """A loose line's row home (the region whose row it ends), found among the region's lines
+    level with it, is the one a pass over all of the region's lines finds."""
+    rnd = random.Random(3)
+    for _ in range(ROUNDS):
+        lines, regions = _lines(rnd), _regions(rnd)
+        members: list[list[Line]] = [[] for _ in regions]
+        loose = []
+        for line in lines:
+            (members[rnd.randrange(len(regions))] if regions and rnd.random() < 0.7 else loose).append(line)
+        by_middle = [assembly._LinesByMiddle(group) for group in members]
+        for line in loose:
+            assert assembly._row_home(line, regions, by_middle) == _every_line_row_home(line, regions, members)
+
+
+def test_a_grid_takes_boxes_with_a_nan_side():
+    """A box with a NaN side is filed nowhere and, asked about, is near nothing, as it overlaps
+    nothing (math.floor of NaN raised). No page gives one so far: a line's box is whole pixels
+    and a region is clipped to the page, which turns a NaN side into the page's edge."""
+    nan = float("nan")
+    boxes = [(0, 0, 10, 10), (nan, 0, 10, 10), (0, 0, 10, nan), (20, 20, 30, 30)]
+    grid = BoxGrid(boxes)
+    assert grid.near((0, 0, 30, 30)) == [0, 3]
+    assert grid.near((nan, 0, 30, 30)) == []
+    assert best_holders([(1, 1, 9, 9), (nan, 1, 9, 9)], boxes, 0.5) == [0, None]
