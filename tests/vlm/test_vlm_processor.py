@@ -79,12 +79,8 @@ def _torch_resize(image: Image.Image, width: int, height: int) -> Image.Image:
 def reference():
     """transformers' Qwen2-VL image processor with torch's resize: its own smart_resize picks
     the size, its PIL backend (resize off) does the rest."""
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        smart_resize as ref_smart_resize,
-    )
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as ref_smart_resize
 
     rest = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=MAX_PIXELS, do_resize=False)
 
