@@ -1,10 +1,13 @@
 """Qwen2-VL image processing and position ids in numpy, matching transformers.
 
 `ImageProcessor` reproduces transformers' Qwen2VLImageProcessor (smart resize to multiples of
-28, PIL bicubic, rescale, CLIP normalisation, each image repeated along time, 14x14 patches in
-2x2 merge-window order). `rope_index` reproduces Qwen2-VL's get_rope_index (the 3-axis M-RoPE
-positions of a mixed text/image sequence) and `vision_position_ids` the (row, col) of each
-patch for the vision encoder's 2D rotary embedding.
+28, bicubic, rescale, CLIP normalisation, each image repeated along time, 14x14 patches in 2x2
+merge-window order) as MinerU runs it: its backend is torchvision's (transformers 5 picks it
+whenever torchvision is installed, as MinerU's `torch` extra installs it), whose bicubic resize
+differs from PIL's (see `resize_bicubic`). `rope_index`
+reproduces Qwen2-VL's get_rope_index (the 3-axis M-RoPE positions of a mixed text/image
+sequence) and `vision_position_ids` the (row, col) of each patch for the vision encoder's 2D
+rotary embedding.
 """
 
 from __future__ import annotations
@@ -84,6 +87,72 @@ class ImageProcessorConfig:
         return 3 * self.temporal_patch_size * self.patch_size * self.patch_size
 
 
+def _keys_cubic(x: np.ndarray) -> np.ndarray:
+    """The bicubic kernel with a = -0.5 (PIL's and torch's antialiased bicubic)."""
+    x = np.abs(x)
+    near = ((1.5 * x - 2.5) * x) * x + 1
+    far = (((x - 5) * x + 8) * x - 4) * -0.5
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _axis_weights(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Source indices (out, taps), fixed-point weights (out, taps) and their precision in bits,
+    as torch computes them for its uint8 antialiased bicubic: the kernel widened by the scale
+    when shrinking, each row normalised, then scaled to the most bits that keep the largest
+    weight within int16."""
+    scale = in_size / out_size
+    support = 2.0 * scale if scale >= 1 else 2.0
+    stretch = 1.0 / scale if scale >= 1 else 1.0
+    taps = math.ceil(support) * 2 + 1
+    centre = scale * (np.arange(out_size) + 0.5)
+    first = np.maximum(np.trunc(centre - support + 0.5), 0).astype(np.int64)
+    count = np.minimum(np.trunc(centre + support + 0.5).astype(np.int64), in_size) - first
+    offset = np.arange(taps)
+    used = offset[None, :] < count[:, None]
+    weights = np.where(used, _keys_cubic((offset[None, :] + first[:, None] - centre[:, None] + 0.5) * stretch), 0.0)
+    total = weights.sum(axis=1, keepdims=True)
+    weights = np.divide(weights, total, out=np.zeros_like(weights), where=total != 0)
+    largest = float(weights.max())
+    bits = 0
+    while bits < 22 and int(0.5 + largest * (1 << (bits + 1))) < (1 << 15):
+        bits += 1
+    scaled = weights * (1 << bits)
+    fixed = np.trunc(np.where(scaled < 0, scaled - 0.5, scaled + 0.5)).astype(np.int64)
+    index = np.minimum(first[:, None] + offset[None, :], in_size - 1)
+    return index, fixed, bits
+
+
+def _resize_axis(pixels: np.ndarray, axis: int, out_size: int) -> np.ndarray:
+    """One pass of the resize along `axis` of a uint8 array, rounded and clipped to uint8. The
+    sums fit in int32 (as torch's do): the weights' positive parts add up to little more than
+    2**bits, and bits <= 22."""
+    index, weights, bits = _axis_weights(pixels.shape[axis], out_size)
+    source = np.ascontiguousarray(np.moveaxis(pixels, axis, 0), dtype=np.int32)
+    weights = weights.astype(np.int32).reshape(weights.shape + (1,) * (source.ndim - 1))
+    total = np.full((out_size,) + source.shape[1:], 1 << (bits - 1), dtype=np.int32)
+    for tap in range(index.shape[1]):
+        total += source[index[:, tap]] * weights[:, tap]
+    return np.moveaxis(np.clip(total >> bits, 0, 255).astype(np.uint8), 0, axis)
+
+
+def resize_bicubic(image: Image.Image, size: tuple[int, int]) -> np.ndarray:
+    """The RGB image resized to (width, height), (height, width, 3) uint8, as torch's uint8
+    antialiased bicubic makes it (the torchvision backend's resize on the CPU).
+
+    PIL's bicubic has the same kernel but differs in two ways that change the pixels: it may
+    resize the height first (PIL 13 does when the width grows and the height shrinks, as
+    smart_resize's rounding to multiples of 28 does to many crops), and its weights have 22
+    bits; each pass rounds and clips to uint8, so on text crops a value can move by over ten
+    levels. torch always resizes the width first, with int16 weights."""
+    pixels = np.asarray(image, dtype=np.uint8)
+    width, height = size
+    if pixels.shape[1] != width:
+        pixels = _resize_axis(pixels, 1, width)
+    if pixels.shape[0] != height:
+        pixels = _resize_axis(pixels, 0, height)
+    return pixels
+
+
 def _rgb(image: Image.Image) -> Image.Image:
     """RGB as transformers makes it: transparency composited onto white."""
     if image.mode == "RGB":
@@ -122,9 +191,8 @@ class ImageProcessor:
     def pixels(self, image: Image.Image) -> np.ndarray:
         """The resized, rescaled, normalised image, (3, H, W) float32."""
         image = _rgb(image)
-        size = self.target_size(*image.size)
-        image = image.resize(size, Image.Resampling.BICUBIC)
-        x = (np.asarray(image, dtype=np.float64) * self.config.rescale_factor).astype(np.float32)
+        resized = resize_bicubic(image, self.target_size(*image.size))
+        x = (resized.astype(np.float64) * self.config.rescale_factor).astype(np.float32)
         x = x.transpose(2, 0, 1)
         return (x - self._mean) / self._std
 

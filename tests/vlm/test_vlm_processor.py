@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from PIL import Image
 from mineru_cli.vlm.processor import (
     ImageProcessor,
     ImageProcessorConfig,
+    resize_bicubic,
     rope_index,
     smart_resize,
     vision_cu_seqlens,
@@ -18,6 +20,7 @@ from mineru_cli.vlm.processor import (
 )
 
 torch = pytest.importorskip("torch")
+DATA = Path(__file__).resolve().parents[1] / "data"
 pytest.importorskip("transformers")
 
 MAX_PIXELS = 28 * 28 * 2048  # MinerU2.5's preprocessor_config.json
@@ -61,11 +64,41 @@ def _image(width: int, height: int, seed: int) -> Image.Image:
     return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8), "RGB")
 
 
+def _torch_resize(image: Image.Image, width: int, height: int) -> Image.Image:
+    """The resize of transformers' torchvision backend (the one MinerU runs: transformers 5 picks
+    it when torchvision is installed): torchvision hands a uint8 image on the CPU to torch's own
+    uint8 antialiased bicubic. torchvision itself does not import beside this torch build."""
+    if image.size == (width, height):
+        return image
+    x = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)[None].contiguous()
+    x = torch.nn.functional.interpolate(x, size=[height, width], mode="bicubic", antialias=True, align_corners=False)
+    return Image.fromarray(x[0].permute(1, 2, 0).numpy(), "RGB")
+
+
 @pytest.fixture(scope="module")
 def reference():
+    """transformers' Qwen2-VL image processor with torch's resize: its own smart_resize picks
+    the size, its PIL backend (resize off) does the rest."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as ref_smart_resize
 
-    return Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=MAX_PIXELS)
+    rest = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=MAX_PIXELS, do_resize=False)
+
+    def run(images, return_tensors="np"):
+        resized = []
+        for image in images:
+            rgb = image if image.mode == "RGB" else _composited(image)
+            height, width = ref_smart_resize(rgb.height, rgb.width, 28, 56 * 56, MAX_PIXELS)
+            resized.append(_torch_resize(rgb, width, height))
+        return rest(images=resized, return_tensors=return_tensors)
+
+    return run
+
+
+def _composited(image: Image.Image) -> Image.Image:
+    from transformers.image_transforms import convert_to_rgb
+
+    return convert_to_rgb(image)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
@@ -79,6 +112,33 @@ def test_matches_transformers(reference, size):
     assert pixel_values.dtype == np.float32
     assert np.abs(pixel_values - ref["pixel_values"]).max() <= 1e-5
     assert ours.num_image_tokens(*size) == int(np.prod(grid[0])) // 4
+
+
+def test_real_text_crop_resized_as_mineru_resizes_it(reference):
+    # a paragraph cut from a 200 DPI page; smart_resize makes it wider and less tall, where PIL's
+    # bicubic (height first) moves some values by over ten levels from torch's (width first)
+    crop = Image.open(DATA / "vlm_crop_text_ragged2e_p2.png").convert("RGB")
+    ours = ImageProcessor(ImageProcessorConfig(max_pixels=MAX_PIXELS))
+    assert ours.target_size(*crop.size) == (476, 168)
+    pixel_values, grid = ours(crop)
+    ref = reference(images=[crop], return_tensors="np")
+    np.testing.assert_array_equal(grid, np.asarray(ref["image_grid_thw"]))
+    assert np.abs(pixel_values - ref["pixel_values"]).max() <= 1e-5
+
+
+def test_resize_matches_torch_on_every_kind_of_scale():
+    rng = np.random.default_rng(7)
+    for width, height, new_width, new_height in [
+        (300, 200, 308, 196),  # wider, less tall
+        (300, 200, 296, 204),  # narrower, taller
+        (300, 200, 600, 400),  # both grown
+        (2480, 3508, 1064, 1512),  # both shrunk (a 300 DPI page over max_pixels)
+        (80, 4000, 84, 4004),  # a padded 1 x 4000 crop
+        (5600, 29, 5600, 28),  # one side only
+    ]:
+        image = Image.fromarray(rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8), "RGB")
+        expected = np.asarray(_torch_resize(image, new_width, new_height))
+        np.testing.assert_array_equal(resize_bicubic(image, (new_width, new_height)), expected)
 
 
 def test_several_images_concatenate_in_order(reference):
