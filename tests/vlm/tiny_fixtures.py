@@ -18,16 +18,25 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 BUILDER = HERE.parents[1] / "scripts" / "make_tiny_vlm.py"
+PACKAGE = HERE.parents[1] / "mineru_cli"
+
+
+# The model is trained on the inputs these make (pixels, crops, prompts, token ids): it must be
+# trained again when they change.
+TRAINED_ON = ("vlm/processor.py", "vlm/protocol/crops.py", "vlm/protocol/chat.py", "vlm/tokenizer.py")
 
 
 def _key() -> str:
-    """Changes when the builder or the libraries that train and save the model change."""
+    """Changes when the builder, the code that makes its training inputs (TRAINED_ON) or the
+    libraries that train and save the model change."""
     import PIL
     import tokenizers
     import torch
     import transformers
 
     h = hashlib.sha256((HERE / "tiny_vlm.py").read_bytes() + BUILDER.read_bytes())
+    for name in TRAINED_ON:
+        h.update((PACKAGE / name).read_bytes())
     h.update(f"{torch.__version__} {transformers.__version__} {tokenizers.__version__} {PIL.__version__}".encode())
     return h.hexdigest()[:16]
 
