@@ -76,7 +76,11 @@ def assemble_blocks(
     for (box, cls, score), group in zip(regions, members):
         kind = REGION_TYPES.get(cls, T.TEXT)
         if kind == T.TABLE:
-            group = _table_pieces(group)
+            pieces = _table_pieces(group)
+            if pieces and _description_list(pieces):  # read as text, its lines whole
+                kind, cls = T.TEXT, "text"
+            else:
+                group = pieces
         if group:
             columns = _region_columns(group, kind, cls)
             if len(columns) == 1:
@@ -289,6 +293,15 @@ def _index_row(row: list[Line]) -> bool:
     entry ("\\@chair", "79, 80, 231") read as two lines across its dot leader."""
     rest = sorted(row, key=lambda ln: ln.box[0])[1:]
     return all(_PAGE_REFS.match(ln.text.strip(" .")) for ln in rest)
+
+
+def _description_list(lines: list[Line]) -> bool:
+    """Whether a table region's lines are a description list: a man page's options (a short
+    term, its definition's wrapped rows indented under it or beside it) are boxed as one table,
+    and the table's cells would pair each term with another term's rows. Fewer than
+    list_rows of its rows hold lines side by side (a table's rows hold cells)."""
+    rows = group_rows(level_boxes(lines))
+    return sum(len(row) > 1 for row in rows) < GROUPING["list_rows"] * len(rows)
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:

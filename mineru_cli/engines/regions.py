@@ -32,6 +32,7 @@ GROUPING = {
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
     "column_heights": 6.0,  # and at least this x its median line height wide (a small table's columns are not)
     "table_rows": 0.5,  # a piece whose rows hold side-by-side lines in over this share is a table's
+    "list_rows": 0.25,  # a table region whose rows hold side-by-side lines in under this share is a list
     "duplicate_region": 0.7,  # IoU at which two regions of any classes are one found twice
     "background_figure": 0.6,  # share of the page a "figure" covers to be the page's background
     "text_figure": 0.3,  # share of a figure's area its body-size lines cover to make it text

@@ -31,6 +31,7 @@ from pdfs import (
 from tablegrid import html_grid
 
 from mineru_cli.config import LoadOptions
+from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.engines.ocr import OcrEngine
 from mineru_cli.inputs import SourceFile, open_document
 from mineru_cli.writers import content_list_items
@@ -540,6 +541,27 @@ def test_each_entry_of_a_texinfo_table_starts_a_line(engine, text_layer):
     assert "FCFLAGS debugging and optimization flags, free-form Fortran" in lines, lines
     assert "DEFS defines to be used when compiling C code in R itself" in lines, lines
     assert any(line.startswith("Library paths specified as") for line in lines), lines
+
+
+@pytest.mark.parametrize("text_layer", ["auto", "off"])
+def test_a_man_pages_options_boxed_as_a_table_read_as_a_description_list(engine, text_layer):
+    """ls(1), page 2, as `groff -man -Tpdf` sets it (tests/data/deflist_man_ls_groff_p2.pdf):
+    the options, each a tag at the margin with its definition indented beside it ("-o  like -l,
+    ...") or, for a long tag, under it. The layout model boxes the whole list as one table, whose
+    cells paired tags with other options' definitions ("--si  -H, --dereference-command-line",
+    "-o  print entry names without quoting"). Under a quarter of its rows hold lines side by
+    side, so it is read as text: each option starts a line with its own definition after it,
+    through the text layer and from the pixels alike."""
+    path = Path(__file__).parents[1] / "data" / "deflist_man_ls_groff_p2.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer=text_layer)) as doc:
+        page = doc.page(0)
+    blocks = engine.parse(page.image, page.text_layer).blocks
+    assert not any(b.type == T.TABLE for b in blocks), [b.type for b in blocks]
+    lines = [line for b in blocks for line in b.text.split("\n")]
+    # the recogniser may read the options "-o" and "-l" as "-0" and "-1"
+    assert any(re.fullmatch(r"-[o0] like -[l1], but do not list group information", line) for line in lines), lines
+    assert "--si likewise, but use powers of 1000 not 1024" in lines, lines
+    assert any(line.startswith("-N, --literal print entry names without quoting") for line in lines), lines
 
 
 @pytest.mark.parametrize("text_layer", ["auto", "off"])
