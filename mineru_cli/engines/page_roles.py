@@ -181,6 +181,9 @@ def _headline_bar(region: tuple[Box, str, float], page_w: int, page_h: int) -> b
 # down over SIDEBAR_RUN of the slide's height.
 SIDEBAR_WIDTH = 0.25
 SIDEBAR_RUN = 0.5
+# The lines between the bands that make a sidebar of one text block: an outline the layout
+# model boxes whole holds an entry a line, a picture's caption beside it a few lines at most.
+SIDEBAR_LINES = 4
 # What a sidebar's text may have been typed: it becomes aside_text.
 _SIDEBAR_FROM = frozenset({T.TEXT, T.TITLE, T.HEADER, T.REF_TEXT})
 
@@ -190,7 +193,7 @@ def mark_sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
     its Markdown; read before the body, see PAGE_SIDE): a column of blocks at the slide's left or right edge,
     within SIDEBAR_WIDTH of it, that a gutter no other block crosses keeps apart from the body,
     that runs down over SIDEBAR_RUN of the slide's height and holds two or more texts between
-    its head and foot bands (EDGE_BAND), in print smaller than the body's (at most
+    its head and foot bands (EDGE_BAND; or one text of SIDEBAR_LINES lines), in print smaller than the body's (at most
     SIDE_PANEL_PRINT x its median line height). Its blocks stand level with the body's rows, and
     read by position each outline entry fell between two of the body's paragraphs. A logo's
     name in a slide's top corner over a footline's label in its bottom corner holds no text
@@ -204,13 +207,19 @@ def mark_sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
         texts = [b for b in panel if b.type in _SIDEBAR_FROM]
         inner = [b for b in texts if EDGE_BAND * page_h < (b.bbox[1] + b.bbox[3]) / 2 < (1 - EDGE_BAND) * page_h]
         body_texts = [b for b in body if b.type in _SIDEBAR_FROM]
-        if len(inner) < 2 or not body_texts:
+        if not _enough_inner_text(inner) or not body_texts:
             continue
         run = max(b.bbox[3] for b in panel) - min(b.bbox[1] for b in panel)
         own, body_print = _line_height(texts), _line_height(body_texts)
         if run >= SIDEBAR_RUN * page_h and 0 < own <= SIDE_PANEL_PRINT * body_print:
             for block in texts:
                 block.type = T.ASIDE_TEXT
+
+
+def _enough_inner_text(inner: list[Block]) -> bool:
+    """Whether a side column's texts between the head and foot bands make a sidebar's: two or
+    more blocks, or one of SIDEBAR_LINES lines or more (the outline boxed as one block)."""
+    return len(inner) >= 2 or sum(len(b.extra.get("lines", [])) for b in inner) >= SIDEBAR_LINES
 
 
 def _side_column(blocks: list[Block], side: str, page_w: int) -> tuple[list[Block], list[Block]]:

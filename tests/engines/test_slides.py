@@ -130,6 +130,21 @@ def test_a_beamer_sidebar_reads_apart_from_the_slides_body(engine):
         assert not (any(squash(r) in body for r in rules) and any(squash(e) in body for e in outline)), block.text
 
 
+def test_a_beamer_sidebar_boxed_as_one_block_reads_before_the_body(engine):
+    """The layout model boxes a lecture slide's whole outline (beamer's sidebar, 150 DPI) as one
+    text block: with one text between the head and foot bands the column was no sidebar, and the
+    outline read after the body's last bullet. A block of many lines is an outline: the column is
+    aside_text and reads after the head, before the frame title."""
+    result = engine.parse(Image.open(DATA / "slide_sidebar_outline_one_block_150dpi.png").convert("RGB"))
+    text = squash("\n".join(block.text for block in result.blocks))
+    outline, title = text.find(squash("Ziele und Inhalt")), text.find(squash("Beobachtungen zu einem deutschen Text."))
+    last_bullet = text.find(squash("sofort über die Bedeutung nachdenken"))
+    assert -1 not in (outline, title, last_bullet) and outline < title < last_bullet, text
+    sidebar = [block for block in result.blocks if "Zusammenfassung" in block.text]
+    assert sidebar and all(block.type == "aside_text" for block in sidebar), result.blocks
+    assert "Ziele und Inhalt" not in result.markdown, result.markdown
+
+
 def test_a_bordered_table_with_no_table_region_reads_row_by_row(engine):
     """A bordered table on a 1920 x 1080 Chromium slide gets no table region from the layout
     model, and its cells are loose lines: the columns stand further apart than a word space and
