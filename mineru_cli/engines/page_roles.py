@@ -247,7 +247,7 @@ _FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
 _FLOATS = frozenset({T.TABLE, T.IMAGE})
 # A float's caption starts with its label ("Table 4.", "Figure 2:", "Fig 3", "Abbildung 1.2",
 # "Рис. 5", "图 3.2").
-_FIGURE_WORDS = r"figure|fig\.?|abbildung|abb\.|рисунок|рис\.|图"
+_FIGURE_WORDS = r"figure|fig\.|fig(?=\s)|abbildung|abb\.|рисунок|рис\.|图"
 _CAPTION_LABEL = re.compile(rf"^({TABLE_WORDS}|{_FIGURE_WORDS})\s*{LABEL_NUMBER}", re.I)
 
 

@@ -27,10 +27,11 @@ TABLE_LINE = 0.5
 TABLE_APART = 1.3
 # Supporting signals that such a run is no cell: a caption's label, or a note's mark. A label is
 # its word (English, German, Russian, Chinese) and its number: arabic, with an appendix's or a
-# supplement's letter ("A1", "S2"), or roman in capitals ("TABLE IV"; matched case-sensitively,
-# so that a word made of the numerals' letters, "Table civil works", is no number).
+# supplement's letter ("A1", "S2") or a subfloat's ("3c"), or roman in capitals ("TABLE IV";
+# matched case-sensitively, so that a word made of the numerals' letters, "Table civil works",
+# is no number).
 TABLE_WORDS = r"table|tab\.|tabelle|таблица|表"
-LABEL_NUMBER = r"(?-i:[A-Z]?[0-9]+|[IVXLC]+)\b"
+LABEL_NUMBER = r"(?-i:[A-Z]?[0-9]+[a-z]?|[IVXLC]+)\b"
 _TABLE_LABEL = re.compile(rf"^({TABLE_WORDS})\s*{LABEL_NUMBER}", re.I)
 _NOTE_MARK = re.compile(r"^([a-z*†‡§¶]\s|\d{1,2}\s|notes?\b|sources?\b|注)", re.I)
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
