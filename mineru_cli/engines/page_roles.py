@@ -15,7 +15,7 @@ from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.core.geometry import Box, best_holder
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
-from mineru_cli.engines.table_text import TABLE_WORDS
+from mineru_cli.engines.table_text import LABEL_NUMBER, TABLE_WORDS
 from mineru_cli.reading_order import SIDE_PANEL_PRINT, group_rows
 
 # Blocks that a lone number near the top or bottom edge turns into a page number.
@@ -254,8 +254,10 @@ _FRAME_TITLE_FROM = frozenset({T.TEXT, T.HEADER, T.TITLE})
 
 # Regions whose captions and labels are no frame title.
 _FLOATS = frozenset({T.TABLE, T.IMAGE})
-# A float's caption starts with its label ("Table 4.", "Figure 2:").
-_CAPTION_LABEL = re.compile(rf"^({TABLE_WORDS}|figure|fig\.|图)\s*[0-9IVXLC]+\b", re.I)
+# A float's caption starts with its label ("Table 4.", "Figure 2:", "Fig 3", "Abbildung 1.2",
+# "Рис. 5", "图 3.2").
+_FIGURE_WORDS = r"figure|fig\.|fig(?=\s)|abbildung|abb\.|рисунок|рис\.|图"
+_CAPTION_LABEL = re.compile(rf"^({TABLE_WORDS}|{_FIGURE_WORDS})\s*{LABEL_NUMBER}", re.I)
 
 
 def _of_a_float(block: Block, floats: Sequence[Box], page_w: int) -> bool:

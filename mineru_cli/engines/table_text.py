@@ -25,9 +25,14 @@ TABLE_LINE = 0.5
 # the step to the table's next row is over TABLE_APART x the region's median row step (REVTeX:
 # 1.5 between a caption and the column heads, 1.75 above the notes; within the table 1.0).
 TABLE_APART = 1.3
-# Supporting signals that such a run is no cell: a caption's label, or a note's mark.
-TABLE_WORDS = r"table|tab\.|表"
-_TABLE_LABEL = re.compile(rf"^({TABLE_WORDS})\s*[0-9IVXLC]+\b", re.I)
+# Supporting signals that such a run is no cell: a caption's label, or a note's mark. A label is
+# its word (English, German, Russian, Chinese) and its number: arabic, with an appendix's or a
+# supplement's letter ("A1", "S2") or a subfloat's ("3c"), or roman in capitals ("TABLE IV";
+# matched case-sensitively, so that a word made of the numerals' letters, "Table civil works",
+# is no number).
+TABLE_WORDS = r"table|tab\.|tabelle|таблица|表"
+LABEL_NUMBER = r"(?-i:[A-Z]?[0-9]+[a-z]?|[IVXLC]+)\b"
+_TABLE_LABEL = re.compile(rf"^({TABLE_WORDS})\s*{LABEL_NUMBER}", re.I)
 _NOTE_MARK = re.compile(r"^([a-z*†‡§¶]\s|\d{1,2}\s|notes?\b|sources?\b|注)", re.I)
 # Table structure (engines/table.py): the predicted cells must hold the table's text, else the
 # table keeps its line grid. min_filled: share of the cells that must get a line; the model

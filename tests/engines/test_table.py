@@ -293,3 +293,18 @@ def test_a_caption_at_the_top_of_the_page_over_its_table_is_its_caption(engine, 
         (b.type, b.text[:40]) for b in result.blocks
     ]
     assert "font summary" in blocks_to_markdown(result.blocks)
+
+
+TABELLE = DATA / "table_caption_tabelle_bgteubner_p41.pdf"
+
+
+def test_a_german_tables_caption_at_the_top_of_the_page_is_its_caption(engine):
+    """bgteubner.pdf p41 (tests/data/README.md), read through its text layer at 150 DPI:
+    "Tabelle 6.2: Eine Auswahl an Paketen ...", at the top of the page over its table, is what
+    the layout model calls a running head, in a size that makes it a title; its German label was
+    no float's label, so the caption became a heading of the page's Markdown."""
+    page = first_page(TABELLE, dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    captions = [b for b in result.blocks if b.type == "table_caption" and b.text.startswith("Tabelle 6.2")]
+    assert len(captions) == 1, [(b.type, b.text[:40]) for b in result.blocks]
+    assert "# Tabelle" not in blocks_to_markdown(result.blocks)
