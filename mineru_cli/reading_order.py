@@ -33,19 +33,18 @@ MARGIN_FILL = 0.75
 MARGIN_BODY = 1.5
 
 
-def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None, side_first: bool = True) -> list[int]:
+def reading_order(boxes: Sequence[Box], types: Sequence[str] | None = None) -> list[int]:
     """Indices of `boxes` in reading order: headers, side text, body (XY-cut), footers.
 
     `types` (block types, parallel to `boxes`) pins PAGE_TOP types first, PAGE_SIDE types after
-    them, before the body (after it where not `side_first`), and PAGE_BOTTOM last."""
+    them, before the body, and PAGE_BOTTOM last."""
     types = list(types) if types is not None else [""] * len(boxes)
     top = [i for i, t in enumerate(types) if t in PAGE_TOP]
     side = [i for i, t in enumerate(types) if t in PAGE_SIDE]
     bottom = [i for i, t in enumerate(types) if t in PAGE_BOTTOM]
     pinned = set(top) | set(side) | set(bottom)
     body = [i for i in range(len(boxes)) if i not in pinned]
-    middle = [side, body] if side_first else [body, side]
-    return xy_cut(boxes, top) + [i for part in middle for i in xy_cut(boxes, part)] + xy_cut(boxes, bottom)
+    return xy_cut(boxes, top) + xy_cut(boxes, side) + xy_cut(boxes, body) + xy_cut(boxes, bottom)
 
 
 def sort_blocks(blocks: list) -> list:

@@ -816,9 +816,7 @@ def _text_outside_layout(st: _Page) -> None:
     figures, tables or page furniture) gets text blocks made of its lines outside every block,
     grouped into paragraphs as the embedded engine groups loose lines, so the text of a trusted
     text layer or of the OCR is not lost; each is then filled from its lines or read by the VLM
-    as any text block. A line inside a figure's box stays the figure's. The VLM's own aside_text
-    blocks read after the body, where MinerU's hybrid and vlm backends list them (with the page's
-    other discarded blocks, after its body blocks)."""
+    as any text block. A line inside a figure's box stays the figure's."""
     if st.lines is None or any(b.type in BODY_TEXT for b in st.blocks):
         return
     held = {id(line) for group in st.lines for line in group}
@@ -829,7 +827,7 @@ def _text_outside_layout(st: _Page) -> None:
     width, height = st.page.size
     blocks = st.blocks + [LayoutBlock(str(b.type), _unit_box(b.bbox, width, height), 0) for b in paragraphs]
     boxes = [_pixel_box(b.bbox, width, height) for b in blocks]
-    order = reading_order(boxes, [b.type for b in blocks], side_first=False)
+    order = reading_order(boxes, [b.type for b in blocks])
     st.blocks = [blocks[i] for i in order]
     st.lines = fusion.assign_lines(st.page_lines, [boxes[i] for i in order])
     st.warnings.append(

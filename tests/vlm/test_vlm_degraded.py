@@ -4,8 +4,6 @@ no text block keeps its text layer's text."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -16,11 +14,9 @@ pytest.importorskip("transformers")
 from pdfs import COLUMN_PARAGRAPHS, TITLE, first_page, table_pdf, two_column_pdf
 from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
 
-from mineru_cli.engines import fusion
-from mineru_cli.engines.ocr import OcrEngine, text_layer_lines
-from mineru_cli.engines.vlm import VlmEngine, _Page, _pixel_box, _text_outside_layout, standard_vlm_blocks
+from mineru_cli.engines.ocr import OcrEngine
+from mineru_cli.engines.vlm import VlmEngine, standard_vlm_blocks
 from mineru_cli.vlm.protocol.crops import prepare_crops
-from mineru_cli.vlm.protocol.layout import LayoutBlock
 from mineru_cli.vlm.tokenizer import build_input
 
 
@@ -129,25 +125,6 @@ def test_hybrid_keeps_the_text_layer_of_a_page_whose_layout_found_no_text(tiny_v
     assert {b.extra["source"] for b in result.blocks} == {"text_layer"}
     assert result.counts["text_layer_blocks"] == len(result.blocks) > 1
     assert any("no text block" in w for w in result.warnings)
-
-
-def test_hybrids_own_aside_text_reads_after_the_text_made_of_the_loose_lines():
-    """two_column_asme.pdf (tests/data/README.md) read through its text layer at 150 DPI, its
-    layout as the VLM gives a page whose only block is a note down its left margin (an arXiv
-    stamp's place): the text made of the lines outside the layout is the page's body, and the
-    VLM's aside_text reads after it, where MinerU's hybrid backend lists it (with the page's other
-    discarded blocks, after its body blocks); it read first, before the body."""
-    page = first_page(Path(__file__).parents[1] / "data" / "two_column_asme.pdf", dpi=150)
-    lines = text_layer_lines(page.text_layer)
-    width, height = page.image.size
-    aside = LayoutBlock("aside_text", (0.01, 0.2, 0.04, 0.8), 0)
-    st = _Page(page.image, text=page.text_layer, blocks=[aside], page_lines=lines)
-    st.lines = fusion.assign_lines(lines, [_pixel_box(aside.bbox, width, height)])
-
-    _text_outside_layout(st)
-    types = [b.type for b in st.blocks]
-    assert types.count("aside_text") == 1 and len(types) > 2, types
-    assert types[-1] == "aside_text", types
 
 
 class FailingFrom(Wrapped):
