@@ -644,3 +644,30 @@ def test_help_says_what_the_code_does():
     assert "when `mineru parse` can run" not in doctor and "run degraded, with a warning" in doctor
     assert "2 when PATH is no folder" in _help("models", "verify")
     assert "none is found, 2 when --model is no folder" in _help("models")
+
+
+def test_help_lists_the_exit_codes_of_usage_md():
+    """A cron user reads the exit codes in `mineru --help`; the main help showed none (the callback's
+    docstring that listed them is not shown where the app has a help text). The help and docs/usage.md's
+    table say the same."""
+    from mineru_cli.core.errors import EXIT_CODES
+
+    usage = (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    main = _help()
+    for code, meaning in EXIT_CODES:
+        assert f"{code}: {meaning}" in main, (code, main)
+        assert f"\n| {code} | {meaning}" in usage, code
+
+
+def test_help_paragraphs_follow_the_terminal_width():
+    """Docstrings' line breaks stayed in the rendered help, so a paragraph broke mid-sentence at
+    any width, and a command list showed a whole paragraph, broken the same way."""
+    parse = mineru("parse", "--help", env={"COLUMNS": "200"}).stdout
+    assert any("a page that hangs or crashes its worker costs only that page" in line for line in parse.splitlines())
+    main = mineru("--help", env={"COLUMNS": "200"}).stdout
+    merge = "Join journals into OUT with one record per page: where several hold a page, its ok record wins"
+    assert any(merge in line for line in main.splitlines()), main
+    assert "Exit 1 when a check failed" not in main  # doctor's line is its first sentence
+    narrow = mineru("review", "--help", env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "(kind, stage, message)" in " ".join(narrow.split())
