@@ -172,7 +172,8 @@ def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
     assert "not a model folder" in report["entries"][0]["detail"]
     # it says where it looked and what is missing, not "found via given"
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty"))
-    looked = f"looked in {tmp_path / 'empty'} and {tmp_path / 'empty' / 'onnx'}: not a model folder (missing: config.json"
+    empty = tmp_path / "empty"
+    looked = f"looked in {empty} and {empty / 'onnx'}: not a model folder (missing: config.json"
     assert r.returncode == 1 and looked in r.stdout and "given" not in r.stdout, r.stdout
     assert "GB" not in r.stdout  # no size or release of a folder that holds no model
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty" / "nowhere"))
