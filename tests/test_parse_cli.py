@@ -671,3 +671,30 @@ def test_help_paragraphs_follow_the_terminal_width():
     narrow = mineru("review", "--help", env={"COLUMNS": "80"}).stdout
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "(kind, stage, message)" in " ".join(narrow.split())
+
+
+def test_a_damaged_tiff_says_what_is_wrong_with_the_file(tmp_path):
+    """A scanned page's TIFF cut short in its image file directory (an interrupted copy) was "not an
+    image or PDF (content not recognised)", one with a damaged directory "decoder error -2", and
+    Pillow's "Corrupt EXIF data" warnings went to stderr under --quiet. The record says it is a TIFF
+    cut short or damaged, where, and to get the file again, keeping Pillow's words."""
+    good = (Path(__file__).parent / "data" / "scan_ragged2e_p1.tif").read_bytes()
+    ifd = int.from_bytes(good[4:8], "little")
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "cut.tif").write_bytes(good[: ifd + 20])
+    entries = int.from_bytes(good[ifd : ifd + 2], "little")
+    damaged = bytearray(good)
+    damaged[ifd + 2 : ifd + 2 + 12 * entries] = b"\xab" * (12 * entries)
+    (d / "damaged.tif").write_bytes(bytes(damaged))
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    errors = {rec["id"]: rec["error"] for rec in read_journal(out)}
+    cut = errors["cut.tif#0"]["message"]
+    assert cut.startswith("a TIFF file cut short or damaged: its image file directory (each page's size"), cut
+    assert f"at byte {ifd} says it holds {entries} entries" in cut and f"the file ends at byte {ifd + 20}" in cut
+    assert "get the file again (Pillow: Corrupt EXIF data." in cut and "UnidentifiedImageError" in cut
+    message = errors["damaged.tif#0"]["message"]
+    assert message.startswith("a TIFF file whose image file directory") and "is damaged; get the file again" in message
+    assert errors["damaged.tif#0"]["kind"] == "corrupt" and "UserWarning" not in r.stderr, r.stderr
