@@ -698,3 +698,16 @@ def test_a_damaged_tiff_says_what_is_wrong_with_the_file(tmp_path):
     message = errors["damaged.tif#0"]["message"]
     assert message.startswith("a TIFF file whose image file directory") and "is damaged; get the file again" in message
     assert errors["damaged.tif#0"]["kind"] == "corrupt" and "UserWarning" not in r.stderr, r.stderr
+
+
+def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
+    """--model (or $MINERU_MODEL_PATH) mistyped was "not a MinerU2.5 model folder (missing: the folder
+    itself)"; it says the path does not exist (or is a file) and to check it."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(page), "--out", str(out), "--model", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert r.returncode == 2 and f"--model {tmp_path / 'nowhere'} does not exist: check the path, or get it" in r.stderr
+    env = {"MINERU_MODEL_PATH": str(page)}
+    r = mineru("parse", str(page), "--out", str(out), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and f"MINERU_MODEL_PATH {page} is a file, not a folder: check the path" in r.stderr
+    assert not out.exists()
