@@ -311,14 +311,16 @@ def parse_page_ranges(spec: str | None) -> Callable[[int], bool] | None:
 
 
 def _parse_range(part: str, spec: str) -> tuple[int, float]:
+    # the whole spec is not repeated where it is the one range (the caller names the spec)
+    bad = f"bad page range {part!r}" + (f" in {spec!r}" if part != spec.strip() else "")
     lo_s, dash, hi_s = part.partition("-")
     try:
         lo = int(lo_s)
         hi = (int(hi_s) if hi_s.strip() else math.inf) if dash else lo
     except ValueError:
-        raise ValueError(f"bad page range {part!r} in {spec!r}: expected N, N-M or N-") from None
+        raise ValueError(f"{bad}: expected N, N-M or N- joined by commas, e.g. 1-3,7,10-") from None
     if lo < 1 or hi < lo:
-        raise ValueError(f"bad page range {part!r} in {spec!r}: pages start at 1 and need start <= end")
+        raise ValueError(f"{bad}: pages start at 1 and need start <= end")
     return lo, hi
 
 

@@ -711,3 +711,16 @@ def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
     r = mineru("parse", str(page), "--out", str(out), cwd=tmp_path, env=env)
     assert r.returncode == 2 and f"MINERU_MODEL_PATH {page} is a file, not a folder: check the path" in r.stderr
     assert not out.exists()
+
+
+def test_a_bad_pages_spec_names_the_bad_range_once(tmp_path):
+    """--pages '3-1' was "bad page range '3-1' in '3-1'"; a range with a typo gave the forms but no
+    example of the whole spec."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(page), "--out", str(out), "--pages", "3-1", cwd=tmp_path)
+    assert r.returncode == 2 and "--pages '3-1': bad page range '3-1': pages start at 1" in r.stderr, r.stderr
+    r = mineru("parse", str(page), "--out", str(out), "--pages", "1,x", cwd=tmp_path)
+    expected = "--pages '1,x': bad page range 'x' in '1,x': expected N, N-M or N- joined by commas, e.g. 1-3,7,10-"
+    assert r.returncode == 2 and expected in r.stderr, r.stderr
+    assert not out.exists()
