@@ -580,17 +580,38 @@ def review(
     text, HTML or LaTeX), with filters by status, block type, source and document. It opens from
     file:// with no server or network; thumbnails are rendered again from the sources under
     --root (a file changed since it was parsed gets none)."""
+    from .journal import check_journal
     from .review import write_review
 
-    if not records.is_file():
-        typer.echo(f"error: {records}: no such journal", err=True)
+    try:
+        check_journal(records)
+    except SetupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_SETUP) from None
+    if (problem := _html_problem(html)) is not None:  # before the thumbnails are made
+        typer.echo(f"error: --html {html}: {problem}", err=True)
         raise typer.Exit(EXIT_SETUP)
-    stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
+    try:
+        stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
+    except OSError as exc:  # a full disk, mostly: the page is written whole or not at all
+        typer.echo(f"error: --html {html} could not be written ({exc.strerror or exc}); nothing was written", err=True)
+        raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(
         f"{html}: {stats.pages} page(s), {stats.images} image(s)"
         + (f" ({stats.missing} left out)" if stats.missing else "")
         + f", {stats.bytes / 1e6:.1f} MB"
     )
+
+
+def _html_problem(html: Path) -> str | None:
+    """Why the review page cannot be written at `html`, in what the user can change, or None."""
+    if html.is_dir():
+        return f"is a folder; give a file name (e.g. {html / 'report.html'})"
+    folder = html.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return f"its folder {folder} {what}: create it or choose another --html"
+    return None
 
 
 @app.command()
