@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import List, Optional
@@ -26,7 +28,16 @@ from .config import (
     Runtime,
     TextLayerChoice,
 )
-from .core.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_SETUP, OutputError, SetupError
+from .core.errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_SETUP,
+    OutputError,
+    SetupError,
+)
 from .version import __version__
 from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV
 
@@ -36,10 +47,15 @@ MODEL_SEARCH = (
     f"${MINERU_CONFIG_ENV}'s) models-dir, then the Hugging Face cache, then the ModelScope cache"
 )
 
+# One line per code: rich keeps the line breaks of a help text's later paragraphs
+EXIT_CODES_HELP = "Exit codes of mineru parse (the other commands say theirs in their --help):\n" + "\n".join(
+    f"{code}: {meaning}" for code, meaning in EXIT_CODES
+)
+
 app = typer.Typer(
     name="mineru",
     help="Batch document parsing on plain CPUs: folders of page images and PDFs in, "
-    "one JSON line per page out (blocks with type, box and text, plus Markdown).",
+    "one JSON line per page out (blocks with type, box and text, plus Markdown).\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -56,9 +72,7 @@ def _version(value: bool):
 def main_callback(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ):
-    """Exit codes: 0 every page ok; 1 some pages failed (see their records); 2 usage or set-up
-    error (nothing was parsed); 3 the output could not be written (disk full: free space and
-    re-run to resume); 130 interrupted (re-run to resume)."""
+    pass
 
 
 def _default(name: str):
@@ -566,17 +580,38 @@ def review(
     text, HTML or LaTeX), with filters by status, block type, source and document. It opens from
     file:// with no server or network; thumbnails are rendered again from the sources under
     --root (a file changed since it was parsed gets none)."""
+    from .journal import check_journal
     from .review import write_review
 
-    if not records.is_file():
-        typer.echo(f"error: {records}: no such journal", err=True)
+    try:
+        check_journal(records)
+    except SetupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_SETUP) from None
+    if (problem := _html_problem(html)) is not None:  # before the thumbnails are made
+        typer.echo(f"error: --html {html}: {problem}", err=True)
         raise typer.Exit(EXIT_SETUP)
-    stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
+    try:
+        stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
+    except OSError as exc:  # a full disk, mostly: the page is written whole or not at all
+        typer.echo(f"error: --html {html} could not be written ({exc.strerror or exc}); nothing was written", err=True)
+        raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(
         f"{html}: {stats.pages} page(s), {stats.images} image(s)"
         + (f" ({stats.missing} left out)" if stats.missing else "")
         + f", {stats.bytes / 1e6:.1f} MB"
     )
+
+
+def _html_problem(html: Path) -> str | None:
+    """Why the review page cannot be written at `html`, in what the user can change, or None."""
+    if html.is_dir():
+        return f"is a folder; give a file name (e.g. {html / 'report.html'})"
+    folder = html.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return f"its folder {folder} {what}: create it or choose another --html"
+    return None
 
 
 @app.command()
@@ -671,6 +706,37 @@ app.add_typer(models_app, name="models")
 from .cache.cli import cache_app  # noqa: E402  (a light import: sqlite3, typer)
 
 app.add_typer(cache_app, name="cache", help="Inspect and manage the result cache.")
+
+
+def _reflowed(doc: str) -> str:
+    """A docstring's paragraphs each on one line: rich keeps the line breaks of a help text's
+    later paragraphs, which then break mid-sentence at any terminal width."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+def _first_sentence(doc: str) -> str:
+    """What a command list shows of a command: its help's first sentence (typer shows the
+    whole first paragraph)."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", _reflowed(doc).split("\n\n")[0])[0]
+
+
+def _reflow_help(group: typer.Typer) -> None:
+    """Every command's and sub-group's help text in `group` (and below) reflowed, with its first
+    sentence as the command list's line."""
+    for command in group.registered_commands:
+        doc = command.callback.__doc__ if command.callback else None
+        if command.help is None and doc:
+            command.help, command.short_help = _reflowed(doc), _first_sentence(doc)
+    for sub in group.registered_groups:
+        callback = sub.typer_instance.registered_callback if sub.typer_instance else None
+        doc = callback.callback.__doc__ if callback and callback.callback else None
+        if callback and doc:
+            callback.help, callback.short_help = _reflowed(doc), _first_sentence(doc)
+        if sub.typer_instance:
+            _reflow_help(sub.typer_instance)
+
+
+_reflow_help(app)
 
 
 def main() -> None:

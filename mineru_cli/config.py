@@ -295,6 +295,20 @@ def _duration(value: Any, option: str) -> int:
         raise SetupError(f"{option}: {exc}") from None
 
 
+def _cache_ttl(value: Any) -> int:
+    """--cache-ttl in whole seconds, at least 1: Redis refuses an expiry below 1 s on every store.
+    The refusal names the unit, and the value as given where it had a fraction ("0.5s" is 0 s)."""
+    seconds = _duration(value, "--cache-ttl")
+    if seconds < 1:
+        cut = not isinstance(value, bool) and isinstance(value, (str, float)) and parse_duration(value) != seconds
+        given = f" ({value!r} is {seconds} whole seconds)" if cut else ""
+        raise SetupError(
+            f"--cache-ttl must be at least 1 second, not {seconds}{given}: "
+            "give how long a result lives in the shared tier, e.g. 90s, 15m, 2h, 7d"
+        )
+    return seconds
+
+
 def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:
     if value is not None and (value < low or (high is not None and value > high)):
         span = f"at least {low:g}" if high is None else f"between {low:g} and {high:g}"
@@ -382,8 +396,7 @@ class RunConfig:
         except ValueError as exc:
             raise SetupError(f"--max-worker-rss: {exc}") from None
         _at_least(self.max_worker_rss, 0, "--max-worker-rss")
-        put("cache_ttl", _duration(self.cache_ttl, "--cache-ttl"))
-        _at_least(self.cache_ttl, 1, "--cache-ttl")  # Redis refuses an expiry below 1 s on every store
+        put("cache_ttl", _cache_ttl(self.cache_ttl))
         if self.cache_url is not None and not (isinstance(self.cache_url, str) and _is_redis_url(self.cache_url)):
             raise SetupError(
                 f"--cache-url {self.cache_url!r} is not a Redis URL: "

@@ -22,6 +22,7 @@ import math
 import os
 import posixpath
 import stat
+import struct
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from .config import LoadOptions
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 from .text_layer import TextLayer, read_text_layer
+from .tiff_header import DIRECTORY, cut_short, is_tiff
 
 # MinerU's image suffixes (JPEG 2000 too: archives keep their scans so), TIFF's short name, PDF
 DOC_EXTS = {".png", ".jpg", ".jpeg", ".jp2", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
@@ -309,14 +311,16 @@ def parse_page_ranges(spec: str | None) -> Callable[[int], bool] | None:
 
 
 def _parse_range(part: str, spec: str) -> tuple[int, float]:
+    # the whole spec is not repeated where it is the one range (the caller names the spec)
+    bad = f"bad page range {part!r}" + (f" in {spec!r}" if part != spec.strip() else "")
     lo_s, dash, hi_s = part.partition("-")
     try:
         lo = int(lo_s)
         hi = (int(hi_s) if hi_s.strip() else math.inf) if dash else lo
     except ValueError:
-        raise ValueError(f"bad page range {part!r} in {spec!r}: expected N, N-M or N-") from None
+        raise ValueError(f"{bad}: expected N, N-M or N- joined by commas, e.g. 1-3,7,10-") from None
     if lo < 1 or hi < lo:
-        raise ValueError(f"bad page range {part!r} in {spec!r}: pages start at 1 and need start <= end")
+        raise ValueError(f"{bad}: pages start at 1 and need start <= end")
     return lo, hi
 
 
@@ -431,9 +435,10 @@ class ImageDocument(Document):
             self._file = open(path, "rb")
         except OSError as exc:
             raise _os_error(exc, "open") from None
+        notes: list[str] = []
         try:
             # Only the header is read here; page() checks each frame's size before decoding.
-            with _pillow_bomb_limit(None):
+            with _pillow_notes(notes), _pillow_bomb_limit(None):
                 self._im = Image.open(self._file)
                 self.page_count = self._frames_to_read()
                 self.fixed_page_count = self._im.format != "GIF"
@@ -441,8 +446,9 @@ class ImageDocument(Document):
             self._file.close()
             raise
         except Exception as exc:  # noqa: BLE001 - a decoder's failure is this file's error
+            error = self._tiff_error(exc, notes, None) or _decode_error(exc, "open")
             self._file.close()
-            raise _decode_error(exc, "open") from None
+            raise error from None
 
     def _frames_to_read(self) -> int:
         n = getattr(self._im, "n_frames", 1)
@@ -452,8 +458,9 @@ class ImageDocument(Document):
 
     def page(self, index: int) -> Page:
         self._check_index(index)
+        notes: list[str] = []
         try:
-            with _pillow_bomb_limit(self.opts.bomb_pixels):
+            with _pillow_notes(notes), _pillow_bomb_limit(self.opts.bomb_pixels):
                 if getattr(self._im, "n_frames", 1) > 1:
                     self._im.seek(index)
                 _check_bomb(self._im.size, self.opts.bomb_pixels)  # header size, before decoding
@@ -464,8 +471,31 @@ class ImageDocument(Document):
         except PageError:
             raise
         except Exception as exc:  # noqa: BLE001 - a decoder's failure is this file's error
-            raise _decode_error(exc, "open") from None
+            raise self._tiff_error(exc, notes, index) or _decode_error(exc, "open") from None
         return _finish_page(frame, frame.size, 1.0, warns, self.opts)
+
+    def _tiff_error(self, exc: Exception, notes: list[str], index: int | None) -> PageError | None:
+        """A TIFF's decoding failure said as what is wrong with the file (cut short, or which
+        part is damaged), with Pillow's words kept after it; None for other files and for
+        failures that are not the file's data (memory, permissions, the pixel limit)."""
+        if not isinstance(exc, (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, struct.error)):
+            return None
+        if isinstance(exc, (PermissionError, FileNotFoundError, Image.DecompressionBombError)):
+            return None
+        try:
+            if not is_tiff(self._file):
+                return None
+            short = cut_short(self._file)
+        except OSError:
+            return None
+        if short:
+            what = f"a TIFF file cut short or damaged: {short}"
+        elif index is None:
+            what = f"a TIFF file whose {DIRECTORY} is damaged"
+        else:
+            what = f"page {index + 1} of this TIFF cannot be decoded: its {DIRECTORY} or its image data is damaged"
+        pillow = "; ".join([*dict.fromkeys(notes), f"{type(exc).__name__}: {exc}"])
+        return PageError("corrupt", "open", f"{what}; get the file again (Pillow: {pillow})")
 
     def close(self) -> None:
         self._im.close()
@@ -614,6 +644,18 @@ def _quiet(log: logging.Logger):
         yield
     finally:
         log.setLevel(level)
+
+
+@contextlib.contextmanager
+def _pillow_notes(notes: list[str]):
+    """Pillow's warnings while it reads a file (a TIFF's damaged directory shows as "Corrupt
+    EXIF data") collected into `notes` for the file's error, not printed on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            notes.extend(str(w.message).strip() for w in caught if issubclass(w.category, UserWarning))
 
 
 @contextlib.contextmanager

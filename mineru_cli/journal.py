@@ -455,6 +455,17 @@ def renamed_pages(records: Iterable[dict[str, Any]], holders: dict[str, set[int]
     return sorted(pairs)
 
 
+def check_journal(path: Path) -> None:
+    """SetupError unless `path` is a journal to read: a file whose first line (if any) is a page
+    record."""
+    if not path.is_file():
+        raise SetupError(f"{path}: " + ("is a folder, not a journal" if path.is_dir() else "no such journal"))
+    with open(path, "rb") as fh:
+        first = fh.readline()
+    if first and not _starts_a_journal(first):
+        raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
+
+
 def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str, str]]]:
     """Join journals (one per --shard machine, say) into `out`, which may exist: one record per
     page, an ok record over a failed one, then the later one. Returns (pages, duplicates: pages
@@ -465,12 +476,7 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str
     duplicates = 0
     sources = [Path(p) for p in journals]
     for path in sources:
-        if not path.is_file():
-            raise SetupError(f"{path}: no such journal")
-        with open(path, "rb") as fh:
-            first = fh.readline()
-        if first and not _starts_a_journal(first):
-            raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
+        check_journal(path)
     with Journal(out) as journal:
         for pid in journal.index:
             rec = journal.get(pid)

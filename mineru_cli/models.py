@@ -40,6 +40,7 @@ from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, is_model_dir, missing_files, 
 from .vlm.model_identity import detect, from_manifest
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+GIVEN = "given"  # an Entry's `where` for the folder `mineru models verify` is given
 MODEL, EXPORT = "model", "export"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -73,10 +74,10 @@ class Entry:
         if self.kind == EXPORT and self.format is None:  # no manifest read: an unfinished export
             kind = "unfinished export"
         fix = f" -> fix: {self.fix}" if self.fix else ""
-        return (
-            f"[{self.status:>4}] {self.path}\n       {kind}; {release}; {self.bytes / 1e9:.2f} GB; "
-            f"found via {self.where}; {self.detail}{fix}"
-        )
+        # a folder that lacks model files has no release or size to tell: its detail says what it lacks
+        what = "" if self.extra.get("missing") else f"{kind}; {release}; {self.bytes / 1e9:.2f} GB; "
+        found = "" if self.where == GIVEN else f"found via {self.where}; "
+        return f"[{self.status:>4}] {self.path}\n       {what}{found}{self.detail}{fix}"
 
 
 # --------------------------------------------------------------------------- finding
@@ -125,7 +126,7 @@ def discover(model: str | None = None, full: bool = False) -> list[Entry]:
 # --------------------------------------------------------------------------- checking
 
 
-def inspect(path: str | Path, where: str = "given", full: bool = False, of_parent: bool = True) -> Entry:
+def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent: bool = True) -> Entry:
     """One folder: an export (manifest.json) or a model folder; full: hash every file again.
     of_parent: an export in a model folder's onnx/, which parse runs as that model's, must be
     made from its weights (False: the export was named itself, and parse runs it as it is)."""
@@ -136,6 +137,7 @@ def inspect(path: str | Path, where: str = "given", full: bool = False, of_paren
     missing = missing_files(path)
     if missing:
         entry.status, entry.detail, entry.fix = FAIL, _not_a_model(path, missing), DOWNLOAD_HINT
+        entry.extra["missing"] = missing
         if is_unfinished_export(path):
             entry.kind = EXPORT
             entry.fix = "run the same mineru export again: it starts over and removes this folder"
@@ -244,7 +246,10 @@ def verify(path: str | Path) -> Entry:
         path = path / "onnx"
     if not is_export_dir(path) and missing_files(path) == ["the folder itself"]:
         raise SetupError(f"{path} is not a folder")
-    return inspect(path.resolve(), "given", full=True)
+    entry = inspect(path.resolve(), GIVEN, full=True)
+    if entry.extra.get("missing") and entry.kind == MODEL:  # neither PATH nor PATH/onnx holds one
+        entry.detail = f"looked in {path} and {path / 'onnx'}: {entry.detail}"
+    return entry
 
 
 def all_ok(entries: list[Entry]) -> bool:

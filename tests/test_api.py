@@ -162,7 +162,7 @@ def test_option_values_of_the_wrong_type_raise_setup_errors(docs):
         ({"cache_dir": 5}, "--cache-dir must be a path, not 5"),
         ({"out": 5}, "--out must be a path, not 5"),
         ({"cache_ttl": None}, "--cache-ttl: not a duration: None"),
-        ({"cache_ttl": 0}, "--cache-ttl must be at least 1, not 0"),
+        ({"cache_ttl": 0}, "--cache-ttl must be at least 1 second, not 0"),
         ({"load": None}, "load must be a LoadOptions, not None"),
         ({"pages": [1, 2.5]}, "--pages takes ranges such as '1-3,7' (or page numbers), not [1, 2.5]"),
         ({"cache": "no"}, "--cache must be True or False, not 'no'"),

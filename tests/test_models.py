@@ -170,5 +170,11 @@ def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
     r, report = models(tmp_path, "verify", str(tmp_path / "empty"), "--json")
     assert r.returncode == 1 and report["entries"][0]["status"] == "fail", r.stdout + r.stderr
     assert "not a model folder" in report["entries"][0]["detail"]
+    # it says where it looked and what is missing, not "found via given"
+    r, _ = models(tmp_path, "verify", str(tmp_path / "empty"))
+    empty = tmp_path / "empty"
+    looked = f"looked in {empty} and {empty / 'onnx'}: not a model folder (missing: config.json"
+    assert r.returncode == 1 and looked in r.stdout and "given" not in r.stdout, r.stdout
+    assert "GB" not in r.stdout  # no size or release of a folder that holds no model
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty" / "nowhere"))
     assert r.returncode == 2 and "not a folder" in r.stderr

@@ -644,3 +644,83 @@ def test_help_says_what_the_code_does():
     assert "when `mineru parse` can run" not in doctor and "run degraded, with a warning" in doctor
     assert "2 when PATH is no folder" in _help("models", "verify")
     assert "none is found, 2 when --model is no folder" in _help("models")
+
+
+def test_help_lists_the_exit_codes_of_usage_md():
+    """A cron user reads the exit codes in `mineru --help`; the main help showed none (the callback's
+    docstring that listed them is not shown where the app has a help text). The help and docs/usage.md's
+    table say the same."""
+    from mineru_cli.core.errors import EXIT_CODES
+
+    usage = (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    main = _help()
+    for code, meaning in EXIT_CODES:
+        assert f"{code}: {meaning}" in main, (code, main)
+        assert f"\n| {code} | {meaning}" in usage, code
+
+
+def test_help_paragraphs_follow_the_terminal_width():
+    """Docstrings' line breaks stayed in the rendered help, so a paragraph broke mid-sentence at
+    any width, and a command list showed a whole paragraph, broken the same way."""
+    parse = mineru("parse", "--help", env={"COLUMNS": "200"}).stdout
+    assert any("a page that hangs or crashes its worker costs only that page" in line for line in parse.splitlines())
+    main = mineru("--help", env={"COLUMNS": "200"}).stdout
+    merge = "Join journals into OUT with one record per page: where several hold a page, its ok record wins"
+    assert any(merge in line for line in main.splitlines()), main
+    assert "Exit 1 when a check failed" not in main  # doctor's line is its first sentence
+    narrow = mineru("review", "--help", env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "(kind, stage, message)" in " ".join(narrow.split())
+
+
+def test_a_damaged_tiff_says_what_is_wrong_with_the_file(tmp_path):
+    """A scanned page's TIFF cut short in its image file directory (an interrupted copy) was "not an
+    image or PDF (content not recognised)", one with a damaged directory "decoder error -2", and
+    Pillow's "Corrupt EXIF data" warnings went to stderr under --quiet. The record says it is a TIFF
+    cut short or damaged, where, and to get the file again, keeping Pillow's words."""
+    good = (Path(__file__).parent / "data" / "scan_ragged2e_p1.tif").read_bytes()
+    ifd = int.from_bytes(good[4:8], "little")
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "cut.tif").write_bytes(good[: ifd + 20])
+    entries = int.from_bytes(good[ifd : ifd + 2], "little")
+    damaged = bytearray(good)
+    damaged[ifd + 2 : ifd + 2 + 12 * entries] = b"\xab" * (12 * entries)
+    (d / "damaged.tif").write_bytes(bytes(damaged))
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    errors = {rec["id"]: rec["error"] for rec in read_journal(out)}
+    cut = errors["cut.tif#0"]["message"]
+    assert cut.startswith("a TIFF file cut short or damaged: its image file directory (each page's size"), cut
+    assert f"at byte {ifd} says it holds {entries} entries" in cut and f"the file ends at byte {ifd + 20}" in cut
+    assert "get the file again (Pillow: Corrupt EXIF data." in cut and "UnidentifiedImageError" in cut
+    message = errors["damaged.tif#0"]["message"]
+    assert message.startswith("a TIFF file whose image file directory") and "is damaged; get the file again" in message
+    assert errors["damaged.tif#0"]["kind"] == "corrupt" and "UserWarning" not in r.stderr, r.stderr
+
+
+def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
+    """--model (or $MINERU_MODEL_PATH) mistyped was "not a MinerU2.5 model folder (missing: the folder
+    itself)"; it says the path does not exist (or is a file) and to check it."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(page), "--out", str(out), "--model", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert r.returncode == 2 and f"--model {tmp_path / 'nowhere'} does not exist: check the path, or get it" in r.stderr
+    env = {"MINERU_MODEL_PATH": str(page)}
+    r = mineru("parse", str(page), "--out", str(out), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and f"MINERU_MODEL_PATH {page} is a file, not a folder: check the path" in r.stderr
+    assert not out.exists()
+
+
+def test_a_bad_pages_spec_names_the_bad_range_once(tmp_path):
+    """--pages '3-1' was "bad page range '3-1' in '3-1'"; a range with a typo gave the forms but no
+    example of the whole spec."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(page), "--out", str(out), "--pages", "3-1", cwd=tmp_path)
+    assert r.returncode == 2 and "--pages '3-1': bad page range '3-1': pages start at 1" in r.stderr, r.stderr
+    r = mineru("parse", str(page), "--out", str(out), "--pages", "1,x", cwd=tmp_path)
+    expected = "--pages '1,x': bad page range 'x' in '1,x': expected N, N-M or N- joined by commas, e.g. 1-3,7,10-"
+    assert r.returncode == 2 and expected in r.stderr, r.stderr
+    assert not out.exists()

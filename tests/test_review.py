@@ -294,3 +294,24 @@ def test_a_file_name_that_is_not_utf8_is_shown_as_its_bytes(browser, tmp_path):
         assert "dump \\xfe" in pg.title() and "results \\xfd.jsonl" in pg.title()
     finally:
         pg.close()
+
+
+def test_review_refuses_what_it_cannot_read_or_write_before_working(tmp_path):
+    """A page given for the journal made an empty report (exit 0), a folder was "no such journal",
+    and an --html in a missing folder (or a file's) ended in a traceback with exit 1 after every
+    thumbnail was made. Each is refused with exit 2, saying what to change."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    r = mineru("review", str(page), "--html", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert r.returncode == 2 and f"{page} is not a mineru journal" in r.stderr, r.stderr
+    r = mineru("review", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2 and f"{tmp_path}: is a folder, not a journal" in r.stderr, r.stderr
+    journal = tmp_path / "results.jsonl"
+    journal.write_text("")
+    r = mineru("review", str(journal), "--html", str(tmp_path / "nowhere" / "r.html"), cwd=tmp_path)
+    expected = f"its folder {tmp_path / 'nowhere'} does not exist: create it or choose another --html"
+    assert r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = mineru("review", str(journal), "--html", str(page / "r.html"), cwd=tmp_path)
+    assert r.returncode == 2 and f"its folder {page} is not a folder" in r.stderr, r.stderr
+    r = mineru("review", str(journal), "--html", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2 and "is a folder; give a file name" in r.stderr, r.stderr
+    assert not (tmp_path / "r.html").exists()

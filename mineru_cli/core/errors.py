@@ -12,6 +12,16 @@ from .words import ErrorKind, Stage
 # (nothing run); the output could not be written; stopped by Ctrl-C / SIGTERM.
 EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+# What each exit code of `mineru parse` means, in the words `mineru --help` prints; each row of
+# docs/usage.md's exit code table starts with the same words (a test holds them together).
+EXIT_CODES = (
+    (EXIT_OK, "every input page is ok (or skipped)"),
+    (EXIT_FAILED, "some pages failed: see their records"),
+    (EXIT_SETUP, "usage or set-up error: the message says what to change; nothing was parsed"),
+    (EXIT_OUTPUT, "the output could not be written mid-run (disk full, a file-size limit, an I/O error)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): the journal is valid, re-run to resume"),
+)
+
 
 @dataclass(frozen=True)
 class ErrorInfo:

@@ -139,6 +139,9 @@ def _checked(path: Path, source: str) -> Path:
     missing = missing_files(path)
     if missing and is_unfinished_export(path):
         raise SetupError(f"{source} {path} {not_an_export(path)}")
+    if missing == ["the folder itself"]:  # a mistyped path, most often
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise SetupError(f"{source} {path} {what}: check the path, or {DOWNLOAD_HINT}")
     if missing:
         raise SetupError(
             f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {DOWNLOAD_HINT}"
