@@ -445,7 +445,7 @@ _CITATION = re.compile(r"^\[\d{1,3}\](?:\s|$)")
 _PROSE_ROWS = 2 / 3
 
 
-def _prose_kind(lines: list[Line], box: Box) -> str | None:
+def _prose_kind(lines: list[Line], box: Box) -> T | None:
     """The kind of a table region whose lines are prose (None for a table): a reference list or
     a column of paragraphs boxed as a table (the layout model boxes a page's references as a
     table, a figure and a reference list at once, and the table wins its twins) holds one line a
