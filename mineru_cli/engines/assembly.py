@@ -38,7 +38,7 @@ from mineru_cli.engines.page_roles import (
     without_headline_bars,
 )
 from mineru_cli.engines.regions import FLOWING, GROUPING, REGION_TYPES
-from mineru_cli.engines.table_text import table_cells, table_edges
+from mineru_cli.engines.table_text import TABLE_LINE, table_cells, table_edges
 from mineru_cli.reading_order import LEVEL, column_stretches, group_rows, level
 
 # The text regions that may nest (see _without_envelopes).
@@ -77,10 +77,11 @@ def assemble_blocks(
         kind = REGION_TYPES.get(cls, T.TEXT)
         if kind == T.TABLE:
             pieces = _table_pieces(group)
-            if pieces and _description_list(pieces):  # read as text, its lines whole
-                kind, cls = T.TEXT, "text"
-            else:
+            prose = _prose_kind(pieces, box)
+            if prose is None:
                 group = pieces
+            else:  # read as text, its lines whole
+                kind, cls = prose, "text"
         if group:
             columns = _region_columns(group, kind, cls)
             if len(columns) == 1:
@@ -478,6 +479,38 @@ def _table_pieces(lines: list[Line]) -> list[Line]:
     in (19 mm)": two columns' cells, or a whole row), which then fell into one cell, the others
     of its row empty. The OCR's lines come cut there already."""
     return [piece for line in lines for piece in (line.pieces or (line,))]
+
+
+# A row's leading label in a list boxed as a table, set apart from its text: a reference's number
+# ("[12]") or an item's ("3.", "(a)"). A reference list's rows start with a bracketed number.
+_ROW_LABEL = re.compile(r"^[\[(]?\w{1,3}[\].)]?$")
+_CITATION = re.compile(r"^\[\d{1,3}\](?:\s|$)")
+# A table region is prose when at least this share of its rows' lines (labels aside) are wider
+# than TABLE_LINE of the region: a paragraph's lines but its last fill the column.
+_PROSE_ROWS = 2 / 3
+
+
+def _prose_kind(lines: list[Line], box: Box) -> T | None:
+    """The kind of a table region whose lines are no table's cells (None for a table): a
+    description list (_description_list) is text; a reference list or a column of paragraphs
+    boxed as a table (the layout model boxes a page's references as a table, a figure and a
+    reference list at once, and the table wins its twins) holds one line a row besides a leading
+    label (_ROW_LABEL), most of them as wide as the column (_PROSE_ROWS); read as cells, each
+    reference became a row of a label and a line, its wrapped lines rows of their own. A table's
+    rows hold cells side by side, narrower than half the table (TABLE_LINE). It is a reference
+    list (ref_text) when two or more rows start with a bracketed number, else text."""
+    if not lines:
+        return None
+    if _description_list(lines):
+        return T.TEXT
+    rows = [sorted((lines[i] for i in row), key=lambda ln: ln.box[0]) for row in group_rows(level_boxes(lines))]
+    if len(rows) < 3 or not all(len(row) == 1 or (len(row) == 2 and _ROW_LABEL.match(row[0].text)) for row in rows):
+        return None
+    bodies = [row[-1] for row in rows]
+    wide = sum(ln.box[2] - ln.box[0] > TABLE_LINE * (box[2] - box[0]) for ln in bodies)
+    if wide < _PROSE_ROWS * len(bodies):
+        return None
+    return T.REF_TEXT if sum(bool(_CITATION.match(row[0].text)) for row in rows) >= 2 else T.TEXT
 
 
 def _grid_cells(groups: list[list[Line]]) -> list[list[list[Line]]]:

@@ -308,3 +308,23 @@ def test_a_german_tables_caption_at_the_top_of_the_page_is_its_caption(engine):
     captions = [b for b in result.blocks if b.type == "table_caption" and b.text.startswith("Tabelle 6.2")]
     assert len(captions) == 1, [(b.type, b.text[:40]) for b in result.blocks]
     assert "# Tabelle" not in blocks_to_markdown(result.blocks)
+
+
+REFERENCES = DATA / "references_table_asmejour_p5.png"
+
+
+def test_a_reference_list_boxed_as_a_table_is_read_as_references(engine):
+    """Page 5 of the asmejour template (tests/data/references_table_asmejour_p5.png, 150 DPI):
+    the layout model boxes the right column's reference list as a figure, a table and a
+    reference list at once, and the table wins its twins. Its rows are one line each besides a
+    reference's number, nearly all as wide as the column: prose, no table. It is read as a
+    reference list, each reference's wrapped lines joined, not as cells of a label and a line;
+    the table above the column (Table 4) stays a table."""
+    blocks = engine.parse(Image.open(REFERENCES).convert("RGB")).blocks
+    right = [b for b in blocks if b.bbox[0] > 600 and b.bbox[1] > 480 and b.bbox[3] < 1570]
+    assert [b.type for b in right] == ["ref_text"]
+    text = right[0].text
+    assert "\t" not in text
+    numbers = [int(n) for n in re.findall(r"\[(\d+)\]", text)]
+    assert numbers[:3] == [1, 2, 3] and len(numbers) >= 15
+    assert [b.type for b in blocks if b.bbox[1] < 480] == ["table_caption", "table"]
