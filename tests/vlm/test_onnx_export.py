@@ -52,6 +52,17 @@ def _step_branches(decoder) -> list[list[str]]:
     return branches
 
 
+def _keeps_clear_choices(parity: dict, cosine: float) -> bool:
+    """A quantized export keeps every clear choice of the reference's next token
+    (onnx_export.CLEAR_LEAD), and the choices are clear at nine positions in ten or more (the
+    check reads most of the steps), with its logits' cosine over `cosine`."""
+    return (
+        parity["top1_clear_agreement"] == 1.0
+        and parity["clear_positions"] >= 0.9 * parity["positions"]
+        and parity["cosine_min"] > cosine
+    )
+
+
 def _assert_topological(graph) -> None:
     """Every value a node reads, in its If branches too, is a graph input, an initializer or made
     by an earlier node (onnx.checker would say so too, but it rejects onnxruntime's
@@ -186,8 +197,8 @@ def test_int8_export_quantizes_matmuls_and_stays_close(tiny_onnx_int8, tiny_onnx
     assert [n.op_type for n in decoder.node].count("RotaryEmbedding") == 2 * 2  # TorchScript maps it too
     _assert_topological(decoder)
     parity = tiny_onnx_int8_report["parity"]
-    # measured on the tiny model: top-1 1.0, cosine min 0.9990, max |diff| 0.24 of logits ~13
-    assert parity["top1_agreement"] == 1.0 and parity["cosine_min"] > 0.99, parity
+    # measured on the tiny model: cosine min 0.9990, max |diff| 0.24 of logits ~13
+    assert _keeps_clear_choices(parity, 0.99), parity
     assert not list(tiny_onnx_int8.rglob(".fp32"))
     fp32 = sum(
         f["bytes"]
@@ -215,8 +226,8 @@ def test_int8_export_with_bias_correction(tiny_vlm, tmp_path):
         if role == "decoder":
             _assert_topological(graph)
             assert _step_branches(graph) == [STEP_OPS] * 2  # the step path goes in after it
-    # measured on the tiny model: top-1 1.0, cosine min 0.9984 (0.9990 uncorrected), max |diff| 0.24
-    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
+    # measured on the tiny model: cosine min 0.9984 (0.9990 uncorrected), max |diff| 0.24
+    assert _keeps_clear_choices(report["parity"], 0.99), report["parity"]
 
 
 def test_calibration_runs_distinct_pages_through_the_decoder_as_the_runtime_prefills(tiny_vlm, tiny_onnx):
@@ -246,7 +257,7 @@ def test_int4_export(tiny_vlm, tmp_path):
     decoder = onnx.load(str(tmp_path / "int4" / "decoder.onnx"), load_external_data=False).graph
     assert "MatMulNBits" in {n.op_type for n in decoder.node}
     assert _step_branches(decoder) == [STEP_OPS] * 2
-    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.98, report["parity"]
+    assert _keeps_clear_choices(report["parity"], 0.98), report["parity"]
 
 
 def test_export_refuses_bad_targets(tiny_vlm, tiny_onnx, tmp_path):
@@ -576,7 +587,7 @@ def test_an_avx2_export_is_saturation_free_and_right_on_any_cpu(tiny_vlm, tmp_pa
                 assert (dtype, largest) == (onnx.TensorProto.INT8, 64), (role, kind, largest)
             else:
                 assert dtype == onnx.TensorProto.UINT8, (role, kind)  # no other signed weight
-    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
+    assert _keeps_clear_choices(report["parity"], 0.99), report["parity"]
     assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma"}) == []  # fast on plain AVX2
 
 
@@ -597,7 +608,7 @@ def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
     assert q["target"] == "amx" and int8_target.saturating_graphs(q) == ["vision", "decoder"]
     assert max(int(np.abs(w).max()) for w in _quantized_weights(onnx.load(str(out / "decoder.onnx")).graph)) > 64
     # the verification ran the way this CPU runs the export: exactly
-    assert report["parity"]["top1_agreement"] == 1.0 and report["parity"]["cosine_min"] > 0.99, report["parity"]
+    assert _keeps_clear_choices(report["parity"], 0.99), report["parity"]
     for flags in ({"avx2", "avx512_vnni"}, {"avx2", "amx_int8"}, {"avx2", "avx_vnni"}):
         assert int8_target.graphs_needing_exact_kernels(report, flags) == []
     assert int8_target.graphs_needing_exact_kernels(report, {"avx2", "fma", "avx512f", "avx512bw"}) == [
