@@ -283,7 +283,7 @@ def options(
 
 class VlmEngine:
     name = "vlm"
-    version = "0.5"  # bump when the same inputs would give different output
+    version = "0.6"  # bump when the same inputs would give different output
 
     def __init__(
         self,
