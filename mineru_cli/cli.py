@@ -547,8 +547,9 @@ def merge(
     """Join journals into OUT with one record per page: where several hold a page, its ok record
     wins over a failed one, then the later one. OUT resumes like any journal.
 
-    Exit 0 when joined, 2 when a journal is missing or no journal (OUT is not touched), 3 when OUT
-    could not be written (it holds what was written, whole)."""
+    Exit 0 when joined, 2 when a journal is missing or no journal or OUT cannot be opened as one (a
+    folder, another run's lock): nothing is written; 3 when OUT could not be written (it holds what
+    was written, whole)."""
     from .journal import merge as merge_journals
 
     try:
