@@ -48,8 +48,9 @@ MODEL_SEARCH = (
 )
 
 # One line per code: rich keeps the line breaks of a help text's later paragraphs
-EXIT_CODES_HELP = "Exit codes of mineru parse (the other commands say theirs in their --help):\n" + "\n".join(
-    f"{code}: {meaning}" for code, meaning in EXIT_CODES
+EXIT_CODES_HELP = (
+    "Exit codes of mineru parse (merge, review, doctor and models say theirs in their --help):\n"
+    + "\n".join(f"{code}: {meaning}" for code, meaning in EXIT_CODES)
 )
 
 app = typer.Typer(
@@ -544,7 +545,11 @@ def merge(
     out: Path = typer.Option(..., "--out", "-o", help="The joined journal (created, or merged into if it exists)."),
 ):
     """Join journals into OUT with one record per page: where several hold a page, its ok record
-    wins over a failed one, then the later one. OUT resumes like any journal."""
+    wins over a failed one, then the later one. OUT resumes like any journal.
+
+    Exit 0 when joined, 2 when a journal is missing or no journal or OUT cannot be opened as one (a
+    folder, another run's lock): nothing is written; 3 when OUT could not be written (it holds what
+    was written, whole)."""
     from .journal import merge as merge_journals
 
     try:
@@ -579,7 +584,10 @@ def review(
     stage, message) and every page's thumbnail with its boxes overlaid (click a box for its
     text, HTML or LaTeX), with filters by status, block type, source and document. It opens from
     file:// with no server or network; thumbnails are rendered again from the sources under
-    --root (a file changed since it was parsed gets none)."""
+    --root (a file changed since it was parsed gets none).
+
+    Exit 0 when written, 2 when the journal is missing or no journal or --html is a folder or in
+    one that does not exist, 3 when the page could not be written (nothing is written)."""
     from .journal import check_journal
     from .review import write_review
 

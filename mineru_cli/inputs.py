@@ -30,13 +30,13 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pypdfium2 as pdfium
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, TiffImagePlugin, UnidentifiedImageError
 
 from .config import LoadOptions
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 from .text_layer import TextLayer, read_text_layer
-from .tiff_header import DIRECTORY, cut_short, is_tiff
+from .tiff_header import DIRECTORY, compression, cut_short, is_tiff
 
 # MinerU's image suffixes (JPEG 2000 too: archives keep their scans so), TIFF's short name, PDF
 DOC_EXTS = {".png", ".jpg", ".jpeg", ".jp2", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".pdf"}
@@ -475,9 +475,11 @@ class ImageDocument(Document):
         return _finish_page(frame, frame.size, 1.0, warns, self.opts)
 
     def _tiff_error(self, exc: Exception, notes: list[str], index: int | None) -> PageError | None:
-        """A TIFF's decoding failure said as what is wrong with the file (cut short, or which
-        part is damaged), with Pillow's words kept after it; None for other files and for
-        failures that are not the file's data (memory, permissions, the pixel limit)."""
+        """A TIFF's decoding failure said as what is wrong with the file (cut short, which part
+        is damaged, or whole but compressed in a scheme Pillow lacks: a page compressed so is no
+        damage, and getting it again does not help), with Pillow's words kept after it; None for
+        other files and for failures that are not the file's data (memory, permissions, the
+        pixel limit)."""
         if not isinstance(exc, (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, struct.error)):
             return None
         if isinstance(exc, (PermissionError, FileNotFoundError, Image.DecompressionBombError)):
@@ -486,15 +488,23 @@ class ImageDocument(Document):
             if not is_tiff(self._file):
                 return None
             short = cut_short(self._file)
+            code = compression(self._file) if index is None else None
         except OSError:
             return None
+        pillow = "; ".join([*dict.fromkeys(notes), f"{type(exc).__name__}: {exc}"])
+        if code is not None and code not in TiffImagePlugin.COMPRESSION_INFO:  # whole, but not readable here
+            return PageError(
+                "unsupported",
+                "open",
+                f"a TIFF compressed in a scheme Pillow cannot decode (compression {code}): convert it to one it "
+                f"can (e.g. tiffcp -c lzw IN OUT) (Pillow: {pillow})",
+            )
         if short:
             what = f"a TIFF file cut short or damaged: {short}"
         elif index is None:
             what = f"a TIFF file whose {DIRECTORY} is damaged"
         else:
             what = f"page {index + 1} of this TIFF cannot be decoded: its {DIRECTORY} or its image data is damaged"
-        pillow = "; ".join([*dict.fromkeys(notes), f"{type(exc).__name__}: {exc}"])
         return PageError("corrupt", "open", f"{what}; get the file again (Pillow: {pillow})")
 
     def close(self) -> None:

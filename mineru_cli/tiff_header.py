@@ -14,6 +14,7 @@ from typing import BinaryIO
 _CLASSIC = {b"II*\x00": "<", b"MM\x00*": ">"}
 _BIG = (b"II+\x00", b"MM\x00+")
 _ENTRY_BYTES = 12
+_COMPRESSION = 259  # the directory entry that names the page's compression scheme
 DIRECTORY = "image file directory (each page's size, layout and where its data lies)"
 
 
@@ -46,4 +47,22 @@ def cut_short(f: BinaryIO) -> str | None:
             f"its {DIRECTORY} at byte {offset} says it holds {count} entries, which end at byte {end}, "
             f"but the file ends at byte {size}"
         )
+    return None
+
+
+def compression(f: BinaryIO) -> int | None:
+    """The compression code of the classic TIFF's first page (its directory's entry 259), or None
+    where the directory or that entry is not there whole (see cut_short) or the file is a BigTIFF."""
+    f.seek(0)
+    head = f.read(8)
+    order = _CLASSIC.get(head[:4])
+    if order is None or len(head) < 8 or cut_short(f):
+        return None
+    (offset,) = struct.unpack(order + "I", head[4:8])
+    f.seek(offset)
+    (count,) = struct.unpack(order + "H", f.read(2))
+    for _ in range(count):
+        tag, kind, _n, value = struct.unpack(order + "HHI4s", f.read(_ENTRY_BYTES))
+        if tag == _COMPRESSION:  # a SHORT (type 3) or a LONG, kept in the entry itself
+            return struct.unpack(order + ("H" if kind == 3 else "I"), value[: 2 if kind == 3 else 4])[0]
     return None

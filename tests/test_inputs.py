@@ -646,3 +646,21 @@ def test_a_pdf_page_with_a_user_unit_renders_as_pdfium_and_poppler_show_it(tmp_p
     rendered = load_page(path)
     assert rendered.image.size == (1700, 2200) and rendered.scale == 1.0  # 8.5 x 11 in at 200 DPI
     assert rendered.image.getpixel((250, 250)) == (0, 0, 0) and rendered.image.getpixel((100, 100)) == WHITE
+
+
+def test_a_whole_tiff_in_a_compression_pillow_lacks_is_not_called_damaged(tmp_path):
+    """A scan whose TIFF is whole but compressed in a scheme Pillow cannot decode (JPEG 2000 in
+    TIFF, code 34712, as archives write) was "a TIFF file whose image file directory is damaged;
+    get the file again", which a download again does not help: it says which compression and to
+    convert the file."""
+    scan = bytearray((Path(__file__).parent / "data" / "scan_ragged2e_p1.tif").read_bytes())
+    ifd = struct.unpack("<I", scan[4:8])[0]
+    (count,) = struct.unpack("<H", scan[ifd : ifd + 2])
+    entries = [ifd + 2 + 12 * k for k in range(count)]
+    at = next(e for e in entries if struct.unpack("<H", scan[e : e + 2])[0] == 259)  # its compression
+    scan[at + 8 : at + 10] = struct.pack("<H", 34712)
+    (tmp_path / "jp2k.tif").write_bytes(bytes(scan))
+    error = open_error(tmp_path / "jp2k.tif")
+    assert error.kind == "unsupported", error
+    assert "compression 34712" in str(error) and "convert it" in str(error)
+    assert "damaged" not in str(error) and "get the file again" not in str(error)

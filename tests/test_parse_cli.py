@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -657,6 +658,17 @@ def test_help_lists_the_exit_codes_of_usage_md():
     for code, meaning in EXIT_CODES:
         assert f"{code}: {meaning}" in main, (code, main)
         assert f"\n| {code} | {meaning}" in usage, code
+
+
+def test_help_of_the_commands_the_main_help_names_says_their_exit_codes():
+    """The main help sends a reader to these commands' --help for their exit codes; review and
+    merge said none (both exit 2 on a missing journal and 3 on a failed write)."""
+    named = re.search(r"Exit codes of mineru parse \(([^)]*) say theirs", _help())
+    assert named, _help()
+    commands = re.split(r",\s*|\s+and\s+", named.group(1))
+    assert {"merge", "review"} <= set(commands), commands
+    for command in commands:
+        assert re.search(r"\bExit [0-9]", _help(command)), command
 
 
 def test_help_paragraphs_follow_the_terminal_width():

@@ -436,7 +436,7 @@ CLEAR_LEAD = 0.02
 def compare_logits(ref: np.ndarray, cand: np.ndarray) -> dict:
     """Over every (step, row) logits vector: the max absolute difference, the min and mean
     cosine, the share of steps whose argmax agrees, and that share over the positions where the
-    reference's choice is clear (CLEAR_LEAD) with their count."""
+    reference's choice is clear (CLEAR_LEAD; None where none is) with their count."""
     cos = _cosine(ref, cand)
     scale = float(np.abs(ref).max())
     top_two = np.sort(ref, axis=-1)[..., -2:]
@@ -448,7 +448,8 @@ def compare_logits(ref: np.ndarray, cand: np.ndarray) -> dict:
         "cosine_min": float(cos.min()),
         "cosine_mean": float(cos.mean()),
         "top1_agreement": float(agree.mean()),
-        "top1_clear_agreement": float(agree[clear].mean()) if clear.any() else float("nan"),
+        # None (JSON's null) where no choice is clear: manifest.json stays strict JSON
+        "top1_clear_agreement": float(agree[clear].mean()) if clear.any() else None,
         "clear_positions": int(clear.sum()),
         "positions": int(ref.shape[0] * ref.shape[1]),
         "batch": int(ref.shape[1]),

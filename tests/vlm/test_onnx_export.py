@@ -26,7 +26,7 @@ from tiny_fixtures import tiny_vlm  # noqa: E402,F401
 
 from mineru_cli.core.errors import SetupError  # noqa: E402
 from mineru_cli.export.bench import OPENVINO_VARIANT  # noqa: E402
-from mineru_cli.export.onnx_export import export_model  # noqa: E402
+from mineru_cli.export.onnx_export import compare_logits, export_model  # noqa: E402
 from mineru_cli.vlm import int8_target, openvino_vision  # noqa: E402
 from mineru_cli.vlm.export_format import UNFINISHED, is_export_dir, read_manifest  # noqa: E402
 
@@ -61,6 +61,18 @@ def _keeps_clear_choices(parity: dict, cosine: float) -> bool:
         and parity["clear_positions"] >= 0.9 * parity["positions"]
         and parity["cosine_min"] > cosine
     )
+
+
+def test_parity_with_no_clear_choice_stays_strict_json():
+    """Where no reference choice is clear (logits level at every step: a near-flat random model),
+    top1_clear_agreement was NaN, which manifest.json then held as a bare NaN that strict JSON
+    readers (jq, a browser's JSON.parse) refuse."""
+    ref = np.zeros((3, 2, 8), dtype=np.float32)
+    ref[..., :2] = 1.0  # every step's top two tie
+    parity = compare_logits(ref, ref + np.float32(0.01))
+    assert parity["clear_positions"] == 0
+    json.dumps(parity, allow_nan=False)
+    assert not _keeps_clear_choices(parity, 0.9)
 
 
 def _assert_topological(graph) -> None:
