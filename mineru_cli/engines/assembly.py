@@ -296,12 +296,11 @@ def _index_row(row: list[Line]) -> bool:
     return all(_PAGE_REFS.match(ln.text.strip(" .")) for ln in rest)
 
 
-def _description_list(lines: list[Line]) -> bool:
-    """Whether a table region's lines are a description list: a man page's options (a short
+def _description_list(rows: list[list[Line]]) -> bool:
+    """Whether a table region's rows are a description list: a man page's options (a short
     term, its definition's wrapped rows indented under it or beside it) are boxed as one table,
     and the table's cells would pair each term with another term's rows. Fewer than
     list_rows of its rows hold lines side by side (a table's rows hold cells)."""
-    rows = group_rows(level_boxes(lines))
     return sum(len(row) > 1 for row in rows) < GROUPING["list_rows"] * len(rows)
 
 
@@ -482,8 +481,9 @@ def _table_pieces(lines: list[Line]) -> list[Line]:
 
 
 # A row's leading label in a list boxed as a table, set apart from its text: a reference's number
-# ("[12]") or an item's ("3.", "(a)"). A reference list's rows start with a bracketed number.
-_ROW_LABEL = re.compile(r"^[\[(]?\w{1,3}[\].)]?$")
+# ("[12]") or an item's ("3.", "(a)", "iv."), never a word ("Yes", "CPU": a key/value table's
+# keys). A reference list's rows start with a bracketed number.
+_ROW_LABEL = re.compile(r"^[\[(]?(?:\d{1,3}|[A-Za-z]|[ivxIVX]{1,4})[\].)]?$")
 _CITATION = re.compile(r"^\[\d{1,3}\](?:\s|$)")
 # A table region is prose when at least this share of its rows' lines (labels aside) are wider
 # than TABLE_LINE of the region: a paragraph's lines but its last fill the column.
@@ -499,18 +499,15 @@ def _prose_kind(lines: list[Line], box: Box) -> T | None:
     reference became a row of a label and a line, its wrapped lines rows of their own. A table's
     rows hold cells side by side, narrower than half the table (TABLE_LINE). It is a reference
     list (ref_text) when two or more rows start with a bracketed number, else text."""
-    if not lines:
-        return None
-    if _description_list(lines):
-        return T.TEXT
     rows = [sorted((lines[i] for i in row), key=lambda ln: ln.box[0]) for row in group_rows(level_boxes(lines))]
-    if len(rows) < 3 or not all(len(row) == 1 or (len(row) == 2 and _ROW_LABEL.match(row[0].text)) for row in rows):
+    if len(rows) < 3:  # too few rows to tell
         return None
-    bodies = [row[-1] for row in rows]
-    wide = sum(ln.box[2] - ln.box[0] > TABLE_LINE * (box[2] - box[0]) for ln in bodies)
-    if wide < _PROSE_ROWS * len(bodies):
-        return None
-    return T.REF_TEXT if sum(bool(_CITATION.match(row[0].text)) for row in rows) >= 2 else T.TEXT
+    if all(len(row) == 1 or (len(row) == 2 and _ROW_LABEL.match(row[0].text)) for row in rows):
+        bodies = [row[-1] for row in rows]
+        wide = sum(ln.box[2] - ln.box[0] > TABLE_LINE * (box[2] - box[0]) for ln in bodies)
+        if wide >= _PROSE_ROWS * len(bodies):
+            return T.REF_TEXT if sum(bool(_CITATION.match(row[0].text)) for row in rows) >= 2 else T.TEXT
+    return T.TEXT if _description_list(rows) else None
 
 
 def _grid_cells(groups: list[list[Line]]) -> list[list[list[Line]]]:

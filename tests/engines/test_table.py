@@ -328,3 +328,19 @@ def test_a_reference_list_boxed_as_a_table_is_read_as_references(engine):
     numbers = [int(n) for n in re.findall(r"\[(\d+)\]", text)]
     assert numbers[:3] == [1, 2, 3] and len(numbers) >= 15
     assert [b.type for b in blocks if b.bbox[1] < 480] == ["table_caption", "table"]
+
+
+SHORT_KEYS = DATA / "table_short_keys_chromium.pdf"
+
+
+@pytest.mark.parametrize("layer", [True, False], ids=["text-layer", "pixels"])
+def test_a_table_of_short_keys_and_long_values_stays_a_table(engine, layer):
+    """table_short_keys_chromium.pdf (tests/data/README.md) at 150 DPI: a bordered table whose
+    rows are a short key ("CPU", "SSD") and a sentence over half the table wide. A word is no
+    list's label: through the text layer the table was read as a paragraph of prose."""
+    page = first_page(SHORT_KEYS, dpi=150)
+    blocks = engine.parse(page.image, page.text_layer if layer else None).blocks
+    tables = [b for b in blocks if b.type == "table"]
+    assert len(tables) == 1, [(b.type, b.text[:40]) for b in blocks]
+    for key in ("CPU", "RAM", "SSD", "NIC", "PSU"):
+        assert re.search(rf"(^|\n){key}\t", tables[0].text), tables[0].text
