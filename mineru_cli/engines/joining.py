@@ -227,7 +227,7 @@ def _noted_paragraphs(noted: Collection[int], rights: Sequence[float] | None, he
 # whose items end in their numbers ("item 1", "item 2") is no index either: an index has some
 # entries whose pages follow a leader or go on in a list (". . 3", "22, 24").
 INDEX_ROWS = 0.5
-_PAGE_END = re.compile(r"(?:^|[\s.,])\d+(?:[–-]\d+)?$|\.\s*[ivxlc]+$")  # (a roman page after a leader)
+_PAGE_END = re.compile(r"(?:^|[\s.,])\d+(?:[–-]\d+)?$|\.\s*\.\s*[ivxlc]+$")  # (a roman page after a leader)
 _PAGE_LIST = re.compile(r"(?:\d,\s*|\.\s*\.\s*)\d+(?:[–-]\d+)?$")
 _PAGES_ON = re.compile(r"[.\s]*\d+(?:[–-]\d+)?(?:,|$)")
 

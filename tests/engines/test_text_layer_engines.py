@@ -766,3 +766,19 @@ def test_an_index_letter_heading_is_a_line_of_its_own(engine):
     assert "D" in lines and "E" in lines, lines
     after = lines[lines.index("E") + 1]
     assert after.startswith("\\end ") and lines[lines.index("D") - 1].endswith("1186"), lines
+
+
+
+def test_a_contents_list_keeps_an_entry_whose_page_is_roman_on_a_line_of_its_own(engine):
+    """A list of tables as memoir's manual sets one (tests/data/contents_roman_pages_chromium.pdf):
+    its first two entries on roman pages ("Traditional font size designations . . . xxxvi"), the
+    others on arabic ones, each after a dot leader. Each entry is a line of its own, as the page
+    shows them: the roman ones were read on into the next entry."""
+    path = Path(__file__).parents[1] / "data" / "contents_roman_pages_chromium.pdf"
+    with open_document(SourceFile(path, path.name, "pdf"), LoadOptions(dpi=150, text_layer="auto")) as doc:
+        page = doc.page(0)
+    lines = [line for b in engine.parse(page.image, page.text_layer).blocks for line in b.text.split("\n")]
+    first = [i for i, line in enumerate(lines) if "Traditional font size designations" in line]
+    assert len(first) == 1 and lines[first[0]].rstrip().endswith("xxxvi"), lines
+    assert lines[first[0] + 1].startswith("2") and lines[first[0] + 1].rstrip().endswith("xxxvii"), lines
+    assert lines[first[0] + 2].startswith("1.1"), lines
