@@ -484,6 +484,22 @@ def test_a_listing_keeps_each_line_number_with_its_code(engine):
         assert line in lines, lines
 
 
+PROSE_NUMBERS = DATA / "prose_row_ends_numbers_chromium.pdf"
+
+
+def test_a_short_paragraph_whose_rows_end_in_numbers_is_no_index(engine):
+    """A Chromium page of short justified paragraphs at 150 DPI (tests/data/README.md), half the
+    rows of the first three ending in a number ("... on May 5, 2021" / "and agreed ...",
+    "... 2019, 2020" / "and 2021 together ..."): read as an index's entries, they broke after
+    each such row. Each paragraph is one run of text."""
+    with open_document(SourceFile(PROSE_NUMBERS, PROSE_NUMBERS.name, "pdf"), LoadOptions(dpi=150)) as doc:
+        page = doc.page(0)
+        result = engine.parse(page.image, page.text_layer)
+    paragraphs = [b.text for b in result.blocks if b.type == "text"]
+    assert len(paragraphs) == 4, paragraphs
+    assert not any("\n" in text for text in paragraphs), paragraphs
+
+
 @pytest.mark.parametrize("dpi", (150, 300))
 def test_a_real_figure_keeps_its_labels_out_of_the_markdown(reads, dpi):
     """A real exam page (cesenaexam's example, tests/data/README.md): exercise 2's circuit is a
