@@ -435,16 +435,16 @@ def _continues_columns(boxes: Sequence[Box], above: list[int], band: list[int], 
 
 def _wide_pieces(boxes: Sequence[Box], pieces: list[list[int]]) -> list[list[int]]:
     """Side-by-side pieces, each narrower than MIN_COLUMN_SHARE of their width joined to its
-    nearer neighbour. An index's page numbers stand apart from their entries across the gap of a
-    dot leader that the reader reads as nothing: in a few rows of a multi-column index (under a
-    letter heading) they are pieces of their own, too narrow for columns, and the index's
-    columns, still there beside them, broke into stretches read row by row across."""
+    nearer neighbour until each holds a piece that wide on its own. An index's page numbers stand
+    apart from their entries across the gap of a dot leader that the reader reads as nothing: in
+    a few rows of a multi-column index (under a letter heading) they are pieces of their own, too
+    narrow for columns, and the index's columns, still there beside them, broke into stretches
+    read row by row across. Narrow pieces joined to each other make no column: a listing's line
+    numbers beside a short line of code are no column left of the listing's deeper lines."""
     pieces = [list(p) for p in pieces]
-    while len(pieces) > 1:
-        narrow = _narrow(boxes, pieces)
-        if not any(narrow):
-            break
-        bad = narrow.index(True)
+    wide = [not narrow for narrow in _narrow(boxes, pieces)]
+    while len(pieces) > 1 and not all(wide):
+        bad = wide.index(False)
         if bad == 0 or bad == len(pieces) - 1:
             other = 1 if bad == 0 else bad - 1
         else:
@@ -453,4 +453,5 @@ def _wide_pieces(boxes: Sequence[Box], pieces: list[list[int]]) -> list[list[int
             other = bad - 1 if left <= right else bad + 1
         lo, hi = sorted((bad, other))
         pieces[lo : hi + 1] = [pieces[lo] + pieces[hi]]
+        wide[lo : hi + 1] = [wide[lo] or wide[hi]]
     return pieces

@@ -225,8 +225,11 @@ def _noted_paragraphs(noted: Collection[int], rights: Sequence[float] | None, he
 # paragraph (or a wrapped entry's references taken for a description's indented row). A row of
 # prose seldom ends in a number, and a paragraph's rows almost never do so by the half; a list
 # whose items end in their numbers ("item 1", "item 2") is no index either: an index has some
-# entries whose pages follow a leader or go on in a list (". . 3", "22, 24").
+# entries whose pages follow a leader or go on in a list (". . 3", "22, 24"). A short paragraph
+# may end half its rows in a number ("... on May 5, 2021" / "and agreed ..."): an index holds
+# INDEX_ENDS such rows or more.
 INDEX_ROWS = 0.5
+INDEX_ENDS = 3
 _PAGE_END = re.compile(r"(?:^|[\s.,])\d+(?:[–-]\d+)?$|\.\s*\.\s*[ivxlc]+$")  # (a roman page after a leader)
 _PAGE_LIST = re.compile(r"(?:\d,\s*|\.\s*\.\s*)\d+(?:[–-]\d+)?$")
 _PAGES_ON = re.compile(r"[.\s]*\d+(?:[–-]\d+)?(?:,|$)")
@@ -234,9 +237,10 @@ _PAGES_ON = re.compile(r"[.\s]*\d+(?:[–-]\d+)?(?:,|$)")
 
 def _index_entries(rows: list[str]) -> tuple[set[int], set[int]]:
     """(the rows that start an index's entries, the rows that go on with the entry before them);
-    both empty in a block that is no index (see INDEX_ROWS)."""
+    both empty in a block that is no index (see INDEX_ROWS and INDEX_ENDS)."""
     ends = [i for i, row in enumerate(rows) if _PAGE_END.search(row.rstrip())]
-    if len(ends) < INDEX_ROWS * len(rows) or not any(_PAGE_LIST.search(rows[i].rstrip()) for i in ends):
+    listed = any(_PAGE_LIST.search(rows[i].rstrip()) for i in ends)
+    if len(ends) < max(INDEX_ENDS, INDEX_ROWS * len(rows)) or not listed:
         return set(), set()
     rest = {i for i, row in enumerate(rows) if i and _PAGES_ON.match(row)}
     heads = [i for i, row in enumerate(rows) if row.rstrip().endswith(":")]  # "environments:"

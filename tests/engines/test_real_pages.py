@@ -467,6 +467,39 @@ def test_an_index_in_columns_reads_each_column_down_one_entry_a_line(engine):
         assert entry in lines, lines
 
 
+LISTING_NUMBERS = DATA / "listing_line_numbers_index_p10.pdf"
+
+
+def test_a_listing_keeps_each_line_number_with_its_code(engine):
+    """index's documentation, page 10 at 150 DPI (tests/data/README.md): a listing whose line
+    numbers stand in a narrow column left of code indented to several depths. The numbers and
+    the shallowest lines (\"}{%\") are each too narrow for a column; joined, they were taken for
+    one left of the deeper lines, and the listing broke into blocks of bare numbers and blocks of
+    code without them. It is one block, each line after its number."""
+    with open_document(SourceFile(LISTING_NUMBERS, LISTING_NUMBERS.name, "pdf"), LoadOptions(dpi=150)) as doc:
+        page = doc.page(0)
+        result = engine.parse(page.image, page.text_layer)
+    lines = [" ".join(line.split()) for b in result.blocks for line in b.text.split("\n")]
+    for line in ("178 \\bigskip", "186 \\let\\item\\@idxitem", "189 \\onecolumn", "219 \\onecolumn"):
+        assert line in lines, lines
+
+
+PROSE_NUMBERS = DATA / "prose_row_ends_numbers_chromium.pdf"
+
+
+def test_a_short_paragraph_whose_rows_end_in_numbers_is_no_index(engine):
+    """A Chromium page of short justified paragraphs at 150 DPI (tests/data/README.md), half the
+    rows of the first three ending in a number ("... on May 5, 2021" / "and agreed ...",
+    "... 2019, 2020" / "and 2021 together ..."): read as an index's entries, they broke after
+    each such row. Each paragraph is one run of text."""
+    with open_document(SourceFile(PROSE_NUMBERS, PROSE_NUMBERS.name, "pdf"), LoadOptions(dpi=150)) as doc:
+        page = doc.page(0)
+        result = engine.parse(page.image, page.text_layer)
+    paragraphs = [b.text for b in result.blocks if b.type == "text"]
+    assert len(paragraphs) == 4, paragraphs
+    assert not any("\n" in text for text in paragraphs), paragraphs
+
+
 @pytest.mark.parametrize("dpi", (150, 300))
 def test_a_real_figure_keeps_its_labels_out_of_the_markdown(reads, dpi):
     """A real exam page (cesenaexam's example, tests/data/README.md): exercise 2's circuit is a

@@ -768,7 +768,6 @@ def test_an_index_letter_heading_is_a_line_of_its_own(engine):
     assert after.startswith("\\end ") and lines[lines.index("D") - 1].endswith("1186"), lines
 
 
-
 def test_a_contents_list_keeps_an_entry_whose_page_is_roman_on_a_line_of_its_own(engine):
     """A list of tables as memoir's manual sets one (tests/data/contents_roman_pages_chromium.pdf):
     its first two entries on roman pages ("Traditional font size designations . . . xxxvi"), the
