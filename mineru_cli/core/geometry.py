@@ -83,8 +83,8 @@ def best_holders(boxes: Sequence[Box], holders: Sequence[Box], min_share: float)
 
 
 def _proper(b: Box) -> bool:
-    """Whether x1 <= x2 and y1 <= y2 (False where a side is NaN)."""
-    return b[0] <= b[2] and b[1] <= b[3]
+    """Whether x1 <= x2 and y1 <= y2, each side finite (a NaN or infinite side has no cell)."""
+    return b[0] <= b[2] and b[1] <= b[3] and all(math.isfinite(v) for v in b)
 
 
 def held(boxes: Sequence[Box], grid: BoxGrid, holder: Box, min_share: float) -> list[int]:

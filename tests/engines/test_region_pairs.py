@@ -315,13 +315,17 @@ def test_row_homes_match_every_line():
             assert assembly._row_home(line, regions, by_middle) == _every_line_row_home(line, regions, members)
 
 
-def test_a_grid_takes_boxes_with_a_nan_side():
-    """A box with a NaN side is filed nowhere and, asked about, is near nothing, as it overlaps
-    nothing (math.floor of NaN raised). No page gives one so far: a line's box is whole pixels
-    and a region is clipped to the page, which turns a NaN side into the page's edge."""
+def test_a_grid_takes_boxes_with_a_nan_or_infinite_side():
+    """A box with a NaN or infinite side is filed nowhere and, asked about, is near nothing
+    (math.floor of NaN raised, of infinity overflowed). No page gives one so far: a line's box is
+    whole pixels and a region is clipped to the page, which turns such a side into the page's
+    edge."""
     nan = float("nan")
     boxes = [(0, 0, 10, 10), (nan, 0, 10, 10), (0, 0, 10, nan), (20, 20, 30, 30)]
     grid = BoxGrid(boxes)
     assert grid.near((0, 0, 30, 30)) == [0, 3]
     assert grid.near((nan, 0, 30, 30)) == []
     assert best_holders([(1, 1, 9, 9), (nan, 1, 9, 9)], boxes, 0.5) == [0, None]
+    inf = float("inf")
+    grid = BoxGrid([(0, 0, inf, 1), (-inf, 0, 1, 1), (0, 0, 1, 1)])
+    assert grid.near((0, 0, 1, 1)) == [2] and grid.near((0, 0, inf, 1)) == []
