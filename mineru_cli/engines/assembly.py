@@ -70,6 +70,7 @@ def assemble_blocks(
     for line, best in zip(lines, homes):
         (members[best] if best is not None else loose).append(line)
     loose = _row_ends(regions, members, loose)
+    page_columns = _page_columns(lines)
 
     blocks = []
     markers = page_markers(lines)
@@ -83,7 +84,7 @@ def assemble_blocks(
             else:  # read as text, its lines whole
                 kind, cls = prose, "text"
         if group:
-            columns = _region_columns(group, kind, cls)
+            columns = _region_columns(group, kind, cls, page_columns)
             if len(columns) == 1:
                 blocks += _text_and_code(kind, group, box, markers)
             else:  # the region ran across columns: one block per column, boxed by its lines
@@ -260,7 +261,7 @@ def _stacked(line: Line, other: Line) -> bool:
     return shares_columns(line.box, other.box) and y_gap <= GROUPING["row_end_clear"] * line.height
 
 
-def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
+def _region_columns(lines: list[Line], kind: str, cls: str, page_columns: dict[int, int]) -> list[list[Line]]:
     """A region's lines split into side-by-side columns (one group for a kind that does not
     flow as text). A figure region that is text (_FIGURE_TEXT) is one thing the layout model
     saw: where a piece beyond its gutter holds table cells (_tabular), the gutter is one between
@@ -275,10 +276,38 @@ def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
     if kind not in FLOWING:
         return [lines]
     columns = _columns(lines)
+    if len(columns) == 1:
+        columns = _across_page_columns(lines, page_columns)
     listing = any(ln.mono for ln in lines) and all(ln.mono or ln.text.isdigit() for ln in lines)
     if cls == _FIGURE_TEXT and len(columns) > 1 and not listing and any(_tabular(column) for column in columns):
         return [lines]
     return columns
+
+
+def _page_columns(lines: list[Line]) -> dict[int, int]:
+    """Each line's piece of the page's columns (column_stretches over all the page's lines, as
+    _columns splits a region's), by the line's id."""
+    pieces = _columns(lines)
+    return {id(ln): n for n, piece in enumerate(pieces) for ln in piece}
+
+
+def _across_page_columns(lines: list[Line], page_columns: dict[int, int]) -> list[list[Line]]:
+    """A region's lines split where the page's column gutter runs through them: one group per
+    page column, left to right, where the region's lines in each are side by side with the
+    others' (one group otherwise). A region's own lines show no gutter when a column holds one
+    line of it, or a few short ones beside the other's tall ones (a text region that the layout
+    model drew over one column's last line and the other's heading; a beamer sidebar's outline
+    in small print level with the body's rows); the page's other lines above and below it show
+    the columns all the same."""
+    groups: dict[int, list[Line]] = {}
+    for ln in lines:
+        groups.setdefault(page_columns.get(id(ln), -1), []).append(ln)
+    if len(groups) < 2:
+        return [lines]
+    spans = sorted((min(ln.box[0] for ln in g), max(ln.box[2] for ln in g), n) for n, g in groups.items())
+    if any(right > next_left for (_, right, _), (next_left, _, _) in zip(spans, spans[1:])):
+        return [lines]
+    return [groups[n] for _, _, n in spans]
 
 
 def _tabular(lines: list[Line]) -> bool:
