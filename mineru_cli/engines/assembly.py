@@ -272,7 +272,8 @@ def _region_columns(lines: list[Line], kind: str, cls: str, page_columns: dict[i
     (every line monospaced, but for numbers: its line numbers, the page's number boxed with it)
     is no table: a page of code set in two columns (a package's source printed in multicols),
     boxed as one figure, has rows of a comment mark and the text after it, side by side as cells
-    are, and reads column after column all the same."""
+    are, and reads column after column all the same. Where the region's own lines show no
+    gutter, the page's column gutter through them splits them (_across_page_columns)."""
     if kind not in FLOWING:
         return [lines]
     columns = _columns(lines)
@@ -299,9 +300,11 @@ def _across_page_columns(lines: list[Line], page_columns: dict[int, int]) -> lis
     model drew over one column's last line and the other's heading; a beamer sidebar's outline
     in small print level with the body's rows); the page's other lines above and below it show
     the columns all the same."""
+    if any(id(ln) not in page_columns for ln in lines):  # lines made here (a table's pieces)
+        return [lines]
     groups: dict[int, list[Line]] = {}
     for ln in lines:
-        groups.setdefault(page_columns.get(id(ln), -1), []).append(ln)
+        groups.setdefault(page_columns[id(ln)], []).append(ln)
     if len(groups) < 2:
         return [lines]
     spans = sorted((min(ln.box[0] for ln in g), max(ln.box[2] for ln in g), n) for n, g in groups.items())
