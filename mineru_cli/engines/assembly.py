@@ -70,6 +70,7 @@ def assemble_blocks(
     for line, best in zip(lines, homes):
         (members[best] if best is not None else loose).append(line)
     loose = _row_ends(regions, members, loose)
+    page_columns = _PageColumns(lines)
 
     blocks = []
     markers = page_markers(lines)
@@ -83,7 +84,7 @@ def assemble_blocks(
             else:  # read as text, its lines whole
                 kind, cls = prose, "text"
         if group:
-            columns = _region_columns(group, kind, cls)
+            columns = _region_columns(group, kind, cls, page_columns)
             if len(columns) == 1:
                 blocks += _text_and_code(kind, group, box, markers)
             else:  # the region ran across columns: one block per column, boxed by its lines
@@ -260,7 +261,7 @@ def _stacked(line: Line, other: Line) -> bool:
     return shares_columns(line.box, other.box) and y_gap <= GROUPING["row_end_clear"] * line.height
 
 
-def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
+def _region_columns(lines: list[Line], kind: str, cls: str, page_columns: _PageColumns) -> list[list[Line]]:
     """A region's lines split into side-by-side columns (one group for a kind that does not
     flow as text). A figure region that is text (_FIGURE_TEXT) is one thing the layout model
     saw: where a piece beyond its gutter holds table cells (_tabular), the gutter is one between
@@ -271,14 +272,58 @@ def _region_columns(lines: list[Line], kind: str, cls: str) -> list[list[Line]]:
     (every line monospaced, but for numbers: its line numbers, the page's number boxed with it)
     is no table: a page of code set in two columns (a package's source printed in multicols),
     boxed as one figure, has rows of a comment mark and the text after it, side by side as cells
-    are, and reads column after column all the same."""
+    are, and reads column after column all the same. Where the region's own lines show no
+    gutter, the page's column gutter through them splits them (_across_page_columns)."""
     if kind not in FLOWING:
         return [lines]
     columns = _columns(lines)
+    if len(columns) == 1:
+        columns = _across_page_columns(lines, page_columns)
     listing = any(ln.mono for ln in lines) and all(ln.mono or ln.text.isdigit() for ln in lines)
     if cls == _FIGURE_TEXT and len(columns) > 1 and not listing and any(_tabular(column) for column in columns):
         return [lines]
     return columns
+
+
+class _PageColumns:
+    """The page's columns: each line's piece of column_stretches over all the page's lines (as
+    _columns splits a region's), by the line's id."""
+
+    def __init__(self, lines: list[Line]):
+        self.lines = lines
+        self.of_line = {id(ln): n for n, piece in enumerate(_columns(lines)) for ln in piece}
+
+    def gutter(self, left: int, right: int, apart: set[int]) -> float:
+        """The gap between pieces `left` and `right` that the page's lines not in `apart` leave."""
+        rest = [ln for ln in self.lines if id(ln) not in apart]
+        ends = [ln.box[2] for ln in rest if self.of_line[id(ln)] == left]
+        starts = [ln.box[0] for ln in rest if self.of_line[id(ln)] == right]
+        return min(starts) - max(ends) if ends and starts else 0.0
+
+
+def _across_page_columns(lines: list[Line], page: _PageColumns) -> list[list[Line]]:
+    """A region's lines split where the page's column gutter runs through them: one group per
+    page column, left to right, where the region's lines in each are side by side with the
+    others' across a gap at least half the gutter the page's other lines leave there (one group
+    otherwise). A region's own lines show no gutter when a column holds one line of it, or a few
+    short ones beside the other's tall ones (a text region that the layout model drew over one
+    column's last line and the other's heading; a beamer sidebar's outline in small print level
+    with the body's rows); the page's other lines above and below it show the columns all the
+    same. A wide equation over both columns may break near the gutter, its pieces nearly
+    closing it: it stays whole."""
+    if any(id(ln) not in page.of_line for ln in lines):  # lines made here (a table's pieces)
+        return [lines]
+    groups: dict[int, list[Line]] = {}
+    for ln in lines:
+        groups.setdefault(page.of_line[id(ln)], []).append(ln)
+    if len(groups) < 2:
+        return [lines]
+    spans = sorted((min(ln.box[0] for ln in g), max(ln.box[2] for ln in g), n) for n, g in groups.items())
+    apart = {id(ln) for ln in lines}
+    for (_, right, n), (next_left, _, m) in zip(spans, spans[1:]):
+        if next_left - right < GROUPING["page_gutter_share"] * page.gutter(n, m, apart):
+            return [lines]
+    return [groups[n] for _, _, n in spans]
 
 
 def _tabular(lines: list[Line]) -> bool:

@@ -31,6 +31,7 @@ GROUPING = {
     "nested_region": 0.8,  # share of a text region's area inside another that makes it nested
     "column_share": 0.2,  # a column of a text block is at least this share of the block's width
     "column_heights": 6.0,  # and at least this x its median line height wide (a small table's columns are not)
+    "page_gutter_share": 0.5,  # a region splits at the page's gutter where its gap is this share of it or more
     "table_rows": 0.5,  # a piece whose rows hold side-by-side lines in over this share is a table's
     "list_rows": 0.25,  # a table region whose rows hold side-by-side lines in under this share is a list
     "duplicate_region": 0.7,  # IoU at which two regions of any classes are one found twice

@@ -5,6 +5,7 @@ detector joins the formula's last fraction with the right column's lines across 
 from __future__ import annotations
 
 import pytest
+from PIL import Image
 from test_real_pages import DATA
 
 from mineru_cli.config import LoadOptions
@@ -71,3 +72,20 @@ def test_a_line_beside_an_equation_number_stays_whole(engine):
         image = doc.page(0).image
     text = " ".join(block.text for block in engine.parse(image).blocks)
     assert "formatted somewhat differently in the display" in text, text
+
+
+REFERENCES_HEADING = DATA / "references_table_asmejour_p5.png"
+
+
+def test_a_text_region_over_both_columns_reads_each_column_down(engine):
+    """Page 5 of the asmejour template at 150 DPI (tests/data/references_table_asmejour_p5.png):
+    the layout model draws one text region over the left column's "... yields the well-known"
+    and the right column's heading "References" beside it, one line of each. The region's own
+    lines are too few to show the gutter; the page's lines above and below show it, and the
+    region becomes one block per column: the heading starts the right column, and the rest of
+    the left column (Appendix B, Annexe C) reads before the reference list."""
+    result = engine.parse(Image.open(REFERENCES_HEADING).convert("RGB"))
+    (heading,) = [block for block in result.blocks if "References" in block.text]
+    assert "well-known" not in heading.text and heading.bbox[0] > 600, heading
+    text = "\n".join(block.text for block in result.blocks)
+    assert text.index("well-known") < text.index("Annexe C") < text.index("References") < text.index("[1]"), text

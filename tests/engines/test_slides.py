@@ -244,3 +244,20 @@ def test_a_frame_title_on_a_headline_bar_beside_a_logo_is_a_title(engine):
     assert not [b for b in result.blocks if b.type in ("table", "image")], blocks
     titles = [squash(block.text) for block in result.blocks if block.type == "title"]
     assert titles and titles[0].startswith(squash("Frame mit Untertitel")), blocks
+
+
+def test_a_beamer_sidebar_beside_a_paragraph_is_a_column_of_its_own(engine):
+    """beamer's lecture example, slide 21 (Formale Alphabete) at 150 DPI
+    (tests/data/slide_sidebar_gutter_beamer_lecture_p21.png): the layout model boxes a paragraph
+    of the body with the sidebar's outline beside it ("Was ist Syntax? ... Was ist Semantik?")
+    as one figure. Its outline lines are short and dense, each level with one of the body's tall
+    rows, so the region's own lines showed no column; the page's sidebar runs above and below the
+    region, and the outline is read apart from the paragraph."""
+    result = engine.parse(Image.open(DATA / "slide_sidebar_gutter_beamer_lecture_p21.png").convert("RGB"))
+    (body,) = [block for block in result.blocks if "Alphabete werden" in block.text]
+    assert "Syntax" not in body.text and "Semantik" not in body.text, body.text
+    assert "Pointer oder ein Leerzeichen" in body.text, body.text
+    text = squash("\n".join(block.text for block in result.blocks))
+    outline = ["Ziele und Inhalt", "Was ist Syntax?", "Was ist Semantik?"]
+    at = [text.find(squash(entry)) for entry in outline]
+    assert -1 not in at and at == sorted(at), text
