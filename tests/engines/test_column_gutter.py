@@ -89,3 +89,21 @@ def test_a_text_region_over_both_columns_reads_each_column_down(engine):
     assert "well-known" not in heading.text and heading.bbox[0] > 600, heading
     text = "\n".join(block.text for block in result.blocks)
     assert text.index("well-known") < text.index("Annexe C") < text.index("References") < text.index("[1]"), text
+
+
+WIDE_EQUATION = DATA / "wide_equation_apssamp_p4.png"
+
+
+def test_a_wide_equation_broken_near_the_gutter_stays_one_block(engine):
+    """Page 4 of REVTeX's APS sample at 150 DPI (tests/data/wide_equation_apssamp_p4.png):
+    equation (7) runs across both columns, and its region's lines break near the gutter. The
+    pieces stand much closer than the gutter the page's other lines leave (page_gutter_share):
+    the region stays one block, read after the right column's "... set in a wide format" that
+    introduces it. Cut at the gutter, its left half was read in the left column and its right
+    half ("+ xwQe ...") after the right column's paragraph."""
+    image = Image.open(WIDE_EQUATION).convert("RGB")
+    result = engine.parse(image)
+    (equation,) = [block for block in result.blocks if "xwQe" in block.text]
+    assert equation.bbox[0] < 0.4 * image.width < 0.6 * image.width < equation.bbox[2], equation
+    text = "\n".join(block.text for block in result.blocks)
+    assert text.index("set in a wide format") < text.index("xwQe") < text.index("This is typed"), text
