@@ -6,6 +6,7 @@ each block gets its rows and text (engines.joining), and page_roles types the pa
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import statistics
 from typing import Sequence
@@ -287,18 +288,25 @@ def _region_columns(lines: list[Line], kind: str, cls: str, page_columns: _PageC
 
 class _PageColumns:
     """The page's columns: each line's piece of column_stretches over all the page's lines (as
-    _columns splits a region's), by the line's id."""
+    _columns splits a region's), by the line's id; worked out when a region of two or more lines
+    first asks (a page of loose lines never does, and one long row of them costs the split
+    more than linear time)."""
 
     def __init__(self, lines: list[Line]):
         self.lines = lines
-        self.of_line = {id(ln): n for n, piece in enumerate(_columns(lines)) for ln in piece}
 
-    def gutter(self, left: int, right: int, apart: set[int]) -> float:
-        """The gap between pieces `left` and `right` that the page's lines not in `apart` leave."""
+    @functools.cached_property
+    def of_line(self) -> dict[int, int]:
+        return {id(ln): n for n, piece in enumerate(_columns(self.lines)) for ln in piece}
+
+    def gutter(self, left: int, right: int, apart: set[int]) -> float | None:
+        """The gap between pieces `left` and `right` that the page's lines not in `apart` leave;
+        None where one of the pieces has no such line (nothing outside the region shows a
+        gutter there: a table's columns with no table region are pieces of their own)."""
         rest = [ln for ln in self.lines if id(ln) not in apart]
         ends = [ln.box[2] for ln in rest if self.of_line[id(ln)] == left]
         starts = [ln.box[0] for ln in rest if self.of_line[id(ln)] == right]
-        return min(starts) - max(ends) if ends and starts else 0.0
+        return min(starts) - max(ends) if ends and starts else None
 
 
 def _across_page_columns(lines: list[Line], page: _PageColumns) -> list[list[Line]]:
@@ -309,9 +317,10 @@ def _across_page_columns(lines: list[Line], page: _PageColumns) -> list[list[Lin
     short ones beside the other's tall ones (a text region that the layout model drew over one
     column's last line and the other's heading; a beamer sidebar's outline in small print level
     with the body's rows); the page's other lines above and below it show the columns all the
-    same. A wide equation over both columns may break near the gutter, its pieces nearly
-    closing it: it stays whole."""
-    if any(id(ln) not in page.of_line for ln in lines):  # lines made here (a table's pieces)
+    same, and a region whose columns no line outside it continues (a bordered table's columns
+    with no table region) stays whole. A wide equation over both columns may break near the
+    gutter, its pieces nearly closing it: it stays whole too."""
+    if len(lines) < 2 or any(id(ln) not in page.of_line for ln in lines):  # lines the page's split never saw
         return [lines]
     groups: dict[int, list[Line]] = {}
     for ln in lines:
@@ -321,7 +330,8 @@ def _across_page_columns(lines: list[Line], page: _PageColumns) -> list[list[Lin
     spans = sorted((min(ln.box[0] for ln in g), max(ln.box[2] for ln in g), n) for n, g in groups.items())
     apart = {id(ln) for ln in lines}
     for (_, right, n), (next_left, _, m) in zip(spans, spans[1:]):
-        if next_left - right < GROUPING["page_gutter_share"] * page.gutter(n, m, apart):
+        gap, gutter = next_left - right, page.gutter(n, m, apart)
+        if gutter is None or gap <= 0 or gap < GROUPING["page_gutter_share"] * gutter:
             return [lines]
     return [groups[n] for _, _, n in spans]
 
@@ -335,10 +345,12 @@ def _tabular(lines: list[Line]) -> bool:
 
 
 def _index_row(row: list[Line]) -> bool:
-    """Whether a row's lines after its leftmost are all page references (_PAGE_REFS): an index
-    entry ("\\@chair", "79, 80, 231") read as two lines across its dot leader."""
-    rest = sorted(row, key=lambda ln: ln.box[0])[1:]
-    return all(_PAGE_REFS.match(ln.text.strip(" .")) for ln in rest)
+    """Whether a row is an entry and one line of page references (_PAGE_REFS) after it: an index
+    entry ("\\@chair", "79, 80, 231") read as two lines across its dot leader. A table's row of
+    numbers ("4", "900"), or of a name and two or more numbers, is cells."""
+    entry, *rest = sorted(row, key=lambda ln: ln.box[0])
+    refs = [bool(_PAGE_REFS.match(ln.text.strip(" ."))) for ln in (entry, *rest)]
+    return len(rest) == 1 and refs == [False, True]
 
 
 def _description_list(rows: list[list[Line]]) -> bool:
@@ -526,9 +538,10 @@ def _table_pieces(lines: list[Line]) -> list[Line]:
 
 
 # A row's leading label in a list boxed as a table, set apart from its text: a reference's number
-# ("[12]") or an item's ("3.", "(a)", "iv."), never a word ("Yes", "CPU": a key/value table's
-# keys). A reference list's rows start with a bracketed number.
-_ROW_LABEL = re.compile(r"^[\[(]?(?:\d{1,3}|[A-Za-z]|[ivxIVX]{1,4})[\].)]?$")
+# ("[12]") or an item's ("3.", "(a)", "iv."), closed by its bracket, stop or parenthesis: never a
+# word or a bare number ("CPU", "404", "a": a key/value table's keys). A reference list's rows
+# start with a bracketed number.
+_ROW_LABEL = re.compile(r"^[\[(]?(?:\d{1,3}|[A-Za-z]|[ivxIVX]{1,4})[\].)]$")
 _CITATION = re.compile(r"^\[\d{1,3}\](?:\s|$)")
 # A table region is prose when at least this share of its rows' lines (labels aside) are wider
 # than TABLE_LINE of the region: a paragraph's lines but its last fill the column.

@@ -107,3 +107,24 @@ def test_a_wide_equation_broken_near_the_gutter_stays_one_block(engine):
     assert equation.bbox[0] < 0.4 * image.width < 0.6 * image.width < equation.bbox[2], equation
     text = "\n".join(block.text for block in result.blocks)
     assert text.index("set in a wide format") < text.index("xwQe") < text.index("This is typed"), text
+
+
+def test_a_region_over_a_column_and_the_paragraph_under_it_is_not_split_by_the_page_columns():
+    """Made-up boxes (no page at hand shows it): a region holding a left column's last rows and a
+    short line of the full-width paragraph under the columns. The page's column split puts the
+    two in different pieces, one above the other, and the page's gutter between them is negative
+    (other lines overlap across it): the region's lines are not side by side, so it stays whole
+    (it was split, the lower line read first)."""
+    from mineru_cli.engines import assembly
+    from mineru_cli.engines.lines import Line
+
+    def line(x1: int, y1: int, x2: int) -> Line:
+        return Line((x1, y1, x2, y1 + 20), "word word word", 1.0)
+
+    page = [line(100, 100 + k * 30, 900) for k in range(4)]
+    page += [line(x, 300 + k * 30, x + 380) for k in range(20) for x in (100, 520)]
+    short = line(100, 950, 300)
+    page += [short] + [line(100, 980 + k * 30, 900) for k in range(3)]
+    region = [ln for ln in page if ln.box[0] == 100 and ln.box[2] == 480 and ln.box[1] >= 780] + [short]
+    columns = assembly._across_page_columns(region, assembly._PageColumns(page))
+    assert columns == [region]

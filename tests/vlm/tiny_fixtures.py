@@ -21,9 +21,16 @@ BUILDER = HERE.parents[1] / "scripts" / "make_tiny_vlm.py"
 PACKAGE = HERE.parents[1] / "mineru_cli"
 
 
-# The model is trained on the inputs these make (pixels, crops, prompts, token ids): it must be
-# trained again when they change.
-TRAINED_ON = ("vlm/processor.py", "vlm/protocol/crops.py", "vlm/protocol/chat.py", "vlm/tokenizer.py")
+# The model is trained on the inputs these make (pixels, crops, prompts, token ids, the layout's
+# boxes) and through the torch runtime and the decoding loop: it must be trained again when they
+# change.
+TRAINED_ON = (
+    "vlm/processor.py",
+    "vlm/tokenizer.py",
+    "vlm/generate.py",
+    "vlm/runtime_torch.py",
+    *(f"vlm/protocol/{name}.py" for name in ("chat", "crops", "layout", "profiles", "table_images", "pro")),
+)
 
 
 def _key() -> str:
