@@ -440,13 +440,17 @@ def _wide_pieces(boxes: Sequence[Box], pieces: list[list[int]]) -> list[list[int
     a few rows of a multi-column index (under a letter heading) they are pieces of their own, too
     narrow for columns, and the index's columns, still there beside them, broke into stretches
     read row by row across. Narrow pieces joined to each other make no column: a listing's line
-    numbers beside a short line of code are no column left of the listing's deeper lines."""
+    numbers beside a short line of code are no column left of the listing's deeper lines; and a
+    narrow first piece is left as it is (page numbers stand right of their entries, while a
+    listing's narrow marks at its left joined its code into a column of their own)."""
     pieces = [list(p) for p in pieces]
     wide = [not narrow for narrow in _narrow(boxes, pieces)]
     while len(pieces) > 1 and not all(wide):
         bad = wide.index(False)
-        if bad == 0 or bad == len(pieces) - 1:
-            other = 1 if bad == 0 else bad - 1
+        if bad == 0:
+            break
+        if bad == len(pieces) - 1:
+            other = bad - 1
         else:
             left = min(boxes[i][0] for i in pieces[bad]) - max(boxes[i][2] for i in pieces[bad - 1])
             right = min(boxes[i][0] for i in pieces[bad + 1]) - max(boxes[i][2] for i in pieces[bad])

@@ -558,7 +558,7 @@ def _prose_kind(lines: list[Line], box: Box) -> T | None:
     rows hold cells side by side, narrower than half the table (TABLE_LINE). It is a reference
     list (ref_text) when two or more rows start with a bracketed number, else text."""
     rows = [sorted((lines[i] for i in row), key=lambda ln: ln.box[0]) for row in group_rows(level_boxes(lines))]
-    if len(rows) < 3:  # too few rows to tell
+    if len(rows) < 3 or 2 * sum(ln.mono for ln in lines) > len(lines):  # too few rows to tell; a listing
         return None
     if all(len(row) == 1 or (len(row) == 2 and _ROW_LABEL.match(row[0].text)) for row in rows):
         bodies = [row[-1] for row in rows]
