@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import errno
 import functools
 import json
 import sqlite3
@@ -56,11 +57,52 @@ def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
     """The cache file's path where there is none yet (a machine that never parsed, or a
     mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
     opening the store would make an empty cache there and report it as fine. A --cache-dir
-    that is a file is left to the store, whose error says so."""
-    directory = _folder(cache_dir)
-    if directory.exists() and not directory.is_dir():
-        return None
-    return None if (directory / FILENAME).exists() else directory / FILENAME
+    that is a file, or under one, was refused before (_folder_problem)."""
+    path = _folder(cache_dir) / FILENAME
+    return None if path.exists() else path
+
+
+def _folder_problem(directory: Path) -> Optional[str]:
+    """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file (the
+    store failed to make it with "[Errno 17] File exists" or "[Errno 20] Not a directory", and
+    stats reported a folder under a file as a cache not made yet)."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            return None
+        if path.exists():
+            what = "is a file, not a folder" if path.is_file() else "is not a folder"
+            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
+            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+    return None
+
+
+# An OSError's number in words a user can act on; the others keep the system's words
+_WHY = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "does not exist",
+    errno.ENOTDIR: "a part of its path is a file, not a folder",
+    errno.EISDIR: "is a folder, not a file",
+    errno.EEXIST: "is a file, not a folder",  # making a folder where a file is
+    errno.EROFS: "on a read-only file system",
+    errno.ENOSPC: "no space left on its disk",
+}
+
+
+def _os_error(exc: OSError, folder: Path, file: Optional[Path], role: str) -> str:
+    """An OSError of a cache command in one line that says what and where: the cache folder,
+    its file, or the export's or import's FILE (`role`), and why, without "[Errno 13]"."""
+    name = Path(exc.filename) if exc.filename else None
+    why = _WHY.get(exc.errno or 0) or exc.strerror or str(exc)
+    if file is not None and name is not None and name == file:
+        if exc.errno == errno.ENOENT:  # a FILE to read is not there; one to write has no folder
+            why = "no such file" if role == "import file" else f"its folder {file.parent} does not exist"
+        return f"{role} {file}: {why}"
+    if name is None or name == folder:
+        return f"cache folder {folder}: {why}"
+    if name.parent == folder:
+        return f"cache file {name}: {why}"
+    return f"cache folder {folder}: {name}: {why}"
 
 
 def _nothing_to_remove(cache_dir: Optional[Path]) -> bool:
@@ -76,32 +118,53 @@ def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
     parse, `stats`, `export`) but cannot be cleared, pruned or imported into, and saying
     "removed 0 entries" or "imported 5 entries" there would be false."""
     directory = _folder(cache_dir)
-    store = SqliteStore(directory, warn=lambda m: None)  # the refusal below says it instead
+    held: list[str] = []  # what the store says while opening, said once it is known to be writable
+    opening = True
+
+    def warn(message: str) -> None:
+        if opening:
+            held.append(message)
+        else:
+            typer.echo(message, err=True)
+
+    store = SqliteStore(directory, warn=warn)
     if store.readonly:
         store.close()
-        typer.echo(f"error: cannot {action}: cache folder {directory} is read-only", err=True)
+        typer.echo(f"error: cannot {action}: cache folder {directory} is read-only", err=True)  # not its warning
         raise typer.Exit(EXIT_SETUP)
+    for message in held:  # a damaged file moved aside and rebuilt: said, as stats and export say it
+        typer.echo(message, err=True)
+    opening = False
     return store
 
 
-def _cache_errors(command):
-    """A cache that cannot be used (its folder a file or not ours, a full disk, a newer
-    mineru-cli's cache, a file another process holds locked past the busy timeout) ends the
-    command with the reason and exit 2, not a traceback."""
+def _cache_errors(file_role: str = "file"):
+    """A cache that cannot be used (its folder a file, under a file, missing a part or not ours,
+    a full disk, a newer mineru-cli's cache, a file another process holds locked past the busy
+    timeout) or a FILE to export to or import from that cannot be opened (`file_role` names it)
+    ends the command with one line that says what, where and why, and exit 2 (EXIT_SETUP), not
+    a traceback or the system's "[Errno 13] ..."."""
 
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except OSError as e:  # its message names the file
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(EXIT_SETUP) from None
-        except (sqlite3.Error, NewerCache) as e:
-            why = f"{e}; another process is writing it, try again later" if "locked" in str(e) else str(e)
-            typer.echo(f"error: cache folder {_folder(kwargs.get('cache_dir'))}: {why}", err=True)
-            raise typer.Exit(EXIT_SETUP) from None
+    def decorate(command):
+        @functools.wraps(command)
+        def run(*args, **kwargs):
+            folder = _folder(kwargs.get("cache_dir"))
+            try:
+                if (problem := _folder_problem(folder)) is not None:
+                    typer.echo(f"error: {problem}", err=True)
+                    raise typer.Exit(EXIT_SETUP)
+                return command(*args, **kwargs)
+            except OSError as e:
+                typer.echo(f"error: {_os_error(e, folder, kwargs.get('file'), file_role)}", err=True)
+                raise typer.Exit(EXIT_SETUP) from None
+            except (sqlite3.Error, NewerCache) as e:
+                why = f"{e}; another process is writing it, try again later" if "locked" in str(e) else str(e)
+                typer.echo(f"error: cache folder {folder}: {why}", err=True)
+                raise typer.Exit(EXIT_SETUP) from None
 
-    return run
+        return run
+
+    return decorate
 
 
 def _human(n: float) -> str:
@@ -113,7 +176,7 @@ def _human(n: float) -> str:
 
 
 @cache_app.command()
-@_cache_errors
+@_cache_errors()
 def stats(
     cache_dir: Optional[Path] = CacheDir, json_out: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
@@ -137,7 +200,7 @@ def stats(
 
 
 @cache_app.command()
-@_cache_errors
+@_cache_errors()
 def clear(cache_dir: Optional[Path] = CacheDir) -> None:
     """Remove every entry."""
     if _nothing_to_remove(cache_dir):
@@ -146,7 +209,7 @@ def clear(cache_dir: Optional[Path] = CacheDir) -> None:
 
 
 @cache_app.command()
-@_cache_errors
+@_cache_errors()
 def prune(
     cache_dir: Optional[Path] = CacheDir,
     older_than: Optional[str] = typer.Option(None, help="Drop entries unused for this long, e.g. 30d."),
@@ -164,14 +227,15 @@ def prune(
 
 
 @cache_app.command("export")
-@_cache_errors
+@_cache_errors("export file")
 def export_(
     file: Path = typer.Argument(..., help="JSONL file to write."), cache_dir: Optional[Path] = CacheDir
 ) -> None:
     """Write every entry as one JSON line (thumbnail base64-encoded)."""
     n, absent = 0, _absent(cache_dir)
+    store = _open(cache_dir) if absent is None else None  # before FILE: a cache it cannot use leaves FILE as it was
     with open(file, "w", encoding="utf-8") as f:
-        for row in _open(cache_dir).iter_rows() if absent is None else ():
+        for row in store.iter_rows() if store is not None else ():
             row["thumb"] = base64.b64encode(row["thumb"]).decode()
             row["coarse"] = base64.b64encode(row["coarse"]).decode()
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -180,7 +244,7 @@ def export_(
 
 
 @cache_app.command("import")
-@_cache_errors
+@_cache_errors("import file")
 def import_(
     file: Path = typer.Argument(..., help="JSONL file from `mineru cache export`."),
     cache_dir: Optional[Path] = CacheDir,
@@ -188,8 +252,11 @@ def import_(
     """Add the entries of an export; damaged lines (their payload no longer matches its
     checksum, or unreadable) are skipped and counted. An entry whose thumbnail does not decode
     (damaged, or from an older mineru-cli) is kept for exact hits only."""
-    store, n, bad, exact_only = _open_for_writing(cache_dir, f"import {file}"), 0, 0, 0
-    with open(file, encoding="utf-8") as f:
+    n, bad, exact_only = 0, 0, 0
+    # before the store: a FILE that is not there makes no cache; bytes that are no UTF-8 (a binary
+    # file) make damaged lines, skipped and counted, where they ended in a UnicodeDecodeError
+    with open(file, encoding="utf-8", errors="replace") as f:
+        store = _open_for_writing(cache_dir, f"import {file}")
         for line in f:
             if not line.strip():
                 continue

@@ -21,6 +21,7 @@ from mineru_cli.cache.cli import cache_app
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore, digest
 from mineru_cli.config import user_cache_dir
+from mineru_cli.core.errors import EXIT_SETUP
 from mineru_cli.units import parse_duration, parse_size
 
 FP = "engine=test;v=1"
@@ -185,13 +186,103 @@ def test_cache_commands_on_a_cache_they_cannot_use_say_why(tmp_path):
     _newer(tmp_path / "newer")
     run = CliRunner().invoke
     export = str(tmp_path / "out.jsonl")
-    for folder, why in (("file", "File exists"), ("newer", "newer mineru-cli")):
+    for folder, why in (("file", "is a file, not a folder"), ("newer", "newer mineru-cli")):
         for command in (["stats"], ["clear"], ["prune", "--older-than", "1d"], ["export", export]):
             r = run(cache_app, [*command, "--cache-dir", str(tmp_path / folder)])
             assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (command, r.output)
             assert r.output.startswith("error: ") and why in r.output, r.output
     con = sqlite3.connect(tmp_path / "newer" / FILENAME)
     assert con.execute("SELECT count(*) FROM entries").fetchone() == (1,)  # not cleared
+
+
+def _every_cache_command(tmp_path):
+    """Each `mineru cache` subcommand (`mineru cache --help`), with an export to import."""
+    dump = tmp_path / "dump.jsonl"
+    with ResultCache(tmp_path / "src") as c:
+        put(c, 1)
+    assert CliRunner().invoke(cache_app, ["export", str(dump), "--cache-dir", str(tmp_path / "src")]).exit_code == 0
+    return [
+        ["stats"],
+        ["stats", "--json"],
+        ["clear"],
+        ["prune", "--older-than", "1d"],
+        ["export", str(tmp_path / "out.jsonl")],
+        ["import", str(dump)],
+    ]
+
+
+def test_cache_commands_on_a_folder_they_cannot_use_say_what_and_where(tmp_path):
+    """A --cache-dir that is a file, one under a file (ENOTDIR: a folder without permission does
+    not stop root, who runs the tests) and a cache file that is a folder: every command printed
+    the system's "[Errno 17] File exists: ...", "[Errno 20] Not a directory: ..." or "[Errno 21]
+    ..." (and stats, clear, prune and export reported a folder under a file as a cache not made
+    yet, exit 0); each prints one line saying which folder or file and why, and exits 2
+    (EXIT_SETUP), leaving the export's file unmade."""
+    commands = _every_cache_command(tmp_path)
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "holder" / FILENAME).mkdir(parents=True)
+    cases = [
+        (tmp_path / "file", f"cache folder {tmp_path / 'file'} is a file, not a folder; give --cache-dir"),
+        (tmp_path / "file" / "sub" / "cache", f"{tmp_path / 'file'} (on its path) is a file, not a folder"),
+        (tmp_path / "holder", f"cache file {tmp_path / 'holder' / FILENAME}: is a folder, not a file"),
+    ]
+    for folder, words in cases:
+        for command in commands:
+            r = CliRunner().invoke(cache_app, [*command, "--cache-dir", str(folder)])
+            assert r.exit_code == EXIT_SETUP and isinstance(r.exception, SystemExit), (command, r.output)
+            assert r.output.startswith("error: ") and words in r.output, (command, r.output)
+            assert "Errno" not in r.output and r.output.count("\n") == 1, (command, r.output)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_cache_commands_on_a_corrupt_cache_file_say_it_was_moved_aside(tmp_path):
+    """A cache file of random bytes is moved aside and rebuilt (as parse does: it never fails a
+    run), and every command says so in one line, the file's bytes kept beside it: clear, prune
+    and import moved it without a word ("removed 0 entries")."""
+    junk = bytes(np.random.default_rng(5).integers(0, 256, 8192, dtype=np.uint8))
+    for n, command in enumerate(_every_cache_command(tmp_path)):
+        folder = tmp_path / f"junk{n}"  # one each: a command's store, closed later, checkpoints into its file
+        folder.mkdir()
+        (folder / FILENAME).write_bytes(junk)
+        r = CliRunner().invoke(cache_app, [*command, "--cache-dir", str(folder)])
+        assert r.exit_code == 0, (command, r.output)
+        moved = f"cache file {folder / FILENAME} is corrupt (not an SQLite file); moved to {FILENAME}.corrupt"
+        assert moved in r.stderr and r.stderr.count("\n") == 1, (command, r.stderr)
+        assert (folder / f"{FILENAME}.corrupt").read_bytes() == junk
+
+
+def test_cache_commands_whose_file_cannot_be_opened_say_which_and_why(tmp_path):
+    """`export FILE` into a folder that does not exist and `import FILE` of a file that is not
+    there printed "[Errno 2] No such file or directory: ..."; import made the cache folder
+    first. Each names its FILE and why, exits 2 and makes nothing. A FILE of bytes that are no
+    UTF-8 is damaged lines, skipped and counted, as a line of bad JSON is."""
+    run = CliRunner().invoke
+    cache = tmp_path / "cache"
+    r = run(cache_app, ["export", str(tmp_path / "nowhere" / "out.jsonl"), "--cache-dir", str(cache)])
+    assert r.exit_code == EXIT_SETUP, r.output
+    where = tmp_path / "nowhere"
+    assert r.output == f"error: export file {where / 'out.jsonl'}: its folder {where} does not exist\n", r.output
+    r = run(cache_app, ["import", str(tmp_path / "none.jsonl"), "--cache-dir", str(cache)])
+    assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {tmp_path / 'none.jsonl'}: no such file\n"
+    r = run(cache_app, ["import", str(tmp_path), "--cache-dir", str(cache)])
+    assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {tmp_path}: is a folder, not a file\n"
+    assert not cache.exists() and not (tmp_path / "nowhere").exists()
+    (tmp_path / "binary.jsonl").write_bytes(b"\x00\xff\xfe\n\x89PNG\r\n")  # no UTF-8: a UnicodeDecodeError traceback
+    r = run(cache_app, ["import", str(tmp_path / "binary.jsonl"), "--cache-dir", str(cache)])
+    assert r.exit_code == 0 and r.output == "imported 0 entries, skipped 2 damaged lines\n", r.output
+
+
+def test_import_into_a_missing_cache_folder_makes_it(tmp_path):
+    """The one command that writes a cache where there is none: import makes the folder (and
+    the folders above it), as parse does; stats, clear, prune and export make nothing there."""
+    dump = tmp_path / "dump.jsonl"
+    with ResultCache(tmp_path / "src") as c:
+        put(c, 1)
+    run = CliRunner().invoke
+    assert run(cache_app, ["export", str(dump), "--cache-dir", str(tmp_path / "src")]).exit_code == 0
+    r = run(cache_app, ["import", str(dump), "--cache-dir", str(tmp_path / "new" / "cache")])
+    assert r.exit_code == 0 and r.output == "imported 1 entries\n", r.output
+    assert (tmp_path / "new" / "cache" / FILENAME).is_file()
 
 
 def test_cache_commands_where_no_cache_is_create_none(tmp_path, monkeypatch):
