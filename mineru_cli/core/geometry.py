@@ -82,9 +82,21 @@ def best_holders(boxes: Sequence[Box], holders: Sequence[Box], min_share: float)
     return found
 
 
+# The largest side a box in a BoxGrid may have, either sign: far past any page (pixels, or the
+# model's 0-1 scale), and small enough that a grid's extent in its least cells (1e-6) stays finite
+# when _grow squares it (a finite side of 1e200 overflowed to infinity there: division by zero)
+LARGEST_SIDE = 1e100
+
+
+def _sized(b: Box) -> bool:
+    """Whether each side is within LARGEST_SIDE (not NaN, infinite or huge)."""
+    return all(abs(v) <= LARGEST_SIDE for v in b)
+
+
 def _proper(b: Box) -> bool:
-    """Whether x1 <= x2 and y1 <= y2, each side finite (a NaN or infinite side has no cell)."""
-    return b[0] <= b[2] and b[1] <= b[3] and all(math.isfinite(v) for v in b)
+    """Whether x1 <= x2 and y1 <= y2, each side finite and within LARGEST_SIDE (a NaN, infinite
+    or huge side has no cell)."""
+    return b[0] <= b[2] and b[1] <= b[3] and _sized(b)
 
 
 def held(boxes: Sequence[Box], grid: BoxGrid, holder: Box, min_share: float) -> list[int]:
@@ -98,8 +110,8 @@ class BoxGrid:
     pass over all of them. A cell is the boxes' median width by their median height, made larger
     where that would make over CELLS_PER_BOX cells a box over the boxes' extent (so that a box
     over the whole page touches a bounded number of cells, however thin the median box: a row of
-    boxes of no width beside a line across the page). A box with x2 < x1 or y2 < y1, or a NaN
-    side, touches none."""
+    boxes of no width beside a line across the page). A box with x2 < x1 or y2 < y1, or a NaN,
+    infinite or huge side (beyond LARGEST_SIDE), touches none."""
 
     CELLS_PER_BOX = 4
 
@@ -122,8 +134,10 @@ class BoxGrid:
         """The indices, ascending, of the boxes that share a cell with `b` grown by `reach_x` each
         side and `reach_y` above and below: every box that comes within that reach of `b` (touching
         included) is among them (a superset: callers test the geometry they need)."""
+        if not _sized(b):  # a NaN or huge side (a whole number past a float's range, too): near nothing
+            return []
         grown = (b[0] - reach_x, b[1] - reach_y, b[2] + reach_x, b[3] + reach_y)
-        if not _proper(grown):  # overlaps nothing, as an inverted box or one with a NaN side does
+        if not _proper(grown):  # overlaps nothing, as an inverted box or one with a NaN or huge side does
             return []
         found: set[int] = set()
         for key in self._keys(grown, self.span):

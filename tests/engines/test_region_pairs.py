@@ -8,7 +8,17 @@ import random
 
 from mineru_cli.core.blocks import PAGE_BOTTOM, Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import BoxGrid, area, best_holder, best_holders, covered, held, iou, shares_rows
+from mineru_cli.core.geometry import (
+    LARGEST_SIDE,
+    BoxGrid,
+    area,
+    best_holder,
+    best_holders,
+    covered,
+    held,
+    iou,
+    shares_rows,
+)
 from mineru_cli.engines import assembly, cuts, fusion, page_roles
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
@@ -329,3 +339,20 @@ def test_a_grid_takes_boxes_with_a_nan_or_infinite_side():
     inf = float("inf")
     grid = BoxGrid([(0, 0, inf, 1), (-inf, 0, 1, 1), (0, 0, 1, 1)])
     assert grid.near((0, 0, 1, 1)) == [2] and grid.near((0, 0, inf, 1)) == []
+
+
+def test_a_grid_takes_boxes_with_a_huge_finite_side():
+    """Made-up boxes (no page gives one: a line's box is whole pixels and a region is clipped to
+    the page): a finite side of about 1e200 beside page-sized boxes overflowed to infinity in the
+    grid's cell sizing, which divided by zero (a whole number past a float's range overflowed in
+    math.isfinite). Such a box is filed nowhere and, asked about, is near nothing, as a box with an
+    infinite side; a box at LARGEST_SIDE is still filed."""
+    page = [(0, 0, 10, 10), (20, 0, 30, 10)]
+    for huge in [(0, 0, 1e200, 10), (0, 1e200, 10, 1e200 + 10), (-1e200, -1e200, 1e200, 1e200), (0, 0, 10**400, 10)]:
+        boxes = [*page, huge]
+        grid = BoxGrid(boxes)
+        assert grid.near((0, 0, 30, 10)) == [0, 1] and grid.near(huge) == [], huge
+        assert held(boxes, grid, (0, 0, 30, 10), 0.5) == [0, 1] and held(boxes, grid, huge, 0.5) == []
+        assert best_holders([(1, 1, 9, 9), huge], boxes, 0.5) == [0, None]
+    grid = BoxGrid([*page, (0, 0, LARGEST_SIDE, 10)])
+    assert 2 in grid.near((0, 0, 10, 10)) and len(grid.cells) <= BoxGrid.CELLS_PER_BOX * 3  # a superset
