@@ -285,22 +285,26 @@ def _is_redis_url(url: str) -> bool:
     return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
 
 
-def _duration(value: Any, option: str) -> int:
-    """Whole seconds of a duration given as text ("2h") or as seconds."""
+def _duration(value: Any, option: str) -> tuple[float, int]:
+    """A duration given as text ("2h") or as seconds, parsed once: its seconds as given (a
+    fraction kept) and in whole seconds."""
     try:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 15m, 2h, 30d)")
-        return int(parse_duration(value))
+        parsed = parse_duration(value)
+        return parsed, int(parsed)
     except ValueError as exc:
         raise SetupError(f"{option}: {exc}") from None
+    except OverflowError:  # infinite: float("inf"), or digits past a float's range
+        raise SetupError(f"{option}: not a duration: {value!r} is too long (use e.g. 90s, 15m, 2h, 30d)") from None
 
 
 def _cache_ttl(value: Any) -> int:
     """--cache-ttl in whole seconds, at least 1: Redis refuses an expiry below 1 s on every store.
     The refusal names the unit, and the value as given where it had a fraction ("0.5s" is 0 s)."""
-    seconds = _duration(value, "--cache-ttl")
+    parsed, seconds = _duration(value, "--cache-ttl")
     if seconds < 1:
-        cut = not isinstance(value, bool) and isinstance(value, (str, float)) and parse_duration(value) != seconds
+        cut = isinstance(value, (str, float)) and parsed != seconds
         given = f" ({value!r} is {seconds} whole seconds)" if cut else ""
         raise SetupError(
             f"--cache-ttl must be at least 1 second, not {seconds}{given}: "

@@ -54,6 +54,10 @@ def test_formats_may_come_comma_separated():
         ({"cache_ttl": "later"}, "--cache-ttl"),
         ({"cache_ttl": "0.5s"}, "--cache-ttl must be at least 1 second, not 0 .'0.5s' is 0 whole seconds"),
         ({"cache_ttl": "0"}, "--cache-ttl must be at least 1 second, not 0: give how long a result lives"),
+        ({"cache_ttl": 0.5}, "--cache-ttl must be at least 1 second, not 0 .0.5 is 0 whole seconds"),
+        ({"cache_ttl": float("nan")}, "--cache-ttl: cannot convert float NaN to integer"),
+        ({"cache_ttl": "9" * 400}, "--cache-ttl: not a duration: '9999.* is too long"),
+        ({"cache_ttl": float("inf")}, "--cache-ttl: not a duration: inf is too long"),
         ({"cache_url": "localhost:6379"}, "--cache-url 'localhost:6379' is not a Redis URL"),
         ({"cache_url": 6379}, "--cache-url 6379 is not a Redis URL"),
         ({"model": 5}, "--model must be a path, not 5"),
@@ -66,6 +70,15 @@ def test_formats_may_come_comma_separated():
 def test_a_bad_option_is_a_setup_error_naming_it(options, message):
     with pytest.raises(SetupError, match=message.replace("(", r"\(")):
         RunConfig.from_options(["x"], **options)
+
+
+def test_cache_ttl_is_whole_seconds_of_a_value_parsed_once():
+    """--cache-ttl is parsed once into its seconds and their whole part (it was parsed twice, the
+    second time only to tell whether a fraction was cut off): a fraction is cut, a text or a
+    number alike; a value past a float's range (400 digits on the command line) is refused as too
+    long, where int() of its infinite seconds ended in an OverflowError traceback."""
+    for given, seconds in [("90s", 90), ("2h", 7200), (90, 90), (1.5, 1), ("1.9", 1), ("0.25m", 15)]:
+        assert RunConfig.from_options(["x"], cache_ttl=given).cache_ttl == seconds, given
 
 
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "2", "a/b", "1/0", ""])
