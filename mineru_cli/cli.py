@@ -8,10 +8,11 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from .config import (
     DEFAULT_CACHE_TTL,
@@ -53,7 +54,45 @@ EXIT_CODES_HELP = (
     + "\n".join(f"{code}: {meaning}" for code, meaning in EXIT_CODES)
 )
 
+LOG_JSON = "--log-json"
+_ARGS = "mineru.args"  # ctx.meta: the command line as given, for a usage error with --log-json
+# click's UsageError (an unknown option, a bad value, a missing argument), whose subclass typer
+# exports: typer 0.12 takes it from click, later typers from the click they vendor
+_UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+def _asks_json(exc: Any, args: tuple[str, ...]) -> bool:
+    """Whether a usage error is of a command that has --log-json and was given it (before a
+    `--`, after which a word is a path): the option itself may be what was not parsed yet."""
+    given = args[: args.index("--")] if "--" in args else args
+    command = exc.ctx.command if exc.ctx is not None else None
+    return LOG_JSON in given and command is not None and any(LOG_JSON in getattr(p, "opts", ()) for p in command.params)
+
+
+class _Commands(TyperGroup):
+    """mineru's commands: a usage error (an unknown option, a bad value, a missing argument) of
+    a command given --log-json is one JSON `error` event on stderr, as its run's other errors
+    are, and exits 2 as click does; without --log-json click prints it as ever."""
+
+    def parse_args(self, ctx: Any, args: List[str]) -> List[str]:
+        ctx.meta[_ARGS] = tuple(args)  # shared with the subcommand's context
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as exc:
+            if not _asks_json(exc, ctx.meta.get(_ARGS, ())):
+                raise
+            from .report import JsonReporter
+
+            where = exc.ctx.command_path if exc.ctx is not None else "mineru"
+            JsonReporter().error(f"{exc.format_message()}; try '{where} --help'")
+            raise typer.Exit(exc.exit_code) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="mineru",
     help="Batch document parsing on plain CPUs: folders of page images and PDFs in, "
     "one JSON line per page out (blocks with type, box and text, plus Markdown).\n\n" + EXIT_CODES_HELP,
@@ -269,7 +308,9 @@ def parse(
         help="Print only failures (each failed page and the count) and errors; no progress, summary or "
         "warnings (for cron).",
     ),
-    log_json: bool = typer.Option(False, "--log-json", help="One JSON object per event on stderr."),
+    log_json: bool = typer.Option(
+        False, LOG_JSON, help="One JSON object per event on stderr (usage errors too: exit 2)."
+    ),
 ):
     """Parse every page under PATHS into OUT (JSON lines), resuming what is done.
 

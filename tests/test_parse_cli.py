@@ -108,6 +108,29 @@ def test_log_json_reports_an_error_that_stops_the_run_as_a_json_event(tmp_path):
         assert last["event"] == "error" and message in last["message"], last
 
 
+def test_log_json_reports_a_usage_error_as_a_json_event(tmp_path):
+    """A usage error of `parse --log-json` (an unknown option, a bad value, a missing argument)
+    was click's boxed text, which a log shipper cannot read: it is one JSON `error` event on
+    stderr, exit 2 as before. Without --log-json, after `--` (a path there) and for a command
+    that has no --log-json, click's text stays."""
+    for args, message in [
+        (("p.png", "--bogus"), "No such option: --bogus"),
+        (("p.png", "--engine", "gpt"), "Invalid value for '--engine'"),
+        (("--cpus", "0", "p.png"), "Invalid value for '--cpus'"),
+        ((), "Missing argument"),
+    ]:
+        r = mineru("parse", *args, "--log-json", cwd=tmp_path)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, (args, r.stderr)
+        event = json.loads(lines[0])
+        assert event["event"] == "error" and message in event["message"], event
+        assert event["message"].endswith("parse --help'"), event
+    plain = [("parse", "p.png", "--bogus"), ("parse", "--bogus", "--", "--log-json"), ("cache", "stats", "--log-json")]
+    for args in plain:
+        r = mineru(*args, cwd=tmp_path)
+        assert r.returncode == 2 and "No such option" in r.stderr and not r.stderr.startswith("{"), (args, r.stderr)
+
+
 def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
     # RapidOCR warns "The text detection result is empty" on a blank page through its own
     # logger: a cron job's --quiet stderr must stay empty while every page is ok
@@ -303,6 +326,16 @@ def test_bad_out_locations_are_setup_errors(tmp_path):
         assert r.returncode == 2, r.stderr
         assert message in r.stderr and "Traceback" not in r.stderr
     assert (tmp_path / "r1.jsonl").read_text() == "" and not any((tmp_path / "outdir").iterdir())
+
+
+def test_an_out_in_folders_that_do_not_exist_makes_them(tmp_path):
+    """--out in folders not made yet makes them, as docs/usage.md says (an empty file: a page that
+    fails at once, so no engine starts)."""
+    (tmp_path / "empty.png").write_bytes(b"")
+    r = mineru("parse", "empty.png", "--out", "new/deeper/r.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr  # the page failed: the file is empty
+    records = read_journal(tmp_path / "new" / "deeper" / "r.jsonl")
+    assert [(rec["id"], rec["status"]) for rec in records] == [("empty.png#0", "failed")]
 
 
 def test_an_out_symlink_writes_through_and_stays_a_link(tmp_path):
