@@ -54,10 +54,11 @@ EXACT_KERNELS_OPTION = "session.x64quantprecision"
 # kernel only for weights that cannot overflow its 16-bit pair sums: signed 7-bit ones
 # (reduce_range: pair sums within 255 * 64 * 2 < 32,767). Decoder: 7-bit in every product
 # (batch-8 steps faster than with unsigned weights in every alternating round on a plain-AVX2
-# EPYC; cosine min 0.9965). Vision: 7-bit too, with its products bias-corrected (CORRECTED): on
-# AVX2 kernels (an AMX Xeon under scripts/avx2_only.py) the layout image's vision graph ran 1.16x
-# faster with 7-bit weights than with unsigned ones, which take the u8 x u8 kernel (the modelled
-# page with the corrected graph 1.10x), and on the full-size random model the
+# EPYC; a later run there swung too much to tell them apart; cosine min 0.9965). Vision: 7-bit
+# too, with its products bias-corrected (CORRECTED): the layout image's vision graph runs 1.11-1.17x
+# faster with 7-bit weights than with unsigned ones, which take the u8 x u8 kernel, on a
+# plain-AVX2 EPYC (Zen 3) as on AVX2 kernels emulated on an AMX Xeon (scripts/avx2_only.py:
+# 1.16x, the modelled page 1.10x), and on the full-size random model the
 # correction more than pays for the lost bit (cosine min 0.9931 uncorrected, 0.9973 corrected,
 # against 0.9965 for the unsigned vision the target had before; the trained tiny model: 0.99921
 # against 0.99927, within the bar either way). Where the kernel has 32-bit sums, signed 8-bit
