@@ -61,12 +61,13 @@ _ARGS = "mineru.args"  # ctx.meta: the command line as given, for a usage error 
 _UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
-def _asks_json(exc: Any, args: tuple[str, ...]) -> bool:
+def _asks_json(command: Any, args: tuple[str, ...]) -> bool:
     """Whether a usage error is of a command that has --log-json and was given it (before a
-    `--`, after which a word is a path): the option itself may be what was not parsed yet."""
+    `--`, after which a word is a path; "--log-json=1" asks too, wrongly): the option itself
+    may be what was not parsed yet."""
     given = args[: args.index("--")] if "--" in args else args
-    command = exc.ctx.command if exc.ctx is not None else None
-    return LOG_JSON in given and command is not None and any(LOG_JSON in getattr(p, "opts", ()) for p in command.params)
+    asked = any(a == LOG_JSON or a.startswith(LOG_JSON + "=") for a in given)
+    return asked and command is not None and any(LOG_JSON in getattr(p, "opts", ()) for p in command.params)
 
 
 class _Commands(TyperGroup):
@@ -82,12 +83,17 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
-            if not _asks_json(exc, ctx.meta.get(_ARGS, ())):
+            args = ctx.meta.get(_ARGS, ())
+            # an option's missing or unwanted value ("-e" last, "--log-json=1") is raised with
+            # no context: the command is the first word that names one
+            name = next((a for a in args if a in self.list_commands(ctx)), None)
+            command = exc.ctx.command if exc.ctx is not None else name and self.get_command(ctx, name)
+            if not _asks_json(command, args):
                 raise
             from .report import JsonReporter
 
-            where = exc.ctx.command_path if exc.ctx is not None else "mineru"
-            JsonReporter().error(f"{exc.format_message()}; try '{where} --help'")
+            where = exc.ctx.command_path if exc.ctx is not None else f"{ctx.command_path} {name}"
+            JsonReporter().error(f"{exc.format_message().rstrip('.')}; try '{where} --help'")
             raise typer.Exit(exc.exit_code) from None
 
 

@@ -232,14 +232,54 @@ def export_(
     file: Path = typer.Argument(..., help="JSONL file to write."), cache_dir: Optional[Path] = CacheDir
 ) -> None:
     """Write every entry as one JSON line (thumbnail base64-encoded)."""
-    n, absent = 0, _absent(cache_dir)
-    store = _open(cache_dir) if absent is None else None  # before FILE: a cache it cannot use leaves FILE as it was
-    with open(file, "w", encoding="utf-8") as f:
-        for row in store.iter_rows() if store is not None else ():
-            row["thumb"] = base64.b64encode(row["thumb"]).decode()
-            row["coarse"] = base64.b64encode(row["coarse"]).decode()
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
+    n, absent, folder = 0, _absent(cache_dir), _folder(cache_dir)
+    if file.resolve().parent == folder.resolve() and file.resolve().name.startswith(FILENAME):
+        typer.echo(f"error: export file {file} is the cache's own file; give another FILE", err=True)
+        raise typer.Exit(EXIT_SETUP)
+    if file.is_dir():  # the rename below would say so of the partial file's name, not FILE's
+        raise IsADirectoryError(errno.EISDIR, "is a folder", str(file))
+    said: list[str] = []
+
+    def warn(message: str) -> None:
+        said.append(message)
+        typer.echo(message, err=True)
+
+    # before FILE: a cache it cannot use leaves FILE as it was
+    store = SqliteStore(folder, warn=warn) if absent is None else None
+    opened = len(said)  # a damaged file moved aside while opening: an empty cache, said so
+    # FILE is replaced only by a whole export: a cache whose damage shows part-way through (the
+    # store moves it aside and goes on empty) leaves FILE as it was, and the command fails. A
+    # link is followed; a device or pipe (/dev/stdout, whatever it points to) is written as the
+    # rows come.
+    stream = (file.exists() and not file.is_file()) or file.absolute().parts[1:2] in (("dev",), ("proc",))
+    target = file.resolve() if file.is_symlink() and not stream else file
+    partial = target if stream else target.with_name(f".{target.name}.partial")
+    if target is not file and not target.parent.is_dir():
+        typer.echo(f"error: export file {file}: it links to {target}, whose folder does not exist", err=True)
+        raise typer.Exit(EXIT_SETUP)
+    try:
+        try:
+            f = open(partial, "w", encoding="utf-8")
+        except OSError as exc:  # said of FILE, whose folder it is
+            raise OSError(exc.errno, exc.strerror, str(file)) from None
+        with f:
+            for row in store.iter_rows() if store is not None else ():
+                row["thumb"] = base64.b64encode(row["thumb"]).decode()
+                row["coarse"] = base64.b64encode(row["coarse"]).decode()
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        if len(said) > opened:
+            typer.echo(
+                f"error: cache file {folder / FILENAME} turned out damaged after {n} entries; "
+                + (f"{file} holds those entries only" if stream else f"{file} is left as it was"),
+                err=True,
+            )
+            raise typer.Exit(EXIT_SETUP)
+        if not stream:
+            partial.replace(target)
+    finally:
+        if not stream:
+            partial.unlink(missing_ok=True)
     typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
 
 

@@ -292,8 +292,9 @@ class SqliteStore:
             return
         if self._inode is not None and st.st_ino != self._inode:
             return
-        self._warn(f"cache file {self.path} is corrupt ({why}); moved to {self.path.name}.corrupt and rebuilt")
         os.replace(self.path, self.path.with_name(self.path.name + ".corrupt"))
+        # said once moved: in a read-only folder the move fails and the error says why instead
+        self._warn(f"cache file {self.path} is corrupt ({why}); moved to {self.path.name}.corrupt and rebuilt")
         for suffix in ("-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)
 

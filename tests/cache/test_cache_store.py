@@ -272,6 +272,38 @@ def test_cache_commands_whose_file_cannot_be_opened_say_which_and_why(tmp_path):
     assert r.exit_code == 0 and r.output == "imported 0 entries, skipped 2 damaged lines\n", r.output
 
 
+def test_an_export_of_a_cache_damaged_part_way_leaves_its_file_as_it_was(tmp_path):
+    """A cache whose damage shows only while its rows are read (a sound header, damaged pages
+    later on): the store moves it aside and goes on empty, and export wrote the rows it had read
+    over FILE, said "exported N entries" and exited 0. FILE is now replaced only by a whole
+    export; the command says where it stopped and exits 2. A link as FILE is followed (the
+    link stays), and the cache's own file is refused as FILE."""
+    folder = tmp_path / "cache"
+    store = SqliteStore(folder, warn=lambda m: None)
+    for i in range(600):
+        payload = json.dumps({"blocks": [], "markdown": f"page {i} " + "x" * 2000, "warnings": []})
+        store.put("fp", f"sha{i}", f"page{i}", 100, 100, 0, payload, 0, 0, b"", b"")
+    store.close()
+    run = CliRunner().invoke
+    kept, link = tmp_path / "kept.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(kept.name)
+    r = run(cache_app, ["export", str(link), "--cache-dir", str(folder)])
+    assert r.exit_code == 0 and r.output == f"exported 600 entries to {link}\n", r.output
+    assert link.is_symlink() and len(kept.read_text().splitlines()) == 600
+    r = run(cache_app, ["export", str(folder / FILENAME), "--cache-dir", str(folder)])
+    assert r.exit_code == EXIT_SETUP and "is the cache's own file" in r.output, r.output
+    size = (folder / FILENAME).stat().st_size
+    with open(folder / FILENAME, "r+b") as f:  # the first pages sound, later ones overwritten
+        f.seek(size * 2 // 3)
+        f.write(bytes(range(256)) * (size // 4 // 256))
+    before = kept.read_bytes()
+    r = run(cache_app, ["export", str(kept), "--cache-dir", str(folder)])
+    assert r.exit_code == EXIT_SETUP, r.output
+    assert f"error: cache file {folder / FILENAME} turned out damaged after" in r.output, r.output
+    assert kept.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "kept.jsonl", "link.jsonl"]  # no partial file
+
+
 def test_import_into_a_missing_cache_folder_makes_it(tmp_path):
     """The one command that writes a cache where there is none: import makes the folder (and
     the folders above it), as parse does; stats, clear, prune and export make nothing there."""
