@@ -34,6 +34,10 @@ from mineru_cli.vlm.tokenizer import build_input  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FP32_LOGIT_BOUND = 1e-4  # max |onnx - torch| over every logit (logits of the tiny model reach ~13)
+# ... over a whole parse's requests: float32 rounding grows with their length and differs with the
+# kernels' accumulation order per ISA (1.6e-4 on a plain-AVX2 EPYC, under 1e-4 on AVX-512); a
+# wrong operation shows as 1e-2 or more, and the tokens must be identical anyway
+PARSE_LOGIT_BOUND = 5e-4
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def _requests(engine, page, tiny_case):
 
 
 def test_onnx_logits_match_torch_over_every_decoding_step(torch_engine, onnx_engine, page, tiny_case):
-    """Whole parse, one request at a time: identical tokens, logits within FP32_LOGIT_BOUND."""
+    """Whole parse, one request at a time: identical tokens, logits within PARSE_LOGIT_BOUND."""
     inputs, params = _requests(torch_engine, page, tiny_case)
     worst = 0.0
     for x, sp in zip(inputs, params):
@@ -71,7 +75,7 @@ def test_onnx_logits_match_torch_over_every_decoding_step(torch_engine, onnx_eng
         assert go.tokens == gt.tokens and go.stop_token == gt.stop_token
         diff = np.abs(np.stack(t.logits[0]) - np.stack(o.logits[0])).max()
         worst = max(worst, float(diff))
-    assert worst < FP32_LOGIT_BOUND, worst
+    assert worst < PARSE_LOGIT_BOUND, worst
 
 
 def test_onnx_batched_decoding_matches_one_at_a_time(onnx_engine, page, tiny_case):
