@@ -37,6 +37,7 @@ from mineru_cli.engines.page_roles import (
     mark_sidebar,
     refine_type,
     without_headline_bars,
+    without_slide_frames,
 )
 from mineru_cli.engines.regions import FLOWING, GROUPING, REGION_TYPES
 from mineru_cli.engines.table_text import TABLE_LINE, table_cells, table_edges
@@ -60,7 +61,7 @@ def assemble_blocks(
     region that is text and holds a small table stays one block (_region_columns)."""
     # Figures that are really text become text first, so that one holding text regions is an
     # envelope like any other (a table of contents boxed as a figure round its first entries).
-    regions = without_headline_bars(regions, page_size)
+    regions = without_slide_frames(without_headline_bars(regions, page_size), lines, page_size)
     regions = _without_envelopes(
         _figures_of_text(_without_figures_in_tables(_without_duplicates(regions)), lines, page_size)
     )
@@ -102,11 +103,12 @@ def assemble_blocks(
     median_h = statistics.median(ln.height for ln in lines) if lines else 0
     for b in blocks:
         refine_type(b, median_h, page_size[1])
+    # a footline's pieces are typed first: a sidebar's column reaches down beside them and would take them
+    foot_numbers(blocks, page_size[1])
+    footer_rows(blocks, *page_size)
     mark_sidebar(blocks, page_size)
     captions_of_floats(blocks)
     frame_title(blocks, body_height(lines, page_size), page_size)
-    foot_numbers(blocks, page_size[1])
-    footer_rows(blocks, *page_size)
     return blocks
 
 

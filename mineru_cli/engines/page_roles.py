@@ -12,7 +12,7 @@ from typing import Sequence
 
 from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import Box, best_holder
+from mineru_cli.core.geometry import Box, best_holder, enclosing
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
 from mineru_cli.engines.table_text import LABEL_NUMBER, TABLE_WORDS
@@ -176,6 +176,43 @@ def _headline_bar(region: tuple[Box, str, float], page_w: int, page_h: int) -> b
     )
 
 
+# A table region this much of a slide's width and height wide and high is round the whole slide.
+SLIDE_FRAME = 0.9
+
+
+def without_slide_frames(
+    regions: Sequence[tuple[Box, str, float]], lines: Sequence[Line], size: tuple[int, int]
+) -> list[tuple[Box, str, float]]:
+    """A slide's regions without a table the layout model boxes round the whole slide (SLIDE_FRAME)
+    when the slide has a sidebar (sidebar_texts, each line taken as a block): the outline beside
+    the body looked like a table's first column, and the slide's contents (a table of contents,
+    a listing and a list) were read as its rows, each outline entry in a cell beside the body's
+    line at its height. The lines are read as loose text, so the sidebar is found as on any
+    slide. A table that fills a slide without a sidebar keeps its region: the columns of a
+    change log are set in one print, and a sidebar's in smaller print than the body's."""
+    page_w, page_h = size
+    framing = [
+        r
+        for r in regions
+        if REGION_TYPES.get(r[1]) == T.TABLE
+        and r[0][2] - r[0][0] >= SLIDE_FRAME * page_w
+        and r[0][3] - r[0][1] >= SLIDE_FRAME * page_h
+    ]
+    if not framing or page_h >= page_w:
+        return list(regions)
+    one_line_blocks = [
+        Block(T.TEXT, _int_box(line.box), line.text, line.score, {"lines": [line.as_dict()]}) for line in lines
+    ]
+    if not sidebar_texts(one_line_blocks, size):
+        return list(regions)
+    return [r for r in regions if r not in framing]
+
+
+def _int_box(box: Box) -> tuple[int, int, int, int]:
+    x1, y1, x2, y2 = (int(v) for v in box)
+    return x1, y1, x2, y2
+
+
 # A slide's sidebar (beamer's sidebar themes: the talk's title and author, a logo, the outline)
 # is a column at its left or right edge, at most SIDEBAR_WIDTH of the slide's width, that runs
 # down over SIDEBAR_RUN of the slide's height.
@@ -191,7 +228,7 @@ _SIDEBAR_FROM = frozenset({T.TEXT, T.TITLE, T.HEADER, T.REF_TEXT})
 def mark_sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
     """A slide's sidebar is aside_text (MinerU's type for text beside a page's body, left out of
     its Markdown; read before the body, see PAGE_SIDE): a column of blocks at the slide's left or right edge,
-    within SIDEBAR_WIDTH of it, that a gutter no other block crosses keeps apart from the body,
+    within SIDEBAR_WIDTH of it, that a gutter no other block's text crosses keeps apart from the body,
     that runs down over SIDEBAR_RUN of the slide's height and holds two or more texts between
     its head and foot bands (EDGE_BAND; or one text of SIDEBAR_LINES lines), in print smaller than the body's (at most
     SIDE_PANEL_PRINT x its median line height). Its blocks stand level with the body's rows, and
@@ -199,21 +236,28 @@ def mark_sidebar(blocks: list[Block], size: tuple[int, int]) -> None:
     name in a slide's top corner over a footline's label in its bottom corner holds no text
     between the bands, a slide's narrow column of text is set in the body's print, and a
     picture's caption beside it runs down a few lines, not the slide's height."""
+    for block in sidebar_texts(blocks, size):
+        block.type = T.ASIDE_TEXT
+
+
+def sidebar_texts(blocks: list[Block], size: tuple[int, int]) -> list[Block]:
+    """The texts of the slide's sidebar (see mark_sidebar), or none."""
     page_w, page_h = size
     if page_h >= page_w:
-        return
+        return []
+    found: list[Block] = []
     for side in ("left", "right"):
-        panel, body = _side_column(blocks, side, page_w)
+        panel, body = _side_column(blocks, side, size)
         texts = [b for b in panel if b.type in _SIDEBAR_FROM]
-        inner = [b for b in texts if EDGE_BAND * page_h < (b.bbox[1] + b.bbox[3]) / 2 < (1 - EDGE_BAND) * page_h]
+        inner = [b for b in texts if _between_bands(b, page_h)]
         body_texts = [b for b in body if b.type in _SIDEBAR_FROM]
         if not _enough_inner_text(inner) or not body_texts:
             continue
         run = max(b.bbox[3] for b in panel) - min(b.bbox[1] for b in panel)
         own, body_print = _line_height(texts), _line_height(body_texts)
         if run >= SIDEBAR_RUN * page_h and 0 < own <= SIDE_PANEL_PRINT * body_print:
-            for block in texts:
-                block.type = T.ASIDE_TEXT
+            found += texts
+    return found
 
 
 def _enough_inner_text(inner: list[Block]) -> bool:
@@ -222,19 +266,48 @@ def _enough_inner_text(inner: list[Block]) -> bool:
     return len(inner) >= 2 or sum(len(b.extra.get("lines", [])) for b in inner) >= SIDEBAR_LINES
 
 
-def _side_column(blocks: list[Block], side: str, page_w: int) -> tuple[list[Block], list[Block]]:
-    """(the blocks within SIDEBAR_WIDTH of the slide's `side` edge, the others), or ([], [])
-    where one of the others reaches past the column's inner edge: no gutter between them. The
-    page's head and foot (a footline across the slide) may cross it."""
-    if side == "left":
-        panel = [b for b in blocks if b.bbox[2] <= SIDEBAR_WIDTH * page_w]
-        rest = [b for b in blocks if b not in panel]
-        apart = bool(panel) and all(b.bbox[0] > max(p.bbox[2] for p in panel) for b in _inner(rest))
+def _side_column(blocks: list[Block], side: str, size: tuple[int, int]) -> tuple[list[Block], list[Block]]:
+    """(the blocks of the column within SIDEBAR_WIDTH of the slide's `side` edge, the others), or
+    ([], []) where the text of one of the others reaches past the column's inner edge: no gutter
+    between them. The page's head and foot (a footline across the slide) may cross it. The
+    column's blocks between the head and foot bands (EDGE_BAND) set its inner edge; a block in a
+    band is the column's where it starts inside that edge: a frame title set beside the sidebar's
+    logo, within SIDEBAR_WIDTH of the edge, is the body's."""
+    page_w, page_h = size
+    left = side == "left"
+    near = [
+        b
+        for b in blocks
+        if (b.bbox[2] <= SIDEBAR_WIDTH * page_w if left else b.bbox[0] >= (1 - SIDEBAR_WIDTH) * page_w)
+    ]
+    between = [b for b in near if _between_bands(b, page_h)]
+    if not between:
+        return [], []
+    if left:
+        edge = max(b.bbox[2] for b in between)
+        panel = [b for b in near if b in between or b.bbox[0] < edge]
     else:
-        panel = [b for b in blocks if b.bbox[0] >= (1 - SIDEBAR_WIDTH) * page_w]
-        rest = [b for b in blocks if b not in panel]
-        apart = bool(panel) and all(b.bbox[2] < min(p.bbox[0] for p in panel) for b in _inner(rest))
+        edge = min(b.bbox[0] for b in between)
+        panel = [b for b in near if b in between or b.bbox[2] > edge]
+    rest = [b for b in blocks if b not in panel]
+    if left:
+        apart = all(_ink(b)[0] > max(p.bbox[2] for p in panel) for b in _inner(rest))
+    else:
+        apart = all(_ink(b)[2] < min(p.bbox[0] for p in panel) for b in _inner(rest))
     return (panel, rest) if apart else ([], [])
+
+
+def _between_bands(block: Block, page_h: int) -> bool:
+    """Whether the block's middle stands between the page's head and foot bands (EDGE_BAND)."""
+    return EDGE_BAND * page_h < (block.bbox[1] + block.bbox[3]) / 2 < (1 - EDGE_BAND) * page_h
+
+
+def _ink(block: Block) -> Box:
+    """Where a block's text stands: its lines' extent, or its box where it has no lines. A
+    layout region's box can reach past its lines over a gutter: a slide's reference list was
+    boxed from the sidebar's outline to the right margin."""
+    lines = block.extra.get("lines")
+    return enclosing([ln["bbox"] for ln in lines]) if lines else block.bbox
 
 
 def _inner(blocks: list[Block]) -> list[Block]:
@@ -342,16 +415,29 @@ def footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
     ones joined the columns above them. As footers the whole bar reads left to right at the
     page's end. A block joins when it is one row of text within EDGE_BAND of the page's foot
     that shares that row with a footer or page number there, or with another such text piece
-    when that row is the page's lowest (_split_foot)."""
+    when that row is the page's lowest (_split_foot); a text of more rows joins when each of its
+    lines shares a row with a footer or page number there (_rows_of)."""
     foot = (1 - EDGE_BAND) * page_h
     furniture = [b.bbox for b in blocks if b.type in PAGE_BOTTOM and b.bbox[1] >= foot]
-    pieces = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and _one_row(b) and not _form_field(b)]
+    texts = [b for b in blocks if b.type == T.TEXT and b.bbox[1] >= foot and not _form_field(b)]
+    for block in texts:
+        if not _one_row(block) and _rows_of(block, furniture):
+            block.type = T.FOOTER
+    pieces = [b for b in texts if b.type == T.TEXT and _one_row(b)]
     for block in pieces:
         # one row as group_rows makes them: half the shorter one's height shared (a bar's pieces differ in size)
         # the block itself too: group_rows leaves a box of no height out of its own row
         row = [block] + [b for b in pieces if b is not block and len(group_rows([block.bbox, b.bbox])) == 1]
         if any(len(group_rows([block.bbox, box])) == 1 for box in furniture) or _split_foot(row, blocks, page_w):
             block.type = T.FOOTER
+
+
+def _rows_of(block: Block, furniture: list[Box]) -> bool:
+    """Whether each line of the block stands in the row of a footer or page number: a footline
+    of two rows (the author over the talk's title at its left, the institute over the slide's
+    number at its right) whose left part the layout model boxes as one text."""
+    lines = [ln["bbox"] for ln in block.extra.get("lines", [])]
+    return bool(lines) and all(any(len(group_rows([ln, box])) == 1 for box in furniture) for ln in lines)
 
 
 def _split_foot(row: list[Block], blocks: list[Block], page_w: int) -> bool:

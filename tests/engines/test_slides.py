@@ -261,3 +261,50 @@ def test_a_beamer_sidebar_beside_a_paragraph_is_a_column_of_its_own(engine):
     outline = ["Ziele und Inhalt", "Was ist Syntax?", "Was ist Semantik?"]
     at = [text.find(squash(entry)) for entry in outline]
     assert -1 not in at and at == sorted(at), text
+
+
+# hitszbeamer's sidebar outline (tests/data/README.md), top to bottom: the section entries and,
+# in smaller print under them, the subsections
+HITSZ_SECTIONS = ["研究内容及进度", "研究工作及成果", "后期工作与安排", "问题与解决方案", "按时完成可能性", "Q&A"]
+HITSZ_SUBSECTIONS = ["课题主要研究内容", "进度介绍", "研究工作一", "研究工作四", "后期研究工作", "进度安排"]
+
+
+def test_a_slide_boxed_whole_as_a_table_reads_its_sidebar_apart(engine):
+    """hitszbeamer's table-of-contents slide (150 DPI): the layout model boxes the whole slide as
+    one table (0.73), the sidebar's outline the table's first column, and each outline entry was
+    a cell beside the body's entry at its height ("目录 报告标题 杨敬轩 研究内容及进度 目录 研究内容及进度
+    研究工作及成果 课题主要研究内容 ..."). With a sidebar (smaller print, a gutter, down the
+    slide) the region is no table: the outline is aside_text, read before the body, and the body's
+    six entries read in their order with no outline entry among them. The footline's left part
+    (the author over the talk's title, boxed as one text) stands in the rows of the institute and
+    the slide's number: a footer, read after the body."""
+    image = Image.open(DATA / "slide_frame_table_sidebar_hitszbeamer_p2.png").convert("RGB")
+    result = engine.parse(image)
+    blocks = [(block.type, block.text) for block in result.blocks]
+    assert not [b for b in result.blocks if b.type == "table"], blocks
+    aside = squash("".join(b.text for b in result.blocks if b.type == "aside_text"))
+    assert all(squash(entry) in aside for entry in HITSZ_SECTIONS + HITSZ_SUBSECTIONS), blocks
+    body = squash("".join(b.text for b in result.blocks if b.type not in ("aside_text", "footer", "page_number")))
+    assert squash("".join(HITSZ_SECTIONS)) in body, blocks
+    assert not any(squash(entry) in body for entry in HITSZ_SUBSECTIONS), blocks
+    text = squash("".join(b.text for b in result.blocks))
+    assert text.find(squash("进度介绍")) < text.find(squash("".join(HITSZ_SECTIONS))), blocks
+    foot = [b for b in result.blocks if "杨敬轩" in b.text and b.bbox[1] > 0.9 * image.height]
+    assert foot and all(b.type == "footer" for b in foot), blocks
+    assert result.blocks[-1].type in ("footer", "page_number") and "课题主要研究内容" not in result.markdown, blocks
+
+
+def test_a_sidebar_beside_a_region_that_reaches_into_it_is_found(engine):
+    """hitszbeamer's second reference slide (150 DPI): the layout model boxes the reference list
+    from the sidebar's outline (x 27) to the right margin, though its lines start at x 133. The
+    box crossed the sidebar's gutter, so the column was no sidebar, and read by position the
+    outline broke in two round the references. Where a block's lines stand decides the gutter:
+    the outline is aside_text and reads whole, then the two references."""
+    result = engine.parse(Image.open(DATA / "slide_sidebar_reference_hitszbeamer_p15.png").convert("RGB"))
+    blocks = [(block.type, block.text) for block in result.blocks]
+    text = squash("".join(b.text for b in result.blocks))
+    refs = [text.find(squash(ref)) for ref in ("辛希孟", "翟士民")]
+    outline = [text.find(squash(entry)) for entry in HITSZ_SECTIONS + HITSZ_SUBSECTIONS]
+    assert -1 not in refs + outline and max(outline) < min(refs) and refs == sorted(refs), blocks
+    sidebar = [b for b in result.blocks if any(entry in b.text for entry in HITSZ_SUBSECTIONS)]
+    assert sidebar and all(b.type == "aside_text" for b in sidebar), blocks
