@@ -18,7 +18,7 @@ from typing import Any
 
 from .core.errors import SetupError
 from .core.words import Word
-from .units import parse_duration, parse_size
+from .units import parse_duration, parse_size, shown
 
 
 class EngineChoice(Word):
@@ -292,13 +292,6 @@ def _is_redis_url(url: str) -> bool:
     return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
 
 
-def _shown(value: Any, limit: int = 40) -> str:
-    """A value as a refusal repeats it: its repr, cut to its first `limit` characters and "..."
-    (a 5,000-digit --cache-ttl is not repeated whole)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _duration(value: Any, option: str) -> float:
     """A duration given as text ("2h") or as seconds, parsed once, in seconds (a fraction kept):
     inf for one past a float's range (400 digits), nan for nan; the caller bounds it."""
@@ -307,7 +300,7 @@ def _duration(value: Any, option: str) -> float:
             raise ValueError
         return parse_duration(value)
     except ValueError:
-        raise SetupError(f"{option}: not a duration: {_shown(value)} (use e.g. 90s, 15m, 2h, 30d)") from None
+        raise SetupError(f"{option}: not a duration: {shown(value)} (use e.g. 90s, 15m, 2h, 30d)") from None
     except OverflowError:  # an int past a float's range
         return math.inf if value > 0 else -math.inf
 
@@ -319,16 +312,16 @@ def _cache_ttl(value: Any) -> int:
     (cut short) where it had a fraction ("0.5s" is 0 s)."""
     seconds = _duration(value, "--cache-ttl")
     if math.isnan(seconds):
-        raise SetupError(f"--cache-ttl: not a duration: {_shown(value)} (use e.g. 90s, 15m, 2h, 30d)")
+        raise SetupError(f"--cache-ttl: not a duration: {shown(value)} (use e.g. 90s, 15m, 2h, 30d)")
     if seconds > MAX_CACHE_TTL_S:
         raise SetupError(
-            f"--cache-ttl {_shown(value)} is too long: the shared tier (Redis) keeps a result at most "
+            f"--cache-ttl {shown(value)} is too long: the shared tier (Redis) keeps a result at most "
             f"{MAX_CACHE_TTL_S:,} s (about 285 million years)"
         )
     if seconds < 1:
         whole = int(seconds) if math.isfinite(seconds) else seconds
         cut = isinstance(value, (str, float)) and seconds != whole
-        given = f" ({_shown(value)} is {whole} whole seconds)" if cut else ""
+        given = f" ({shown(value)} is {whole} whole seconds)" if cut else ""
         raise SetupError(
             f"--cache-ttl must be at least 1 second, not {whole}{given}: "
             "give how long a result lives in the shared tier, e.g. 90s, 15m, 2h, 7d"

@@ -43,6 +43,8 @@ def test_formats_may_come_comma_separated():
     "options, message",
     [
         ({"max_worker_rss": -1}, "--max-worker-rss must be at least 0"),
+        ({"max_worker_rss": "9" * 400}, "--max-worker-rss: not a size: '9{39}... is too large .use e.g. 500MB"),
+        ({"max_worker_rss": "x" * 400}, "--max-worker-rss: not a size: 'x{39}... .use e.g. 500MB"),
         ({"dpi": 150.5}, "--dpi must be a whole number"),
         ({"dpi": 20}, "--dpi must be between 36 and 600"),
         ({"workers": True}, "--workers must be a whole number"),

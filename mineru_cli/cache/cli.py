@@ -19,7 +19,7 @@ from ..units import parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, broken_link, digest, in_words
+from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, broken_link, digest, folder_problem, in_words
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -57,24 +57,10 @@ def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
     """The cache file's path where there is none yet (a machine that never parsed, or a
     mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
     opening the store would make an empty cache there and report it as fine. A --cache-dir
-    that is a file, or under one, was refused before (_folder_problem), and so was a folder or
+    that is a file, or under one, was refused before (store.folder_problem), and so was a folder or
     cache file that is a link that loops or points at nothing (store.broken_link)."""
     path = _folder(cache_dir) / FILENAME
     return None if path.exists() else path
-
-
-def _folder_problem(directory: Path) -> Optional[str]:
-    """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file (the
-    store failed to make it with "[Errno 17] File exists" or "[Errno 20] Not a directory", and
-    stats reported a folder under a file as a cache not made yet)."""
-    for path in (directory, *directory.parents):
-        if path.is_dir():
-            return None
-        if path.exists():
-            what = "is a file, not a folder" if path.is_file() else "is not a folder"
-            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
-            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
-    return None
 
 
 def _os_error(exc: OSError, folder: Path, file: Optional[Path], role: str) -> str:
@@ -139,7 +125,7 @@ def _cache_errors(file_role: str = "file"):
         def run(*args, **kwargs):
             folder = _folder(kwargs.get("cache_dir"))
             try:
-                if (problem := broken_link(folder) or _folder_problem(folder)) is not None:
+                if (problem := broken_link(folder) or folder_problem(folder)) is not None:
                     typer.echo(f"error: {problem}", err=True)
                     raise typer.Exit(EXIT_SETUP)
                 return command(*args, **kwargs)
@@ -277,7 +263,10 @@ def export_(
             partial.replace(target)
     finally:
         if not stream:
-            partial.unlink(missing_ok=True)
+            try:
+                partial.unlink(missing_ok=True)
+            except OSError:  # there is none where FILE's folder is a file: the error above says so
+                pass
     typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
 
 

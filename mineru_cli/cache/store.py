@@ -153,12 +153,28 @@ def broken_link(directory: Path) -> str | None:
             os.stat(path)
             continue  # raced: it leads somewhere now
         except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR):
+                return None  # it leads where this process may not look: opening it says why
             loops = exc.errno == errno.ELOOP
         what = "a link that loops" if loops else f"a link to {os.path.realpath(path)}, which does not exist"
         if path == file:
             return f"cache file {file} is {what}; remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
         where = f" is {what}" if path == Path(directory) else f": {path} (on its path) is {what}"
         return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+    return None
+
+
+def folder_problem(directory: Path) -> str | None:
+    """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file or a
+    device. Said in words, where making the folder would fail with "[Errno 17] File exists" or
+    "[Errno 20] Not a directory", and a folder under a file would read as a cache not made yet."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            return None
+        if path.exists():
+            what = "is a file, not a folder" if path.is_file() else "is not a folder"
+            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
+            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
     return None
 
 
@@ -232,8 +248,8 @@ class SqliteStore:
         self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
-        if (broken := broken_link(self.dir)) is not None:
-            raise UnusableCache(broken)
+        if (problem := broken_link(self.dir) or folder_problem(self.dir)) is not None:
+            raise UnusableCache(problem)
         self.dir.mkdir(parents=True, exist_ok=True)
         if (why := network_filesystem_warning(self.dir)) is not None:
             warn(why)

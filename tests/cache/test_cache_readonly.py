@@ -291,3 +291,31 @@ def test_parse_with_a_damaged_cache_it_cannot_move_aside_runs_without_it(tmp_pat
     assert f"cache file {cache / FILENAME} is damaged (not an SQLite file) and cannot be moved aside" in said[0]
     assert "Errno" not in r.stderr and "moved to" not in r.stderr, r.stderr
     assert (cache / FILENAME).read_bytes() == before
+
+
+def test_a_link_to_a_folder_it_may_not_enter_is_not_said_to_point_at_nothing(tmp_path):
+    """A --cache-dir that is a link to a cache in a folder the process may not search: stat
+    fails with "permission denied", not "no such file", and the commands said "is a link to
+    ..., which does not exist" of a cache that is there. They say permission denied, exit 2."""
+    private = tmp_path / "private"
+    (private / "cache").mkdir(parents=True)
+    with ResultCache(private / "cache") as c:
+        put(c, 1)
+    (tmp_path / "link").symlink_to(private / "cache")
+    private.chmod(0o600)  # no search: not even its owner may look inside
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", f"import os; os.stat({str(private / 'cache')!r})"],
+            preexec_fn=as_plain_user(),
+            capture_output=True,
+        )
+        if r.returncode == 0:
+            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
+        for command in (["stats"], ["clear"], ["export", str(tmp_path / "out.jsonl")]):
+            args = [*command, "--cache-dir", str(tmp_path / "link")]
+            r = mineru("cache", *args, cwd=tmp_path, preexec_fn=as_plain_user())
+            assert r.returncode == 2 and r.stdout == "", (command, r.stdout, r.stderr)
+            assert r.stderr == f"error: cache folder {tmp_path / 'link'}: permission denied\n", (command, r.stderr)
+    finally:
+        private.chmod(0o755)
+    assert not (tmp_path / "out.jsonl").exists()

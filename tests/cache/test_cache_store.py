@@ -328,6 +328,29 @@ def test_cache_commands_on_a_link_that_loops_or_points_nowhere_say_so(tmp_path):
             assert r.stderr.startswith("error: ") and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
+def test_a_cache_folder_that_is_a_file_or_device_is_said_in_words_by_the_store_too(tmp_path):
+    """A --cache-dir that is a file, under one, or a link to a device: `mineru cache` said so in
+    words, but parse (the store, through ResultCache) warned "local cache ... unavailable
+    (FileExistsError: [Errno 17] File exists: ...)". The store refuses it in the cache
+    commands' words; the run goes on without it, one warning."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "device").symlink_to("/dev/null")
+    cases = [
+        (tmp_path / "file", f"cache folder {tmp_path / 'file'} is a file, not a folder"),
+        (tmp_path / "file" / "sub", f"{tmp_path / 'file'} (on its path) is a file, not a folder"),
+        (tmp_path / "device", f"cache folder {tmp_path / 'device'} is not a folder"),
+    ]
+    for folder, words in cases:
+        with pytest.raises(store_module.UnusableCache, match=re.escape(words)):
+            SqliteStore(folder)
+        warnings: list[str] = []
+        with ResultCache(folder, warn=warnings.append) as c:
+            put(c, 1)
+        assert len(warnings) == 1 and words in warnings[0] and "Errno" not in warnings[0], warnings
+        assert "running without it" in warnings[0], warnings
+    assert (tmp_path / "file").read_text() == ""
+
+
 def test_an_export_to_a_link_that_loops_says_so(tmp_path):
     """`mineru cache export FILE` where FILE, or a folder on its path, is a link that loops ended
     in a RuntimeError traceback (Path.resolve); import of such a FILE printed the system's
@@ -341,6 +364,20 @@ def test_an_export_to_a_link_that_loops_says_so(tmp_path):
             r = mineru("cache", command, str(file), "--cache-dir", str(cache), cwd=tmp_path)
             assert r.returncode == EXIT_SETUP and "Traceback" not in r.stderr, (command, r.stderr)
             assert r.stderr == f"error: {role} {file}: a link on its path loops\n", (command, r.stderr)
+
+
+def test_an_export_under_a_file_says_so_of_its_file(tmp_path):
+    """`mineru cache export FILE` where FILE's folder is a file: removing the partial file
+    afterwards failed too, and its error replaced the one that says why, naming the cache folder
+    and the partial file ("cache folder ...: a/.x.partial: a part of its path is a file")."""
+    (tmp_path / "a").write_text("")
+    cache = tmp_path / "cache"
+    with ResultCache(cache) as c:
+        put(c, 1)
+    r = CliRunner().invoke(cache_app, ["export", str(tmp_path / "a" / "x"), "--cache-dir", str(cache)])
+    assert r.exit_code == EXIT_SETUP and isinstance(r.exception, SystemExit), r.output
+    words = "a part of its path is a file, not a folder"
+    assert r.output == f"error: export file {tmp_path / 'a' / 'x'}: {words}\n", r.output
 
 
 def test_an_export_of_a_cache_damaged_part_way_leaves_its_file_as_it_was(tmp_path):
@@ -471,6 +508,20 @@ def test_units():
     assert parse_size("2GB") == 2 * 10**9 and parse_size("1GiB") == 2**30
     with pytest.raises(ValueError):
         parse_size("lots")
+
+
+def test_a_size_or_age_past_a_float_is_refused_in_one_short_line(tmp_path):
+    """`mineru cache prune --max-size` (and parse's --max-worker-rss) of 400 digits ended in an
+    OverflowError traceback (infinity has no whole number of bytes); a bad value was repeated
+    whole. Each is a usage error, exit 2, showing the value's first 40 characters."""
+    with ResultCache(tmp_path / "c") as c:
+        put(c, 1)
+    for option, value in (("--max-size", "9" * 400), ("--max-size", "x" * 5000), ("--older-than", "x" * 5000)):
+        r = CliRunner().invoke(cache_app, ["prune", option, value, "--cache-dir", str(tmp_path / "c")])
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (option, r.output)
+        assert repr(value)[:40] + "..." in r.output and value[:100] not in r.output, (option, r.output)
+    stats = CliRunner().invoke(cache_app, ["stats", "--cache-dir", str(tmp_path / "c")])
+    assert "entries:      1 " in stats.output, stats.output
 
 
 def test_cli_stats_prune_export_import_clear(tmp_path, monkeypatch):
