@@ -61,13 +61,24 @@ _ARGS = "mineru.args"  # ctx.meta: the command line as given, for a usage error 
 _UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
-def _asks_json(command: Any, args: tuple[str, ...]) -> bool:
-    """Whether a usage error is of a command that has --log-json and was given it (before a
-    `--`, after which a word is a path; "--log-json=1" asks too, wrongly): the option itself
-    may be what was not parsed yet."""
-    given = args[: args.index("--")] if "--" in args else args
-    asked = any(a == LOG_JSON or a.startswith(LOG_JSON + "=") for a in given)
-    return asked and command is not None and any(LOG_JSON in getattr(p, "opts", ()) for p in command.params)
+def _asks_json(group_ctx: Any, command: Any, words: List[str], exc: Any) -> bool:
+    """Whether a usage error is of a command run with --log-json, as click parses its command
+    line `words` (the words after the command's name): a word "--log-json" that is another
+    option's value (`-o --log-json`) or a path after `--` asks for nothing. The line is parsed
+    again, resiliently and past unknown options (the error itself may be what stopped click
+    before it reached --log-json); "--log-json=1", which click refuses as a flag given a value,
+    asks too."""
+    if command is None or not any(LOG_JSON in getattr(p, "opts", ()) for p in command.params):
+        return False
+    if getattr(exc, "option_name", None) == LOG_JSON:
+        return True
+    try:
+        parsed = command.make_context(
+            command.name, list(words), parent=group_ctx, resilient_parsing=True, ignore_unknown_options=True
+        )
+    except _UsageError:
+        return False
+    return parsed.params.get("log_json") is True
 
 
 class _Commands(TyperGroup):
@@ -83,12 +94,14 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
-            args = ctx.meta.get(_ARGS, ())
+            args = list(ctx.meta.get(_ARGS, ()))
             # an option's missing or unwanted value ("-e" last, "--log-json=1") is raised with
-            # no context: the command is the first word that names one
+            # no context: the command is the first word that names one (mineru's own options,
+            # --version and --help, take no value)
             name = next((a for a in args if a in self.list_commands(ctx)), None)
             command = exc.ctx.command if exc.ctx is not None else name and self.get_command(ctx, name)
-            if not _asks_json(command, args):
+            words = args[args.index(name) + 1 :] if name is not None else []
+            if not _asks_json(ctx, command, words, exc):
                 raise
             from .report import JsonReporter
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from .core.errors import SetupError
 from .core.words import Word
-from .units import parse_duration, parse_size
+from .units import parse_duration, parse_size, shown
 
 
 class EngineChoice(Word):
@@ -74,6 +75,12 @@ DEFAULT_IMAGE_ANALYSIS = True
 DEFAULT_PAGE_TIMEOUT = 600.0  # seconds a page may take
 DEFAULT_MAX_WORKER_RSS = "3GB"  # recycle a worker whose RSS is above this after a page
 DEFAULT_CACHE_TTL = "2h"  # how long a result lives in the shared (Redis) tier
+# The longest --cache-ttl. Redis keeps an expiry as a Unix time in milliseconds in a signed
+# 64-bit number: `SET ... EX` refuses more than (2**63 - 1) // 1000 s less the time since 1970
+# ("invalid expire time"; past 2**63 s "value is not an integer or out of range"), and each
+# store of a run would fail. This round bound, about 285 million years, holds for millions of
+# years to come. The SQLite tier keeps no TTL at all (its entries live until pruned).
+MAX_CACHE_TTL_S = 9 * 10**15
 DEFAULT_DPI = 200
 DEFAULT_OUT_DIR = Path("mineru_output")  # where --format files go
 
@@ -285,32 +292,41 @@ def _is_redis_url(url: str) -> bool:
     return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
 
 
-def _duration(value: Any, option: str) -> tuple[float, int]:
-    """A duration given as text ("2h") or as seconds, parsed once: its seconds as given (a
-    fraction kept) and in whole seconds."""
+def _duration(value: Any, option: str) -> float:
+    """A duration given as text ("2h") or as seconds, parsed once, in seconds (a fraction kept):
+    inf for one past a float's range (400 digits), nan for nan; the caller bounds it."""
     try:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 15m, 2h, 30d)")
-        parsed = parse_duration(value)
-        return parsed, int(parsed)
-    except ValueError as exc:
-        raise SetupError(f"{option}: {exc}") from None
-    except OverflowError:  # infinite: float("inf"), or digits past a float's range
-        raise SetupError(f"{option}: not a duration: {value!r} is too long (use e.g. 90s, 15m, 2h, 30d)") from None
+            raise ValueError
+        return parse_duration(value)
+    except ValueError:
+        raise SetupError(f"{option}: not a duration: {shown(value)} (use e.g. 90s, 15m, 2h, 30d)") from None
+    except OverflowError:  # an int past a float's range
+        return math.inf if value > 0 else -math.inf
 
 
 def _cache_ttl(value: Any) -> int:
-    """--cache-ttl in whole seconds, at least 1: Redis refuses an expiry below 1 s on every store.
-    The refusal names the unit, and the value as given where it had a fraction ("0.5s" is 0 s)."""
-    parsed, seconds = _duration(value, "--cache-ttl")
-    if seconds < 1:
-        cut = isinstance(value, (str, float)) and parsed != seconds
-        given = f" ({value!r} is {seconds} whole seconds)" if cut else ""
+    """--cache-ttl in whole seconds, at least 1 (Redis refuses an expiry below 1 s on every
+    store) and at most MAX_CACHE_TTL_S (Redis refuses a longer one on every store): a value no
+    tier can keep is refused, not clamped. The refusal names the unit, and the value as given
+    (cut short) where it had a fraction ("0.5s" is 0 s)."""
+    seconds = _duration(value, "--cache-ttl")
+    if math.isnan(seconds):
+        raise SetupError(f"--cache-ttl: not a duration: {shown(value)} (use e.g. 90s, 15m, 2h, 30d)")
+    if seconds > MAX_CACHE_TTL_S:
         raise SetupError(
-            f"--cache-ttl must be at least 1 second, not {seconds}{given}: "
+            f"--cache-ttl {shown(value)} is too long: the shared tier (Redis) keeps a result at most "
+            f"{MAX_CACHE_TTL_S:,} s (about 285 million years)"
+        )
+    if seconds < 1:
+        whole = int(seconds) if math.isfinite(seconds) else seconds
+        cut = isinstance(value, (str, float)) and seconds != whole
+        given = f" ({shown(value)} is {whole} whole seconds)" if cut else ""
+        raise SetupError(
+            f"--cache-ttl must be at least 1 second, not {whole}{given}: "
             "give how long a result lives in the shared tier, e.g. 90s, 15m, 2h, 7d"
         )
-    return seconds
+    return int(seconds)
 
 
 def _at_least(value: Any, low: float, option: str, high: float | None = None) -> None:

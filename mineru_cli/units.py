@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 _DURATION = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SIZE = {
@@ -22,13 +24,20 @@ _SIZE = {
 }
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """A value as a refusal repeats it: its repr, cut to its first `limit` characters and "..."
+    (a 5,000-digit value is not repeated whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def parse_duration(text: str | int | float) -> float:
     """Seconds in '90', '90s', '15m', '2h', '30d', '1w'."""
     if isinstance(text, (int, float)):
         return float(text)
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
     if not m:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 30d)")
+        raise ValueError(f"not a duration: {shown(text)} (use e.g. 90s, 15m, 2h, 30d)")
     return float(m.group(1)) * _DURATION[m.group(2) or "s"]
 
 
@@ -38,5 +47,8 @@ def parse_size(text: str | int) -> int:
         return text
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", text.lower())
     if not m or m.group(2) not in _SIZE:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500MB, 2GB, 1GiB)")
-    return int(float(m.group(1)) * _SIZE[m.group(2)])
+        raise ValueError(f"not a size: {shown(text)} (use e.g. 500MB, 2GB, 1GiB)")
+    size = float(m.group(1)) * _SIZE[m.group(2)]
+    if not math.isfinite(size):  # past a float's range: no whole number of bytes
+        raise ValueError(f"not a size: {shown(text)} is too large (use e.g. 500MB, 2GB, 1GiB)")
+    return int(size)

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from mineru_cli.config import LoadOptions, OutputFormat, RunConfig
+from mineru_cli.config import MAX_CACHE_TTL_S, LoadOptions, OutputFormat, RunConfig
 from mineru_cli.core import SetupError
 
 
@@ -43,6 +43,8 @@ def test_formats_may_come_comma_separated():
     "options, message",
     [
         ({"max_worker_rss": -1}, "--max-worker-rss must be at least 0"),
+        ({"max_worker_rss": "9" * 400}, "--max-worker-rss: not a size: '9{39}... is too large .use e.g. 500MB"),
+        ({"max_worker_rss": "x" * 400}, "--max-worker-rss: not a size: 'x{39}... .use e.g. 500MB"),
         ({"dpi": 150.5}, "--dpi must be a whole number"),
         ({"dpi": 20}, "--dpi must be between 36 and 600"),
         ({"workers": True}, "--workers must be a whole number"),
@@ -55,9 +57,11 @@ def test_formats_may_come_comma_separated():
         ({"cache_ttl": "0.5s"}, "--cache-ttl must be at least 1 second, not 0 .'0.5s' is 0 whole seconds"),
         ({"cache_ttl": "0"}, "--cache-ttl must be at least 1 second, not 0: give how long a result lives"),
         ({"cache_ttl": 0.5}, "--cache-ttl must be at least 1 second, not 0 .0.5 is 0 whole seconds"),
-        ({"cache_ttl": float("nan")}, "--cache-ttl: cannot convert float NaN to integer"),
-        ({"cache_ttl": "9" * 400}, "--cache-ttl: not a duration: '9999.* is too long"),
-        ({"cache_ttl": float("inf")}, "--cache-ttl: not a duration: inf is too long"),
+        ({"cache_ttl": float("nan")}, "--cache-ttl: not a duration: nan .use e.g. 90s"),
+        ({"cache_ttl": "9" * 400}, "--cache-ttl '9999.* is too long"),
+        ({"cache_ttl": float("inf")}, "--cache-ttl inf is too long"),
+        ({"cache_ttl": float("-inf")}, "--cache-ttl must be at least 1 second, not -inf:"),
+        ({"cache_ttl": -(2**2000)}, "--cache-ttl must be at least 1 second, not -inf:"),
         ({"cache_url": "localhost:6379"}, "--cache-url 'localhost:6379' is not a Redis URL"),
         ({"cache_url": 6379}, "--cache-url 6379 is not a Redis URL"),
         ({"model": 5}, "--model must be a path, not 5"),
@@ -79,6 +83,26 @@ def test_cache_ttl_is_whole_seconds_of_a_value_parsed_once():
     long, where int() of its infinite seconds ended in an OverflowError traceback."""
     for given, seconds in [("90s", 90), ("2h", 7200), (90, 90), (1.5, 1), ("1.9", 1), ("0.25m", 15)]:
         assert RunConfig.from_options(["x"], cache_ttl=given).cache_ttl == seconds, given
+
+
+def test_a_cache_ttl_no_tier_can_keep_is_refused_in_one_short_line():
+    """Redis refuses an expiry past (2**63 - 1) // 1000 s less the time since 1970 (and a number
+    past 2**63 as no integer), so a --cache-ttl of 2**70 s made every store of a run fail ("refuses
+    writes"); the SQLite tier keeps no TTL. A TTL over MAX_CACHE_TTL_S is refused, and MAX_CACHE_TTL_S
+    itself taken (test_cache_redis stores with it). The refusal repeated the value whole, 5,000
+    digits of it: it shows its first 40 characters and "..."."""
+    assert RunConfig.from_options(["x"], cache_ttl=MAX_CACHE_TTL_S).cache_ttl == MAX_CACHE_TTL_S
+    assert RunConfig.from_options(["x"], cache_ttl=f"{MAX_CACHE_TTL_S // 86400}d").cache_ttl <= MAX_CACHE_TTL_S
+    limit = "the shared tier (Redis) keeps a result at most 9,000,000,000,000,000 s"
+    for given in (2**70, str(2**70), MAX_CACHE_TTL_S + 1, f"{MAX_CACHE_TTL_S // 86400 + 1}d", 2**2000, 1e300):
+        with pytest.raises(SetupError, match="is too long") as refused:
+            RunConfig.from_options(["x"], cache_ttl=given)
+        assert limit in str(refused.value), str(refused.value)
+    for given in ("9" * 5000, "x" * 5000):
+        with pytest.raises(SetupError) as refused:
+            RunConfig.from_options(["x"], cache_ttl=given)
+        message = str(refused.value)
+        assert f"{given!r}"[:40] + "..." in message and len(message) < 200 and "\n" not in message, message
 
 
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "2", "a/b", "1/0", ""])

@@ -134,6 +134,39 @@ def test_log_json_reports_a_usage_error_as_a_json_event(tmp_path):
         assert r.returncode == 2 and "No such option" in r.stderr and not r.stderr.startswith("{"), (args, r.stderr)
 
 
+def test_log_json_is_asked_for_only_where_click_parses_it_as_the_flag(tmp_path):
+    """`parse -o --log-json --bogus x` answered in JSON, though "--log-json" was -o's value there
+    (the journal's name): JSON is decided by the command line as click parses it, so there the
+    error is click's text, and with --log-json as a flag (before or after the bad option) it is
+    one JSON event."""
+    for args in (
+        ("-o", "--log-json", "--bogus", "x"),
+        ("x", "-o", "--log-json=1", "--bogus"),
+        ("--bogus", "--", "--log-json"),
+    ):
+        r = mineru("parse", *args, cwd=tmp_path)
+        assert r.returncode == 2 and "No such option: --bogus" in r.stderr, (args, r.stderr)
+        assert not r.stderr.startswith("{") and '"event"' not in r.stderr, (args, r.stderr)
+    for args in (("--log-json", "-o", "o.jsonl", "--bogus", "x"), ("-o", "o.jsonl", "--bogus", "x", "--log-json")):
+        r = mineru("parse", *args, cwd=tmp_path)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and len(lines) == 1, (args, r.stderr)
+        event = json.loads(lines[0])
+        assert event["event"] == "error" and "No such option: --bogus" in event["message"], event
+    assert not (tmp_path / "--log-json").exists() and not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_cache_ttl_no_tier_keeps_is_refused_in_one_short_line(tmp_path):
+    """--cache-ttl 2**70 s was taken (each store in Redis then failed); 5,000 digits were
+    repeated whole in the refusal. Both are refused before the run, exit 2, in one short line."""
+    text_page(tmp_path / "p.png", "Hello world")
+    for ttl in (str(2**70), "9" * 5000):
+        r = mineru("parse", "p.png", "--out", "o.jsonl", "--cache-ttl", ttl, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and len(r.stderr) < 200, r.stderr
+        assert r.stderr.startswith(f"error: --cache-ttl '{ttl[:38]}") and "is too long" in r.stderr, r.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 def test_quiet_prints_nothing_for_a_blank_page_and_a_text_page(tmp_path):
     # RapidOCR warns "The text detection result is empty" on a blank page through its own
     # logger: a cron job's --quiet stderr must stay empty while every page is ok

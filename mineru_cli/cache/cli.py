@@ -19,7 +19,7 @@ from ..units import parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import FILENAME, NewerCache, SqliteStore, digest
+from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, broken_link, digest, folder_problem, in_words
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -57,43 +57,17 @@ def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
     """The cache file's path where there is none yet (a machine that never parsed, or a
     mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
     opening the store would make an empty cache there and report it as fine. A --cache-dir
-    that is a file, or under one, was refused before (_folder_problem)."""
+    that is a file, or under one, was refused before (store.folder_problem), and so was a folder or
+    cache file that is a link that loops or points at nothing (store.broken_link)."""
     path = _folder(cache_dir) / FILENAME
     return None if path.exists() else path
-
-
-def _folder_problem(directory: Path) -> Optional[str]:
-    """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file (the
-    store failed to make it with "[Errno 17] File exists" or "[Errno 20] Not a directory", and
-    stats reported a folder under a file as a cache not made yet)."""
-    for path in (directory, *directory.parents):
-        if path.is_dir():
-            return None
-        if path.exists():
-            what = "is a file, not a folder" if path.is_file() else "is not a folder"
-            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
-            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
-    return None
-
-
-# An OSError's number in words a user can act on; the others keep the system's words
-_WHY = {
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.ENOENT: "does not exist",
-    errno.ENOTDIR: "a part of its path is a file, not a folder",
-    errno.EISDIR: "is a folder, not a file",
-    errno.EEXIST: "is a file, not a folder",  # making a folder where a file is
-    errno.EROFS: "on a read-only file system",
-    errno.ENOSPC: "no space left on its disk",
-}
 
 
 def _os_error(exc: OSError, folder: Path, file: Optional[Path], role: str) -> str:
     """An OSError of a cache command in one line that says what and where: the cache folder,
     its file, or the export's or import's FILE (`role`), and why, without "[Errno 13]"."""
     name = Path(exc.filename) if exc.filename else None
-    why = _WHY.get(exc.errno or 0) or exc.strerror or str(exc)
+    why = in_words(exc)
     if file is not None and name is not None and name == file:
         if exc.errno == errno.ENOENT:  # a FILE to read is not there; one to write has no folder
             why = "no such file" if role == "import file" else f"its folder {file.parent} does not exist"
@@ -140,8 +114,9 @@ def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
 
 def _cache_errors(file_role: str = "file"):
     """A cache that cannot be used (its folder a file, under a file, missing a part or not ours,
-    a full disk, a newer mineru-cli's cache, a file another process holds locked past the busy
-    timeout) or a FILE to export to or import from that cannot be opened (`file_role` names it)
+    it or its cache file a link that loops or points at nothing, a damaged file it cannot move
+    aside, a full disk, a newer mineru-cli's cache, a file another process holds locked past the
+    busy timeout) or a FILE to export to or import from that cannot be opened (`file_role` names it)
     ends the command with one line that says what, where and why, and exit 2 (EXIT_SETUP), not
     a traceback or the system's "[Errno 13] ..."."""
 
@@ -150,10 +125,13 @@ def _cache_errors(file_role: str = "file"):
         def run(*args, **kwargs):
             folder = _folder(kwargs.get("cache_dir"))
             try:
-                if (problem := _folder_problem(folder)) is not None:
+                if (problem := broken_link(folder) or folder_problem(folder)) is not None:
                     typer.echo(f"error: {problem}", err=True)
                     raise typer.Exit(EXIT_SETUP)
                 return command(*args, **kwargs)
+            except UnusableCache as e:  # its words name the folder or file
+                typer.echo(f"error: {e}", err=True)
+                raise typer.Exit(EXIT_SETUP) from None
             except OSError as e:
                 typer.echo(f"error: {_os_error(e, folder, kwargs.get('file'), file_role)}", err=True)
                 raise typer.Exit(EXIT_SETUP) from None
@@ -233,7 +211,13 @@ def export_(
 ) -> None:
     """Write every entry as one JSON line (thumbnail base64-encoded)."""
     n, absent, folder = 0, _absent(cache_dir), _folder(cache_dir)
-    if file.resolve().parent == folder.resolve() and file.resolve().name.startswith(FILENAME):
+    try:
+        resolved = file.resolve()
+    except RuntimeError:  # a link on its path loops (Python 3.12 and earlier; 3.13 raises OSError)
+        raise OSError(errno.ELOOP, "a link loops", str(file)) from None
+    except OSError as exc:  # said of FILE
+        raise OSError(exc.errno, exc.strerror, str(file)) from None
+    if resolved.parent == folder.resolve() and resolved.name.startswith(FILENAME):
         typer.echo(f"error: export file {file} is the cache's own file; give another FILE", err=True)
         raise typer.Exit(EXIT_SETUP)
     if file.is_dir():  # the rename below would say so of the partial file's name, not FILE's
@@ -252,7 +236,7 @@ def export_(
     # link is followed; a device or pipe (/dev/stdout, whatever it points to) is written as the
     # rows come.
     stream = (file.exists() and not file.is_file()) or file.absolute().parts[1:2] in (("dev",), ("proc",))
-    target = file.resolve() if file.is_symlink() and not stream else file
+    target = resolved if file.is_symlink() and not stream else file
     partial = target if stream else target.with_name(f".{target.name}.partial")
     if target is not file and not target.parent.is_dir():
         typer.echo(f"error: export file {file}: it links to {target}, whose folder does not exist", err=True)
@@ -279,7 +263,10 @@ def export_(
             partial.replace(target)
     finally:
         if not stream:
-            partial.unlink(missing_ok=True)
+            try:
+                partial.unlink(missing_ok=True)
+            except OSError:  # there is none where FILE's folder is a file: the error above says so
+                pass
     typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
 
 

@@ -22,7 +22,7 @@ from PIL import Image
 from . import similarity as sim
 from .node import node_local_dir
 from .redis_tier import RedisTier
-from .store import SqliteStore
+from .store import SqliteStore, UnusableCache
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,12 @@ def _finite(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _said(e: Exception) -> str:
+    """A local tier's error in a warning: UnusableCache's own words (they name the folder or
+    file and why), any other error with its type."""
+    return str(e) if isinstance(e, UnusableCache) else f"{type(e).__name__}: {e}"
+
+
 class ResultCache:
     def __init__(
         self,
@@ -90,7 +96,7 @@ class ResultCache:
         try:
             self._store = SqliteStore(node_local_dir(Path(path)), self._warn)
         except Exception as e:  # noqa: BLE001 - unusable directory, disk full, ...
-            self._warn(f"local cache {path} unavailable ({type(e).__name__}: {e}); running without it")
+            self._warn(f"local cache {path} unavailable ({_said(e)}); running without it")
         if redis_url:
             self._redis = RedisTier(redis_url, ttl_s, self._warn)
 
@@ -100,7 +106,7 @@ class ResultCache:
             self._user_warn(msg)
 
     def _local_failed(self, e: Exception) -> None:
-        self._warn(f"local cache error ({type(e).__name__}: {e}); this page is treated as a miss")
+        self._warn(f"local cache error ({_said(e)}); this page is treated as a miss")
 
     def _result(self, payload_json: str, page_id: str, tier: str) -> dict | None:
         """The entry's page result, or None (a miss, said once per entry) where it is none."""

@@ -6,7 +6,9 @@ thumbnail (none for pages with no near-duplicate search), never pickles; a
 digest of the payload catches bit rot SQLite itself would not notice.  A file that is not a database, or one SQLite
 reports as malformed, is moved aside to ``*.corrupt`` and rebuilt empty; an
 earlier schema version drops and recreates the tables, a later one (a newer
-mineru-cli's cache) is left untouched and not used (NewerCache).
+mineru-cli's cache) is left untouched and not used (NewerCache). A cache folder or file that is
+a link that loops or points at nothing, and a damaged file that cannot be moved aside, make a
+cache that cannot be used (UnusableCache, said in words).
 
 A cache that cannot be written (a read-only mount, files of another user) but holds entries is
 opened read-only: hits are served, nothing is stored or touched, and a damaged file is never
@@ -17,6 +19,7 @@ WAL mode needs the byte-range locks and shared memory of a local filesystem.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import os
@@ -96,6 +99,12 @@ class CorruptCache(Exception):
     """The SQLite file is damaged (raised internally, handled by rebuilding)."""
 
 
+class UnusableCache(Exception):
+    """A cache the store cannot use, in words that name its folder or file and why: the folder,
+    one above it or the cache file is a link that loops or points at nothing (broken_link), or a
+    damaged file cannot be moved aside (a folder this process may not write in)."""
+
+
 class NewerCache(Exception):
     """The file holds a later schema than this version reads: a newer mineru-cli's cache, which
     this one neither reads nor empties (both versions may run on one machine, alternately)."""
@@ -108,6 +117,65 @@ class Entry:
     width: int
     height: int
     payload: str
+
+
+# An OSError's number in words a user can act on; the others keep the system's words
+OS_WHY = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "does not exist",
+    errno.ENOTDIR: "a part of its path is a file, not a folder",
+    errno.EISDIR: "is a folder, not a file",
+    errno.EEXIST: "is a file, not a folder",  # making a folder where a file is
+    errno.EROFS: "on a read-only file system",
+    errno.ENOSPC: "no space left on its disk",
+    errno.ELOOP: "a link on its path loops",
+}
+
+
+def in_words(exc: OSError) -> str:
+    """Why an OSError happened, without "[Errno 13]" and the path."""
+    return OS_WHY.get(exc.errno or 0) or exc.strerror or str(exc)
+
+
+def broken_link(directory: Path) -> str | None:
+    """Where the cache folder `directory`, a folder above it or its cache file is a symbolic
+    link that loops or points at a missing path: which, and what, in words; else None. Such a
+    path reads as missing, so a cache there read as none made yet, and making the folder failed
+    with "[Errno 17] File exists"."""
+    file = Path(directory) / FILENAME
+    for path in (file, *file.parents):
+        if os.path.exists(path):
+            return None  # it, and every link above it, leads somewhere
+        if not os.path.islink(path):
+            continue
+        try:
+            os.stat(path)
+            continue  # raced: it leads somewhere now
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR):
+                return None  # it leads where this process may not look: opening it says why
+            loops = exc.errno == errno.ELOOP
+        what = "a link that loops" if loops else f"a link to {os.path.realpath(path)}, which does not exist"
+        if path == file:
+            return f"cache file {file} is {what}; remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+        where = f" is {what}" if path == Path(directory) else f": {path} (on its path) is {what}"
+        return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+    return None
+
+
+def folder_problem(directory: Path) -> str | None:
+    """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file or a
+    device. Said in words, where making the folder would fail with "[Errno 17] File exists" or
+    "[Errno 20] Not a directory", and a folder under a file would read as a cache not made yet."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            return None
+        if path.exists():
+            what = "is a file, not a folder" if path.is_file() else "is not a folder"
+            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
+            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+    return None
 
 
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:
@@ -180,6 +248,8 @@ class SqliteStore:
         self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        if (problem := broken_link(self.dir) or folder_problem(self.dir)) is not None:
+            raise UnusableCache(problem)
         self.dir.mkdir(parents=True, exist_ok=True)
         if (why := network_filesystem_warning(self.dir)) is not None:
             warn(why)
@@ -203,14 +273,20 @@ class SqliteStore:
         except sqlite3.OperationalError as e:
             if not (_read_only_error(e) and self.path.is_file()):
                 raise
-            first_error = e
-        except PermissionError as e:
+            first_error: Exception = e
+        except (PermissionError, UnusableCache) as e:
             if not self.path.is_file():
                 raise
-            first_error = sqlite3.OperationalError(str(e))
+            first_error = e
         try:
             self._open_ro()
         except sqlite3.DatabaseError as e:
+            if isinstance(first_error, UnusableCache):
+                raise first_error from None  # damaged, and in a folder it cannot be moved out of
+            if isinstance(first_error, OSError):  # a file this process may not read
+                raise UnusableCache(f"cache file {self.path} cannot be read: {in_words(first_error)}") from None
+            if _is_corruption(e):  # damaged: _run moves it aside where its folder allows, in these words
+                raise sqlite3.DatabaseError(str(e)) from None
             raise sqlite3.OperationalError(f"{first_error}; read-only: {e}") from None
         if not self.readonly:
             self.readonly = True
@@ -292,8 +368,14 @@ class SqliteStore:
             return
         if self._inode is not None and st.st_ino != self._inode:
             return
-        os.replace(self.path, self.path.with_name(self.path.name + ".corrupt"))
-        # said once moved: in a read-only folder the move fails and the error says why instead
+        try:
+            os.replace(self.path, self.path.with_name(self.path.name + ".corrupt"))
+        except OSError as exc:  # a folder this process may not write in: its words, not "[Errno 13] ..."
+            raise UnusableCache(
+                f"cache file {self.path} is damaged ({why}) and cannot be moved aside ({in_words(exc)}): "
+                "remove it, or make its folder writable"
+            ) from None
+        # said once moved: where the move fails the error says why instead
         self._warn(f"cache file {self.path} is corrupt ({why}); moved to {self.path.name}.corrupt and rebuilt")
         for suffix in ("-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)

@@ -76,3 +76,25 @@ def test_small_print_among_large_content_is_parsed_afresh(tmp_path, record_valid
         rec = _only(tmp_path / f"{folder}.jsonl")
         assert rec["cache"] == {"status": "miss"}
         assert price in rec["markdown"], rec["markdown"]
+
+
+def test_parse_with_a_cache_folder_that_is_a_broken_link_runs_without_it_and_says_what_it_is(tmp_path):
+    """A --cache-dir that is a link that loops or points at a missing path: parse warned "local
+    cache ... unavailable (FileExistsError: [Errno 17] File exists: ...)". As the design has it
+    for any cache that cannot be opened (a cache makes a run faster, never failed), the run goes
+    on without the local cache, every page a miss, exit 0, and its one warning says what the
+    path is."""
+    (tmp_path / "in").mkdir()
+    invoice("1,234.00").save(tmp_path / "in" / "invoice.png")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    cases = [("loop", "is a link that loops"), ("dangling", f"is a link to {tmp_path / 'gone'}, which does not exist")]
+    for name, words in cases:
+        args = ["--cache-dir", str(tmp_path / name), "--engine", "ocr"]
+        r = mineru("parse", "in", "--out", f"{name}.jsonl", *args, cwd=tmp_path)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert _only(tmp_path / f"{name}.jsonl")["cache"] == {"status": "miss"}
+        said = [line for line in r.stderr.splitlines() if "local cache" in line]
+        assert len(said) == 1 and f"cache folder {tmp_path / name} {words}" in said[0], r.stderr
+        assert "running without it" in said[0] and "Errno" not in said[0], said
+    assert not (tmp_path / "gone").exists()

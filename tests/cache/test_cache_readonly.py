@@ -3,13 +3,18 @@ warning, never a failed run. A cache on a network filesystem is warned about."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
-from fshelpers import read_only
+from fshelpers import as_plain_user, read_only
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -172,3 +177,145 @@ def test_cache_commands_that_write_refuse_a_read_only_cache_and_those_that_read_
     r = mineru("cache", "clear", *args, cwd=tmp_path)  # writable again
     assert r.returncode == 0 and "removed 2 entries" in r.stdout, r.stderr
     assert rows(cache) == 0
+
+
+@contextlib.contextmanager
+def unwritable(folder: Path) -> Iterator[None]:
+    """`folder` without write permission (mode 555), for a process started with as_plain_user()
+    (as root, without CAP_DAC_OVERRIDE, as `setpriv --bounding-set -dac_override` runs one):
+    permission bits stop it as they stop any user. Skipped where this machine cannot drop the
+    capability or the bits do not stop the process."""
+    folder.chmod(0o555)
+    try:
+        probe = folder / "probe"
+        try:
+            r = subprocess.run(
+                [sys.executable, "-c", f"open({str(probe)!r}, 'w')"], preexec_fn=as_plain_user(), capture_output=True
+            )
+        except subprocess.SubprocessError:
+            pytest.skip("cannot drop root's CAP_DAC_OVERRIDE here (prctl PR_CAPBSET_DROP refused)")
+        if r.returncode == 0:
+            probe.unlink()
+            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_OVERRIDE)")
+        yield
+    finally:
+        folder.chmod(0o755)
+
+
+def _damaged(folder: Path, damage: str) -> bytes:
+    """A cache file in `folder` damaged two ways: bytes that are no SQLite file, or an SQLite
+    file whose pages after the first two are overwritten ("database disk image is malformed")."""
+    with ResultCache(folder) as c:
+        for seed in range(20):
+            put(c, seed)
+    db = folder / FILENAME
+    raw = bytearray(db.read_bytes())
+    if damage == "garbage":
+        raw = bytearray(np.random.default_rng(5).integers(0, 256, 8192, dtype=np.uint8).tobytes())
+    else:
+        for off in range(8192, len(raw), 4096):
+            raw[off : off + 4096] = b"\xa5" * 4096
+    db.write_bytes(bytes(raw))
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "malformed"])
+def test_a_damaged_cache_in_a_folder_it_cannot_write_is_said_in_words(tmp_path, damage):
+    """A damaged cache file that cannot be moved aside (its folder not writable): every `mineru
+    cache` command printed "[Errno 13] Permission denied: '.../results.sqlite3' ->
+    '.../results.sqlite3.corrupt'" in its error line. It says it in words, in one line, exit 2,
+    and never that the file was moved aside and rebuilt: the file stays as it was, no .corrupt
+    file is made."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    before = _damaged(cache, damage)
+    why = "not an SQLite file" if damage == "garbage" else "database disk image is malformed"
+    words = f"error: cache file {cache / FILENAME} is damaged ({why}) and cannot be moved aside (permission denied)"
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("")
+    commands = [["stats"], ["clear"], ["prune", "--older-than", "1d"], ["export", str(tmp_path / "out.jsonl")]]
+    with unwritable(cache):
+        for command in [*commands, ["import", str(dump)]]:
+            r = mineru("cache", *command, "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
+            assert r.returncode == 2 and r.stdout == "", (command, r.stdout, r.stderr)
+            assert r.stderr.startswith(words) and r.stderr.count("\n") == 1, (command, r.stderr)
+            assert "Errno" not in r.stderr and "moved to" not in r.stderr, (command, r.stderr)
+    assert (cache / FILENAME).read_bytes() == before and not (cache / f"{FILENAME}.corrupt").exists()
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_moved_aside_line_comes_only_once_the_file_is_moved(tmp_path):
+    """The line "cache file ... is corrupt ...; moved to results.sqlite3.corrupt and rebuilt" is said
+    only once the move happened: not where it failed (a folder the process may not write in; the
+    file is still there, in the error instead), and where it succeeded the .corrupt file holds
+    the damaged bytes when the line is read."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    before = _damaged(cache, "garbage")
+    moved = f"cache file {cache / FILENAME} is corrupt (not an SQLite file); moved to {FILENAME}.corrupt and rebuilt"
+    with unwritable(cache):
+        r = mineru("cache", "stats", "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
+    assert r.returncode == 2 and moved not in r.stderr and "cannot be moved aside" in r.stderr, r.stderr
+    assert (cache / FILENAME).read_bytes() == before and not (cache / f"{FILENAME}.corrupt").exists()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mineru_cli", "cache", "stats", "--cache-dir", str(cache)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # read as it comes
+    assert line.rstrip("\n") == moved, line
+    assert (cache / f"{FILENAME}.corrupt").read_bytes() == before
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and err == "" and "entries:      0" in out, (out, err)
+
+
+@pytest.mark.e2e
+def test_parse_with_a_damaged_cache_it_cannot_move_aside_runs_without_it(tmp_path):
+    """parse with a damaged cache file in a folder it may not write in: its one warning said
+    "(OperationalError: [Errno 13] Permission denied: ... -> ...corrupt; read-only: file is not
+    a database)". It says it in words; the run goes on without the cache, exit 0."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    before = _damaged(cache, "garbage")
+    (tmp_path / "in").mkdir()
+    _page(tmp_path / "in" / "one.png", "Page one")
+    args = ["--cache-dir", str(cache), "--engine", "ocr"]
+    with unwritable(cache):
+        r = mineru("parse", "in", "--out", "o.jsonl", *args, cwd=tmp_path, preexec_fn=as_plain_user())
+    assert r.returncode == 0, r.stderr
+    assert read_journal(tmp_path / "o.jsonl")[0]["cache"] == {"status": "miss"}
+    said = [line for line in r.stderr.splitlines() if "local cache" in line]
+    assert len(said) == 1 and "running without it" in said[0], r.stderr
+    assert f"cache file {cache / FILENAME} is damaged (not an SQLite file) and cannot be moved aside" in said[0]
+    assert "Errno" not in r.stderr and "moved to" not in r.stderr, r.stderr
+    assert (cache / FILENAME).read_bytes() == before
+
+
+def test_a_link_to_a_folder_it_may_not_enter_is_not_said_to_point_at_nothing(tmp_path):
+    """A --cache-dir that is a link to a cache in a folder the process may not search: stat
+    fails with "permission denied", not "no such file", and the commands said "is a link to
+    ..., which does not exist" of a cache that is there. They say permission denied, exit 2."""
+    private = tmp_path / "private"
+    (private / "cache").mkdir(parents=True)
+    with ResultCache(private / "cache") as c:
+        put(c, 1)
+    (tmp_path / "link").symlink_to(private / "cache")
+    private.chmod(0o600)  # no search: not even its owner may look inside
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", f"import os; os.stat({str(private / 'cache')!r})"],
+            preexec_fn=as_plain_user(),
+            capture_output=True,
+        )
+        if r.returncode == 0:
+            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
+        for command in (["stats"], ["clear"], ["export", str(tmp_path / "out.jsonl")]):
+            args = [*command, "--cache-dir", str(tmp_path / "link")]
+            r = mineru("cache", *args, cwd=tmp_path, preexec_fn=as_plain_user())
+            assert r.returncode == 2 and r.stdout == "", (command, r.stdout, r.stderr)
+            assert r.stderr == f"error: cache folder {tmp_path / 'link'}: permission denied\n", (command, r.stderr)
+    finally:
+        private.chmod(0o755)
+    assert not (tmp_path / "out.jsonl").exists()

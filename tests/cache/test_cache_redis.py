@@ -15,6 +15,7 @@ from mineru_cli.cache import ResultCache
 from mineru_cli.cache.redis_tier import RedisTier
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import digest
+from mineru_cli.config import MAX_CACHE_TTL_S
 
 redis = pytest.importorskip("redis", reason="the redis client package is not installed")
 REDIS_SERVER = shutil.which("redis-server")
@@ -87,6 +88,24 @@ def test_ttl_is_honoured(tmp_path, redis_server):
     with ResultCache(tmp_path / "c", redis_url=url) as c:  # default TTL: 2 h
         c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": [], "markdown": ""})
     assert 7190 <= client.ttl(key) <= 7200
+
+
+def test_the_longest_cache_ttl_is_one_redis_keeps(tmp_path, redis_server):
+    """MAX_CACHE_TTL_S, the longest --cache-ttl parse takes, is stored by a real Redis with that
+    TTL; a longer one such as 2**70 s, which --cache-ttl took before, made Redis refuse every
+    store (ERR value is not an integer or out of range): parse now refuses it before it starts
+    (tests/test_config.py). Where between the two Redis's own limit lies depends on its version."""
+    _, url, client = redis_server
+    img = page(3)
+    key = RedisTier.key(FP, pixel_sha256(img))
+    warnings: list[str] = []
+    with ResultCache(tmp_path / "a", redis_url=url, ttl_s=MAX_CACHE_TTL_S, warn=warnings.append) as a:
+        a.store(img, pixel_sha256(img), FP, "p#0", {"blocks": [], "markdown": ""})
+    assert warnings == [] and MAX_CACHE_TTL_S - 5 <= client.ttl(key) <= MAX_CACHE_TTL_S
+    with ResultCache(tmp_path / "b", redis_url=url, ttl_s=2**70, warn=warnings.append) as b:
+        b.store(page(4), pixel_sha256(page(4)), FP, "q#0", {"blocks": [], "markdown": ""})
+    assert len(warnings) == 1 and "refuses writes" in warnings.pop()
+    assert client.get(RedisTier.key(FP, pixel_sha256(page(4)))) is None
 
 
 def test_redis_killed_mid_run_warns_once_and_continues(tmp_path, redis_server):

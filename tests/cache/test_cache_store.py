@@ -3,6 +3,7 @@
 import base64
 import json
 import multiprocessing as mp
+import re
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
+from helpers import mineru
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -272,6 +274,112 @@ def test_cache_commands_whose_file_cannot_be_opened_say_which_and_why(tmp_path):
     assert r.exit_code == 0 and r.output == "imported 0 entries, skipped 2 damaged lines\n", r.output
 
 
+def _broken_links(tmp_path):
+    """Cache folders that are, or hold, a link that loops or points at a missing path, each with
+    the words a command says of it."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone" / "cache")
+    for name, target in (("file-loop", FILENAME), ("file-dangling", "gone.sqlite3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / FILENAME).symlink_to(target)
+    missing = f"a link to {tmp_path / 'gone' / 'cache'}, which does not exist"
+    return [
+        (tmp_path / "loop", f"cache folder {tmp_path / 'loop'} is a link that loops; give --cache-dir"),
+        (tmp_path / "dangling", f"cache folder {tmp_path / 'dangling'} is {missing}; give --cache-dir"),
+        (tmp_path / "loop" / "sub", f"{tmp_path / 'loop'} (on its path) is a link that loops"),
+        (tmp_path / "file-loop", f"cache file {tmp_path / 'file-loop' / FILENAME} is a link that loops; remove it"),
+        (
+            tmp_path / "file-dangling",
+            f"cache file {tmp_path / 'file-dangling' / FILENAME} is a link to "
+            f"{tmp_path / 'file-dangling' / 'gone.sqlite3'}, which does not exist; remove it",
+        ),
+    ]
+
+
+def test_cache_commands_on_a_link_that_loops_or_points_nowhere_say_so(tmp_path):
+    """A --cache-dir (or a folder above it, or the cache file in it) that is a link that loops
+    or points at a missing path: stats, clear, prune and export said "no cache file there yet"
+    with exit 0, import into a dangling link said "is a file, not a folder", into a looping
+    cache file "unable to open database file", and one into a dangling cache file made the
+    link's target. Each says what the path is in one line and exits 2 (EXIT_SETUP); nothing is
+    made. The store refuses such a cache in the same words (parse runs without it, one warning)."""
+    commands = _every_cache_command(tmp_path)
+    for folder, words in _broken_links(tmp_path):
+        for command in commands:
+            r = CliRunner().invoke(cache_app, [*command, "--cache-dir", str(folder)])
+            assert r.exit_code == EXIT_SETUP and isinstance(r.exception, SystemExit), (folder, command, r.output)
+            assert r.output.startswith("error: ") and words in r.output, (folder, command, r.output)
+            assert "Errno" not in r.output and r.output.count("\n") == 1, (folder, command, r.output)
+        warnings: list[str] = []
+        with pytest.raises(store_module.UnusableCache, match=re.escape(words)):
+            SqliteStore(folder)
+        with ResultCache(folder, warn=warnings.append) as c:
+            put(c, 1)
+        assert len(warnings) == 1 and words in warnings[0] and "running without it" in warnings[0], warnings
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "gone").exists()
+    assert not (tmp_path / "file-dangling" / "gone.sqlite3").exists()
+    # as a user runs it: a real process, for a looping and a dangling --cache-dir
+    dump, real = tmp_path / "dump.jsonl", tmp_path / "real"
+    real.mkdir()
+    for folder, words in _broken_links(real)[:2]:
+        for command in (["stats"], ["import", str(dump)]):
+            r = mineru("cache", *command, "--cache-dir", str(folder), cwd=tmp_path)
+            assert r.returncode == EXIT_SETUP and r.stdout == "", (command, r.stdout, r.stderr)
+            assert r.stderr.startswith("error: ") and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_cache_folder_that_is_a_file_or_device_is_said_in_words_by_the_store_too(tmp_path):
+    """A --cache-dir that is a file, under one, or a link to a device: `mineru cache` said so in
+    words, but parse (the store, through ResultCache) warned "local cache ... unavailable
+    (FileExistsError: [Errno 17] File exists: ...)". The store refuses it in the cache
+    commands' words; the run goes on without it, one warning."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "device").symlink_to("/dev/null")
+    cases = [
+        (tmp_path / "file", f"cache folder {tmp_path / 'file'} is a file, not a folder"),
+        (tmp_path / "file" / "sub", f"{tmp_path / 'file'} (on its path) is a file, not a folder"),
+        (tmp_path / "device", f"cache folder {tmp_path / 'device'} is not a folder"),
+    ]
+    for folder, words in cases:
+        with pytest.raises(store_module.UnusableCache, match=re.escape(words)):
+            SqliteStore(folder)
+        warnings: list[str] = []
+        with ResultCache(folder, warn=warnings.append) as c:
+            put(c, 1)
+        assert len(warnings) == 1 and words in warnings[0] and "Errno" not in warnings[0], warnings
+        assert "running without it" in warnings[0], warnings
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_an_export_to_a_link_that_loops_says_so(tmp_path):
+    """`mineru cache export FILE` where FILE, or a folder on its path, is a link that loops ended
+    in a RuntimeError traceback (Path.resolve); import of such a FILE printed the system's
+    words. Each names its FILE and why in one line, exit 2."""
+    (tmp_path / "loop").symlink_to("loop")
+    cache = tmp_path / "cache"
+    with ResultCache(cache) as c:
+        put(c, 1)
+    for file in (tmp_path / "loop", tmp_path / "loop" / "out.jsonl"):
+        for command, role in (("export", "export file"), ("import", "import file")):
+            r = mineru("cache", command, str(file), "--cache-dir", str(cache), cwd=tmp_path)
+            assert r.returncode == EXIT_SETUP and "Traceback" not in r.stderr, (command, r.stderr)
+            assert r.stderr == f"error: {role} {file}: a link on its path loops\n", (command, r.stderr)
+
+
+def test_an_export_under_a_file_says_so_of_its_file(tmp_path):
+    """`mineru cache export FILE` where FILE's folder is a file: removing the partial file
+    afterwards failed too, and its error replaced the one that says why, naming the cache folder
+    and the partial file ("cache folder ...: a/.x.partial: a part of its path is a file")."""
+    (tmp_path / "a").write_text("")
+    cache = tmp_path / "cache"
+    with ResultCache(cache) as c:
+        put(c, 1)
+    r = CliRunner().invoke(cache_app, ["export", str(tmp_path / "a" / "x"), "--cache-dir", str(cache)])
+    assert r.exit_code == EXIT_SETUP and isinstance(r.exception, SystemExit), r.output
+    words = "a part of its path is a file, not a folder"
+    assert r.output == f"error: export file {tmp_path / 'a' / 'x'}: {words}\n", r.output
+
+
 def test_an_export_of_a_cache_damaged_part_way_leaves_its_file_as_it_was(tmp_path):
     """A cache whose damage shows only while its rows are read (a sound header, damaged pages
     later on): the store moves it aside and goes on empty, and export wrote the rows it had read
@@ -400,6 +508,20 @@ def test_units():
     assert parse_size("2GB") == 2 * 10**9 and parse_size("1GiB") == 2**30
     with pytest.raises(ValueError):
         parse_size("lots")
+
+
+def test_a_size_or_age_past_a_float_is_refused_in_one_short_line(tmp_path):
+    """`mineru cache prune --max-size` (and parse's --max-worker-rss) of 400 digits ended in an
+    OverflowError traceback (infinity has no whole number of bytes); a bad value was repeated
+    whole. Each is a usage error, exit 2, showing the value's first 40 characters."""
+    with ResultCache(tmp_path / "c") as c:
+        put(c, 1)
+    for option, value in (("--max-size", "9" * 400), ("--max-size", "x" * 5000), ("--older-than", "x" * 5000)):
+        r = CliRunner().invoke(cache_app, ["prune", option, value, "--cache-dir", str(tmp_path / "c")])
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (option, r.output)
+        assert repr(value)[:40] + "..." in r.output and value[:100] not in r.output, (option, r.output)
+    stats = CliRunner().invoke(cache_app, ["stats", "--cache-dir", str(tmp_path / "c")])
+    assert "entries:      1 " in stats.output, stats.output
 
 
 def test_cli_stats_prune_export_import_clear(tmp_path, monkeypatch):
