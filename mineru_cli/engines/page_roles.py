@@ -432,7 +432,7 @@ def footer_rows(blocks: list[Block], page_w: int, page_h: int) -> None:
             block.type = T.FOOTER
 
 
-def _rows_of(block: Block, furniture: list[Box]) -> bool:
+def _rows_of(block: Block, furniture: Sequence[Box]) -> bool:
     """Whether each line of the block stands in the row of a footer or page number: a footline
     of two rows (the author over the talk's title at its left, the institute over the slide's
     number at its right) whose left part the layout model boxes as one text."""
