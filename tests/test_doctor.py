@@ -119,9 +119,25 @@ def test_an_unwritable_cache_folder_fails_with_the_fix(tmp_path, env):
     (tmp_path / "a-file").write_text("")
     code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / "a-file" / "cache"))
     assert code == 1 and checks["cache"]["status"] == "fail"
-    assert "not writable" in checks["cache"]["detail"] and "--no-cache" in checks["cache"]["fix"]
+    assert "(on its path) is a file" in checks["cache"]["detail"] and "--no-cache" in checks["cache"]["fix"]
     code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / "a-file" / "cache"), "--no-cache")
     assert code == 0 and checks["cache"]["status"] == "info"
+
+
+def test_a_cache_folder_that_is_a_broken_link_fails_and_says_what_it_is(tmp_path, env):
+    """A --cache-dir that is a link looping or pointing nowhere, or whose cache file is one, was
+    "writable, empty": parse runs without such a cache (mineru_cli/cache/store.broken_link)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "folder").mkdir()
+    from mineru_cli.cache.store import FILENAME
+
+    (tmp_path / "folder" / FILENAME).symlink_to(tmp_path / "gone.sqlite3")
+    for name, what in [("loop", "a link that loops"), ("dangling", "which does not exist"), ("folder", "cache file")]:
+        code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / name))
+        assert code == 1 and checks["cache"]["status"] == "fail", checks["cache"]
+        assert what in checks["cache"]["detail"] and "--no-cache" in checks["cache"]["fix"], checks["cache"]
 
 
 def test_a_newer_versions_cache_fails_as_parse_runs_without_it(tmp_path, env):

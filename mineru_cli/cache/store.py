@@ -141,8 +141,8 @@ def in_words(exc: OSError) -> str:
 def broken_link(directory: Path) -> str | None:
     """Where the cache folder `directory`, a folder above it or its cache file is a symbolic
     link that loops or points at a missing path: which, and what, in words; else None. Such a
-    path reads as missing, so a cache there read as none made yet, and making the folder failed
-    with "[Errno 17] File exists"."""
+    path reads as missing: a cache there would read as none made yet, and making the folder
+    fails with "[Errno 17] File exists"."""
     file = Path(directory) / FILENAME
     for path in (file, *file.parents):
         if os.path.exists(path):
