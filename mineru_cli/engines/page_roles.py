@@ -189,7 +189,8 @@ def without_slide_frames(
     a listing and a list) were read as its rows, each outline entry in a cell beside the body's
     line at its height. The lines are read as loose text, so the sidebar is found as on any
     slide. A table that fills a slide without a sidebar keeps its region: the columns of a
-    change log are set in one print, and a sidebar's in smaller print than the body's."""
+    change log are set in one print, and a sidebar's in smaller print than the body's; so does a
+    table whose narrow first column is in smaller print, its lines in the table's rows (_in_rows)."""
     page_w, page_h = size
     framing = [
         r
@@ -203,9 +204,29 @@ def without_slide_frames(
     one_line_blocks = [
         Block(T.TEXT, _int_box(line.box), line.text, line.score, {"lines": [line.as_dict()]}) for line in lines
     ]
-    if not sidebar_texts(one_line_blocks, size):
+    side = sidebar_texts(one_line_blocks, size)
+    if not side or _in_rows(side, one_line_blocks, page_h):
         return list(regions)
     return [r for r in regions if r not in framing]
+
+
+# A table's first or last column stands in its rows: fewer than this share of its lines between
+# the head and foot bands stand level with none of the other lines. A sidebar's outline sets its
+# entries at its own pitch, and a quarter to a half of them stood between the body's lines (beamer's
+# lecture slide 9, hitszbeamer's slides boxed whole, 100 to 300 DPI).
+OFF_ROWS = 0.2
+
+
+def _in_rows(column: list[Block], blocks: list[Block], page_h: int) -> bool:
+    """Whether a side column found among a page's lines (each a block) is a table's column: its
+    lines between the bands each level with another line (a row's cells), but for under OFF_ROWS of
+    them. A screenshot of a table that fills the image, its first column's codes in smaller print
+    (a sidebar's marks: a gutter, down the page, smaller print), lost its table."""
+    mine = {id(b) for b in column}
+    others = [b.bbox for b in blocks if id(b) not in mine]
+    inner = [b for b in column if _between_bands(b, page_h)]
+    off = [b for b in inner if not any(len(group_rows([b.bbox, box])) == 1 for box in others)]
+    return len(off) < OFF_ROWS * len(inner)
 
 
 def _int_box(box: Box) -> tuple[int, int, int, int]:
