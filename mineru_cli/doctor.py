@@ -198,11 +198,11 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
     from .cache.node import node_local_dir
-    from .cache.store import FILENAME, NewerCache, broken_link, folder_problem, refuse_newer
+    from .cache.store import FILENAME, NewerCache, refuse_newer, unusable_folder
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
     folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
-    unusable = broken_link(folder) or folder_problem(folder)
+    unusable = unusable_folder(folder)
     if unusable:  # parse runs without the cache, as with a folder it cannot write
         detail, _, fix = unusable.partition("; ")
         return [Check("cache", FAIL, detail, f"{fix}, or run with --no-cache")]

@@ -19,7 +19,7 @@ from ..units import parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, broken_link, digest, folder_problem, in_words
+from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, digest, in_words, unusable_folder
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -57,8 +57,8 @@ def _absent(cache_dir: Optional[Path]) -> Optional[Path]:
     """The cache file's path where there is none yet (a machine that never parsed, or a
     mistyped --cache-dir): stats, clear, prune and export say so and create nothing, where
     opening the store would make an empty cache there and report it as fine. A --cache-dir
-    that is a file, or under one, was refused before (store.folder_problem), and so was a folder or
-    cache file that is a link that loops or points at nothing (store.broken_link)."""
+    that is a file, or under one, was refused before (store.unusable_folder), and so was a folder or
+    cache file that is a link that loops or points at nothing."""
     path = _folder(cache_dir) / FILENAME
     return None if path.exists() else path
 
@@ -125,7 +125,7 @@ def _cache_errors(file_role: str = "file"):
         def run(*args, **kwargs):
             folder = _folder(kwargs.get("cache_dir"))
             try:
-                if (problem := broken_link(folder) or folder_problem(folder)) is not None:
+                if (problem := unusable_folder(folder)) is not None:
                     typer.echo(f"error: {problem}", err=True)
                     raise typer.Exit(EXIT_SETUP)
                 return command(*args, **kwargs)

@@ -178,6 +178,12 @@ def folder_problem(directory: Path) -> str | None:
     return None
 
 
+def unusable_folder(directory: Path) -> str | None:
+    """Why `directory` can hold no cache, in words (broken_link, folder_problem), or None: the
+    store refuses such a folder, and the cache commands and doctor say it before opening one."""
+    return broken_link(directory) or folder_problem(directory)
+
+
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     # SQLITE_NOTADB / SQLITE_CORRUPT surface as plain DatabaseError; busy/locked are
     # OperationalError and Integrity/ProgrammingError are bugs, not damage.
@@ -248,7 +254,7 @@ class SqliteStore:
         self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
-        if (problem := broken_link(self.dir) or folder_problem(self.dir)) is not None:
+        if (problem := unusable_folder(self.dir)) is not None:
             raise UnusableCache(problem)
         self.dir.mkdir(parents=True, exist_ok=True)
         if (why := network_filesystem_warning(self.dir)) is not None:
