@@ -54,6 +54,8 @@ import numpy as np
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from .core.geometry import int_box
+
 INSIDE_PT = 0.5  # how far a glyph may reach past its annotation's rectangle along its line and still count as inside
 BORDER_PT = 2.5  # an annotation's interior starts this far inside its rectangle: the 1 pt border, twice when bevelled
 _HIDDEN = pdfium_c.FPDF_ANNOT_FLAG_HIDDEN | pdfium_c.FPDF_ANNOT_FLAG_NOVIEW
@@ -489,7 +491,7 @@ def _place(
     lines = []
     for turns, chars in turned.items():
         for line in text_layer._lines(chars):
-            lines.append((text_layer._int_box(text_layer._turn(line.box, 4 - turns)), line.text))
+            lines.append((int_box(text_layer._turn(line.box, 4 - turns)), line.text))
     return lines
 
 

@@ -57,6 +57,7 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 
 from .annotation_text import Unreadable, annotation_lines
+from .core.geometry import int_box
 
 MIN_CHARS = 50
 UNICODE_ERROR_SHARE = 0.04
@@ -1006,7 +1007,7 @@ def _decide(counts: _Counts, paint: _PaintOrder, width: int, height: int) -> Tex
     lines = _lines(counts.visible)
     for turns, chars in counts.turned.items():  # labels turned on an upright page, each read in its direction
         # a turned label is read whole (its characters stand in its own frame, not the page's)
-        lines += [replace(ln, box=_int_box(_turn(ln.box, 4 - turns)), chars=()) for ln in _lines(chars)]
+        lines += [replace(ln, box=int_box(_turn(ln.box, 4 - turns)), chars=()) for ln in _lines(chars)]
     # a glyph's line box reaches past the page's edge where its text does (set at the top
     # edge, running off the side): the lines stay within the page
     lines = [replace(ln, box=_within(ln.box, width, height)) for ln in lines]
@@ -1329,11 +1330,6 @@ def _accented(letter: str, accent: str) -> str:
 def _within(box: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int]:
     x1, y1, x2, y2 = box
     return max(0, x1), max(0, y1), min(width, x2), min(height, y2)
-
-
-def _int_box(box: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
-    x1, y1, x2, y2 = box
-    return int(x1), int(y1), int(x2), int(y2)
 
 
 def _downwards(chars: list[_Char]) -> int:

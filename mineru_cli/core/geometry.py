@@ -49,6 +49,12 @@ def enclosing(boxes: Sequence[Box]) -> tuple[float, float, float, float]:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
+def int_box(b: Box) -> tuple[int, int, int, int]:
+    """The box in whole pixels, each side cut to its integer part (as a block's bbox is kept)."""
+    x1, y1, x2, y2 = b
+    return int(x1), int(y1), int(x2), int(y2)
+
+
 def clip(b: Box, size: tuple[int, int]) -> tuple[float, float, float, float]:
     """The box cut to a page of `size` (width, height)."""
     w, h = size

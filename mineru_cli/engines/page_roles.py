@@ -12,7 +12,7 @@ from typing import Sequence
 
 from mineru_cli.core.blocks import PAGE_BOTTOM, PAGE_TOP, Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.geometry import Box, best_holder, enclosing
+from mineru_cli.core.geometry import Box, best_holder, enclosing, int_box
 from mineru_cli.engines.lines import Line
 from mineru_cli.engines.regions import GROUPING, REGION_TYPES
 from mineru_cli.engines.table_text import LABEL_NUMBER, TABLE_WORDS
@@ -202,7 +202,7 @@ def without_slide_frames(
     if not framing or page_h >= page_w:
         return list(regions)
     one_line_blocks = [
-        Block(T.TEXT, _int_box(line.box), line.text, line.score, {"lines": [line.as_dict()]}) for line in lines
+        Block(T.TEXT, int_box(line.box), line.text, line.score, {"lines": [line.as_dict()]}) for line in lines
     ]
     side = sidebar_texts(one_line_blocks, size)
     if not side or _in_rows(side, one_line_blocks, page_h):
@@ -227,11 +227,6 @@ def _in_rows(column: list[Block], blocks: list[Block], page_h: int) -> bool:
     inner = [b for b in column if _between_bands(b, page_h)]
     off = [b for b in inner if not any(len(group_rows([b.bbox, box])) == 1 for box in others)]
     return len(off) < OFF_ROWS * len(inner)
-
-
-def _int_box(box: Box) -> tuple[int, int, int, int]:
-    x1, y1, x2, y2 = (int(v) for v in box)
-    return x1, y1, x2, y2
 
 
 # A slide's sidebar (beamer's sidebar themes: the talk's title and author, a logo, the outline)
