@@ -25,7 +25,7 @@ from mineru_cli.core.geometry import (
     shares_columns,
     shares_rows,
 )
-from mineru_cli.engines import code_blocks
+from mineru_cli.engines import code_blocks, indexes
 from mineru_cli.engines.joining import NO_MARKERS, Markers, block_rows, block_text, page_markers
 from mineru_cli.engines.lines import Line, level_boxes
 from mineru_cli.engines.page_roles import (
@@ -78,6 +78,13 @@ def assemble_blocks(
     markers = page_markers(lines)
     for (box, cls, score), group in zip(regions, members):
         kind = REGION_TYPES.get(cls, T.TEXT)
+        index, loose = _index(box, kind, cls, group, loose)
+        if index is not None:  # the paragraph above it, then one text block, its columns' rows one after another
+            head, columns = index
+            rows = [row for column in columns for row in block_rows(column)]
+            blocks += [make_block(T.TEXT, head, markers=markers)] if head else []
+            blocks.append(_block_of_rows(T.TEXT, rows, markers=markers))
+            continue
         if kind == T.TABLE:
             pieces = _table_pieces(group)
             prose = _prose_kind(pieces, box)
@@ -110,6 +117,23 @@ def assemble_blocks(
     captions_of_floats(blocks)
     frame_title(blocks, body_height(lines, page_size), page_size)
     return blocks
+
+
+def _index(
+    box: Box, kind: str, cls: str, group: list[Line], loose: list[Line]
+) -> tuple[tuple[list[Line], list[list[Line]]] | None, list[Line]]:
+    """The index a text, table or text-figure region holds (indexes.index_columns: the lines
+    above it, its columns), with the lines of no region beside it that complete it (a table box drawn over the index's
+    references but not its first column of entries), and the loose lines left; None and `loose`
+    where the region holds no index."""
+    if not group or not (kind in (T.TEXT, T.TABLE) or cls == _FIGURE_TEXT):
+        return None, loose
+    near = indexes.beside(box, group, loose)
+    index = indexes.index_columns(group + near) if near else None
+    if index is None:
+        near, index = [], indexes.index_columns(group)
+    taken = {id(ln) for ln in near}
+    return index, [ln for ln in loose if id(ln) not in taken]
 
 
 def _row_ends(regions: Sequence[tuple[Box, str, float]], members: list[list[Line]], loose: list[Line]) -> list[Line]:
@@ -347,11 +371,11 @@ def _tabular(lines: list[Line]) -> bool:
 
 
 def _index_row(row: list[Line]) -> bool:
-    """Whether a row is an entry and one line of page references (_PAGE_REFS) after it: an index
+    """Whether a row is an entry and one line of page references (indexes.is_refs) after it: an index
     entry ("\\@chair", "79, 80, 231") read as two lines across its dot leader. A table's row of
     numbers ("4", "900"), or of a name and two or more numbers, is cells."""
     entry, *rest = sorted(row, key=lambda ln: ln.box[0])
-    refs = [bool(_PAGE_REFS.match(ln.text.strip(" ."))) for ln in (entry, *rest)]
+    refs = [indexes.is_refs(ln) for ln in (entry, *rest)]
     return len(rest) == 1 and refs == [False, True]
 
 
@@ -364,8 +388,13 @@ def _description_list(rows: list[list[Line]]) -> bool:
 
 
 def _columns(lines: list[Line]) -> list[list[Line]]:
+    """A region's lines split into columns (column_stretches). Where a stretch splits into
+    columns whose right-hand one is all page references (indexes.is_refs), it is an index or a
+    contents list whose dot leaders the gap stands for: each row's entry goes with its pages, and
+    the rows are read across."""
+
     def page_numbers(column: list[int]) -> bool:
-        return all(_PAGE_REFS.match(lines[i].text) for i in column)
+        return all(indexes.is_refs(lines[i]) for i in column)
 
     columns = column_stretches(
         [ln.box for ln in lines],
@@ -374,13 +403,6 @@ def _columns(lines: list[Line]) -> list[list[Line]]:
         read_across=page_numbers,
     )
     return [[lines[i] for i in column] for column in columns]
-
-
-# A line of page references: numbers (arabic or roman), ranges and commas. Where a stretch of a
-# text region splits into columns whose right-hand one is all such lines, it is an index or a
-# contents list whose dot leaders the gap stands for: each row's entry goes with its pages, and
-# the rows are read across.
-_PAGE_REFS = re.compile(r"^(?:\d+|[ivxlcdm]+)(?:\s*[,–-]\s*(?:\d+|[ivxlcdm]+))*[,.]?$", re.IGNORECASE)
 
 
 def _without_envelopes(regions: Sequence[tuple[Box, str, float]]) -> list[tuple[Box, str, float]]:

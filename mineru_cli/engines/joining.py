@@ -187,13 +187,18 @@ def join_lines(
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
     numbered = _numbered_items(rows, lefts, height, markers)
-    items = [i for i, row in enumerate(rows) if i in numbered or (_BULLET.match(row) and row[0] not in separators)]
-    after = _after_list(rows, lefts, height, items)
-    entries = _description_entries(rows, lefts, rights, height)
-    headings = {i for i, row in enumerate(rows) if _letter_heading(row)}
-    entries |= headings | {i + 1 for i in headings} | _noted_paragraphs(noted, rights, height)
     index_starts, index_rest = _index_entries(rows)
-    entries = (entries | index_starts) - index_rest
+    items = [
+        i
+        for i, row in enumerate(rows)
+        if i not in index_rest and (i in numbered or (_BULLET.match(row) and row[0] not in separators))
+    ]
+    after = _after_list(rows, lefts, height, items)
+    headings = {i for i, row in enumerate(rows) if _letter_heading(row)}
+    entries = index_starts | headings | {i + 1 for i in headings}
+    if not index_starts:  # an index's rows indented under an entry are its wrapped rest, no description's or note's
+        entries |= _description_entries(rows, lefts, rights, height) | _noted_paragraphs(noted, rights, height)
+    entries -= index_rest
     starts = set(items)
     for i, row in enumerate(rows):
         item = i in starts
@@ -232,7 +237,7 @@ INDEX_ROWS = 0.5
 INDEX_ENDS = 3
 _PAGE_END = re.compile(r"(?:^|[\s.,])\d+(?:[–-]\d+)?$|\.\s*\.\s*[ivxlc]+$")  # (a roman page after a leader)
 _PAGE_LIST = re.compile(r"(?:\d,\s*|\.\s*\.\s*)\d+(?:[–-]\d+)?$")
-_PAGES_ON = re.compile(r"[.\s]*\d+(?:[–-]\d+)?(?:,|$)")
+_PAGES_ON = re.compile(r"[.\s·•:…]*\d+(?:[–-]\d+)?(?:,|$)")  # (a leader's dots as the OCR reads them)
 
 
 def _index_entries(rows: list[str]) -> tuple[set[int], set[int]]:

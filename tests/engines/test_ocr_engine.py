@@ -487,6 +487,16 @@ def test_join_lines_starts_a_line_at_each_entry_of_a_description_list_only():
     assert join_lines(example, [0, 0, 60, 0], 20, rights=[400, 250, 300, 380]) == " ".join(example)
 
 
+def test_join_lines_keeps_an_index_entrys_leader_read_as_a_bullet_on_its_line():
+    # the OCR reads a dot leader's dots as a bullet: the references after it go on with the entry
+    rows = ["\\abovecaptionskip . 127", "abstract (environ-", "ment) . 106", "\\@author", "• 247, 316, 379, 389"]
+    rows += ["\\and . . . 59, 75", "array (package) 9"]
+    assert join_lines(rows, [0, 0, 24, 0, 40, 0, 0], 20, rights=[220, 200, 130, 100, 250, 200, 210]) == (
+        "\\abovecaptionskip . 127\nabstract (environment) . 106\n\\@author • 247, 316, 379, 389\n"
+        "\\and . . . 59, 75\narray (package) 9"
+    )
+
+
 def test_join_lines_reads_a_block_of_thousands_of_numbered_rows_in_time():
     """An index boxed as one block, 2,000 rows each ending a sentence, with the page's markers
     besides: its numbered rows, the items' text and the prose after the list are found by

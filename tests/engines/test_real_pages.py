@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -452,19 +453,94 @@ def test_an_index_entry_keeps_its_page_numbers(engine):
 INDEX_COLUMNS = DATA / "index_columns_imtekda_p25.png"
 
 
+INDEX_OVERFULL_ENTRY = DATA / "index_overfull_entry_aomart_p36.png"
+INDEX_TABLE_REGION = DATA / "index_table_region_kdgdocs_p23.png"
+INDEX_ABOVE_SECTION = DATA / "index_above_section_imtekda_p27.png"
+SORTED_TABLE = DATA / "table_sorted_items_chromium.png"
+
+
+def _index_text(engine, path: Path) -> tuple[list, str]:
+    """The page's blocks and the text of its one block that holds an index's entries."""
+    blocks = engine.parse(Image.open(path).convert("RGB")).blocks
+    index = [b for b in blocks if b.text.count("\n") >= 20]
+    assert len(index) == 1, [(b.type, b.text[:80]) for b in blocks]
+    return blocks, index[0].text
+
+
+def _lines(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.split("\n")]
+
+
+def _read_in_order(text: str, entries: Sequence[str]) -> bool:
+    at = [text.find(entry) for entry in entries]
+    return -1 not in at and at == sorted(at)
+
+
 def test_an_index_in_columns_reads_each_column_down_one_entry_a_line(engine):
     """IMTEKda's manual p25 at 150 DPI (tests/data/README.md): an index in three columns under a
-    paragraph, boxed as one figure, each entry's page numbers across a dot leader's gap. The
-    rows of entry and pages were taken for a table's cells and the gaps for breaks in the
-    columns, and the whole index was one block read row by row across the three columns
-    ("Symbols Acrobat: PDF cleardoubleplain (op- ..."); each column is a block of its own, and
-    each entry, its pages with it, a line of its own."""
-    blocks = [b.text for b in engine.parse(Image.open(INDEX_COLUMNS).convert("RGB")).blocks]
-    columns = [next((t for t in blocks if entry in t), "") for entry in ("\\@chair", "\\addtocontents", "\\date")]
-    assert len(set(columns)) == 3 and "" not in columns, blocks
-    lines = [line.strip() for text in columns for line in text.split("\n")]
+    paragraph, boxed as one figure, each entry's page numbers across a dot leader's gap. Read as
+    a table's cells or row by row, the columns interleaved ("Symbols Acrobat: PDF
+    cleardoubleplain (op- ..."); the index is one text block that reads its first column down,
+    then the second, then the third, each entry, its pages with it, a line of its own, and the
+    paragraph above it, which the figure's box holds too, a block before it."""
+    blocks, text = _index_text(engine, INDEX_COLUMNS)
+    assert _read_in_order(text, ["\\@chair", "\\@titlepicdesc", "\\addtocontents", "\\BLogo", "\\date"]), text
+    lines = _lines(text)
     for entry in ("\\@bachelortrue 22", "\\@masterfalse 17, 20, 22", "\\BLogo 102, 161", "\\dedication 381"):
         assert entry in lines, lines
+    assert "Numbers written in italic" not in text
+    assert any(b.text.startswith("Numbers written in italic") for b in blocks), [b.text[:60] for b in blocks]
+
+
+def test_an_index_entry_wider_than_its_column_leaves_the_columns_apart(engine):
+    """aomart's manual p36 at 150 DPI (tests/data/README.md): a three-column index boxed as one
+    figure, where an entry wider than its column ("\\@aom@manuscript@modefalse") runs into the
+    next column's indent and closes the gutter between them: the first two columns were read row
+    by row across ("\\@@and 233, 459, 475, 522 226, 239, 409, 411, 413, \\@A1ph ..."). The
+    columns start where their entries start, and each reads down; the third column's first rows,
+    the second column's last entry's page references, follow that entry."""
+    _, text = _index_text(engine, INDEX_OVERFULL_ENTRY)
+    first = ["\\@accepted", "\\@aom@manuscript@modefalse", "\\@copyrightyear"]
+    rest = ["\\@currentcontribution", "\\@empty", "\\@mainrpi", "403, 405, 407", "\\@makefnmark", "\\@setcontribs"]
+    assert _read_in_order(text, first + rest), text
+    assert "\\@aom@and 73, 75–77, 233, 459, 475, 522" in _lines(text), text
+
+
+def test_an_index_keeps_the_first_column_a_table_box_left_out(engine):
+    """kdgdocs' manual p23 at 150 DPI (tests/data/README.md): the layout model boxes the index as a
+    table from its first column's page references rightwards, the first column's entries outside
+    the box. Read as a table, every row paired another column's entry with the first column's
+    references, and the entries became a block each after it. The lines beside the box that
+    complete the index are its own: one block, each entry with its pages."""
+    blocks, text = _index_text(engine, INDEX_TABLE_REGION)
+    assert not [b for b in blocks if b.type == "table"], [(b.type, b.text[:60]) for b in blocks]
+    lines = _lines(text)
+    for entry in ("\\@academicyear 147, 148, 237, 312", "\\@defensedate 139, 140, 333", "\\clearpage 272, 281, 344"):
+        assert entry in lines, lines
+    assert _read_in_order(text, ["\\@academicyear", "\\@promoteriii", "\\@promoteriv", "\\clearpage"]), text
+
+
+def test_an_index_above_a_section_is_read_before_it(engine):
+    """IMTEKda's manual p27 at 150 DPI (tests/data/README.md): the index's last three columns,
+    boxed as a table, over the "Change History" section whose title stands under the first
+    column. The index reads column after column as one block, and the section after all of it."""
+    blocks, text = _index_text(engine, INDEX_ABOVE_SECTION)
+    assert not [b for b in blocks if b.type == "table"], [(b.type, b.text[:60]) for b in blocks]
+    assert _read_in_order(text, ["floatrow", "units", "pagesize (option)", "sidewaysfigure", "\\topfraction"]), text
+    texts = [b.text for b in blocks]
+    history = next(n for n, t in enumerate(texts) if t == "Change History")
+    assert texts.index(text) < history, texts
+
+
+def test_a_sorted_table_of_names_and_numbers_stays_a_table(engine):
+    """A Chromium parts list (tests/data/README.md): rows sorted by item, a supplier's name
+    beside each, whole numbers after them: two columns of names whose rows end in numbers, as an
+    index's columns do. Its second column is in no alphabetical order, so it is no index and
+    stays one table, each row's cells together."""
+    blocks = engine.parse(Image.open(SORTED_TABLE).convert("RGB")).blocks
+    tables = [b for b in blocks if b.type == "table"]
+    assert len(tables) == 1, [(b.type, b.text[:60]) for b in blocks]
+    assert "Copper wire\tKessler GmbH\t25\t18" in tables[0].text.split("\n"), tables[0].text
 
 
 LISTING_NUMBERS = DATA / "listing_line_numbers_index_p10.pdf"
