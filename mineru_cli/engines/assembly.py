@@ -81,9 +81,8 @@ def assemble_blocks(
         index, loose = _index(box, kind, cls, group, loose)
         if index is not None:  # the paragraph above it, then one text block, its columns' rows one after another
             head, columns = index
-            rows = [row for column in columns for row in block_rows(column)]
             blocks += [make_block(T.TEXT, head, markers=markers)] if head else []
-            blocks.append(_block_of_rows(T.TEXT, rows, markers=markers))
+            blocks.append(_index_block([block_rows(column) for column in columns], markers))
             continue
         if kind == T.TABLE:
             pieces = _table_pieces(group)
@@ -696,6 +695,15 @@ def _text_and_code(kind: str, lines: list[Line], region_box=None, markers: Marke
 
 def make_block(kind: str, lines: list[Line], region_box=None, markers: Markers = NO_MARKERS) -> Block:
     return _block_of_rows(kind, block_rows(lines), region_box, markers)
+
+
+def _index_block(columns: list[list[list[Line]]], markers: Markers) -> Block:
+    """An index's block: its columns' rows one after another, each column's text joined on its
+    own (a column's first entry starts a line, whatever the last row of the column before ends
+    in)."""
+    block = _block_of_rows(T.TEXT, [row for rows in columns for row in rows], markers=markers)
+    block.text = "\n".join(block_text(T.TEXT, rows, None, markers, index=True) for rows in columns)
+    return block
 
 
 def _block_of_rows(kind: str, rows: list[list[Line]], region_box=None, markers: Markers = NO_MARKERS) -> Block:

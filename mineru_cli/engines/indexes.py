@@ -6,9 +6,10 @@ runs across them). Read as a table's cells or row by row across, its entries int
 first column's entry, the second's, the third's, then the first column's next. The columns of an
 index are found by their entries' left edges, not by a gutter through the lines: an entry wider
 than its column (a long macro name) runs into the next column's indent, and the gap between
-columns is then closed in a few rows. Two things tell an index from a table of names and numbers:
-its rows end in page references, and its entries, read down each column, stand in alphabetical
-order (a table's second text column does not)."""
+columns is then closed in a few rows. An index's rows end in page references, some in a list or
+after a leader (a list of "item 1", "item 2" has none), every column holds its entries' references,
+and its entries, read down each column, stand in alphabetical order: a table of names and numbers
+has its numbers in columns of their own, and its second column of names in no order."""
 
 from __future__ import annotations
 
@@ -25,15 +26,22 @@ PAGE_REFS = re.compile(r"^(?:\d+|[ivxlcdm]+)(?:\s*[,–-]\s*(?:\d+|[ivxlcdm]+))*
 # An entry and its page references in one line ("\@aom@by . 72, 75–77, 465"): arabic numbers only
 # (a word ending a line may be a roman numeral's letters: "mix", "did").
 _ENDS_IN_REFS = re.compile(r"[\s.]\d+(?:\s*[,–-]\s*\d+)*[,.]?$")
+# Page references in a list ("22, 24") or after a leader (". . 3"): a list whose items end in
+# their numbers ("item 1", "item 2") has none.
+_LISTED = re.compile(r"\d\s*,\s*\d|\.\s*\.\s*\d")
 _LEADER = " .·•:…"  # a leader's dots as the OCR reads them
 
 INDEX = {
     "refs_share": 0.4,  # at least this share of the lines are page references or end in them
+    "listed": 3,  # at least this many lines hold references in a list or after a leader
+    "listed_share": 0.05,  # and at least this share of the lines
+    "column_refs_share": 0.25,  # and of each column's lines (a table's column of names holds none)
     "start_heights": 2.0,  # a loose line this x the line height beside an index's region may be its
     "start_tolerance": 0.5,  # entries starting a column start within this x the line height of each other
     "column_entries": 3,  # a column holds at least this many entries
     "column_share": 0.1,  # and at least this share of the index's entries
     "column_heights": 6.0,  # a column is at least this x the line height wide
+    "referenced": 0.5,  # at least this share of a column's entries have their references in the column
     "ordered": 0.7,  # each column's entries ascend alphabetically in at least this share of their pairs
     "entries": 8,  # an index has at least this many entries
 }
@@ -54,10 +62,12 @@ def index_columns(lines: list[Line]) -> tuple[list[Line], list[list[Line]]] | No
     its column)."""
     if len(lines) < 2 * INDEX["entries"]:
         return None
-    refs = [is_refs(ln) for ln in lines]
-    if sum(r or bool(_ENDS_IN_REFS.search(ln.text)) for ln, r in zip(lines, refs)) < INDEX["refs_share"] * len(lines):
+    if sum(_with_refs(ln) for ln in lines) < INDEX["refs_share"] * len(lines):
         return None
-    entries = [ln for ln, r in zip(lines, refs) if not r]
+    if sum(bool(_LISTED.search(ln.text)) for ln in lines) < max(INDEX["listed"], INDEX["listed_share"] * len(lines)):
+        return None
+    # a letter heading stands alone, centred in its column: no column starts at it
+    entries = [ln for ln in lines if not is_refs(ln) and len(ln.text) > 1]
     if len(entries) < INDEX["entries"]:
         return None
     height = statistics.median(ln.height for ln in lines)
@@ -65,33 +75,57 @@ def index_columns(lines: list[Line]) -> tuple[list[Line], list[list[Line]]] | No
     if len(starts) < 2 or min(b - a for a, b in zip(starts, starts[1:])) < INDEX["column_heights"] * height:
         return None
     reach = INDEX["start_heights"] * height
-    across = [ln for ln in lines if any(ln.box[0] < x - reach and ln.box[2] > x + reach for x in starts[1:])]
-    inside = [ln for ln in lines if ln not in across]
-    top = min((ln.box[1] for ln in inside), default=0)
-    head = [ln for ln in across if (ln.box[1] + ln.box[3]) / 2 < top]
+    across = {id(ln) for ln in lines if any(ln.box[0] < x - reach and ln.box[2] > x + reach for x in starts[1:])}
+    top = min((ln.box[1] for ln in lines if id(ln) not in across), default=0)
+    head = [ln for ln in lines if id(ln) in across and (ln.box[1] + ln.box[3]) / 2 < top]
     columns: list[list[Line]] = [[] for _ in starts]
     for ln in lines:
-        if ln not in head:
+        if id(ln) not in across or (ln.box[1] + ln.box[3]) / 2 >= top:
             columns[max(0, bisect.bisect_right(starts, ln.box[0]) - 1)].append(ln)
     for column in columns:
+        if sum(_with_refs(ln) for ln in column) < INDEX["column_refs_share"] * len(column):
+            return None
+        if not _referenced(column, height):
+            return None
         names = [ln for ln in column if not is_refs(ln)]
         if not _alphabetical(sorted(names, key=lambda ln: (ln.box[1], ln.box[0]))):
             return None
     return head, columns
 
 
+def _referenced(column: list[Line], height: float) -> bool:
+    """Whether most of a column's entries have their page references in the column: at the
+    entry's end, or on a line of references that starts in its row or the row under it. Split
+    at a wrong edge (letter headings centred in a column, or references misread as words), a
+    column's entries have theirs in the next column."""
+    entries = [ln for ln in column if not is_refs(ln) and len(ln.text) > 1]
+    middles = sorted((ln.box[1] + ln.box[3]) / 2 for ln in column if is_refs(ln))
+    found = 0
+    for ln in entries:
+        if _ENDS_IN_REFS.search(ln.text):
+            found += 1
+            continue
+        k = bisect.bisect_left(middles, ln.box[1])
+        found += k < len(middles) and middles[k] <= ln.box[3] + height
+    return found >= INDEX["referenced"] * len(entries)
+
+
+def _with_refs(line: Line) -> bool:
+    """Whether `line` is page references or ends in them."""
+    return is_refs(line) or bool(_ENDS_IN_REFS.search(line.text))
+
+
 def beside(box: Box, lines: list[Line], others: list[Line]) -> list[Line]:
     """Those of `others` (lines of no region) that stand level with the region `box` holding
-    `lines` and reach within start_heights x their line height of its sides: an index's first
-    column of entries that the layout model's table box left out, its references inside."""
+    `lines`, starting left of it and reaching within start_heights x their line height of its
+    left side: an index's first column of entries that the layout model's table box left out, its
+    references inside (a figure's label right of an index is no entry of it)."""
     if not lines:
         return []
     reach = INDEX["start_heights"] * statistics.median(ln.height for ln in lines)
-    x1, y1, x2, y2 = box
+    x1, y1, _, y2 = box
     return [
-        ln
-        for ln in others
-        if y1 <= (ln.box[1] + ln.box[3]) / 2 <= y2 and ln.box[2] >= x1 - reach and ln.box[0] <= x2 + reach
+        ln for ln in others if y1 <= (ln.box[1] + ln.box[3]) / 2 <= y2 and x1 - reach <= ln.box[2] and ln.box[0] < x1
     ]
 
 

@@ -79,9 +79,12 @@ def _join_drop_cap(rows: list[list[Line]], cap: Line) -> None:
     rows.insert(0, [cap])
 
 
-def block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None, markers: Markers = NO_MARKERS) -> str:
+def block_text(
+    kind: str, rows: list[list[Line]], cells: list[list[str]] | None, markers: Markers = NO_MARKERS, index: bool = False
+) -> str:
     """Tables: one row per line, cells tab-separated. Equations and image
-    labels (NOT_LINES): one row per line. Prose: rows re-flowed into one paragraph."""
+    labels (NOT_LINES): one row per line. Prose: rows re-flowed into one paragraph. `index`: the
+    rows are a column of an index (see join_lines)."""
     if cells:
         return "\n".join("\t".join(row) for row in cells)
     row_texts = [join_text([ln.text for ln in row]) for row in rows]
@@ -90,7 +93,7 @@ def block_text(kind: str, rows: list[list[Line]], cells: list[list[str]] | None,
     rights = [max(ln.box[2] for ln in row) for row in rows]
     height = statistics.median(ln.height for row in rows for ln in row)
     lefts, noted = _body_lefts(rows, height)
-    return join_lines(row_texts, lefts, height, markers, rights, noted)
+    return join_lines(row_texts, lefts, height, markers, rights, noted, index)
 
 
 # Margin notes set flush right in the left margin (\marginpar in KOMA-Script and memoir, ltxdoc's
@@ -173,6 +176,7 @@ def join_lines(
     markers: Markers = NO_MARKERS,
     rights: Sequence[float] | None = None,
     noted: Collection[int] = (),
+    index: bool = False,
 ) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
@@ -187,7 +191,7 @@ def join_lines(
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
     numbered = _numbered_items(rows, lefts, height, markers)
-    index_starts, index_rest = _index_entries(rows)
+    index_starts, index_rest = _index_entries(rows, index)
     items = [
         i
         for i, row in enumerate(rows)
@@ -196,9 +200,10 @@ def join_lines(
     after = _after_list(rows, lefts, height, items)
     headings = {i for i, row in enumerate(rows) if _letter_heading(row)}
     entries = index_starts | headings | {i + 1 for i in headings}
-    if not index_starts:  # an index's rows indented under an entry are its wrapped rest, no description's or note's
-        entries |= _description_entries(rows, lefts, rights, height) | _noted_paragraphs(noted, rights, height)
-    entries -= index_rest
+    indented = _description_entries(rows, lefts, rights, height) | _noted_paragraphs(noted, rights, height)
+    if index_starts:  # an index's row under a wrapped entry goes on with it; under a head, it is a sub-entry
+        indented = {i for i in indented if not (i and _wrapped_entry(rows[i - 1]))}
+    entries = (entries | indented) - index_rest
     starts = set(items)
     for i, row in enumerate(rows):
         item = i in starts
@@ -210,6 +215,13 @@ def join_lines(
         else:
             out = join_text([out, row])
     return out
+
+
+def _wrapped_entry(row: str) -> bool:
+    """Whether an index's row is an entry wrapped onto the next ("abstract (environ-" / "ment)
+    . 106"): it ends in a hyphen, an opening bracket or a comma, or leaves a bracket open."""
+    row = row.rstrip()
+    return row.endswith(("-", "(", ",")) or row.count("(") > row.count(")")
 
 
 def _noted_paragraphs(noted: Collection[int], rights: Sequence[float] | None, height: float) -> set[int]:
@@ -240,12 +252,13 @@ _PAGE_LIST = re.compile(r"(?:\d,\s*|\.\s*\.\s*)\d+(?:[–-]\d+)?$")
 _PAGES_ON = re.compile(r"[.\s·•:…]*\d+(?:[–-]\d+)?(?:,|$)")  # (a leader's dots as the OCR reads them)
 
 
-def _index_entries(rows: list[str]) -> tuple[set[int], set[int]]:
+def _index_entries(rows: list[str], index: bool = False) -> tuple[set[int], set[int]]:
     """(the rows that start an index's entries, the rows that go on with the entry before them);
-    both empty in a block that is no index (see INDEX_ROWS and INDEX_ENDS)."""
+    both empty in a block that is no index (see INDEX_ROWS and INDEX_ENDS), unless `index` says
+    the rows are an index's (a column of one whose entries each have one page: no list)."""
     ends = [i for i, row in enumerate(rows) if _PAGE_END.search(row.rstrip())]
     listed = any(_PAGE_LIST.search(rows[i].rstrip()) for i in ends)
-    if len(ends) < max(INDEX_ENDS, INDEX_ROWS * len(rows)) or not listed:
+    if not index and (len(ends) < max(INDEX_ENDS, INDEX_ROWS * len(rows)) or not listed):
         return set(), set()
     rest = {i for i, row in enumerate(rows) if i and _PAGES_ON.match(row)}
     heads = [i for i, row in enumerate(rows) if row.rstrip().endswith(":")]  # "environments:"

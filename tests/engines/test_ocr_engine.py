@@ -497,6 +497,32 @@ def test_join_lines_keeps_an_index_entrys_leader_read_as_a_bullet_on_its_line():
     )
 
 
+def _index_lines(columns: int, rows: int) -> list[Line]:
+    """An index's entries in `columns` columns of `rows` rows, alphabetical down each column,
+    each with its page numbers."""
+    words = sorted(f"{a}{b}entry" for a in "abcdefgh" for b in "aeiou")[: columns * rows]
+    lines = []
+    for i, word in enumerate(words):
+        x, y = 100 + (i // rows) * 320, 200 + (i % rows) * 30
+        lines.append(Line((x, y, x + 150, y + 20), f"{word} {i + 3}, {2 * i + 7}", 0.95))
+    return lines
+
+
+def test_an_index_region_reads_column_after_column_and_leaves_a_label_beside_it_alone():
+    """An index in two columns, boxed as one text region, with a figure's label loose just right
+    of the box, level with its rows: the index is one block read column after column, each
+    entry a line; the label is no entry of it (lines beside an index's box are taken only on its
+    left, where a table box leaves the first column's entries out)."""
+    lines = _index_lines(2, 15)
+    lines += [Line((590, 300, 760, 320), "Figure 3:", 0.9), Line((590, 330, 760, 350), "Gauge 2", 0.9)]
+    blocks = assemble_blocks(lines, [((95, 195, 575, 650), "text", 0.9)], (1000, 1400))
+    index = [b for b in blocks if "aaentry" in b.text]
+    assert len(index) == 1, [b.text for b in blocks]
+    entries = index[0].text.split("\n")
+    assert entries == [ln.text for ln in lines[:30]], entries
+    assert sorted(b.text for b in blocks if b is not index[0]) == ["Figure 3: Gauge 2"], [b.text for b in blocks]
+
+
 def test_join_lines_reads_a_block_of_thousands_of_numbered_rows_in_time():
     """An index boxed as one block, 2,000 rows each ending a sentence, with the page's markers
     besides: its numbered rows, the items' text and the prose after the list are found by

@@ -456,7 +456,9 @@ INDEX_COLUMNS = DATA / "index_columns_imtekda_p25.png"
 INDEX_OVERFULL_ENTRY = DATA / "index_overfull_entry_aomart_p36.png"
 INDEX_TABLE_REGION = DATA / "index_table_region_kdgdocs_p23.png"
 INDEX_ABOVE_SECTION = DATA / "index_above_section_imtekda_p27.png"
+INDEX_SUB_ENTRIES = DATA / "index_sub_entries_xcolor_p65.png"
 SORTED_TABLE = DATA / "table_sorted_items_chromium.png"
+SORTED_NAME_COLUMNS = DATA / "table_sorted_name_columns_chromium.png"
 
 
 def _index_text(engine, path: Path) -> tuple[list, str]:
@@ -532,15 +534,36 @@ def test_an_index_above_a_section_is_read_before_it(engine):
     assert texts.index(text) < history, texts
 
 
-def test_a_sorted_table_of_names_and_numbers_stays_a_table(engine):
-    """A Chromium parts list (tests/data/README.md): rows sorted by item, a supplier's name
-    beside each, whole numbers after them: two columns of names whose rows end in numbers, as an
-    index's columns do. Its second column is in no alphabetical order, so it is no index and
-    stays one table, each row's cells together."""
-    blocks = engine.parse(Image.open(SORTED_TABLE).convert("RGB")).blocks
+def test_an_index_head_keeps_its_sub_entries_on_lines_of_their_own(engine):
+    """xcolor's manual p65 at 150 DPI (tests/data/README.md): an index whose heads ("color
+    functions", "color models") carry no page numbers, their sub-entries indented under them.
+    Each head and each sub-entry is a line of its own (a rule that let an index's indented rows
+    go on with the entry above, for a wrapped entry's rest, glued each head to its first
+    sub-entry: "color functions twheel . 16, 17")."""
+    text = "\n".join(b.text for b in engine.parse(Image.open(INDEX_SUB_ENTRIES).convert("RGB")).blocks)
+    lines = _lines(text)
+    for head, first in (("color functions", "twheel"), ("color models", "Gray")):
+        assert head in lines and lines[lines.index(head) + 1].startswith(first), lines
+
+
+@pytest.mark.parametrize(
+    "path, row",
+    [
+        (SORTED_TABLE, "Copper wire\tKessler GmbH\t25\t18"),
+        (SORTED_NAME_COLUMNS, "Dartford City\tDavies\t30\t15\t5\t10\t50"),
+    ],
+)
+def test_a_sorted_table_of_names_and_numbers_stays_a_table(engine, path, row):
+    """Two Chromium tables (tests/data/README.md) whose rows, sorted by their first column, end in
+    whole numbers after two columns of names, as an index's columns' rows end in page numbers: a
+    parts list whose second column (suppliers) is in no alphabetical order, and a league table
+    whose second column (coaches) is sorted too. Neither is an index (the first has no order down
+    its second column, and in both no number stands in the first column: an index's every
+    column holds page references); each stays one table, each row's cells together."""
+    blocks = engine.parse(Image.open(path).convert("RGB")).blocks
     tables = [b for b in blocks if b.type == "table"]
     assert len(tables) == 1, [(b.type, b.text[:60]) for b in blocks]
-    assert "Copper wire\tKessler GmbH\t25\t18" in tables[0].text.split("\n"), tables[0].text
+    assert row in tables[0].text.split("\n"), tables[0].text
 
 
 LISTING_NUMBERS = DATA / "listing_line_numbers_index_p10.pdf"
