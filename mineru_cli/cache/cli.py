@@ -6,10 +6,13 @@ import base64
 import errno
 import functools
 import json
+import os
 import sqlite3
+import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 import typer
 
@@ -270,6 +273,22 @@ def export_(
     typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
 
 
+# An export line is one entry (a page result and two small thumbnails), megabytes at most; a
+# longer one (a file with no newlines) is damaged, skipped in pieces of this size, never held whole.
+MAX_LINE_CHARS = 64 * 2**20
+
+
+def export_lines(f: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[Optional[str]]:
+    """FILE's lines, None for each line longer than `limit` characters."""
+    while line := f.readline(limit):
+        if len(line) < limit or line.endswith("\n"):
+            yield line
+            continue
+        while (rest := f.readline(limit)) and not rest.endswith("\n"):
+            pass
+        yield None
+
+
 @cache_app.command("import")
 @_cache_errors("import file")
 def import_(
@@ -277,14 +296,24 @@ def import_(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Add the entries of an export; damaged lines (their payload no longer matches its
-    checksum, or unreadable) are skipped and counted. An entry whose thumbnail does not decode
+    checksum, unreadable, or longer than any entry) are skipped and counted; a device (/dev/zero)
+    is refused, a pipe read as it comes. An entry whose thumbnail does not decode
     (damaged, or from an older mineru-cli) is kept for exact hits only."""
     n, bad, exact_only = 0, 0, 0
     # before the store: a FILE that is not there makes no cache; bytes that are no UTF-8 (a binary
     # file) make damaged lines, skipped and counted, where they ended in a UnicodeDecodeError
     with open(file, encoding="utf-8", errors="replace") as f:
+        # a device is no export: /dev/zero or /dev/urandom never ends, a disk is no JSONL; a pipe
+        # (`mineru cache export /dev/stdout | ssh host mineru cache import /dev/stdin`) is read
+        # as it comes and ends with its writer
+        if stat.S_ISCHR(mode := os.fstat(f.fileno()).st_mode) or stat.S_ISBLK(mode):
+            typer.echo(f"error: import file {file}: is a device, not a file", err=True)
+            raise typer.Exit(EXIT_SETUP)
         store = _open_for_writing(cache_dir, f"import {file}")
-        for line in f:
+        for line in export_lines(f):
+            if line is None:
+                bad += 1
+                continue
             if not line.strip():
                 continue
             try:

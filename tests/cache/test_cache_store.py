@@ -1,12 +1,15 @@
 """SQLite tier: persistence, many processes at once, corruption recovery, CLI."""
 
 import base64
+import io
 import json
 import multiprocessing as mp
+import os
 import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import zlib
 
@@ -19,7 +22,7 @@ from typer.testing import CliRunner
 from mineru_cli.cache import ResultCache
 from mineru_cli.cache import similarity as sim
 from mineru_cli.cache import store as store_module
-from mineru_cli.cache.cli import cache_app
+from mineru_cli.cache.cli import MAX_LINE_CHARS, cache_app, export_lines
 from mineru_cli.cache.similarity import pixel_sha256
 from mineru_cli.cache.store import FILENAME, SCHEMA_VERSION, SqliteStore, digest
 from mineru_cli.config import user_cache_dir
@@ -272,6 +275,58 @@ def test_cache_commands_whose_file_cannot_be_opened_say_which_and_why(tmp_path):
     (tmp_path / "binary.jsonl").write_bytes(b"\x00\xff\xfe\n\x89PNG\r\n")  # no UTF-8: a UnicodeDecodeError traceback
     r = run(cache_app, ["import", str(tmp_path / "binary.jsonl"), "--cache-dir", str(cache)])
     assert r.exit_code == 0 and r.output == "imported 0 entries, skipped 2 damaged lines\n", r.output
+
+
+def test_cache_import_refuses_a_device_and_reads_a_pipe(tmp_path):
+    """`import /dev/zero` read one endless line into memory and never ended: a device is
+    refused, naming it, with exit 2 and no cache made. A pipe is an export's way between
+    machines: it is read as it comes, and ends with its writer."""
+    run = CliRunner().invoke
+    cache = tmp_path / "cache"
+    for device in ("/dev/zero", "/dev/null"):
+        r = run(cache_app, ["import", device, "--cache-dir", str(cache)])
+        assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {device}: is a device, not a file\n"
+    assert not cache.exists()
+    dump = tmp_path / "dump.jsonl"
+    with ResultCache(tmp_path / "src") as c:
+        for i in range(3):
+            put(c, i)
+    assert run(cache_app, ["export", str(dump), "--cache-dir", str(tmp_path / "src")]).exit_code == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(dump.read_bytes()))
+    writer.start()
+    r = run(cache_app, ["import", str(fifo), "--cache-dir", str(cache)])
+    writer.join()
+    assert r.exit_code == 0 and r.output == "imported 3 entries\n", r.output
+
+
+def test_cache_import_skips_a_line_longer_than_any_entry(tmp_path):
+    """A file with no newlines was read whole into memory as one line: a line longer than any
+    entry is a damaged line, read in pieces no longer than the limit and skipped, and the lines
+    after it are imported."""
+
+    class Reader(io.StringIO):
+        longest = 0
+
+        def readline(self, size=-1):
+            line = super().readline(size)
+            Reader.longest = max(Reader.longest, len(line))
+            return line
+
+    text = "short\n" + "y" * 30 + "\n" + "z" * 8 + "\n" + "next\n" + "w" * 20
+    assert list(export_lines(Reader(text), limit=8)) == ["short\n", None, None, "next\n", None]
+    assert Reader.longest == 8
+    run = CliRunner().invoke
+    dump = tmp_path / "dump.jsonl"
+    with ResultCache(tmp_path / "src") as c:
+        for i in range(2):
+            put(c, i)
+    assert run(cache_app, ["export", str(dump), "--cache-dir", str(tmp_path / "src")]).exit_code == 0
+    first, second = dump.read_text().splitlines(keepends=True)
+    dump.write_text(first + "x" * (MAX_LINE_CHARS + 5) + "\n" + second)
+    r = run(cache_app, ["import", str(dump), "--cache-dir", str(tmp_path / "cache")])
+    assert r.exit_code == 0 and r.output == "imported 2 entries, skipped 1 damaged lines\n", r.output
 
 
 def _broken_links(tmp_path):
