@@ -270,16 +270,20 @@ def export_(
                 partial.unlink(missing_ok=True)
             except OSError:  # there is none where FILE's folder is a file: the error above says so
                 pass
-    typer.echo(f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else ""))
+    # to stderr where FILE is a stream: on /dev/stdout it would be a line of the export
+    # (`export /dev/stdout | import /dev/stdin` counted it as a damaged line)
+    said_of = f"exported {n} entries to {file}" + (f" (no cache file at {absent})" if absent else "")
+    typer.echo(said_of, err=stream)
 
 
 # An export line is one entry (a page result and two small thumbnails), megabytes at most; a
-# longer one (a file with no newlines) is damaged, skipped in pieces of this size, never held whole.
-MAX_LINE_CHARS = 64 * 2**20
+# longer one (a file with no newlines) is damaged, skipped in pieces of this size, never held whole
+# (a piece costs up to four bytes a character in memory).
+MAX_LINE_CHARS = 16 * 2**20
 
 
 def export_lines(f: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[Optional[str]]:
-    """FILE's lines, None for each line longer than `limit` characters."""
+    """FILE's lines, None for each line of `limit` characters or more (its newline counted)."""
     while line := f.readline(limit):
         if len(line) < limit or line.endswith("\n"):
             yield line
@@ -287,6 +291,15 @@ def export_lines(f: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[Optional[st
         while (rest := f.readline(limit)) and not rest.endswith("\n"):
             pass
         yield None
+
+
+def _is_device(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
+def _refuse_device(file: Path) -> None:
+    typer.echo(f"error: import file {file}: is a device, not a file", err=True)
+    raise typer.Exit(EXIT_SETUP)
 
 
 @cache_app.command("import")
@@ -302,13 +315,15 @@ def import_(
     n, bad, exact_only = 0, 0, 0
     # before the store: a FILE that is not there makes no cache; bytes that are no UTF-8 (a binary
     # file) make damaged lines, skipped and counted, where they ended in a UnicodeDecodeError
+    # a device is no export: /dev/zero or /dev/urandom never ends, a disk is no JSONL, and opening
+    # some blocks or acts (a terminal, a watchdog): refused before it is opened, and once more
+    # after (it may have been swapped in between). A pipe (`mineru cache export /dev/stdout | ssh
+    # host mineru cache import /dev/stdin`) is read as it comes and ends with its writer.
+    if _is_device(os.stat(file).st_mode):
+        _refuse_device(file)
     with open(file, encoding="utf-8", errors="replace") as f:
-        # a device is no export: /dev/zero or /dev/urandom never ends, a disk is no JSONL; a pipe
-        # (`mineru cache export /dev/stdout | ssh host mineru cache import /dev/stdin`) is read
-        # as it comes and ends with its writer
-        if stat.S_ISCHR(mode := os.fstat(f.fileno()).st_mode) or stat.S_ISBLK(mode):
-            typer.echo(f"error: import file {file}: is a device, not a file", err=True)
-            raise typer.Exit(EXIT_SETUP)
+        if _is_device(os.fstat(f.fileno()).st_mode):
+            _refuse_device(file)
         store = _open_for_writing(cache_dir, f"import {file}")
         for line in export_lines(f):
             if line is None:

@@ -4,12 +4,11 @@ import base64
 import io
 import json
 import multiprocessing as mp
-import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import zlib
 
@@ -280,25 +279,29 @@ def test_cache_commands_whose_file_cannot_be_opened_say_which_and_why(tmp_path):
 def test_cache_import_refuses_a_device_and_reads_a_pipe(tmp_path):
     """`import /dev/zero` read one endless line into memory and never ended: a device is
     refused, naming it, with exit 2 and no cache made. A pipe is an export's way between
-    machines: it is read as it comes, and ends with its writer."""
+    machines: `export /dev/stdout | import /dev/stdin` moves every entry, and export's summary
+    goes to stderr there (on stdout it was a line of the export, imported as a damaged line)."""
     run = CliRunner().invoke
     cache = tmp_path / "cache"
-    for device in ("/dev/zero", "/dev/null"):
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    for device in ("/dev/zero", "/dev/null", str(tmp_path / "zero")):
         r = run(cache_app, ["import", device, "--cache-dir", str(cache)])
         assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {device}: is a device, not a file\n"
     assert not cache.exists()
-    dump = tmp_path / "dump.jsonl"
     with ResultCache(tmp_path / "src") as c:
         for i in range(3):
             put(c, i)
-    assert run(cache_app, ["export", str(dump), "--cache-dir", str(tmp_path / "src")]).exit_code == 0
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    writer = threading.Thread(target=lambda: fifo.write_bytes(dump.read_bytes()))
-    writer.start()
-    r = run(cache_app, ["import", str(fifo), "--cache-dir", str(cache)])
-    writer.join()
-    assert r.exit_code == 0 and r.output == "imported 3 entries\n", r.output
+    cli = f"{shlex.quote(sys.executable)} -m mineru_cli cache"
+    r = subprocess.run(
+        f"{cli} export /dev/stdout --cache-dir {tmp_path / 'src'} | {cli} import /dev/stdin --cache-dir {cache}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and r.stdout == "imported 3 entries\n", (r.stdout, r.stderr)
+    assert r.stderr == "exported 3 entries to /dev/stdout\n", r.stderr
+    assert SqliteStore(cache).stats()["entries"] == 3
 
 
 def test_cache_import_skips_a_line_longer_than_any_entry(tmp_path):
