@@ -24,6 +24,7 @@ import hashlib
 import itertools
 import os
 import sqlite3
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -178,10 +179,28 @@ def folder_problem(directory: Path) -> str | None:
     return None
 
 
+def file_problem(directory: Path) -> str | None:
+    """Why the cache file in `directory` can be no cache, or None: it is, or links to, a device, a
+    pipe or a socket, which SQLite reads as a "disk I/O error" of the cache folder. A cache file
+    that is missing, a folder, a link broken_link names or not ours to look at: None (opening it
+    says why)."""
+    file = Path(directory) / FILENAME
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    what = "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    fix = "remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+    return f"cache file {file} is {what}, not a file; {fix}"
+
+
 def unusable_folder(directory: Path) -> str | None:
-    """Why `directory` can hold no cache, in words (broken_link, folder_problem), or None: the
-    store refuses such a folder, and the cache commands and doctor say it before opening one."""
-    return broken_link(directory) or folder_problem(directory)
+    """Why `directory` can hold no cache, in words (broken_link, folder_problem, file_problem), or
+    None: the store refuses such a folder, and the cache commands and doctor say it before opening
+    one."""
+    return broken_link(directory) or folder_problem(directory) or file_problem(directory)
 
 
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:

@@ -4,6 +4,7 @@ import base64
 import io
 import json
 import multiprocessing as mp
+import os
 import re
 import shlex
 import sqlite3
@@ -407,6 +408,30 @@ def test_a_cache_folder_that_is_a_file_or_device_is_said_in_words_by_the_store_t
         assert len(warnings) == 1 and words in warnings[0] and "Errno" not in warnings[0], warnings
         assert "running without it" in warnings[0], warnings
     assert (tmp_path / "file").read_text() == ""
+
+
+def test_a_cache_file_that_is_a_device_or_pipe_is_said_in_words(tmp_path):
+    """A cache file that is a link to a device, or a pipe: every `mineru cache` command and
+    parse's warning said "cache folder ...: disk I/O error", which named neither the file nor
+    what is wrong with it. Each says what the file is in one line, exit 2; parse runs without
+    the cache (one warning), and the device or pipe is left as it was."""
+    for name in ("device", "pipe"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "device" / FILENAME).symlink_to("/dev/null")
+    os.mkfifo(tmp_path / "pipe" / FILENAME)
+    commands = _every_cache_command(tmp_path)
+    for name in ("device", "pipe"):
+        folder = tmp_path / name
+        words = f"cache file {folder / FILENAME} is a {name}, not a file; remove it"
+        for command in commands:
+            r = CliRunner().invoke(cache_app, [*command, "--cache-dir", str(folder)])
+            assert r.exit_code == EXIT_SETUP and r.output.startswith("error: "), (command, r.output)
+            assert words in r.output and r.output.count("\n") == 1, (command, r.output)
+        warnings: list[str] = []
+        with ResultCache(folder, warn=warnings.append) as c:
+            put(c, 1)
+        assert len(warnings) == 1 and words in warnings[0] and "running without it" in warnings[0], warnings
+    assert (tmp_path / "device" / FILENAME).is_symlink() and (tmp_path / "pipe" / FILENAME).is_fifo()
 
 
 def test_an_export_to_a_link_that_loops_says_so(tmp_path):
