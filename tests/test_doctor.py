@@ -126,7 +126,8 @@ def test_an_unwritable_cache_folder_fails_with_the_fix(tmp_path, env):
 
 def test_a_cache_folder_that_is_a_broken_link_fails_and_says_what_it_is(tmp_path, env):
     """A --cache-dir that is a link looping or pointing nowhere, or whose cache file is one, was
-    "writable, empty": parse runs without such a cache (mineru_cli/cache/store.broken_link)."""
+    "writable, empty": parse runs without such a cache (mineru_cli/cache/store.broken_link); a
+    cache file that links to a device fails too (store.file_problem)."""
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
@@ -134,7 +135,14 @@ def test_a_cache_folder_that_is_a_broken_link_fails_and_says_what_it_is(tmp_path
     from mineru_cli.cache.store import FILENAME
 
     (tmp_path / "folder" / FILENAME).symlink_to(tmp_path / "gone.sqlite3")
-    for name, what in [("loop", "a link that loops"), ("dangling", "which does not exist"), ("folder", "cache file")]:
+    (tmp_path / "device").mkdir()
+    (tmp_path / "device" / FILENAME).symlink_to("/dev/null")  # SQLite said "disk I/O error"
+    for name, what in [
+        ("loop", "a link that loops"),
+        ("dangling", "which does not exist"),
+        ("folder", "cache file"),
+        ("device", "is a device, not a file"),
+    ]:
         code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / name))
         assert code == 1 and checks["cache"]["status"] == "fail", checks["cache"]
         assert what in checks["cache"]["detail"] and "--no-cache" in checks["cache"]["fix"], checks["cache"]

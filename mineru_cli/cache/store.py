@@ -170,30 +170,45 @@ def folder_problem(directory: Path) -> str | None:
     device. Said in words, where making the folder would fail with "[Errno 17] File exists" or
     "[Errno 20] Not a directory", and a folder under a file would read as a cache not made yet."""
     for path in (directory, *directory.parents):
-        if path.is_dir():
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                continue  # not there (yet), under a file, or a link broken_link names
+            return None  # a folder above it this process may not search: opening it says so
+        if stat.S_ISDIR(mode):
             return None
-        if path.exists():
-            what = "is a file, not a folder" if path.is_file() else "is not a folder"
-            where = f" {what}" if path == directory else f": {path} (on its path) {what}"
-            return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+        what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
+        where = f" {what}" if path == directory else f": {path} (on its path) {what}"
+        return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
     return None
 
 
+# SQLite's side files beside the cache file: a journal it opens to check for a hot one (a pipe
+# there blocks every open for good), the WAL and its shared-memory index
+SIDE_FILES = ("-journal", "-wal", "-shm")
+
+
 def file_problem(directory: Path) -> str | None:
-    """Why the cache file in `directory` can be no cache, or None: it is, or links to, a device, a
-    pipe or a socket, which SQLite reads as a "disk I/O error" of the cache folder. A cache file
-    that is missing, a folder, a link broken_link names or not ours to look at: None (opening it
-    says why)."""
-    file = Path(directory) / FILENAME
-    try:
-        mode = os.stat(file).st_mode
-    except OSError:
-        return None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    what = "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-    fix = "remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
-    return f"cache file {file} is {what}, not a file; {fix}"
+    """Why the cache file in `directory`, or one of SQLite's side files beside it, can be no
+    cache's, or None: it is, or links to, a device, a pipe or a socket (a side file: a folder
+    too). SQLite read such a file as a "disk I/O error" of the cache folder, as a read-only folder,
+    or blocked on a pipe. A file that is missing, a cache file that is a folder, a link broken_link
+    names or a file not ours to look at: None (opening it says why)."""
+    for name in (FILENAME, *(FILENAME + side for side in SIDE_FILES)):
+        file = Path(directory) / name
+        try:
+            mode = os.stat(file).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and name == FILENAME):
+            continue
+        what = {stat.S_IFIFO: "a pipe", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}.get(
+            stat.S_IFMT(mode), "a device"
+        )
+        fix = "remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+        return f"cache file {file} is {what}, not a file; {fix}"
+    return None
 
 
 def unusable_folder(directory: Path) -> str | None:

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import re
 import shlex
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -411,18 +412,37 @@ def test_a_cache_folder_that_is_a_file_or_device_is_said_in_words_by_the_store_t
 
 
 def test_a_cache_file_that_is_a_device_or_pipe_is_said_in_words(tmp_path):
-    """A cache file that is a link to a device, or a pipe: every `mineru cache` command and
-    parse's warning said "cache folder ...: disk I/O error", which named neither the file nor
-    what is wrong with it. Each says what the file is in one line, exit 2; parse runs without
-    the cache (one warning), and the device or pipe is left as it was."""
-    for name in ("device", "pipe"):
-        (tmp_path / name).mkdir()
-    (tmp_path / "device" / FILENAME).symlink_to("/dev/null")
-    os.mkfifo(tmp_path / "pipe" / FILENAME)
-    commands = _every_cache_command(tmp_path)
-    for name in ("device", "pipe"):
+    """A cache file, or a side file of SQLite's beside it, that is a device (or a link to one), a
+    pipe or a socket: every `mineru cache` command and parse's warning said "cache folder ...:
+    disk I/O error" or that a writable folder is read-only, and a pipe as the journal blocked
+    every open for good. Each says which file and what it is in one line, exit 2; parse runs
+    without the cache (one warning); the file is left as it was."""
+    cases = []
+    for name, side, what in [
+        ("device", "", "device"),
+        ("pipe", "", "pipe"),
+        ("socket", "", "socket"),
+        ("journal", "-journal", "pipe"),
+        ("wal", "-wal", "device"),
+        ("shm", "-shm", "folder"),
+    ]:
         folder = tmp_path / name
-        words = f"cache file {folder / FILENAME} is a {name}, not a file; remove it"
+        with ResultCache(folder) as c:  # a real cache beside the side file; replaced where it is the cache file
+            put(c, 1)
+        file = folder / (FILENAME + side)
+        file.unlink(missing_ok=True)
+        if what == "device":
+            file.symlink_to("/dev/null")
+        elif what == "pipe":
+            os.mkfifo(file)
+        elif what == "folder":
+            file.mkdir()
+        else:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(str(file))
+        cases.append((folder, file, f"cache file {file} is a {what}, not a file; remove it"))
+    commands = _every_cache_command(tmp_path)
+    for folder, file, words in cases:
         for command in commands:
             r = CliRunner().invoke(cache_app, [*command, "--cache-dir", str(folder)])
             assert r.exit_code == EXIT_SETUP and r.output.startswith("error: "), (command, r.output)
@@ -431,7 +451,10 @@ def test_a_cache_file_that_is_a_device_or_pipe_is_said_in_words(tmp_path):
         with ResultCache(folder, warn=warnings.append) as c:
             put(c, 1)
         assert len(warnings) == 1 and words in warnings[0] and "running without it" in warnings[0], warnings
-    assert (tmp_path / "device" / FILENAME).is_symlink() and (tmp_path / "pipe" / FILENAME).is_fifo()
+        assert os.path.lexists(file) and not file.is_file(), file
+    # as a user runs it: a pipe as the journal blocked `stats` for good
+    r = mineru("cache", "stats", "--cache-dir", str(tmp_path / "journal"), cwd=tmp_path, timeout=120)
+    assert r.returncode == EXIT_SETUP and cases[3][2] in r.stderr, r.stderr
 
 
 def test_an_export_to_a_link_that_loops_says_so(tmp_path):
