@@ -313,14 +313,14 @@ def import_(
     is refused, a pipe read as it comes. An entry whose thumbnail does not decode
     (damaged, or from an older mineru-cli) is kept for exact hits only."""
     n, bad, exact_only = 0, 0, 0
-    # before the store: a FILE that is not there makes no cache; bytes that are no UTF-8 (a binary
-    # file) make damaged lines, skipped and counted, where they ended in a UnicodeDecodeError
     # a device is no export: /dev/zero or /dev/urandom never ends, a disk is no JSONL, and opening
     # some blocks or acts (a terminal, a watchdog): refused before it is opened, and once more
     # after (it may have been swapped in between). A pipe (`mineru cache export /dev/stdout | ssh
     # host mineru cache import /dev/stdin`) is read as it comes and ends with its writer.
     if _is_device(os.stat(file).st_mode):
         _refuse_device(file)
+    # before the store: a FILE that is not there makes no cache; bytes that are no UTF-8 (a binary
+    # file) make damaged lines, skipped and counted, where they ended in a UnicodeDecodeError
     with open(file, encoding="utf-8", errors="replace") as f:
         if _is_device(os.fstat(f.fileno()).st_mode):
             _refuse_device(file)
