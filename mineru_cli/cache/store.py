@@ -167,15 +167,16 @@ def broken_link(directory: Path) -> str | None:
 
 def folder_problem(directory: Path) -> str | None:
     """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file or a
-    device. Said in words, where making the folder would fail with "[Errno 17] File exists" or
-    "[Errno 20] Not a directory", and a folder under a file would read as a cache not made yet."""
+    device, or this process may not search a folder on its path. Said in words, where making the
+    folder would fail with "[Errno 17] File exists" or "[Errno 20] Not a directory", a folder
+    under a file would read as a cache not made yet, and one it may not search raised."""
     for path in (directory, *directory.parents):
         try:
             mode = os.stat(path).st_mode
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 continue  # not there (yet), under a file, or a link broken_link names
-            return None  # a folder above it this process may not search: opening it says so
+            return f"cache folder {directory}: {in_words(exc)}"  # a folder on its path it may not search
         if stat.S_ISDIR(mode):
             return None
         what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
