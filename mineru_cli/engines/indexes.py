@@ -66,8 +66,7 @@ def index_columns(lines: list[Line]) -> tuple[list[Line], list[list[Line]]] | No
         return None
     if sum(bool(_LISTED.search(ln.text)) for ln in lines) < max(INDEX["listed"], INDEX["listed_share"] * len(lines)):
         return None
-    # a letter heading stands alone, centred in its column: no column starts at it
-    entries = [ln for ln in lines if not is_refs(ln) and len(ln.text) > 1]
+    entries = [ln for ln in lines if _is_entry(ln)]
     if len(entries) < INDEX["entries"]:
         return None
     height = statistics.median(ln.height for ln in lines)
@@ -78,9 +77,10 @@ def index_columns(lines: list[Line]) -> tuple[list[Line], list[list[Line]]] | No
     across = {id(ln) for ln in lines if any(ln.box[0] < x - reach and ln.box[2] > x + reach for x in starts[1:])}
     top = min((ln.box[1] for ln in lines if id(ln) not in across), default=0)
     head = [ln for ln in lines if id(ln) in across and (ln.box[1] + ln.box[3]) / 2 < top]
+    in_head = {id(ln) for ln in head}
     columns: list[list[Line]] = [[] for _ in starts]
     for ln in lines:
-        if id(ln) not in across or (ln.box[1] + ln.box[3]) / 2 >= top:
+        if id(ln) not in in_head:
             columns[max(0, bisect.bisect_right(starts, ln.box[0]) - 1)].append(ln)
     for column in columns:
         if sum(_with_refs(ln) for ln in column) < INDEX["column_refs_share"] * len(column):
@@ -98,7 +98,7 @@ def _referenced(column: list[Line], height: float) -> bool:
     entry's end, or on a line of references that starts in its row or the row under it. Split
     at a wrong edge (letter headings centred in a column, or references misread as words), a
     column's entries have theirs in the next column."""
-    entries = [ln for ln in column if not is_refs(ln) and len(ln.text) > 1]
+    entries = [ln for ln in column if _is_entry(ln)]
     middles = sorted((ln.box[1] + ln.box[3]) / 2 for ln in column if is_refs(ln))
     found = 0
     for ln in entries:
@@ -108,6 +108,12 @@ def _referenced(column: list[Line], height: float) -> bool:
         k = bisect.bisect_left(middles, ln.box[1])
         found += k < len(middles) and middles[k] <= ln.box[3] + height
     return found >= INDEX["referenced"] * len(entries)
+
+
+def _is_entry(line: Line) -> bool:
+    """Whether `line` is an entry: no page references, and no letter heading (one that stands
+    alone, centred in its column: no column starts at it)."""
+    return not is_refs(line) and len(line.text) > 1
 
 
 def _with_refs(line: Line) -> bool:
