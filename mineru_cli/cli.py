@@ -391,9 +391,26 @@ def parse(
         reporter.error(str(exc))
         raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
+    if not summary.pages and not summary.interrupted:
+        reporter.warn(_nothing_to_parse(paths, include=include, exclude=exclude, pages=pages, shard=shard))
     if summary.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(EXIT_FAILED if summary.failed else EXIT_OK)
+
+
+def _nothing_to_parse(paths: List[Path], **narrowing: Any) -> str:
+    """The warning of a run that found no page: where it looked, what narrowed it, what it reads.
+    A cron job over an empty dump is not a failure (exit 0), but a wrong path or glob is told."""
+    from .inputs import DOC_EXTS
+
+    where = ", ".join(str(p) for p in paths)
+    given = [
+        f"--{name} {value}"
+        for name, values in narrowing.items()
+        for value in ([values] if isinstance(values, str) else values or ())
+    ]
+    narrowed = f" with {' '.join(given)}" if given else ""
+    return f"no pages to parse in {where}{narrowed} (it reads PDFs and images: {' '.join(sorted(DOC_EXTS))})"
 
 
 @app.command()

@@ -15,7 +15,7 @@ EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 13
 # What each exit code of `mineru parse` means, in the words `mineru --help` prints; each row of
 # docs/usage.md's exit code table starts with the same words (a test holds them together).
 EXIT_CODES = (
-    (EXIT_OK, "every input page is ok (or skipped)"),
+    (EXIT_OK, "every input page is ok (or skipped), or no page was found (a warning says where it looked)"),
     (EXIT_FAILED, "some pages failed: see their records"),
     (EXIT_SETUP, "usage or set-up error: the message says what to change; nothing was parsed"),
     (EXIT_OUTPUT, "the output could not be written mid-run (disk full, a file-size limit, an I/O error)"),
