@@ -205,7 +205,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     unusable = unusable_folder(folder)
     if unusable:  # parse runs without the cache, as with a folder it cannot write
         detail, _, fix = unusable.partition("; ")
-        return [Check("cache", FAIL, detail, f"{fix}, or run with --no-cache")]
+        return [Check("cache", FAIL, detail, f"{fix}, or run with --no-cache" if fix else "run with --no-cache")]
     fix = f"chmod u+rwx {folder}, or give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
     if problem:

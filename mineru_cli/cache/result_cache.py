@@ -22,7 +22,7 @@ from PIL import Image
 from . import similarity as sim
 from .node import node_local_dir
 from .redis_tier import RedisTier
-from .store import SqliteStore, UnusableCache
+from .store import SqliteStore, UnusableCache, in_words
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,12 @@ def _finite(v: object) -> bool:
 
 def _said(e: Exception) -> str:
     """A local tier's error in a warning: UnusableCache's own words (they name the folder or
-    file and why), any other error with its type."""
-    return str(e) if isinstance(e, UnusableCache) else f"{type(e).__name__}: {e}"
+    file and why), an OSError's path and why in words, any other error with its type."""
+    if isinstance(e, UnusableCache):
+        return str(e)
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {in_words(e)}"
+    return f"{type(e).__name__}: {e}"
 
 
 class ResultCache:

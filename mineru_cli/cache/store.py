@@ -165,9 +165,12 @@ def broken_link(directory: Path) -> str | None:
     return None
 
 
+_NOT_OPENED = "give --cache-dir (or MINERU_CACHE_DIR) a folder this user may open"
+
+
 def folder_problem(directory: Path) -> str | None:
     """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file or a
-    device, or this process may not search a folder on its path. Said in words, where making the
+    device, or this process may not search it or a folder on its path. Said in words, where making the
     folder would fail with "[Errno 17] File exists" or "[Errno 20] Not a directory", a folder
     under a file would read as a cache not made yet, and one it may not search raised."""
     for path in (directory, *directory.parents):
@@ -176,8 +179,12 @@ def folder_problem(directory: Path) -> str | None:
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 continue  # not there (yet), under a file, or a link broken_link names
-            return f"cache folder {directory}: {in_words(exc)}"  # a folder on its path it may not search
+            # a folder on its path it may not search
+            return f"cache folder {directory}: {in_words(exc)}; {_NOT_OPENED}"
         if stat.S_ISDIR(mode):
+            if path == directory and not os.access(path, os.X_OK):
+                # its names may be listed but none opened: stat() of the cache file raised
+                return f"cache folder {directory}: permission denied; {_NOT_OPENED}"
             return None
         what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
         where = f" {what}" if path == directory else f": {path} (on its path) {what}"

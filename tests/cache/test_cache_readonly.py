@@ -315,7 +315,71 @@ def test_a_link_to_a_folder_it_may_not_enter_is_not_said_to_point_at_nothing(tmp
             args = [*command, "--cache-dir", str(tmp_path / "link")]
             r = mineru("cache", *args, cwd=tmp_path, preexec_fn=as_plain_user())
             assert r.returncode == 2 and r.stdout == "", (command, r.stdout, r.stderr)
-            assert r.stderr == f"error: cache folder {tmp_path / 'link'}: permission denied\n", (command, r.stderr)
+            said = f"error: cache folder {tmp_path / 'link'}: permission denied; give --cache-dir (or MINERU_CACHE_DIR)"
+            assert r.stderr.startswith(said) and r.stderr.count("\n") == 1, (command, r.stderr)
     finally:
         private.chmod(0o755)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_cache_folder_that_may_be_listed_but_not_searched_is_said_so(tmp_path):
+    """A cache folder with read but no search permission (mode 644): stat() of the file in it
+    raised, and parse warned "(PermissionError: [Errno 13] Permission denied: '...')", doctor's
+    fix began with a comma. parse, the cache commands and doctor now say the folder and the fix;
+    a folder it may not make (its parent unwritable) is said in words too."""
+    cache = tmp_path / "cache"
+    with ResultCache(cache) as c:
+        put(c, 1)
+    page = tmp_path / "p.png"
+    Image.new("RGB", (64, 64), "white").save(page)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    cache.chmod(0o644)
+    locked.chmod(0o555)
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", f"import os; os.stat({str(cache / FILENAME)!r})"],
+            preexec_fn=as_plain_user(),
+            capture_output=True,
+        )
+        if probe.returncode == 0:
+            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
+        fix = "give --cache-dir (or MINERU_CACHE_DIR) a folder this user may open"
+        said = f"cache folder {cache}: permission denied; {fix}"
+        r = mineru(
+            "parse",
+            str(page),
+            "--out",
+            "o.jsonl",
+            "--cache-dir",
+            str(cache),
+            "--engine",
+            "ocr",
+            cwd=tmp_path,
+            preexec_fn=as_plain_user(),
+        )
+        assert r.returncode == 0, r.stderr
+        assert f"warning: local cache {cache} unavailable ({said}); running without it" in r.stderr, r.stderr
+        assert "Errno" not in r.stderr, r.stderr
+        stats = mineru("cache", "stats", "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
+        assert stats.returncode == 2 and stats.stderr == f"error: {said}\n", stats.stderr
+        doctor = mineru("doctor", "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
+        line = next(x for x in doctor.stdout.splitlines() if "cache:" in x)
+        assert line == f"[fail] cache: cache folder {cache}: permission denied -> fix: {fix}, or run with --no-cache"
+        r = mineru(
+            "parse",
+            str(page),
+            "--out",
+            "o2.jsonl",
+            "--cache-dir",
+            str(locked / "new"),
+            "--engine",
+            "ocr",
+            cwd=tmp_path,
+            preexec_fn=as_plain_user(),
+        )
+        assert r.returncode == 0, r.stderr
+        assert f"local cache {locked / 'new'} unavailable ({locked / 'new'}: permission denied)" in r.stderr, r.stderr
+    finally:
+        cache.chmod(0o755)
+        locked.chmod(0o755)
