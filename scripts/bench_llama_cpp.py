@@ -152,15 +152,7 @@ def decode_ms(w: LlamaWorker, prompts: list, steps: int) -> dict:
     prompt). Each request generates steps + EXTRA_STEPS tokens, so that the window, which loses the
     steps the slots' starts are apart, still holds most of them (76-78 of 80 on a Zen 5 EPYC)."""
     results = w.ask([{"messages": p, "n": steps + EXTRA_STEPS, "stream": True} for p in prompts])["results"]
-    start = max(r["arrivals"][0] for r in results)
-    end = min(r["arrivals"][-1] for r in results)
-    per_slot, window_steps = [], []
-    for r in results:
-        inside = [t for t in r["arrivals"] if start <= t <= end]
-        if len(inside) < 2:
-            raise RuntimeError(f"llama.cpp's slots never decoded together ({len(inside)} tokens in the window)")
-        per_slot.append(1000 * (inside[-1] - inside[0]) / (len(inside) - 1))
-        window_steps.append(len(inside) - 1)
+    per_slot, window_steps = slot_steps([r["arrivals"] for r in results])
     return {
         "ms": statistics.fmean(per_slot),
         "per_slot": per_slot,
@@ -168,6 +160,29 @@ def decode_ms(w: LlamaWorker, prompts: list, steps: int) -> dict:
         "per_token": [r["predicted_ms"] / r["predicted_n"] if r.get("predicted_n") else None for r in results],
         "prompt_n": [r.get("prompt_n") for r in results],
     }
+
+
+def slot_steps(arrivals: list[list[float]]) -> tuple[list[float], list[int]]:
+    """Each slot's ms per step and its number of steps inside the window where every slot is
+    generating (from the last slot's first token to the first slot's last), from each slot's token
+    arrival times (s). A RuntimeError where some slot has no step in it."""
+    start = max(times[0] for times in arrivals)
+    end = min(times[-1] for times in arrivals)
+    per_slot, window_steps = [], []
+    for times in arrivals:
+        inside = [t for t in times if start <= t <= end]
+        if len(inside) < 2:
+            raise RuntimeError(f"llama.cpp's slots never decoded together ({len(inside)} tokens in the window)")
+        per_slot.append(1000 * (inside[-1] - inside[0]) / (len(inside) - 1))
+        window_steps.append(len(inside) - 1)
+    return per_slot, window_steps
+
+
+def median_known(values: list) -> float | None:
+    """The median of the values that are known; None (a figure missing, never 0) where none is:
+    the requests' own timings are None where llama.cpp returned none."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: int, steps: int, log) -> dict:
@@ -201,14 +216,14 @@ def llama_round(w: LlamaWorker, rnd: int, prefill_tokens: int, decode_context: i
     m["decode_ms_b1"], m["decode_ms_b1_per_token"] = b1["ms"], b1["per_token"][0]
     b4 = decode_ms(w, [user(words(decode_context // 2, 500 + 10 * rnd + i)) for i in range(SLOTS)], steps)
     per_token = m["decode_ms_b4_slots"] = b4["ms"]
-    m["decode_ms_b4_slots_with_prompts"] = statistics.median(b4["per_token"])
+    m["decode_ms_b4_slots_with_prompts"] = median_known(b4["per_token"])
     log(
         f"llama.cpp 4 slots: ms per step {[round(x, 1) for x in b4['per_slot']]} over {b4['window_steps']} steps, "
         f"prompts {b4['prompt_n']} tokens"
     )
     m["decode_ms_b8"] = per_token * 8 / SLOTS
     for k, v in m.items():
-        log(f"llama.cpp {k}: {v:.3f}")
+        log(f"llama.cpp {k}: " + ("missing (llama.cpp gave no timings)" if v is None else f"{v:.3f}"))
     return m
 
 
@@ -323,7 +338,7 @@ def main() -> None:
         w.close()
     if args.roofline:
         report["roofline"] = roofline_for(config, args.threads, None, {}, log, report["roofline"])
-    med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
+    med = {n: {k: median_known(v) for k, v in t.items()} for n, t in times.items()}
     report["median"] = med
     report["rounds"] = args.rounds
     report["failed"] = failed
