@@ -141,7 +141,7 @@ def test_a_cache_folder_that_is_a_broken_link_fails_and_says_what_it_is(tmp_path
         ("loop", "a link that loops"),
         ("dangling", "which does not exist"),
         ("folder", "cache file"),
-        ("device", "is a device, not a file"),
+        ("device", "is a link to a device (/dev/null), not a file"),
     ]:
         code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / name))
         assert code == 1 and checks["cache"]["status"] == "fail", checks["cache"]

@@ -22,7 +22,7 @@ from ..units import parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
-from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, digest, in_words, unusable_folder
+from .store import FILENAME, NewerCache, SqliteStore, UnusableCache, digest, in_words, is_what, unusable_folder
 
 cache_app = typer.Typer(help="Inspect and maintain the result cache.", no_args_is_help=True)
 
@@ -298,7 +298,7 @@ def _is_device(mode: int) -> bool:
 
 
 def _refuse_device(file: Path) -> None:
-    typer.echo(f"error: import file {file}: is a device, not a file", err=True)
+    typer.echo(f"error: import file {file}: {is_what(file, 'a device')}, not a file", err=True)
     raise typer.Exit(EXIT_SETUP)
 
 

@@ -215,8 +215,13 @@ def file_problem(directory: Path) -> str | None:
             stat.S_IFMT(mode), "a device"
         )
         fix = "remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
-        return f"cache file {file} is {what}, not a file; {fix}"
+        return f"cache file {file} {is_what(file, what)}, not a file; {fix}"
     return None
+
+
+def is_what(path: Path, what: str) -> str:
+    """ "is WHAT" of a path that is one, "is a link to WHAT (its target)" of a link that leads to one."""
+    return f"is a link to {what} ({os.path.realpath(path)})" if os.path.islink(path) else f"is {what}"
 
 
 def unusable_folder(directory: Path) -> str | None:

@@ -286,9 +286,13 @@ def test_cache_import_refuses_a_device_and_reads_a_pipe(tmp_path):
     run = CliRunner().invoke
     cache = tmp_path / "cache"
     (tmp_path / "zero").symlink_to("/dev/zero")
-    for device in ("/dev/zero", "/dev/null", str(tmp_path / "zero")):
+    for device, what in (
+        ("/dev/zero", "is a device"),
+        ("/dev/null", "is a device"),
+        (str(tmp_path / "zero"), "is a link to a device (/dev/zero)"),
+    ):
         r = run(cache_app, ["import", device, "--cache-dir", str(cache)])
-        assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {device}: is a device, not a file\n"
+        assert r.exit_code == EXIT_SETUP and r.output == f"error: import file {device}: {what}, not a file\n"
     assert not cache.exists()
     with ResultCache(tmp_path / "src") as c:
         for i in range(3):
@@ -440,7 +444,8 @@ def test_a_cache_file_that_is_a_device_or_pipe_is_said_in_words(tmp_path):
         else:
             with socket.socket(socket.AF_UNIX) as sock:
                 sock.bind(str(file))
-        cases.append((folder, file, f"cache file {file} is a {what}, not a file; remove it"))
+        said = "is a link to a device (/dev/null)" if what == "device" else f"is a {what}"
+        cases.append((folder, file, f"cache file {file} {said}, not a file; remove it"))
     commands = _every_cache_command(tmp_path)
     for folder, file, words in cases:
         for command in commands:
