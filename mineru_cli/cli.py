@@ -203,6 +203,8 @@ def parse(
     cache_dir: Optional[Path] = typer.Option(
         _default("cache_dir"),
         "--cache-dir",
+        # a folder it may not read is a cache the run goes on without (one warning), not a usage error
+        readable=False,
         help="Result cache folder (default: $MINERU_CACHE_DIR or the user cache dir); {node} in it is each "
         "machine's host name (a node-local cache on a Ray cluster).",
     ),
@@ -391,26 +393,9 @@ def parse(
         reporter.error(str(exc))
         raise typer.Exit(EXIT_OUTPUT) from None
     reporter.finish(summary, str(out))
-    if not summary.pages and not summary.interrupted:
-        reporter.warn(_nothing_to_parse(paths, include=include, exclude=exclude, pages=pages, shard=shard))
     if summary.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(EXIT_FAILED if summary.failed else EXIT_OK)
-
-
-def _nothing_to_parse(paths: List[Path], **narrowing: Any) -> str:
-    """The warning of a run that found no page: where it looked, what narrowed it, what it reads.
-    A cron job over an empty dump is not a failure (exit 0), but a wrong path or glob is told."""
-    from .inputs import DOC_EXTS
-
-    where = ", ".join(str(p) for p in paths)
-    given = [
-        f"--{name} {value}"
-        for name, values in narrowing.items()
-        for value in ([values] if isinstance(values, str) else values or ())
-    ]
-    narrowed = f" with {' '.join(given)}" if given else ""
-    return f"no pages to parse in {where}{narrowed} (it reads PDFs and images: {' '.join(sorted(DOC_EXTS))})"
 
 
 @app.command()
@@ -702,7 +687,9 @@ def _html_problem(html: Path) -> str | None:
 @app.command()
 def doctor(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The model folder parse is given, if any."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="The result cache folder parse is given."),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", readable=False, help="The result cache folder parse is given."
+    ),
     cache_url: Optional[str] = typer.Option(None, "--cache-url", help="The shared tier parse is given (redis://...)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Parse runs without the result cache."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object: {ok, checks: [{name, status, detail, fix}]}"),

@@ -18,6 +18,7 @@ export stamps are read but a check never replaces a damaged file, and torch is n
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 from dataclasses import asdict, dataclass
 from importlib import metadata
@@ -204,9 +205,8 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
     unusable = unusable_folder(folder)
     if unusable:  # parse runs without the cache, as with a folder it cannot write
-        detail, _, fix = unusable.partition("; ")
-        return [Check("cache", FAIL, detail, f"{fix}, or run with --no-cache" if fix else "run with --no-cache")]
-    fix = f"chmod u+rwx {folder}, or give --cache-dir a writable folder, or run with --no-cache"
+        return [Check("cache", FAIL, unusable.detail, f"{unusable.fix}, or run with --no-cache")]
+    fix = f"chmod u+rwx {shlex.quote(str(folder))}, or give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
     if problem:
         return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]

@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import itertools
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -31,7 +32,7 @@ from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
 from .engines import describe, resolve_engine
-from .inputs import OpenDocuments, SourceFile, outside_root, parse_page_ranges
+from .inputs import DOC_EXTS, OpenDocuments, SourceFile, outside_root, parse_page_ranges
 from .journal import Journal, NoJournal
 from .planner import Planned, Planner
 from .report import Reporter, StageTimes, Summary
@@ -268,6 +269,8 @@ class Parser:
         count, first = self._unselected
         if count:
             self.reporter.warn(f"--pages selects no page of {count} file(s), e.g. {first}")
+        elif not self.planner.files:  # a wrong path or glob in a cron line is told; an empty dump is no failure
+            self.reporter.warn(nothing_found(self.config))
         self.reporter.planned(self.summary.pages, self.planner.files)
 
     def _drain_settled(self) -> Iterator[PageRecord]:
@@ -490,6 +493,18 @@ def explain_plan(config: RunConfig, reporter: Reporter) -> str:
     Parser(config, reporter)  # the inputs must exist, as for the run
     _, spec = prepare(config, reporter)
     return explain(plan_cpus(config.cpus, config.workers, engine=spec.engine.value), config, spec)
+
+
+def nothing_found(config: RunConfig) -> str:
+    """The warning of a run that found no file to parse: where it looked and what narrowed the
+    walk, as a shell would take them."""
+    where = " ".join(shlex.quote(str(p)) for p in config.inputs)
+    given = [f"--include {shlex.quote(p)}" for p in config.include]
+    given += [f"--exclude {shlex.quote(p)}" for p in config.exclude]
+    given += [f"--shard {config.shard}"] if config.shard else []
+    narrowed = f" with {' '.join(given)}" if given else ""
+    names = " ".join(f"*{ext}" for ext in sorted(DOC_EXTS))
+    return f"no images or PDFs to parse in {where}{narrowed} (mineru parse reads files named {names})"
 
 
 def run_parse(config: RunConfig, reporter: Reporter) -> Summary:

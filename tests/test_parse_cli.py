@@ -87,7 +87,7 @@ def test_exit_codes(tmp_path):
     text_page(tmp_path / "p.png", "Hello world")
     ok = mineru("parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    assert "no pages to parse" not in ok.stderr
+    assert "no images or PDFs" not in ok.stderr
     missing = mineru("parse", "nope/", "--out", "o.jsonl", "--no-cache", cwd=tmp_path)
     assert missing.returncode == 2 and "not found" in missing.stderr
     bad_pages = mineru("parse", "p.png", "--pages", "3-1", "--no-cache", cwd=tmp_path)
@@ -105,17 +105,17 @@ def test_a_run_that_finds_no_page_says_where_it_looked_and_exits_0(tmp_path):
     (tmp_path / "dump" / "notes.md").write_text("not a page\n")
     r = mineru("parse", "dump", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "warning: no pages to parse in dump (it reads PDFs and images: .bmp" in r.stderr, r.stderr
+    assert "warning: no images or PDFs to parse in dump (mineru parse reads files named *.bmp" in r.stderr, r.stderr
     assert read_journal(tmp_path / "o.jsonl") == []
     text_page(tmp_path / "dump" / "sub" / "p.png", "Hello world")
     glob = mineru("parse", "dump", "--include", "*.pdf", "--out", "g.jsonl", "--no-cache", "--log-json", cwd=tmp_path)
     assert glob.returncode == 0, glob.stderr
     warned = [e["message"] for e in events(glob.stderr) if e["event"] == "warning"]
-    assert [w for w in warned if w.startswith("no pages to parse in dump with --include *.pdf (")], warned
+    assert [w for w in warned if w.startswith("no images or PDFs to parse in dump with --include '*.pdf' (")], warned
     quiet = mineru("parse", "dump", "--include", "*.pdf", "--out", "q.jsonl", "--no-cache", "-q", cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     found = mineru("parse", "dump", "--out", "f.jsonl", "--no-cache", "--engine", "ocr", cwd=tmp_path)
-    assert found.returncode == 0 and "no pages to parse" not in found.stderr, found.stderr
+    assert found.returncode == 0 and "no images or PDFs" not in found.stderr, found.stderr
 
 
 def test_log_json_reports_an_error_that_stops_the_run_as_a_json_event(tmp_path):

@@ -30,6 +30,7 @@ CacheDir = typer.Option(
     None,
     "--cache-dir",
     envvar="MINERU_CACHE_DIR",
+    readable=False,  # a folder it may not read is said in the commands' words, not click's
     help="Cache directory (default: the user cache dir); {node} in it is this machine's host name, as in parse.",
 )
 

@@ -23,13 +23,14 @@ import errno
 import hashlib
 import itertools
 import os
+import shlex
 import sqlite3
 import stat
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -139,7 +140,21 @@ def in_words(exc: OSError) -> str:
     return OS_WHY.get(exc.errno or 0) or exc.strerror or str(exc)
 
 
-def broken_link(directory: Path) -> str | None:
+class Problem(NamedTuple):
+    """Why a path can be no cache's, and what to do: printed as "DETAIL; FIX" (doctor shows them
+    apart, and a path may hold "; " itself)."""
+
+    detail: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.detail}; {self.fix}"
+
+
+_ANOTHER = "give --cache-dir (or MINERU_CACHE_DIR) another folder"
+
+
+def broken_link(directory: Path) -> Problem | None:
     """Where the cache folder `directory`, a folder above it or its cache file is a symbolic
     link that loops or points at a missing path: which, and what, in words; else None. Such a
     path reads as missing: a cache there would read as none made yet, and making the folder
@@ -159,16 +174,13 @@ def broken_link(directory: Path) -> str | None:
             loops = exc.errno == errno.ELOOP
         what = "a link that loops" if loops else f"a link to {os.path.realpath(path)}, which does not exist"
         if path == file:
-            return f"cache file {file} is {what}; remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+            return Problem(f"cache file {file} is {what}", f"remove it, or {_ANOTHER}")
         where = f" is {what}" if path == Path(directory) else f": {path} (on its path) is {what}"
-        return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+        return Problem(f"cache folder {directory}{where}", "give --cache-dir (or MINERU_CACHE_DIR) a folder")
     return None
 
 
-_NOT_OPENED = "give --cache-dir (or MINERU_CACHE_DIR) a folder this user may open"
-
-
-def folder_problem(directory: Path) -> str | None:
+def folder_problem(directory: Path) -> Problem | None:
     """Why `directory` can be no cache folder, or None: it, or a folder above it, is a file or a
     device, or this process may not search it or a folder on its path. Said in words, where making the
     folder would fail with "[Errno 17] File exists" or "[Errno 20] Not a directory", a folder
@@ -179,17 +191,34 @@ def folder_problem(directory: Path) -> str | None:
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 continue  # not there (yet), under a file, or a link broken_link names
-            # a folder on its path it may not search
-            return f"cache folder {directory}: {in_words(exc)}; {_NOT_OPENED}"
+            # a folder above it that this process may not search
+            return Problem(
+                f"cache folder {directory}: {in_words(exc)} (a folder on its path may not be searched)", _ANOTHER
+            )
         if stat.S_ISDIR(mode):
-            if path == directory and not os.access(path, os.X_OK):
-                # its names may be listed but none opened: stat() of the cache file raised
-                return f"cache folder {directory}: permission denied; {_NOT_OPENED}"
+            if path == directory and _unsearchable(directory):
+                return Problem(
+                    f"cache folder {directory} may not be searched (permission denied)",
+                    f"chmod u+x {shlex.quote(str(directory))}, or {_ANOTHER}",
+                )
             return None
         what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
         where = f" {what}" if path == directory else f": {path} (on its path) {what}"
-        return f"cache folder {directory}{where}; give --cache-dir (or MINERU_CACHE_DIR) a folder"
+        return Problem(f"cache folder {directory}{where}", "give --cache-dir (or MINERU_CACHE_DIR) a folder")
     return None
+
+
+def _unsearchable(directory: Path) -> bool:
+    """Whether this process may not look up a name in `directory` (its mode allows listing at
+    most): asked of the system by a stat() inside it, as this process's capabilities decide,
+    which os.access (real ids, permitted capabilities) does not always say alike."""
+    try:
+        os.stat(directory / FILENAME)
+    except PermissionError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 # SQLite's side files beside the cache file: a journal it opens to check for a hot one (a pipe
@@ -197,7 +226,7 @@ def folder_problem(directory: Path) -> str | None:
 SIDE_FILES = ("-journal", "-wal", "-shm")
 
 
-def file_problem(directory: Path) -> str | None:
+def file_problem(directory: Path) -> Problem | None:
     """Why the cache file in `directory`, or one of SQLite's side files beside it, can be no
     cache's, or None: it is, or links to, a device, a pipe or a socket (a side file: a folder
     too). SQLite read such a file as a "disk I/O error" of the cache folder, as a read-only folder,
@@ -214,8 +243,7 @@ def file_problem(directory: Path) -> str | None:
         what = {stat.S_IFIFO: "a pipe", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}.get(
             stat.S_IFMT(mode), "a device"
         )
-        fix = "remove it, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
-        return f"cache file {file} {is_what(file, what)}, not a file; {fix}"
+        return Problem(f"cache file {file} {is_what(file, what)}, not a file", f"remove it, or {_ANOTHER}")
     return None
 
 
@@ -224,7 +252,7 @@ def is_what(path: Path, what: str) -> str:
     return f"is a link to {what} ({os.path.realpath(path)})" if os.path.islink(path) else f"is {what}"
 
 
-def unusable_folder(directory: Path) -> str | None:
+def unusable_folder(directory: Path) -> Problem | None:
     """Why `directory` can hold no cache, in words (broken_link, folder_problem, file_problem), or
     None: the store refuses such a folder, and the cache commands and doctor say it before opening
     one."""
@@ -302,8 +330,13 @@ class SqliteStore:
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
         if (problem := unusable_folder(self.dir)) is not None:
-            raise UnusableCache(problem)
-        self.dir.mkdir(parents=True, exist_ok=True)
+            raise UnusableCache(str(problem))
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # the folder above it may not be written in (or its disk is full)
+            where = f" in {Path(exc.filename).parent}" if exc.filename else ""
+            made = Problem(f"cache folder {self.dir} cannot be made ({in_words(exc)}{where})", _ANOTHER)
+            raise UnusableCache(str(made)) from None
         if (why := network_filesystem_warning(self.dir)) is not None:
             warn(why)
         self._run(lambda conn: None)  # opens, rebuilding a damaged file

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -315,71 +316,70 @@ def test_a_link_to_a_folder_it_may_not_enter_is_not_said_to_point_at_nothing(tmp
             args = [*command, "--cache-dir", str(tmp_path / "link")]
             r = mineru("cache", *args, cwd=tmp_path, preexec_fn=as_plain_user())
             assert r.returncode == 2 and r.stdout == "", (command, r.stdout, r.stderr)
-            said = f"error: cache folder {tmp_path / 'link'}: permission denied; give --cache-dir (or MINERU_CACHE_DIR)"
+            said = (
+                f"error: cache folder {tmp_path / 'link'}: permission denied (a folder on its path may not be searched)"
+            )
             assert r.stderr.startswith(said) and r.stderr.count("\n") == 1, (command, r.stderr)
     finally:
         private.chmod(0o755)
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_a_cache_folder_that_may_be_listed_but_not_searched_is_said_so(tmp_path):
-    """A cache folder with read but no search permission (mode 644): stat() of the file in it
+def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
+    """A cache folder with no search permission (mode 644 or 000): stat() of the file in it
     raised, and parse warned "(PermissionError: [Errno 13] Permission denied: '...')", doctor's
-    fix began with a comma. parse, the cache commands and doctor now say the folder and the fix;
-    a folder it may not make (its parent unwritable) is said in words too."""
-    cache = tmp_path / "cache"
-    with ResultCache(cache) as c:
-        put(c, 1)
+    fix began with a comma, and `--cache-dir` of a 000 folder was click's usage error (exit 2)
+    where a cache the run cannot use costs one warning. parse, the cache commands and doctor now
+    say the folder and the fix, a folder name holding "; " too; a folder that may be searched but
+    not listed (300) is a cache like any; a folder it may not make is said in words."""
     page = tmp_path / "p.png"
     Image.new("RGB", (64, 64), "white").save(page)
+    folders = {mode: tmp_path / f"c{mode:o}" for mode in (0o644, 0o000, 0o300)}
+    folders["semicolon"] = tmp_path / "a; b"
+    for folder in folders.values():
+        with ResultCache(folder) as c:
+            put(c, 1)
     locked = tmp_path / "locked"
     locked.mkdir()
-    cache.chmod(0o644)
+    modes = {folders[0o644]: 0o644, folders[0o000]: 0o000, folders[0o300]: 0o300, folders["semicolon"]: 0o644}
+    for folder, mode in modes.items():
+        folder.chmod(mode)
     locked.chmod(0o555)
+
+    def as_user(*args: str):
+        return mineru(*args, cwd=tmp_path, preexec_fn=as_plain_user())
+
+    def parse(cache: Path):
+        return as_user("parse", str(page), "--out", "o.jsonl", "--force", "--cache-dir", str(cache), "--engine", "ocr")
+
     try:
         probe = subprocess.run(
-            [sys.executable, "-c", f"import os; os.stat({str(cache / FILENAME)!r})"],
+            [sys.executable, "-c", f"import os; os.stat({str(folders[0o644] / FILENAME)!r})"],
             preexec_fn=as_plain_user(),
             capture_output=True,
         )
         if probe.returncode == 0:
             pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
-        fix = "give --cache-dir (or MINERU_CACHE_DIR) a folder this user may open"
-        said = f"cache folder {cache}: permission denied; {fix}"
-        r = mineru(
-            "parse",
-            str(page),
-            "--out",
-            "o.jsonl",
-            "--cache-dir",
-            str(cache),
-            "--engine",
-            "ocr",
-            cwd=tmp_path,
-            preexec_fn=as_plain_user(),
-        )
+        for cache in (folders[0o644], folders[0o000], folders["semicolon"]):
+            detail = f"cache folder {cache} may not be searched (permission denied)"
+            fix = f"chmod u+x {shlex.quote(str(cache))}, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+            r = parse(cache)
+            assert r.returncode == 0, r.stderr
+            assert f"warning: local cache {cache} unavailable ({detail}; {fix}); running without it" in r.stderr
+            assert "Errno" not in r.stderr, r.stderr
+            stats = as_user("cache", "stats", "--cache-dir", str(cache))
+            assert stats.returncode == 2 and stats.stderr == f"error: {detail}; {fix}\n", stats.stderr
+            doctor = as_user("doctor", "--cache-dir", str(cache))
+            line = next(x for x in doctor.stdout.splitlines() if "cache:" in x)
+            assert line == f"[fail] cache: {detail} -> fix: {fix}, or run with --no-cache", line
+        r = parse(folders[0o300])
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+        stats = as_user("cache", "stats", "--cache-dir", str(folders[0o300]))
+        assert stats.returncode == 0 and "entries:      2" in stats.stdout, stats.stdout  # the page's stored
+        r = parse(locked / "new")
         assert r.returncode == 0, r.stderr
-        assert f"warning: local cache {cache} unavailable ({said}); running without it" in r.stderr, r.stderr
-        assert "Errno" not in r.stderr, r.stderr
-        stats = mineru("cache", "stats", "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
-        assert stats.returncode == 2 and stats.stderr == f"error: {said}\n", stats.stderr
-        doctor = mineru("doctor", "--cache-dir", str(cache), cwd=tmp_path, preexec_fn=as_plain_user())
-        line = next(x for x in doctor.stdout.splitlines() if "cache:" in x)
-        assert line == f"[fail] cache: cache folder {cache}: permission denied -> fix: {fix}, or run with --no-cache"
-        r = mineru(
-            "parse",
-            str(page),
-            "--out",
-            "o2.jsonl",
-            "--cache-dir",
-            str(locked / "new"),
-            "--engine",
-            "ocr",
-            cwd=tmp_path,
-            preexec_fn=as_plain_user(),
-        )
-        assert r.returncode == 0, r.stderr
-        assert f"local cache {locked / 'new'} unavailable ({locked / 'new'}: permission denied)" in r.stderr, r.stderr
+        said = f"cache folder {locked / 'new'} cannot be made (permission denied in {locked}); give --cache-dir"
+        assert said in r.stderr, r.stderr
     finally:
-        cache.chmod(0o755)
-        locked.chmod(0o755)
+        for folder in (*modes, locked):
+            folder.chmod(0o755)
