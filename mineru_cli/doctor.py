@@ -28,6 +28,7 @@ from pathlib import Path
 from .budget import available_cpus, cgroup_cpu_quota
 from .config import user_cache_dir
 from .core.errors import SetupError
+from .units import human_bytes
 from .vlm import int8_target
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -199,7 +200,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
     from .cache.node import node_local_dir
-    from .cache.store import FILENAME, NewerCache, refuse_newer, unusable_folder
+    from .cache.store import FILENAME, SIDE_FILES, NewerCache, in_words, refuse_newer, unusable_folder
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
     folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
@@ -211,10 +212,16 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if problem:
         return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
     db = folder / FILENAME
-    size = sum(p.stat().st_size for p in folder.glob(FILENAME + "*") if p.is_file())
+    # by name, not by listing: a folder may allow a lookup and not a listing (mode 300)
+    size = sum(p.stat().st_size for p in (db, *(Path(f"{db}{side}") for side in SIDE_FILES)) if p.is_file())
     if not db.exists():
         made = "" if folder.is_dir() else " (parse creates it)"
         return [Check("cache", OK, f"{folder}: writable{made}, empty")]
+    try:
+        open(db, "rb").close()
+    except OSError as exc:  # parse runs without a cache file it may not read
+        fix = f"chmod u+rw {shlex.quote(str(db))}, or give --cache-dir another folder, or run with --no-cache"
+        return [Check("cache", FAIL, f"cache file {db} cannot be read ({in_words(exc)})", fix)]
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
@@ -243,7 +250,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
                 f"mineru cache clear, or remove {db}",
             )
         ]
-    return [Check("cache", OK, f"{folder}: writable, {entries} entries, {size / 1e6:.1f} MB, integrity ok")]
+    return [Check("cache", OK, f"{folder}: writable, {entries} entries, {human_bytes(size)}, integrity ok")]
 
 
 def _unwritable(folder: Path) -> str | None:

@@ -1,4 +1,4 @@
-"""Parsing of human durations ("30d", "2h") and sizes ("2GB", "500MiB")."""
+"""Parsing of human durations ("30d", "2h") and sizes ("2GB", "500MiB"), and sizes in words."""
 
 from __future__ import annotations
 
@@ -52,3 +52,12 @@ def parse_size(text: str | int) -> int:
     if not math.isfinite(size):  # past a float's range: no whole number of bytes
         raise ValueError(f"not a size: {shown(text)} is too large (use e.g. 500MB, 2GB, 1GiB)")
     return int(size)
+
+
+def human_bytes(n: float) -> str:
+    """A byte count in decimal units: "512 B", "45.1 KB", "2.3 GB"."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"

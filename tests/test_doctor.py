@@ -415,3 +415,54 @@ def test_the_plan_counts_a_cgroups_file_cache_as_room(tmp_path):
     assert r.returncode == 0, r.stderr
     plan = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
     assert plan["workers"].split()[1] == "2", r.stdout
+
+
+def test_a_cache_file_it_may_not_read_fails_and_a_folder_it_may_not_list_is_measured(tmp_path, env):
+    """A cache file the user may not read: doctor warned that parse "moves it aside and starts a
+    new one", where parse runs without it. A cache folder that may be searched but not listed
+    (mode 300) was measured by listing it: 0.0 MB."""
+    import subprocess
+    import sys
+
+    from fshelpers import as_plain_user
+
+    from mineru_cli.cache import ResultCache
+    from mineru_cli.cache.store import FILENAME
+    from mineru_cli.units import human_bytes
+
+    for name in ("unreadable", "unlisted"):
+        ResultCache(tmp_path / name).close()
+    (tmp_path / "unreadable" / FILENAME).chmod(0o000)
+    (tmp_path / "unlisted").chmod(0o300)
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", f"open({str(tmp_path / 'unreadable' / FILENAME)!r}).close()"],
+            preexec_fn=as_plain_user(),
+            capture_output=True,
+        )
+        if probe.returncode == 0:
+            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_OVERRIDE)")
+
+        def check(name):
+            r = mineru(
+                "doctor",
+                "--json",
+                "--cache-dir",
+                str(tmp_path / name),
+                cwd=tmp_path,
+                env=env,
+                preexec_fn=as_plain_user(),
+            )
+            return r.returncode, {c["name"]: c for c in json.loads(r.stdout)["checks"]}["cache"]
+
+        code, cache = check("unreadable")
+        assert code == 1 and cache["status"] == "fail", cache
+        assert cache["detail"] == f"cache file {tmp_path / 'unreadable' / FILENAME} cannot be read (permission denied)"
+        assert cache["fix"].startswith("chmod u+rw ") and "moves it aside" not in json.dumps(cache), cache
+        files = [tmp_path / "unlisted" / f"{FILENAME}{side}" for side in ("", "-wal", "-shm", "-journal")]
+        size = human_bytes(sum(f.stat().st_size for f in files if f.is_file()))  # before doctor opens it
+        code, cache = check("unlisted")
+        assert code == 0 and cache["status"] == "ok" and f"0 entries, {size}, integrity" in cache["detail"], cache
+    finally:
+        (tmp_path / "unreadable" / FILENAME).chmod(0o644)
+        (tmp_path / "unlisted").chmod(0o755)

@@ -18,7 +18,7 @@ import typer
 
 from ..config import user_cache_dir
 from ..core.errors import EXIT_SETUP
-from ..units import parse_duration, parse_size
+from ..units import human_bytes, parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
 from .similarity import unpack_thumb
@@ -149,14 +149,6 @@ def _cache_errors(file_role: str = "file"):
     return decorate
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 @cache_app.command()
 @_cache_errors()
 def stats(
@@ -176,7 +168,7 @@ def stats(
         return
     typer.echo(
         f"path:         {s['path']}\nentries:      {s['entries']} ({s['fingerprints']} fingerprints)\n"
-        f"data:         {_human(s['data_bytes'])}\nfile:         {_human(s['file_bytes'])}\n"
+        f"data:         {human_bytes(s['data_bytes'])}\nfile:         {human_bytes(s['file_bytes'])}\n"
         f"integrity:    {s['integrity']}"
     )
 
