@@ -20,8 +20,10 @@ KEY_PREFIX = f"mineru-cli:v{SCHEMA_VERSION}"
 
 
 class RedisTier:
-    def __init__(self, url: str, ttl_s: int, warn: Callable[[str], None] = print):
+    def __init__(self, url: str, ttl_s: int, warn: Callable[[str], None] = print, local: bool = True):
+        """local: whether the run has a local cache to go on with when this tier fails."""
         self.url, self.ttl_s, self._warn = url, int(ttl_s), warn
+        self._then = "continuing with the local cache only" if local else "running without a cache"
         self._client = None
         try:
             import redis
@@ -39,7 +41,7 @@ class RedisTier:
         return self._client is not None
 
     def _fail(self, why: str) -> None:
-        self._warn(f"shared cache {self.url} unavailable ({why}); continuing with the local cache only")
+        self._warn(f"shared cache {self.url} unavailable ({why}); {self._then}")
         self.close()
 
     @staticmethod

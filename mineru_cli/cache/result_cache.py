@@ -102,7 +102,7 @@ class ResultCache:
         except Exception as e:  # noqa: BLE001 - unusable directory, disk full, ...
             self._warn(f"local cache {path} unavailable ({_said(e)}); running without it")
         if redis_url:
-            self._redis = RedisTier(redis_url, ttl_s, self._warn)
+            self._redis = RedisTier(redis_url, ttl_s, self._warn, local=self._store is not None)
 
     def _warn(self, msg: str) -> None:
         if msg not in self._warned:

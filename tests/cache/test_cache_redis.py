@@ -244,3 +244,18 @@ def test_parse_reparses_a_page_whose_shared_value_is_no_result(tmp_path, redis_s
     assert again["status"] == "ok" and again["cache"] == {"status": "miss"}
     assert again["blocks"] == first["blocks"] and again["markdown"] == first["markdown"]
     assert "not a page result" in r.stderr
+
+
+def test_redis_down_with_no_local_cache_says_the_run_has_none(tmp_path):
+    """A local cache it cannot use and a Redis it cannot reach: the second warning said
+    "continuing with the local cache only" of a run that had none."""
+    (tmp_path / "file").write_text("not a folder\n")
+    warnings: list[str] = []
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    with ResultCache(tmp_path / "file", redis_url=url, warn=warnings.append) as c:
+        img = page(0)
+        assert c.lookup(img, pixel_sha256(img), FP) is None
+    assert len(warnings) == 2 and "running without it" in warnings[0], warnings
+    assert warnings[1].startswith(f"shared cache {url} unavailable (") and warnings[1].endswith(
+        "; running without a cache"
+    ), warnings
