@@ -4,7 +4,8 @@ figures behind mineru_cli/vlm/int8_target.py (which weights each CPU family gets
     python scripts/int8_kernels.py [--threads 2] [--json OUT] [--shapes NAME ...] [--variants NAME ...]
 
 Each shape is quantized as `mineru export --int8` quantizes (dynamic, per-channel weights) with
-each weight setting, and the variants are timed alternately (medians of 5, or 3 for the largest),
+each weight setting, and the variants are timed alternately (medians of 5, or 3 for the largest;
+their thread pools do not spin, see `session`),
 with the max abs error against a float64 product. The activations have a few large channels, as
 a trained model's do: that is what overflows the u8 x s8 kernel's 16-bit pair sums on x86 CPUs
 without VNNI. Variants: fp32; QInt8 (full 8-bit signed weights); QInt8 7-bit (reduce_range);
@@ -66,6 +67,10 @@ def session(path: Path, threads: int, exact: bool):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    # no spinning: the variants' sessions take turns, and a session's pool threads spin on after
+    # its call, taking the cores the next session's call needs (an 8-row output layer measured
+    # 8.5-10 ms that way against 5.0 ms alone, Zen 5 EPYC): each call gets the cores to itself
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if exact:
         opts.add_session_config_entry(EXACT_KERNELS_OPTION, "1")
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
