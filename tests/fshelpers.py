@@ -94,3 +94,16 @@ def as_plain_user() -> Callable[[], None] | None:
                 raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
     return drop
+
+
+def skip_unless_bits_stop(code: str) -> None:
+    """Skip the test where the Python `code`, run as a plain user (as_plain_user), is not refused
+    by a permission bit: this process keeps a capability that overrides them."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    r = subprocess.run([sys.executable, "-c", code], preexec_fn=as_plain_user(), capture_output=True)
+    if r.returncode == 0:
+        pytest.skip("permission bits do not stop a plain user's process here (it keeps a DAC capability)")

@@ -421,10 +421,7 @@ def test_a_cache_file_it_may_not_read_fails_and_a_folder_it_may_not_list_is_meas
     """A cache file the user may not read: doctor warned that parse "moves it aside and starts a
     new one", where parse runs without it. A cache folder that may be searched but not listed
     (mode 300) was measured by listing it: 0.0 MB."""
-    import subprocess
-    import sys
-
-    from fshelpers import as_plain_user
+    from fshelpers import as_plain_user, skip_unless_bits_stop
 
     from mineru_cli.cache import ResultCache
     from mineru_cli.cache.store import FILENAME
@@ -435,13 +432,7 @@ def test_a_cache_file_it_may_not_read_fails_and_a_folder_it_may_not_list_is_meas
     (tmp_path / "unreadable" / FILENAME).chmod(0o000)
     (tmp_path / "unlisted").chmod(0o300)
     try:
-        probe = subprocess.run(
-            [sys.executable, "-c", f"open({str(tmp_path / 'unreadable' / FILENAME)!r}).close()"],
-            preexec_fn=as_plain_user(),
-            capture_output=True,
-        )
-        if probe.returncode == 0:
-            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_OVERRIDE)")
+        skip_unless_bits_stop(f"open({str(tmp_path / 'unreadable' / FILENAME)!r}).close()")
 
         def check(name):
             r = mineru(

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import numpy as np
 import pytest
-from fshelpers import as_plain_user, read_only
+from fshelpers import as_plain_user, read_only, skip_unless_bits_stop
 from helpers import mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -305,13 +305,7 @@ def test_a_link_to_a_folder_it_may_not_enter_is_not_said_to_point_at_nothing(tmp
     (tmp_path / "link").symlink_to(private / "cache")
     private.chmod(0o600)  # no search: not even its owner may look inside
     try:
-        r = subprocess.run(
-            [sys.executable, "-c", f"import os; os.stat({str(private / 'cache')!r})"],
-            preexec_fn=as_plain_user(),
-            capture_output=True,
-        )
-        if r.returncode == 0:
-            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
+        skip_unless_bits_stop(f"import os; os.stat({str(private / 'cache')!r})")
         for command in (["stats"], ["clear"], ["export", str(tmp_path / "out.jsonl")]):
             args = [*command, "--cache-dir", str(tmp_path / "link")]
             r = mineru("cache", *args, cwd=tmp_path, preexec_fn=as_plain_user())
@@ -353,13 +347,7 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
         return as_user("parse", str(page), "--out", "o.jsonl", "--force", "--cache-dir", str(cache), "--engine", "ocr")
 
     try:
-        probe = subprocess.run(
-            [sys.executable, "-c", f"import os; os.stat({str(folders[0o644] / FILENAME)!r})"],
-            preexec_fn=as_plain_user(),
-            capture_output=True,
-        )
-        if probe.returncode == 0:
-            pytest.skip("permission bits do not stop this process here (it keeps CAP_DAC_READ_SEARCH)")
+        skip_unless_bits_stop(f"import os; os.stat({str(folders[0o644] / FILENAME)!r})")
         for cache in (folders[0o644], folders[0o000], folders["semicolon"]):
             detail = f"cache folder {cache} may not be searched (permission denied)"
             fix = f"chmod u+x {shlex.quote(str(cache))}, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
