@@ -18,7 +18,6 @@ export stamps are read but a check never replaces a damaged file, and torch is n
 from __future__ import annotations
 
 import os
-import shlex
 import sqlite3
 from dataclasses import asdict, dataclass
 from importlib import metadata
@@ -200,27 +199,26 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
     from .cache.node import node_local_dir
-    from .cache.store import FILENAME, SIDE_FILES, NewerCache, in_words, refuse_newer, unusable_folder
+    from .cache.store import FILENAME, NewerCache, files_bytes, in_words, own_fix, refuse_newer, unusable_folder
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
     folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
     unusable = unusable_folder(folder)
     if unusable:  # parse runs without the cache, as with a folder it cannot write
         return [Check("cache", FAIL, unusable.detail, f"{unusable.fix}, or run with --no-cache")]
-    fix = f"chmod u+rwx {shlex.quote(str(folder))}, or give --cache-dir a writable folder, or run with --no-cache"
+    fix = f"{own_fix(folder, 'u+rwx')}give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
     if problem:
         return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
     db = folder / FILENAME
-    # by name, not by listing: a folder may allow a lookup and not a listing (mode 300)
-    size = sum(p.stat().st_size for p in (db, *(Path(f"{db}{side}") for side in SIDE_FILES)) if p.is_file())
+    size = files_bytes(folder)  # before this check's own connection adds its -shm file
     if not db.exists():
         made = "" if folder.is_dir() else " (parse creates it)"
         return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     try:
         open(db, "rb").close()
     except OSError as exc:  # parse runs without a cache file it may not read
-        fix = f"chmod u+rw {shlex.quote(str(db))}, or give --cache-dir another folder, or run with --no-cache"
+        fix = f"{own_fix(db, 'u+rw')}give --cache-dir another folder, or run with --no-cache"
         return [Check("cache", FAIL, f"cache file {db} cannot be read ({in_words(exc)})", fix)]
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)

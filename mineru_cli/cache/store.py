@@ -191,15 +191,14 @@ def folder_problem(directory: Path) -> Problem | None:
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 continue  # not there (yet), under a file, or a link broken_link names
-            # a folder above it that this process may not search
-            return Problem(
-                f"cache folder {directory}: {in_words(exc)} (a folder on its path may not be searched)", _ANOTHER
-            )
+            # a folder above it that this process may not search, a name too long, ...
+            searched = " (a folder on its path may not be searched)" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+            return Problem(f"cache folder {directory}: {in_words(exc)}{searched}", _ANOTHER)
         if stat.S_ISDIR(mode):
             if path == directory and _unsearchable(directory):
                 return Problem(
                     f"cache folder {directory} may not be searched (permission denied)",
-                    f"chmod u+x {shlex.quote(str(directory))}, or {_ANOTHER}",
+                    f"{own_fix(directory, 'u+x')}{_ANOTHER}",
                 )
             return None
         what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
@@ -213,7 +212,7 @@ def _unsearchable(directory: Path) -> bool:
     most): asked of the system by a stat() inside it, as this process's capabilities decide,
     which os.access (real ids, permitted capabilities) does not always say alike."""
     try:
-        os.stat(directory / FILENAME)
+        os.lstat(directory / FILENAME)  # the name itself: where a link leads is the link's problem
     except PermissionError:
         return True
     except OSError:
@@ -245,6 +244,23 @@ def file_problem(directory: Path) -> Problem | None:
         )
         return Problem(f"cache file {file} {is_what(file, what)}, not a file", f"remove it, or {_ANOTHER}")
     return None
+
+
+def own_fix(path: Path, mode: str) -> str:
+    """ "chmod MODE PATH, or " where this process owns `path` (only its owner may change its
+    mode), else ""."""
+    try:
+        mine = os.stat(path).st_uid == os.geteuid()
+    except OSError:
+        mine = False
+    return f"chmod {mode} {shlex.quote(str(path))}, or " if mine else ""
+
+
+def files_bytes(directory: Path) -> int:
+    """Bytes of the cache file and SQLite's side files in `directory`, found by name: a folder
+    may allow a lookup and not a listing (mode 300)."""
+    names = (FILENAME, *(FILENAME + side for side in SIDE_FILES))
+    return sum(p.stat().st_size for p in (Path(directory) / name for name in names) if p.is_file())
 
 
 def is_what(path: Path, what: str) -> str:
@@ -671,7 +687,7 @@ class SqliteStore:
 
         out = self._run(q)
         out["path"] = str(self.path)
-        out["file_bytes"] = sum(p.stat().st_size for p in self.dir.glob(FILENAME + "*") if p.is_file())
+        out["file_bytes"] = files_bytes(self.dir)
         return out
 
     def clear(self) -> int:

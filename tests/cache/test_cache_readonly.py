@@ -330,12 +330,17 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
     Image.new("RGB", (64, 64), "white").save(page)
     folders = {mode: tmp_path / f"c{mode:o}" for mode in (0o644, 0o000, 0o300)}
     folders["semicolon"] = tmp_path / "a; b"
+    folders["theirs"] = tmp_path / "theirs"  # another user's: only its owner may chmod it
     for folder in folders.values():
         with ResultCache(folder) as c:
             put(c, 1)
+    os.chown(folders["theirs"], 65534, 65534)
+    (tmp_path / "linked").mkdir()  # a folder it may search, its cache file a link into one it may not
+    (tmp_path / "linked" / FILENAME).symlink_to(folders[0o000] / FILENAME)
     locked = tmp_path / "locked"
     locked.mkdir()
     modes = {folders[0o644]: 0o644, folders[0o000]: 0o000, folders[0o300]: 0o300, folders["semicolon"]: 0o644}
+    modes[folders["theirs"]] = 0o700
     for folder, mode in modes.items():
         folder.chmod(mode)
     locked.chmod(0o555)
@@ -348,9 +353,11 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
 
     try:
         skip_unless_bits_stop(f"import os; os.stat({str(folders[0o644] / FILENAME)!r})")
-        for cache in (folders[0o644], folders[0o000], folders["semicolon"]):
+        for cache in (folders[0o644], folders[0o000], folders["semicolon"], folders["theirs"]):
             detail = f"cache folder {cache} may not be searched (permission denied)"
-            fix = f"chmod u+x {shlex.quote(str(cache))}, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+            fix = "give --cache-dir (or MINERU_CACHE_DIR) another folder"
+            if cache != folders["theirs"]:
+                fix = f"chmod u+x {shlex.quote(str(cache))}, or {fix}"
             r = parse(cache)
             assert r.returncode == 0, r.stderr
             assert f"warning: local cache {cache} unavailable ({detail}; {fix}); running without it" in r.stderr
@@ -362,8 +369,11 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
             assert line == f"[fail] cache: {detail} -> fix: {fix}, or run with --no-cache", line
         r = parse(folders[0o300])
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
-        stats = as_user("cache", "stats", "--cache-dir", str(folders[0o300]))
-        assert stats.returncode == 0 and "entries:      2" in stats.stdout, stats.stdout  # the page's stored
+        stats = as_user("cache", "stats", "--cache-dir", str(folders[0o300]), "--json")
+        assert stats.returncode == 0 and json.loads(stats.stdout)["entries"] == 2, stats.stdout  # the page's stored
+        assert json.loads(stats.stdout)["file_bytes"] >= (folders[0o300] / FILENAME).stat().st_size  # by name: was 0
+        linked = as_user("cache", "stats", "--cache-dir", str(tmp_path / "linked"))
+        assert "may not be searched" not in linked.stderr and "linked" in linked.stderr, linked.stderr
         r = parse(locked / "new")
         assert r.returncode == 0, r.stderr
         said = f"cache folder {locked / 'new'} cannot be made (permission denied in {locked}); give --cache-dir"

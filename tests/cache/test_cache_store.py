@@ -714,3 +714,13 @@ def test_a_new_file_reported_locked_while_others_create_it_is_retried(tmp_path, 
     monkeypatch.setattr(SqliteStore, "_setup", staticmethod(flaky))
     store = SqliteStore(tmp_path)
     assert len(calls) == 3 and store.stats()["entries"] == 0
+
+
+def test_a_cache_folder_name_too_long_is_not_said_to_be_unsearchable(tmp_path):
+    """Every error of stat() on the cache folder's path was said with "(a folder on its path may
+    not be searched)": a name too long for the filesystem too."""
+    from mineru_cli.cache.store import folder_problem
+
+    problem = folder_problem(tmp_path / ("x" * 300))
+    assert problem is not None and problem.detail.endswith("File name too long"), problem
+    assert "searched" not in str(problem), problem

