@@ -505,7 +505,11 @@ class SqliteStore:
                 except (sqlite3.DatabaseError, CorruptCache) as e:
                     if isinstance(e, sqlite3.DatabaseError) and not _is_corruption(e):
                         raise
-                    if attempt or self.readonly:
+                    if self.readonly:  # damage found after opening: said in words, never rebuilt here
+                        raise UnusableCache(
+                            f"cache file {self.path} is damaged ({e}) and cannot be rebuilt in a read-only folder"
+                        ) from None
+                    if attempt:
                         raise
                     self._rebuild(str(e))
 

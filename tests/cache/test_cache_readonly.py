@@ -381,3 +381,29 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
     finally:
         for folder in (*modes, locked):
             folder.chmod(0o755)
+
+
+def test_damage_found_after_a_read_only_cache_opened_is_said_in_words(tmp_path):
+    """A read-only cache whose tables are damaged past its header opens, and the damage shows at
+    the first lookup: the warning said SQLite's "local cache error (DatabaseError: database disk
+    image is malformed)". It names the file, says it is damaged and why it stays so; every
+    lookup is a miss, warned once."""
+    with ResultCache(tmp_path) as c:
+        stored = [put(c, seed) for seed in range(30)]
+    con = sqlite3.connect(tmp_path / FILENAME)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    roots = [r for (r,) in con.execute("SELECT rootpage FROM sqlite_master WHERE name LIKE 'entries%'")]
+    con.close()
+    data = bytearray((tmp_path / FILENAME).read_bytes())
+    for root in roots:  # the entries table and its indexes; the header and `meta` stay whole
+        data[(root - 1) * page_size : root * page_size] = b"\xab" * page_size
+    (tmp_path / FILENAME).write_bytes(bytes(data))
+    warnings: list[str] = []
+    with read_only(tmp_path):
+        with ResultCache(tmp_path, warn=warnings.append) as cache:
+            assert all(cache.lookup(img, pixel_sha256(img), FP) is None for img in stored[:3])
+    damaged = f"cache file {tmp_path / FILENAME} is damaged (database disk image is malformed)"
+    assert len(warnings) == 2 and warnings[0].startswith(f"cache folder {tmp_path} is read-only"), warnings
+    assert warnings[1] == (
+        f"local cache error ({damaged} and cannot be rebuilt in a read-only folder); this page is treated as a miss"
+    ), warnings
