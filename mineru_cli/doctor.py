@@ -212,11 +212,11 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
         return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
     db = folder / FILENAME
     size = files_bytes(folder)  # before this check's own connection adds its -shm file
-    if not db.exists():
-        made = "" if folder.is_dir() else " (parse creates it)"
-        return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     try:
         open(db, "rb").close()
+    except FileNotFoundError:
+        made = "" if folder.is_dir() else " (parse creates it)"
+        return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     except OSError as exc:  # parse runs without a cache file it may not read
         fix = f"{own_fix(db, 'u+rw')}give --cache-dir another folder, or run with --no-cache"
         return [Check("cache", FAIL, f"cache file {db} cannot be read ({in_words(exc)})", fix)]

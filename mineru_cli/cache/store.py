@@ -103,8 +103,10 @@ class CorruptCache(Exception):
 
 class UnusableCache(Exception):
     """A cache the store cannot use, in words that name its folder or file and why: the folder,
-    one above it or the cache file is a link that loops or points at nothing (broken_link), or a
-    damaged file cannot be moved aside (a folder this process may not write in)."""
+    one above it or the cache file is a link that loops or points at nothing (broken_link), it
+    is no folder or may not be searched (folder_problem, file_problem), it cannot be made, or a
+    damaged file (found so when it opens or later) cannot be moved aside (a folder this process
+    may not write in)."""
 
 
 class NewerCache(Exception):
@@ -259,8 +261,14 @@ def own_fix(path: Path, mode: str) -> str:
 def files_bytes(directory: Path) -> int:
     """Bytes of the cache file and SQLite's side files in `directory`, found by name: a folder
     may allow a lookup and not a listing (mode 300)."""
-    names = (FILENAME, *(FILENAME + side for side in SIDE_FILES))
-    return sum(p.stat().st_size for p in (Path(directory) / name for name in names) if p.is_file())
+    total = 0
+    for name in (FILENAME, *(FILENAME + side for side in SIDE_FILES)):
+        try:
+            st = os.stat(Path(directory) / name)
+        except OSError:  # not there, or a link to where this process may not look: opening it says why
+            continue
+        total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
 
 
 def is_what(path: Path, what: str) -> str:
@@ -482,22 +490,29 @@ class SqliteStore:
         for suffix in ("-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)
 
-    def _rebuild(self, why: str) -> None:
+    def _close_quietly(self) -> None:
+        """Close the connection, whatever state its file is in."""
         if self._conn is not None:
             try:
                 self._conn.close()
             except sqlite3.Error:
                 pass
         self._conn = None
+
+    def _rebuild(self, why: str) -> None:
+        self._close_quietly()
         self._move_aside(why)
         self._inode = None
         self._open()
 
     def _run(self, fn):
-        """Run fn(conn); on corruption rebuild once and retry (the retry sees an empty cache).
-        A read-only cache is never rebuilt: its damage is only a miss."""
+        """Run fn(conn); on corruption rebuild once and retry (the retry sees an empty cache). A
+        read-only cache is opened afresh first: an immutable reader's file may have changed under
+        it (another process may write it), which reads as damage. Damage that stays is moved aside
+        and rebuilt where the folder allows, else said in words (UnusableCache)."""
         with self._lock:
-            for attempt in (0, 1):
+            reopened = rebuilt = False
+            while True:
                 try:
                     if self._conn is None:
                         self._open()
@@ -505,12 +520,13 @@ class SqliteStore:
                 except (sqlite3.DatabaseError, CorruptCache) as e:
                     if isinstance(e, sqlite3.DatabaseError) and not _is_corruption(e):
                         raise
-                    if self.readonly:  # damage found after opening: said in words, never rebuilt here
-                        raise UnusableCache(
-                            f"cache file {self.path} is damaged ({e}) and cannot be rebuilt in a read-only folder"
-                        ) from None
-                    if attempt:
+                    if self.readonly and not reopened:
+                        reopened = True
+                        self._close_quietly()
+                        continue
+                    if rebuilt:
                         raise
+                    rebuilt = True
                     self._rebuild(str(e))
 
     def close(self) -> None:

