@@ -540,8 +540,10 @@ class SqliteStore:
         id_, page_id, w, h, payload, dig = row
         if digest(payload) != dig:
             # Bit rot inside a row: never serve it; drop the row.
-            self._warn(f"cache entry {page_id} failed its checksum; ignored and removed")
-            if not self.readonly:
+            if self.readonly:  # the file may not be written: the row stays, a miss each time
+                self._warn(f"cache entry {page_id} failed its checksum; ignored (the read-only cache keeps it)")
+            else:
+                self._warn(f"cache entry {page_id} failed its checksum; ignored and removed")
                 conn.execute("DELETE FROM entries WHERE id=?", (id_,))
             return None
         return Entry(id_, page_id, w, h, payload)

@@ -455,3 +455,23 @@ def test_damage_found_after_opening_a_read_only_file_in_a_writable_folder_is_mov
     assert not out["hit"] and any("moved to results.sqlite3.corrupt and rebuilt" in w for w in out["said"]), out
     assert not any("read-only folder" in w for w in out["said"]), out
     assert (tmp_path / (FILENAME + ".corrupt")).is_file() and rows(tmp_path) == 1
+
+
+def test_an_entry_that_fails_its_checksum_in_a_read_only_cache_is_not_said_removed(tmp_path):
+    """A row whose payload no longer matches its checksum is never served; the warning said
+    "ignored and removed" where a read-only cache removes nothing."""
+    with ResultCache(tmp_path) as c:
+        img = put(c, 1)
+    con = sqlite3.connect(tmp_path / FILENAME)
+    con.execute("UPDATE entries SET payload = payload || ' '")  # bit rot inside the row
+    con.commit()
+    con.close()
+    warnings: list[str] = []
+    with read_only(tmp_path):
+        with ResultCache(tmp_path, warn=warnings.append) as cache:
+            assert cache.lookup(img, pixel_sha256(img), FP) is None
+    assert warnings[1:] == ["cache entry p1 failed its checksum; ignored (the read-only cache keeps it)"], warnings
+    assert rows(tmp_path) == 1
+    with ResultCache(tmp_path, warn=warnings.append) as cache:  # writable: removed, and said so
+        assert cache.lookup(img, pixel_sha256(img), FP) is None
+    assert warnings[-1] == "cache entry p1 failed its checksum; ignored and removed" and rows(tmp_path) == 0
