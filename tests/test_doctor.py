@@ -21,8 +21,8 @@ def env(tmp_path):
     return {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": "", "MINERU_CACHE_DIR": str(tmp_path / "cache")}
 
 
-def doctor(tmp_path, env, *args):
-    r = mineru("doctor", "--json", *args, cwd=tmp_path, env=env, timeout=60)
+def doctor(tmp_path, env, *args, **run):
+    r = mineru("doctor", "--json", *args, cwd=tmp_path, env=env, timeout=60, **run)
     report = json.loads(r.stdout)
     return r.returncode, report, {c["name"]: c for c in report["checks"]}
 
@@ -435,16 +435,8 @@ def test_a_cache_file_it_may_not_read_fails_and_a_folder_it_may_not_list_is_meas
         skip_unless_bits_stop(f"open({str(tmp_path / 'unreadable' / FILENAME)!r}).close()")
 
         def check(name):
-            r = mineru(
-                "doctor",
-                "--json",
-                "--cache-dir",
-                str(tmp_path / name),
-                cwd=tmp_path,
-                env=env,
-                preexec_fn=as_plain_user(),
-            )
-            return r.returncode, {c["name"]: c for c in json.loads(r.stdout)["checks"]}["cache"]
+            code, _, checks = doctor(tmp_path, env, "--cache-dir", str(tmp_path / name), preexec_fn=as_plain_user())
+            return code, checks["cache"]
 
         code, cache = check("unreadable")
         assert code == 1 and cache["status"] == "fail", cache

@@ -154,6 +154,7 @@ class Problem(NamedTuple):
 
 
 _ANOTHER = "give --cache-dir (or MINERU_CACHE_DIR) another folder"
+_A_FOLDER = "give --cache-dir (or MINERU_CACHE_DIR) a folder"
 
 
 def broken_link(directory: Path) -> Problem | None:
@@ -178,7 +179,7 @@ def broken_link(directory: Path) -> Problem | None:
         if path == file:
             return Problem(f"cache file {file} is {what}", f"remove it, or {_ANOTHER}")
         where = f" is {what}" if path == Path(directory) else f": {path} (on its path) is {what}"
-        return Problem(f"cache folder {directory}{where}", "give --cache-dir (or MINERU_CACHE_DIR) a folder")
+        return Problem(f"cache folder {directory}{where}", _A_FOLDER)
     return None
 
 
@@ -205,7 +206,7 @@ def folder_problem(directory: Path) -> Problem | None:
             return None
         what = "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
         where = f" {what}" if path == directory else f": {path} (on its path) {what}"
-        return Problem(f"cache folder {directory}{where}", "give --cache-dir (or MINERU_CACHE_DIR) a folder")
+        return Problem(f"cache folder {directory}{where}", _A_FOLDER)
     return None
 
 
@@ -225,6 +226,7 @@ def _unsearchable(directory: Path) -> bool:
 # SQLite's side files beside the cache file: a journal it opens to check for a hot one (a pipe
 # there blocks every open for good), the WAL and its shared-memory index
 SIDE_FILES = ("-journal", "-wal", "-shm")
+CACHE_FILES = (FILENAME, *(FILENAME + side for side in SIDE_FILES))  # the cache file and its side files
 
 
 def file_problem(directory: Path) -> Problem | None:
@@ -233,7 +235,7 @@ def file_problem(directory: Path) -> Problem | None:
     too). SQLite read such a file as a "disk I/O error" of the cache folder, as a read-only folder,
     or blocked on a pipe. A file that is missing, a cache file that is a folder, a link broken_link
     names or a file not ours to look at: None (opening it says why)."""
-    for name in (FILENAME, *(FILENAME + side for side in SIDE_FILES)):
+    for name in CACHE_FILES:
         file = Path(directory) / name
         try:
             mode = os.stat(file).st_mode
@@ -262,7 +264,7 @@ def files_bytes(directory: Path) -> int:
     """Bytes of the cache file and SQLite's side files in `directory`, found by name: a folder
     may allow a lookup and not a listing (mode 300)."""
     total = 0
-    for name in (FILENAME, *(FILENAME + side for side in SIDE_FILES)):
+    for name in CACHE_FILES:
         try:
             st = os.stat(Path(directory) / name)
         except OSError:  # not there, or a link to where this process may not look: opening it says why
