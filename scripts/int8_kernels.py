@@ -12,7 +12,10 @@ without VNNI. Variants: fp32; QInt8 (full 8-bit signed weights); QInt8 7-bit (re
 QUInt8; QInt8 exact (full 8-bit signed weights with session.x64quantprecision, onnxruntime's
 u8 x u8 kernels, as the runtime runs an export made for VNNI/AMX on a CPU without them); on
 request (--variants) "MatMulNBits 8-bit b32" / "b128" (8-bit block-wise weights, activations
-quantized per block: accuracy level 4). --shapes defaults to every shape but the test-sized
+quantized per block: accuracy level 4) and "OpenVINO INT8 weights" (another library's kernels for
+comparison: the same product compiled by OpenVINO's own API, weights per-channel symmetric INT8,
+activations as OpenVINO's CPU plugin decides; it needs `openvino` importable, e.g.
+PYTHONPATH=<a venv with openvino>/lib/python3.11/site-packages). --shapes defaults to every shape but the test-sized
 "256 rows" one; --rows runs each shape at the given row counts (a decoding step's products at
 batch 1 to 16, say). On a CPU with VNNI or AMX, `python scripts/avx2_only.py -- python
 scripts/int8_kernels.py ...` measures the plain AVX2 kernels (this CPU running them).
@@ -58,6 +61,7 @@ VARIANTS = {
     "QInt8 exact": (QuantType.QInt8, False, True),
     "MatMulNBits 8-bit b32": ("MatMulNBits", 32),
     "MatMulNBits 8-bit b128": ("MatMulNBits", 128),
+    "OpenVINO INT8 weights": ("OpenVINO", 0),
 }
 DEFAULT_VARIANTS = ("fp32", "QInt8", "QInt8 7-bit", "QUInt8", "QInt8 exact")
 
@@ -75,6 +79,29 @@ def session(path: Path, threads: int, exact: bool):
     if exact:
         opts.add_session_config_entry(EXACT_KERNELS_OPTION, "1")
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+class OpenVinoProduct:
+    """x @ w compiled by OpenVINO with INT8 weights (per output channel, symmetric), run like an
+    onnxruntime session. The weights are a Convert and a Multiply on an i8 constant: the pattern
+    OpenVINO's CPU plugin keeps compressed (and, on CPUs with VNNI or AMX, multiplies with
+    dynamically quantized activations, the plugin's DYNAMIC_QUANTIZATION_GROUP_SIZE)."""
+
+    def __init__(self, w: np.ndarray, threads: int):
+        import openvino as ov
+        import openvino.opset13 as ops
+
+        scale = np.abs(w).max(0) / 127
+        wq = np.clip(np.round(w / scale), -127, 127).astype(np.int8).T.copy()  # (n, k)
+        x = ops.parameter([-1, w.shape[0]], np.float32, name="x")
+        weights = ops.multiply(ops.convert(ops.constant(wq), "f32"), ops.constant(scale[:, None].astype(np.float32)))
+        model = ov.Model([ops.matmul(x, weights, False, True)], [x])
+        config = {"INFERENCE_NUM_THREADS": str(threads), "NUM_STREAMS": "1"}
+        self._request = ov.Core().compile_model(model, "CPU", config).create_infer_request()
+        self.version = ov.__version__
+
+    def run(self, _outputs, feeds: dict) -> list:
+        return [self._request.infer({0: feeds["x"]})[0]]
 
 
 def main(tmp: Path) -> None:
@@ -107,6 +134,10 @@ def main(tmp: Path) -> None:
         for variant, q in variants.items():
             if q is None:
                 sessions[variant] = session(src, args.threads, False)
+                continue
+            if q[0] == "OpenVINO":
+                sessions[variant] = OpenVinoProduct(w, args.threads)
+                report["openvino"] = sessions[variant].version
                 continue
             if q[0] == "MatMulNBits":
                 dst = tmp / f"{m}x{k}x{n}-nbits8-{q[1]}.onnx"
