@@ -199,7 +199,18 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     if not cache:
         return [Check("cache", INFO, "off (--no-cache)")]
     from .cache.node import node_local_dir
-    from .cache.store import FILENAME, NewerCache, files_bytes, in_words, own_fix, refuse_newer, unusable_folder
+    from .cache.store import (
+        FILENAME,
+        FREE_SPACE_FIX,
+        FULL_BELOW_BYTES,
+        NewerCache,
+        files_bytes,
+        free_bytes,
+        in_words,
+        own_fix,
+        refuse_newer,
+        unusable_folder,
+    )
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
     folder = node_local_dir(Path(cache_dir) if cache_dir is not None else user_cache_dir())
@@ -212,16 +223,25 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
         return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
     db = folder / FILENAME
     size = files_bytes(folder)  # before this check's own connection adds its -shm file
+    free = free_bytes(folder)
+    full = free is not None and free < FULL_BELOW_BYTES
+    no_space = f"no space left on its disk ({human_bytes(free or 0)} free)"
     try:
-        open(db, "rb").close()
+        with open(db, "rb") as fh:
+            if not fh.read(1):  # an empty file: parse makes its tables
+                raise FileNotFoundError(db)
     except FileNotFoundError:
+        if full:  # parse runs without a cache it cannot make
+            return [Check("cache", FAIL, f"{folder}: {no_space}", f"{FREE_SPACE_FIX}, or run with --no-cache")]
         made = "" if folder.is_dir() else " (parse creates it)"
         return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     except OSError as exc:  # parse runs without a cache file it may not read
         fix = f"{own_fix(db, 'u+rw')}give --cache-dir another folder, or run with --no-cache"
         return [Check("cache", FAIL, f"cache file {db} cannot be read ({in_words(exc)})", fix)]
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        # on a full disk SQLite could not make the shared-memory index a reader needs: the file
+        # is read as it is (parse reads it so too)
+        conn = sqlite3.connect(f"file:{db}?mode=ro{'&immutable=1' if full else ''}", uri=True, timeout=5)
         try:
             refuse_newer(conn)
             entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -248,6 +268,9 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
                 f"mineru cache clear, or remove {db}",
             )
         ]
+    if full:
+        used = f"parse uses its {entries} entries ({human_bytes(size)}) but stores no new results"
+        return [Check("cache", WARN, f"{folder}: {no_space}: {used}", FREE_SPACE_FIX)]
     return [Check("cache", OK, f"{folder}: writable, {entries} entries, {human_bytes(size)}, integrity ok")]
 
 

@@ -108,7 +108,8 @@ def _open_for_writing(cache_dir: Optional[Path], action: str) -> SqliteStore:
     store = SqliteStore(directory, warn=warn)
     if store.readonly:
         store.close()
-        typer.echo(f"error: cannot {action}: cache folder {directory} is read-only", err=True)  # not its warning
+        why = "has no space left on its disk; free space on it first" if store.full_disk else "is read-only"
+        typer.echo(f"error: cannot {action}: cache folder {directory} {why}", err=True)  # not its warning
         raise typer.Exit(EXIT_SETUP)
     for message in held:  # a damaged file moved aside and rebuilt: said, as stats and export say it
         typer.echo(message, err=True)

@@ -342,6 +342,38 @@ def _read_only_error(e: sqlite3.OperationalError) -> bool:
     return "unable to open" in text or "readonly" in text or "read-only" in text
 
 
+# Free space under which a cache folder's disk counts as full: SQLite needs room for its
+# shared-memory index (32 KiB), the WAL's frames and the rows themselves
+FULL_BELOW_BYTES = 1 << 20
+FREE_SPACE_FIX = "free space on that disk, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Free space on the disk holding `folder` (or its nearest existing folder above) for this
+    process (the root user may also fill the blocks a filesystem keeps for it); None where it
+    cannot be asked."""
+    path = Path(folder).absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+
+def disk_full(folder: Path) -> bool:
+    free = free_bytes(folder)
+    return free is not None and free < FULL_BELOW_BYTES
+
+
+def _full_disk_error(e: sqlite3.OperationalError, folder: Path) -> bool:
+    """Whether SQLite failed for want of space: "database or disk is full", or "disk I/O error"
+    where its shared-memory index could not be made, on a disk that is full."""
+    text = str(e)
+    return ("disk is full" in text or "disk I/O error" in text) and disk_full(folder)
+
+
 class SqliteStore:
     def __init__(self, directory: Path, warn: Callable[[str], None] = print):
         self.dir = Path(directory)
@@ -351,6 +383,7 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None
         self.readonly = False  # opened read-only: hits served, nothing written
+        self.full_disk = False  # read-only for want of space on its disk (else for permissions)
         self._write_tried = 0.0  # monotonic time of the last attempt to open for writing
         self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
@@ -371,6 +404,7 @@ class SqliteStore:
     def _open(self) -> None:
         """Open for writing; a cache that exists but cannot be written is opened read-only."""
         self._write_tried = time.monotonic()
+        full = False
         try:
             self._open_rw()
             if not os.access(self.path, os.W_OK):
@@ -383,7 +417,10 @@ class SqliteStore:
                 self._warn(f"cache folder {self.dir} is writable again: new results are stored")
             return
         except sqlite3.OperationalError as e:
-            if not (_read_only_error(e) and self.path.is_file()):
+            full = _full_disk_error(e, self.dir)
+            if not ((full or _read_only_error(e)) and self.path.is_file()):
+                if full:  # no file to read: nothing a cache could do here
+                    raise UnusableCache(self._no_space()) from None
                 raise
             first_error: Exception = e
         except (PermissionError, UnusableCache) as e:
@@ -393,6 +430,8 @@ class SqliteStore:
         try:
             self._open_ro()
         except sqlite3.DatabaseError as e:
+            if full and not _is_corruption(e):  # a file the full disk left without its tables
+                raise UnusableCache(self._no_space()) from None
             if isinstance(first_error, UnusableCache):
                 raise first_error from None  # damaged, and in a folder it cannot be moved out of
             if isinstance(first_error, OSError):  # a file this process may not read
@@ -401,10 +440,20 @@ class SqliteStore:
                 raise sqlite3.DatabaseError(str(e)) from None
             raise sqlite3.OperationalError(f"{first_error}; read-only: {e}") from None
         if not self.readonly:
-            self.readonly = True
-            # the same words from every worker (not SQLite's, which differ by what it could not
-            # open), so the run shows it once
-            self._warn(f"cache folder {self.dir} is read-only: its results are used, new results are not stored")
+            self._read_only(full)
+
+    def _no_space(self) -> str:
+        return str(Problem(f"cache folder {self.dir} has no space left on its disk", FREE_SPACE_FIX))
+
+    def _read_only(self, full: bool) -> None:
+        """Serve hits, store nothing (put tries to write again every WRITE_RETRY_S); said in the
+        same words from every worker (not SQLite's, which differ by what it could not open or
+        write), so the run shows it once."""
+        self.readonly = True
+        self.full_disk = full
+        self._write_tried = time.monotonic()
+        why = "has no space left on its disk" if full else "is read-only"
+        self._warn(f"cache folder {self.dir} {why}: its results are used, new results are not stored")
 
     def _open_ro(self) -> None:
         """Read-only, without creating the -wal/-shm files: through those of a writer where they
@@ -675,6 +724,9 @@ class SqliteStore:
         try:
             conn.execute(sql, params)
         except sqlite3.OperationalError as e:
+            if _full_disk_error(e, self.dir):  # its rows stay readable
+                self._read_only(full=True)
+                return
             if "locked" not in str(e) and "busy" not in str(e):
                 raise
             self._locked_until = time.monotonic() + LOCKED_PAUSE_S
@@ -687,6 +739,9 @@ class SqliteStore:
         """A read-only cache: reopen it for writing at most every WRITE_RETRY_S."""
         with self._lock:
             if time.monotonic() - self._write_tried < WRITE_RETRY_S:
+                return False
+            if self.full_disk and disk_full(self.dir):  # opening could succeed; the writes would not
+                self._write_tried = time.monotonic()
                 return False
             self.close()
             self._open()
