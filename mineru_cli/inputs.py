@@ -451,10 +451,32 @@ class ImageDocument(Document):
             raise error from None
 
     def _frames_to_read(self) -> int:
-        n = getattr(self._im, "n_frames", 1)
-        if self._im.format == "TIFF" or (self._im.format == "GIF" and self.opts.gif_frames == "all"):
-            return n
+        if self._im.format == "TIFF":
+            return self._tiff_frames()
+        if self._im.format == "GIF" and self.opts.gif_frames == "all":
+            return getattr(self._im, "n_frames", 1)
         return 1
+
+    def _tiff_frames(self) -> int:
+        """The TIFF's frames, up to and including the first whose directory cannot be read (its
+        page is this file's error, said by page()): a file damaged after its first frames keeps
+        them, where Pillow's n_frames fails for the whole file."""
+        try:
+            return int(self._im.n_frames)
+        except Exception:  # noqa: BLE001 - a damaged directory further on: counted frame by frame
+            pass
+        frames = 0
+        while True:
+            try:
+                self._im.seek(frames)
+            except EOFError:  # the chain ends cleanly
+                break
+            except Exception:  # noqa: BLE001 - this frame's directory is the damage
+                frames += 1
+                break
+            frames += 1
+        self._im.seek(0)
+        return max(1, frames)
 
     def page(self, index: int) -> Page:
         self._check_index(index)
@@ -480,7 +502,9 @@ class ImageDocument(Document):
         damage, and getting it again does not help), with Pillow's words kept after it; None for
         other files and for failures that are not the file's data (memory, permissions, the
         pixel limit)."""
-        if not isinstance(exc, (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, struct.error)):
+        # TypeError: Pillow's "Missing dimensions" for a directory that holds no image size
+        decoding = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, struct.error, TypeError)
+        if not isinstance(exc, decoding):
             return None
         if isinstance(exc, (PermissionError, FileNotFoundError, Image.DecompressionBombError)):
             return None
@@ -624,8 +648,15 @@ def _no_pages(path: Path) -> bool:
 
 def _pdf_open_error(exc: pdfium.PdfiumError) -> PageError:
     code = getattr(exc, "err_code", None)
-    if code in (pdfium.raw.FPDF_ERR_PASSWORD, pdfium.raw.FPDF_ERR_SECURITY):
-        return PageError("encrypted", "open", str(exc))
+    if code == pdfium.raw.FPDF_ERR_PASSWORD:
+        return PageError(
+            "encrypted",
+            "open",
+            "the PDF needs a password to open, and mineru-cli takes none: decrypt it first (e.g. qpdf --decrypt "
+            f"--password=PASSWORD IN OUT) ({exc})",
+        )
+    if code == pdfium.raw.FPDF_ERR_SECURITY:
+        return PageError("encrypted", "open", f"the PDF is encrypted in a way PDFium cannot open ({exc})")
     if code == pdfium.raw.FPDF_ERR_FILE:
         return PageError("unreadable", "open", str(exc))
     return PageError("corrupt", "open", str(exc))
@@ -640,6 +671,13 @@ def _decode_error(exc: Exception, stage: str) -> PageError:
         return PageError("too_large", stage, "out of memory while decoding")
     if isinstance(exc, (PermissionError, FileNotFoundError)):
         return _os_error(exc, stage)
+    if isinstance(exc, ValueError) and "MAX_TEXT_CHUNK" in str(exc):  # Pillow's guard on PNG text chunks
+        return PageError(
+            "too_large",
+            stage,
+            "a PNG whose text metadata (a zTXt/iTXt chunk) is larger than Pillow reads, a guard against "
+            f"decompression bombs; its pixels may be fine: strip its metadata (e.g. optipng -strip all) ({exc})",
+        )
     # Pillow's decoders raise a zoo of types (OSError, SyntaxError, ValueError, EOFError,
     # struct.error, ...) for bad data; all mean the same thing to the record.
     return PageError("corrupt", stage, f"cannot decode image: {type(exc).__name__}: {exc}")

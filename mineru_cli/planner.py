@@ -127,6 +127,9 @@ def plan_file(
     `stop` set: the run is ending, the hash is dropped half-way (nobody takes the result)."""
     if src.error is not None:
         return Planned(src, error=src.error)
+    # a file read whole that its content keeps from opening keeps its hash, so that its record is
+    # retried once the file changes; a failure of this process (a limit, an I/O error) keeps none
+    sha = None
     try:
         st = os.stat(src.path)
         if not stat.S_ISREG(st.st_mode):  # made a FIFO since discovery: reading it would block for ever
@@ -135,7 +138,7 @@ def plan_file(
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
             count, fixed = doc.page_count, doc.fixed_page_count
     except PageError as exc:
-        return Planned(src, error=exc)
+        return Planned(src, sha256=None if exc.transient else sha, error=exc)
     except HashStopped:
         return Planned(src, error=PageError("unreadable", "open", "not hashed: the run stopped"))
     except OSError as exc:

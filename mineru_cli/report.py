@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,16 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """`text` as one line of the console: control characters (a file name may hold a newline,
+    which would start a false line for a cron job's grep, or an escape sequence) written as Python
+    writes them in a string, and Rich's markup ([brackets] in a path) escaped."""
+    return escape(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+
 
 # Seconds between `heartbeat` events with --log-json (pipeline state: busy workers, queue
 # depth, pages/s, worker RSS). MINERU_HEARTBEAT_S overrides it (tests use a short one).
@@ -129,15 +140,15 @@ class Reporter:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(escape(message))  # paths may hold [brackets], which Rich reads as markup
+            self.console.print(shown(message))
 
     def warn(self, message: str) -> None:
         if self.warnings:
-            self.console.print(f"[yellow]warning:[/] {escape(message)}")
+            self.console.print(f"[yellow]warning:[/] {shown(message)}")
 
     def error(self, message: str) -> None:
         """The error that stops the run (printed whatever --quiet says)."""
-        self.console.print(f"[red]error:[/] {escape(message)}")
+        self.console.print(f"[red]error:[/] {shown(message)}")
 
     def start(self, total: int | None) -> None:
         """The run begins; `total`: its pages, or None while the planner is still finding them."""
@@ -161,9 +172,9 @@ class Reporter:
             if summary.failed:
                 self._failures(summary, out)
                 of = f"at least {summary.pages}" if summary.pages_at_least else summary.pages
-                self.console.print(f"{summary.failed} of {of} pages failed; see {escape(out)}")
+                self.console.print(f"{summary.failed} of {of} pages failed; see {shown(out)}")
             return
-        table = Table(title=f"mineru parse -> {escape(out)}", show_header=False)
+        table = Table(title=f"mineru parse -> {shown(out)}", show_header=False)
         for key, value in [
             ("pages", f"at least {summary.pages}" if summary.pages_at_least else summary.pages),
             ("ok (parsed now)", summary.ok),
@@ -214,9 +225,9 @@ class Reporter:
     def _failures(self, summary: Summary, out: str, most: int = 20) -> None:
         """Each failed page of the run, its id and message (the first `most`; the journal has all)."""
         for pid, msg in summary.failures[:most]:
-            self.console.print(f"[red]failed[/] {escape(pid)}: {escape(msg)}")
+            self.console.print(f"[red]failed[/] {shown(pid)}: {shown(msg)}")
         if len(summary.failures) > most:
-            self.console.print(f"... and {len(summary.failures) - most} more failures (see {escape(out)})")
+            self.console.print(f"... and {len(summary.failures) - most} more failures (see {shown(out)})")
 
 
 class _PipelineProgress(Progress):
@@ -256,7 +267,7 @@ class ProgressReporter(Reporter):
         self.t0 = time.monotonic()
 
     def info(self, message: str) -> None:
-        self.console.print(escape(message))
+        self.console.print(shown(message))
 
     def start(self, total: int | None) -> None:
         self.t0 = time.monotonic()

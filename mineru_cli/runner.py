@@ -168,6 +168,7 @@ class Parser:
         # a page id per page found would cost what a PDF claims, not what the journal holds)
         self._file_order: dict[str, tuple[int, Sequence[int]]] = {}  # rel -> (place, pages of this run)
         self._fixed_counts: dict[str, int] = {}  # page counts that are the files' own (pages past the end)
+        self._failed_whole: dict[str, str] = {}  # files that no longer open, by content: their sha256
         self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
@@ -224,6 +225,7 @@ class Parser:
                     planner.close()
                     order = _input_order(journal.index, self._file_order)
                     drop = _pages_past_end(journal.index, self._fixed_counts)
+                    drop += _pages_of_other_content(journal.index, self._failed_whole)
                     journal.compact(order, drop=drop + _folders_listed_now(journal.index, planner.listed))
                     summary.seconds = time.monotonic() - t0
                 if cfg.formats and not summary.interrupted:
@@ -261,6 +263,8 @@ class Parser:
             self._unselected = (self._unselected[0] + 1, self._unselected[1] or rel)
         if planned.error is None and planned.fixed_count:
             self._fixed_counts[rel] = cast(int, planned.page_count)
+        elif planned.error is not None and planned.sha256 is not None:
+            self._failed_whole[rel] = planned.sha256
         if self.config.formats:
             self._docs.append((planned.src, planned.sha256))
         self.reporter.found(self.planner.total())
@@ -581,6 +585,18 @@ def _pages_past_end(index, counts: dict[str, int]) -> list[str]:
         source, number = split_page_id(pid)
         count = counts.get(source)
         if count is not None and number is not None and number >= count:
+            gone.append(pid)
+    return gone
+
+
+def _pages_of_other_content(index, failed: dict[str, str]) -> list[str]:
+    """Ids of the pages past the first of files that now fail to open for their content (`failed`:
+    their sha256), recorded from an earlier content: the file's one record is its failure now,
+    and the old pages' records would stay beside it for ever."""
+    gone = []
+    for pid, entry in index.items():
+        source, number = split_page_id(pid)
+        if number and source in failed and entry.source_sha256 != failed[source]:
             gone.append(pid)
     return gone
 

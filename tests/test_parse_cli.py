@@ -827,3 +827,43 @@ def test_a_bad_pages_spec_names_the_bad_range_once(tmp_path):
     expected = "--pages '1,x': bad page range 'x' in '1,x': expected N, N-M or N- joined by commas, e.g. 1-3,7,10-"
     assert r.returncode == 2 and expected in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_a_file_that_fails_to_open_is_tried_again_once_it_changes(tmp_path):
+    """A file read whole that fails to open for its content keeps its sha256 in its record: a
+    later run tries it again once it changes (it resumed "file is empty" for a file that had become
+    a damaged PDF: both records had no hash). The pages of its earlier, readable content leave the
+    journal then: its one record is the failure (a 3-frame TIFF's pages 2 and 3 stayed as ok)."""
+    frames = [Image.new("RGB", (120, 80), c) for c in ("white", "gray", "black")]
+    frames[0].save(tmp_path / "scan.tif", save_all=True, append_images=frames[1:])
+    (tmp_path / "e.pdf").write_bytes(b"")
+    args = ("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--quiet")
+    first = mineru(*args, cwd=tmp_path)
+    assert first.returncode == 1
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert recs["e.pdf#0"]["error"]["kind"] == "empty" and recs["e.pdf#0"]["source_sha256"]
+    assert [recs[f"scan.tif#{i}"]["status"] for i in range(3)] == ["ok"] * 3
+    (tmp_path / "e.pdf").write_bytes(b"%PDF-1.4\n garbage\n")
+    (tmp_path / "scan.tif").write_bytes(b"II*\x00" + b"\xff" * 40)  # a TIFF header, then no directory
+    again = mineru(*args, cwd=tmp_path)
+    assert again.returncode == 1
+    recs = by_id(read_journal(tmp_path / "o.jsonl"))
+    assert sorted(recs) == ["e.pdf#0", "scan.tif#0"]
+    assert recs["e.pdf#0"]["error"]["kind"] == "corrupt" and recs["scan.tif#0"]["status"] == "failed"
+    assert again.stderr.splitlines()[-1] == "2 of 2 pages failed; see o.jsonl"
+    unchanged = mineru(*args, cwd=tmp_path)  # the same content: resumed, not tried again
+    assert unchanged.returncode == 1 and read_journal(tmp_path / "o.jsonl") == list(recs.values())
+
+
+def test_quiet_writes_a_name_with_a_newline_on_one_line(tmp_path):
+    """A cron job reads --quiet's lines: a file name holding a newline printed a second, false
+    "failed ..." line, and a carriage return or an escape sequence in a name was dropped (the id
+    printed was not the journal's). Control characters are written as Python writes them."""
+    name = "evil\nfailed fake.png#0: injected\r\x1b[2J.png"
+    (tmp_path / name).write_bytes(b"not an image")
+    r = mineru("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    (rec,) = read_journal(tmp_path / "o.jsonl")
+    assert rec["id"] == f"{name}#0"
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[1] == "1 of 1 pages failed; see o.jsonl", r.stderr
+    assert lines[0].startswith("failed evil\\nfailed fake.png#0: injected\\r\\x1b[2J.png#0: "), lines[0]
