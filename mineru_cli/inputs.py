@@ -462,7 +462,7 @@ class ImageDocument(Document):
         page is this file's error, said by page()): a file damaged after its first frames keeps
         them, where Pillow's n_frames fails for the whole file."""
         try:
-            return int(self._im.n_frames)
+            return int(getattr(self._im, "n_frames", 1))
         except Exception:  # noqa: BLE001 - a damaged directory further on: counted frame by frame
             pass
         frames = 0
