@@ -615,7 +615,7 @@ def merge(
     from .journal import merge as merge_journals
 
     try:
-        pages, duplicates, renamed = merge_journals(out, journals)
+        pages, duplicates, renamed = merge_journals(out, journals, warn=lambda m: typer.echo(f"warning: {m}", err=True))
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None

@@ -29,7 +29,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Literal
+from typing import IO, Any, Callable, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
 from .core.record import page_id
@@ -51,6 +51,10 @@ class Entry:
     source_sha256: str | None
     fingerprint: str | None
     failed_blocks: bool = False  # an ok page holding a block the engine could not read
+
+
+# errors of a write that found no room: the disk (or the user's quota) full, a file-size limit
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class Journal:
@@ -231,12 +235,15 @@ class Journal:
             "page(s)), whole: free space (or fix the cause) and run the same command again to resume"
         )
 
-    def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
+    def compact(self, order: list[str], drop: Iterable[str] = ()) -> str | None:
         """Rewrite with one record per page id: this run's pages in input order, then records
         of pages not in this run (other inputs written to the same file) as they were. Ids in
-        `drop` (pages that no longer exist, e.g. past the end of a PDF that shrank) go."""
+        `drop` (pages that no longer exist, e.g. past the end of a PDF that shrank) go. Returns
+        a warning where the copy had no room but only the order was to change (the file holds
+        one record per page, whole: the run did its work, and failing it would fail every later
+        run on that disk too); any other failure is an OutputError."""
         if self.broken is not None:
-            return  # the disk is full: the journal is valid as it is, the next run compacts it
+            return None  # the disk is full: the journal is valid as it is, the next run compacts it
         drop = set(drop)
         ids = [i for i in dict.fromkeys(order) if i in self.index and i not in drop]
         seen = set(ids)
@@ -262,7 +269,7 @@ class Journal:
         if name == "ours" and self._compact_already(ids):
             # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
             # whole second journal (a re-run with nothing new would stop with an output error)
-            return
+            return None
         tmp = self.path.with_name("." + self.path.name + ".tmp")
         new_index: dict[str, Entry] = {}
         offset = 0
@@ -283,6 +290,12 @@ class Journal:
                 tmp.unlink(missing_ok=True)  # the journal itself is untouched and valid
             except OSError:
                 pass  # its folder is gone or is a file now: no copy was made there
+            if name == "ours" and exc.errno in _NO_ROOM and self._one_each(ids):
+                return (
+                    f"--out {self.given}: no room to rewrite it in input order ({exc.strerror or exc}); it "
+                    "holds one whole record per page, in the order they finished: free space and the next "
+                    "run puts them in order"
+                )
             self.broken = exc
             if name == "gone":
                 raise OutputError(
@@ -299,6 +312,7 @@ class Journal:
         self.index, self.bad_lines = new_index, 0
         self._fh = open(self.path, "a+b", buffering=0)
         self._size = offset
+        return None
 
     def _name(self) -> Literal["ours", "gone", "other"]:
         """What the journal's name holds now: the file this run has open, nothing (removed, or
@@ -308,6 +322,12 @@ class Journal:
         except (FileNotFoundError, NotADirectoryError):
             return "gone"
         return "ours" if (there.st_ino, there.st_dev) == (ours.st_ino, ours.st_dev) else "other"
+
+    def _one_each(self, ids: list[str]) -> bool:
+        """Whether the file holds exactly the records of `ids`, one each, in any order."""
+        if self.bad_lines or len(ids) != len(self.index):
+            return False
+        return sum(self.index[i].length for i in ids) == self._size
 
     def _compact_already(self, ids: list[str]) -> bool:
         """Whether the file holds exactly the records of `ids`, one each, in that order."""
@@ -367,8 +387,8 @@ class NoJournal:
     def is_file(self, path: str | Path) -> bool:
         return False
 
-    def compact(self, order: list[str], drop: Iterable[str] = ()) -> None:
-        pass
+    def compact(self, order: list[str], drop: Iterable[str] = ()) -> str | None:
+        return None
 
     def records(self, ids: Iterable[str]) -> Iterator[dict[str, Any]]:
         return iter(())
@@ -439,7 +459,8 @@ def renamed_pages(records: Iterable[dict[str, Any]], holders: dict[str, set[int]
     holding both (`holders`: page id -> the journals that hold it), which is what journals
     made with different --root (or from different folders) hold. Identical copies of a file at
     unrelated paths are no such pair, nor copies one journal holds both of (`x.pdf` and
-    `old/x.pdf` of one folder: one run has one root)."""
+    `old/x.pdf` of one folder: one run has one root). Each source's shorter paths are looked up
+    among its content's sources: a logo copied into 40,000 folders is no 40,000-squared search."""
     by_content: dict[tuple[str, int], set[str]] = {}
     for rec in records:
         sha = rec.get("source_sha256")
@@ -447,10 +468,16 @@ def renamed_pages(records: Iterable[dict[str, Any]], holders: dict[str, set[int]
             by_content.setdefault((sha, rec["page_index"]), set()).add(str(rec.get("source", "")))
     pairs = []
     for (_, page), sources in by_content.items():
+        if len(sources) < 2:
+            continue
         for longer in sources:
-            for shorter in sources:
+            parts = longer.split("/")
+            for k in range(1, len(parts)):
+                shorter = "/".join(parts[k:])
+                if shorter not in sources:
+                    continue
                 ids = page_id(longer, page), page_id(shorter, page)
-                if longer.endswith("/" + shorter) and not holders.get(ids[0], set()) & holders.get(ids[1], set()):
+                if not holders.get(ids[0], set()) & holders.get(ids[1], set()):
                     pairs.append(ids)
     return sorted(pairs)
 
@@ -466,12 +493,56 @@ def check_journal(path: Path) -> None:
         raise SetupError(f"{path} is not a mineru journal (its first line is not a page record)")
 
 
-def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str, str]]]:
+def _lines(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(offset, length, record) of each complete record of a journal file, read as it goes."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.endswith(b"\n") and (rec := _parse(line)) is not None:
+                yield offset, len(line), rec
+            offset += len(line)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """What a merge keeps of the record it chose for a page while it reads on: where the record
+    is (journal `n`, -1 for OUT; its bytes), how it compares (_better) and what renamed_pages
+    reads; never the record itself (a million pages' records would not fit in memory)."""
+
+    n: int
+    offset: int
+    length: int
+    status: str
+    created: str
+    source: str
+    page_index: int | None
+    source_sha256: str | None
+
+    @classmethod
+    def of(cls, n: int, offset: int, length: int, rec: dict[str, Any]) -> _Kept:
+        index, sha = rec.get("page_index"), rec.get("source_sha256")
+        return cls(
+            n,
+            offset,
+            length,
+            str(rec["status"]),
+            str(rec.get("created", "")),
+            str(rec.get("source", "")),
+            index if isinstance(index, int) else None,
+            sha if isinstance(sha, str) else None,
+        )
+
+
+def merge(
+    out: Path, journals: Iterable[Path], warn: Callable[[str], None] | None = None
+) -> tuple[int, int, list[tuple[str, str]]]:
     """Join journals (one per --shard machine, say) into `out`, which may exist: one record per
     page, an ok record over a failed one, then the later one. Returns (pages, duplicates: pages
     found in more than one place, pages kept under two ids: `renamed_pages`). An input that is
-    missing or no journal is a SetupError, and nothing is written then."""
-    chosen: dict[str, dict[str, Any]] = {}
+    missing or no journal is a SetupError, and nothing is written then. `warn` hears what
+    Journal.compact says (no room to put the pages in order). Memory holds a few fields a page
+    (_Kept), not the records: chosen records are read back from their files when written."""
+    chosen: dict[str, _Kept] = {}
     holders: dict[str, set[int]] = {}  # page id -> the journals that hold it (-1: out)
     duplicates = 0
     sources = [Path(p) for p in journals]
@@ -481,19 +552,36 @@ def merge(out: Path, journals: Iterable[Path]) -> tuple[int, int, list[tuple[str
         for pid in journal.index:
             rec = journal.get(pid)
             if rec is not None:
-                chosen[pid] = rec
+                e = journal.index[pid]
+                chosen[pid] = _Kept.of(-1, e.offset, e.length, rec)
                 holders[pid] = {-1}
-        mine = set(chosen)
         for n, path in enumerate(sources):
-            for rec in read_records(path):
+            for offset, length, rec in _lines(path):
                 pid = rec["id"]
                 holders.setdefault(pid, set()).add(n)
-                if pid in chosen and chosen[pid] is not rec:
+                old = chosen.get(pid)
+                if old is not None and (old.n, old.offset) != (n, offset):
                     duplicates += 1
-                if _better(rec, chosen.get(pid)):
-                    chosen[pid] = rec
-        for pid, rec in chosen.items():
-            if pid not in mine or journal.get(pid) != rec:
-                journal.append(rec)
-        journal.compact(list(chosen))
-    return len(chosen), duplicates, renamed_pages(chosen.values(), holders)
+                if old is None or _better(rec, {"status": old.status, "created": old.created}):
+                    chosen[pid] = _Kept.of(n, offset, length, rec)
+        files = [open(path, "rb") for path in sources]
+        try:
+            for pid, kept in chosen.items():
+                if kept.n >= 0:
+                    line = os.pread(files[kept.n].fileno(), kept.length, kept.offset)
+                    rec = _parse(line)
+                    if rec is None or rec.get("id") != pid:  # changed under us: a setup problem, said so
+                        raise SetupError(f"{sources[kept.n]} changed while it was merged; merge again")
+                    if journal.get(pid) != rec:
+                        journal.append(rec)
+        finally:
+            for fh in files:
+                fh.close()
+        note = journal.compact(list(chosen))
+        if note and warn is not None:
+            warn(note)
+    renamed = renamed_pages(
+        ({"source": k.source, "page_index": k.page_index, "source_sha256": k.source_sha256} for k in chosen.values()),
+        holders,
+    )
+    return len(chosen), duplicates, renamed

@@ -226,11 +226,20 @@ class Parser:
                     order = _input_order(journal.index, self._file_order)
                     drop = _pages_past_end(journal.index, self._fixed_counts)
                     drop += _pages_of_other_content(journal.index, self._failed_whole)
-                    journal.compact(order, drop=drop + _folders_listed_now(journal.index, planner.listed))
+                    drop += _folders_listed_now(journal.index, planner.listed)
+                    not_compacted: OutputError | None = None
+                    try:
+                        note = journal.compact(order, drop=drop)
+                    except OutputError as exc:  # the journal is valid as it is: the documents are written first
+                        not_compacted, note = exc, None
+                    if note:
+                        reporter.warn(note)
                     summary.seconds = time.monotonic() - t0
                 if cfg.formats and not summary.interrupted:
                     stopping = lambda: stop.requested  # noqa: E731
                     summary.interrupted = not _write_documents(cfg, self._docs, journal, self.fp, reporter, stopping)
+                if not_compacted is not None:
+                    raise not_compacted
         summary.seconds = time.monotonic() - t0
 
     # -- the stream of pages -------------------------------------------------------------

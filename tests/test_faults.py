@@ -426,3 +426,37 @@ def test_two_runs_writing_one_document_take_turns(tmp_path):
     for it in items:
         assert it.get("text", "")[:40] in markdown
         assert not it.get("img_path") or (folder / it["img_path"]).is_file()
+
+
+def test_a_journal_with_no_room_to_be_reordered_is_left_as_it_is_and_the_documents_are_written(tmp_path):
+    """Workers record pages in the order they finish, and putting them in input order copies the
+    whole journal: on a disk with less room than that, every run (a cron re-run with nothing new
+    too) stopped with exit 3 and never wrote the per-document files. Only the order to change:
+    a warning, exit 0, the documents written; a journal that holds more (a page twice) is still an
+    output error, after the documents are written."""
+    for name in ("a", "b"):
+        text_page(tmp_path / f"{name}.png", f"Page {name} of the dump")
+    with small_filesystem(tmp_path / "fs", "1m") as fs:
+        if fs is None:
+            pytest.skip("cannot mount a small filesystem here (not root, or no mount rights)")
+        out = fs / "o.jsonl"
+        args = ("parse", "a.png", "b.png", "--out", str(out), "--no-cache", "--engine", "ocr")
+        assert mineru(*args, cwd=tmp_path).returncode == 0
+        a, b = out.read_bytes().splitlines(keepends=True)
+        out.write_bytes(b + a)  # finished the other way round
+        ballast = _fill(fs, len(a) // 2)  # room for less than the copy
+        docs = tmp_path / "docs"
+        r = mineru(*args, "-f", "markdown", "--out-dir", str(docs), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"warning: --out {out}: no room to rewrite it in input order" in r.stderr, r.stderr
+        assert out.read_bytes() == b + a and sorted(p.name for p in docs.rglob("*.md")) == ["a.md", "b.md"]
+        ballast.unlink()
+        out.write_bytes(b + a + a)  # a page twice: the copy is what makes it one record a page
+        ballast = _fill(fs, len(a) // 2)
+        shutil.rmtree(docs)
+        r = mineru(*args, "-f", "markdown", "--out-dir", str(docs), cwd=tmp_path)
+        assert r.returncode == 3 and "while compacting it" in r.stderr, r.stderr
+        assert sorted(p.name for p in docs.rglob("*.md")) == ["a.md", "b.md"]
+        ballast.unlink()
+        assert mineru(*args, cwd=tmp_path).returncode == 0
+        assert out.read_bytes() == a + b
