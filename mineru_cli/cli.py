@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import inspect
 import os
 import re
@@ -572,9 +573,10 @@ def export_cmd(
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
-    except OSError as exc:  # a full or read-only disk, mostly; the unfinished folder is removed
-        typer.echo(f"error: {_export_failed(out or Path('.'), exc)}", err=True)
-        raise typer.Exit(EXIT_OUTPUT) from None
+    except OSError as exc:  # the unfinished folder is removed; what failed decides the exit code
+        code, message = _export_failed(out or Path("."), exc)
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code) from None
     typer.echo(
         json.dumps(
             {k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")}, indent=2, default=str
@@ -582,21 +584,43 @@ def export_cmd(
     )
 
 
-def _export_failed(out: Path, exc: OSError) -> str:
-    """What a user reads when writing an export failed: the error (the ONNX writers' own words
-    may lack the cause, "problem writing element 4096 to file") with the free space where it
-    goes, and that an export already in OUT is still whole."""
-    folder = out.absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        free = f"{shutil.disk_usage(folder).free / 1e6:.1f} MB free in {folder}"
-    except OSError:
-        free = f"{folder} unreadable"
-    return (
-        f"the export to {out} failed ({type(exc).__name__}: {exc}; {free}); nothing of it was kept and an "
-        "export already there is unchanged: free space (or choose another --out) and run it again"
-    )
+# a disk that takes no more: no space, a quota, a file-size limit (exit 3, with the free space)
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# numpy's file writes (np.save, onnx_ir's external data) raise a failed write without its errno;
+# a write to a file open for writing fails that way on a disk that takes no more
+_NUMPY_WRITE_FAILED = re.compile(r"problem writing element \d+|\d+ requested and \d+ written")
+
+
+def _export_failed(out: Path, exc: OSError) -> tuple[int, str]:
+    """The exit code and what a user reads when an export failed on a file. A disk that takes no
+    more, a read-only one or an I/O error is the output that could not be written (exit 3): a
+    full disk is said with the free space where the export goes (the ONNX writers' own words may
+    lack the cause); anything else (a source file unreadable or missing, a file where OUT's
+    folder goes, no permission) is a set-up error (exit 2), said as the path and why."""
+    from .cache.store import in_words
+
+    path = exc.filename or out
+    why = f"{exc.filename}: {in_words(exc)}" if exc.filename else in_words(exc)
+    kept = "nothing of it was kept and an export already there is unchanged"
+    if exc.errno in _DISK_FULL or (exc.errno is None and _NUMPY_WRITE_FAILED.search(str(exc))):
+        folder = out.absolute()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            free = f"{shutil.disk_usage(folder).free / 1e6:.1f} MB free in {folder}"
+        except OSError:
+            free = f"{folder} unreadable"
+        return EXIT_OUTPUT, (
+            f"the export to {out} failed ({why}; {free}); {kept}: free space (or choose another --out) and run it again"
+        )
+    if exc.errno == errno.EROFS:
+        return (
+            EXIT_OUTPUT,
+            f"the export to {out} failed: {path} is on a read-only file system; {kept}: choose another --out",
+        )
+    if exc.errno == errno.EIO:
+        return EXIT_OUTPUT, f"the export to {out} failed: {why}; {kept}"
+    return EXIT_SETUP, f"the export to {out} failed: {why}; {kept}"
 
 
 @app.command()

@@ -17,6 +17,10 @@ The folder is written as OUT.partial, marked unfinished (export_format.UNFINISHE
 renamed into place complete, so a crash never leaves a folder taken for an export: a SIGKILL
 during verification leaves OUT.partial with a manifest, which `mineru models` and parse do not
 take. An export already in OUT is set aside as OUT.replaced (marked too) and removed after.
+OUT that is a symbolic link is followed: the export is written where it points, beside the real
+folder, and the link stays. A lock ('.OUT.lock' beside it, as the journal's) is held for the
+whole export: a second export to the same OUT would remove the first's OUT.partial as a
+leftover, so it is refused at once.
 
 Imports torch and transformers: export time only.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import fcntl
 import hashlib
 import logging
 import os
@@ -34,7 +39,7 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -520,11 +525,54 @@ def _model_table(model) -> dict:
     }
 
 
+def _real_out(out_dir: Path) -> Path:
+    """out_dir with its symbolic links followed: the export is written, set aside and renamed
+    where a link points, so the link stays (a rename would replace the link itself, and its
+    target would be set aside through it, never to be removed)."""
+    real = Path(os.path.realpath(out_dir))
+    if real.is_symlink():
+        raise SetupError(f"{out_dir} is a link that loops; choose another folder")
+    return real
+
+
+@contextlib.contextmanager
+def _export_lock(out_dir: Path, given: Path) -> Iterator[None]:
+    """Hold out_dir's lock ('.NAME.lock' beside it, as the journal's) while the body runs: a
+    second export to the same folder would remove the first's OUT.partial as a leftover. The
+    lock file is removed before it is released, so no export leaves it behind; a run that
+    opened it just before then finds it gone and takes the next one."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    path = out_dir.with_name(f".{out_dir.name}.lock")
+    while True:
+        try:
+            lock = open(path, "w")
+        except OSError as exc:  # said of the folder: the lock file is no name the user knows
+            raise OSError(exc.errno, exc.strerror, str(out_dir.parent)) from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise SetupError(f"another mineru export is writing {given} (lock held); wait for it to finish") from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(lock.fileno()), path.stat()):
+                break
+        lock.close()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        lock.close()
+
+
 def _work_dirs(out_dir: Path) -> tuple[Path, Path]:
     """(where the export is written, where an export already in out_dir is set aside); a
-    set-aside folder left by a cut-off run is removed, anything else there is in the way."""
+    set-aside folder left by a cut-off run is removed, anything else there is in the way. A link
+    there was left by an export through a link to OUT before links were followed: the link goes,
+    never what it points to."""
     work = out_dir.with_name(out_dir.name + ".partial")
     old = out_dir.with_name(out_dir.name + ".replaced")
+    if old.is_symlink():
+        old.unlink()
     if old.exists():
         if not is_unfinished_export(old):
             raise SetupError(f"{old} is in the way of replacing {out_dir}: move it elsewhere")
@@ -589,173 +637,179 @@ def export_model(
     if target is not None and not (int8 or int4):
         raise SetupError("--target chooses the INT8 weights for a CPU family: add --int8 (or --int4)")
     target = int8_target.resolve_target(target)
-    if out_dir.exists():
-        if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file()):
-            raise SetupError(f"{out_dir} exists and is not an ONNX export; choose another folder")
-        if (out_dir / MANIFEST).is_file() and not force:
-            raise SetupError(f"{out_dir} already holds an export; pass --force to replace it")
     if exporter not in ("dynamo", "torchscript"):
         raise SetupError(f"unknown exporter {exporter!r}; choose dynamo or torchscript")
     if profile is not None and profile not in model_identity.RELEASES:
         raise SetupError(f"unknown model profile {profile!r}; choose one of {', '.join(model_identity.RELEASES)}")
+    given, out_dir = out_dir, _real_out(out_dir)
+    with _export_lock(out_dir, given):
+        if out_dir.exists():
+            if not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file()):
+                raise SetupError(f"{given} exists and is not an ONNX export; choose another folder")
+            if (out_dir / MANIFEST).is_file() and not force:
+                raise SetupError(f"{given} already holds an export; pass --force to replace it")
 
-    import torch
+        import torch
 
-    if threads:
-        torch.set_num_threads(int(threads))
-    timings: dict[str, float] = {}
-    work, old = _work_dirs(out_dir)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    (work / UNFINISHED).touch()
-    try:
-        t0 = time.monotonic()
-        _say(log, f"hashing the weights of {model_dir}")
-        # which release it is, from its files: the runtime reads the profile from here
-        identity = model_identity.detect(model_dir, strict=profile is None)
-        if profile is not None:
-            identity = replace(identity, profile=profile, source="--model-profile")
-        source = {"model_dir": str(model_dir.resolve()), **source_weights(model_dir), "identity": identity.as_dict()}
-        timings["hash_source"] = time.monotonic() - t0
-
-        t0 = time.monotonic()
-        _say(log, "loading the model (fp32)")
-        model = _load_model(model_dir)
-        timings["load"] = time.monotonic() - t0
-        table = _model_table(model)
-
-        quantized = int8 or int4
-        fp32_dir = work / ".fp32" if quantized else work
-        fp32_dir.mkdir(exist_ok=True)
-        t0 = time.monotonic()
-        _say(log, f"exporting vision.onnx ({exporter}, opset {opset})")
-        export_vision(model, fp32_dir / GRAPHS["vision"], exporter, opset)
-        timings["export_vision"] = time.monotonic() - t0
-        t0 = time.monotonic()
-        _say(log, f"exporting decoder.onnx ({exporter}, opset {opset})")
-        export_decoder(model, fp32_dir / GRAPHS["decoder"], exporter, opset)
-        timings["export_decoder"] = time.monotonic() - t0
-        np.save(work / GRAPHS["embed_tokens"], model.get_input_embeddings().weight.detach().float().numpy())
-        graphs = dict(GRAPHS)
-        if openvino:
+        if threads:
+            torch.set_num_threads(int(threads))
+        timings: dict[str, float] = {}
+        work, old = _work_dirs(out_dir)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        (work / UNFINISHED).touch()
+        try:
             t0 = time.monotonic()
-            _say(log, f"writing {openvino_vision.VISION_GRAPH} (weight-only INT8, for OpenVINO's bf16 products)")
-            weight_only_int8(fp32_dir / GRAPHS["vision"], work / openvino_vision.VISION_GRAPH)
-            graphs[openvino_vision.GRAPH_ROLE] = openvino_vision.VISION_GRAPH
-            timings["openvino_vision"] = time.monotonic() - t0
+            _say(log, f"hashing the weights of {model_dir}")
+            # which release it is, from its files: the runtime reads the profile from here
+            identity = model_identity.detect(model_dir, strict=profile is None)
+            if profile is not None:
+                identity = replace(identity, profile=profile, source="--model-profile")
+            source = {
+                "model_dir": str(model_dir.resolve()),
+                **source_weights(model_dir),
+                "identity": identity.as_dict(),
+            }
+            timings["hash_source"] = time.monotonic() - t0
 
-        quantization: dict[str, Any] | None = None  # the manifest's table; None: fp32
-        if quantized:
             t0 = time.monotonic()
-            lm_head = [
-                name
-                for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
-                if shape and shape[-1] == table["vocab_size"]
-            ]
-            settings = int8_target.int8_settings(target)
-            # kinds of product with their own weights (int8_target.kind_settings), quantized apart;
-            # --float-lm-head leaves the output layer in float32 in every pass
-            kinds = int8_target.kind_settings(target)
-            if not int8:  # an INT4 decoder: MatMulNBits throughout
-                kinds["decoder"] = {}
-            if not quantize_lm_head:
-                kinds["decoder"].pop("lm_head", None)
-            exclude = lm_head if not quantize_lm_head else []
-            quantization = {}
-            means = None
-            # the graphs bias-corrected: all INT8 ones on request, and those the target's weights
-            # always need it for (int8_target.corrected_graphs)
-            corrected = set(int8_target.corrected_graphs(target))
-            if bias_correction:
-                corrected |= {"vision", "decoder"} if int8 else {"vision"}
-            if corrected:
-                _say(log, "measuring the mean inputs of the weight products on calibration pages")
-                cfg = model.config
-                vision_ids = (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id))
-                embed_tokens = work / GRAPHS["embed_tokens"]
-                means = calibration_means(
-                    model_dir, vision_ids, fp32_dir, embed_tokens, table, threads, decoder="decoder" in corrected
-                )
-                timings["calibrate"] = time.monotonic() - t0
+            _say(log, "loading the model (fp32)")
+            model = _load_model(model_dir)
+            timings["load"] = time.monotonic() - t0
+            table = _model_table(model)
+
+            quantized = int8 or int4
+            fp32_dir = work / ".fp32" if quantized else work
+            fp32_dir.mkdir(exist_ok=True)
+            t0 = time.monotonic()
+            _say(log, f"exporting vision.onnx ({exporter}, opset {opset})")
+            export_vision(model, fp32_dir / GRAPHS["vision"], exporter, opset)
+            timings["export_vision"] = time.monotonic() - t0
+            t0 = time.monotonic()
+            _say(log, f"exporting decoder.onnx ({exporter}, opset {opset})")
+            export_decoder(model, fp32_dir / GRAPHS["decoder"], exporter, opset)
+            timings["export_decoder"] = time.monotonic() - t0
+            np.save(work / GRAPHS["embed_tokens"], model.get_input_embeddings().weight.detach().float().numpy())
+            graphs = dict(GRAPHS)
+            if openvino:
                 t0 = time.monotonic()
-            for role in ("vision", "decoder"):
-                src, dst = fp32_dir / GRAPHS[role], work / GRAPHS[role]
-                _say(log, f"quantizing {dst.name} ({'INT4' if int4 and role == 'decoder' else 'INT8'})")
-                if int8 or role == "vision":
-                    # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
-                    # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
-                    quantization[role] = quantize_int8_by_kind(
-                        src,
-                        dst,
-                        settings[role],
-                        kinds[role],
-                        role,
-                        table,
-                        work / f".{role}-passes",
-                        exclude=exclude if role == "decoder" else None,
+                _say(log, f"writing {openvino_vision.VISION_GRAPH} (weight-only INT8, for OpenVINO's bf16 products)")
+                weight_only_int8(fp32_dir / GRAPHS["vision"], work / openvino_vision.VISION_GRAPH)
+                graphs[openvino_vision.GRAPH_ROLE] = openvino_vision.VISION_GRAPH
+                timings["openvino_vision"] = time.monotonic() - t0
+
+            quantization: dict[str, Any] | None = None  # the manifest's table; None: fp32
+            if quantized:
+                t0 = time.monotonic()
+                lm_head = [
+                    name
+                    for name, shape in _weight_matmuls(fp32_dir / GRAPHS["decoder"])
+                    if shape and shape[-1] == table["vocab_size"]
+                ]
+                settings = int8_target.int8_settings(target)
+                # kinds of product with their own weights (int8_target.kind_settings), quantized apart;
+                # --float-lm-head leaves the output layer in float32 in every pass
+                kinds = int8_target.kind_settings(target)
+                if not int8:  # an INT4 decoder: MatMulNBits throughout
+                    kinds["decoder"] = {}
+                if not quantize_lm_head:
+                    kinds["decoder"].pop("lm_head", None)
+                exclude = lm_head if not quantize_lm_head else []
+                quantization = {}
+                means = None
+                # the graphs bias-corrected: all INT8 ones on request, and those the target's weights
+                # always need it for (int8_target.corrected_graphs)
+                corrected = set(int8_target.corrected_graphs(target))
+                if bias_correction:
+                    corrected |= {"vision", "decoder"} if int8 else {"vision"}
+                if corrected:
+                    _say(log, "measuring the mean inputs of the weight products on calibration pages")
+                    cfg = model.config
+                    vision_ids = (int(cfg.vision_start_token_id), int(cfg.image_token_id), int(cfg.vision_end_token_id))
+                    embed_tokens = work / GRAPHS["embed_tokens"]
+                    means = calibration_means(
+                        model_dir, vision_ids, fp32_dir, embed_tokens, table, threads, decoder="decoder" in corrected
                     )
-                    if means is not None and role in corrected:
-                        quantization[role]["bias_correction"] = {
-                            "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
-                            "min_rows": bias_correction_mod.MIN_ROWS,
-                            **bias_correction_mod.correct(src, dst, means[role]),
-                        }
-                else:
-                    quantization[role] = quantize_int4(src, dst, exclude=exclude)
-            # the runtime reads the weight settings to know what saturates on its CPU
-            # (int8_target.graphs_needing_exact_kernels); where it was made is there for the user
-            quantization.update(scheme="int8" if int8 else "int4", target=target, made_on=int8_target.cpu_summary())
-            timings["quantize"] = time.monotonic() - t0
-            shutil.rmtree(fp32_dir)
+                    timings["calibrate"] = time.monotonic() - t0
+                    t0 = time.monotonic()
+                for role in ("vision", "decoder"):
+                    src, dst = fp32_dir / GRAPHS[role], work / GRAPHS[role]
+                    _say(log, f"quantizing {dst.name} ({'INT4' if int4 and role == 'decoder' else 'INT8'})")
+                    if int8 or role == "vision":
+                        # INT4 keeps the vision encoder in INT8: MatMulNBits dequantizes to float for
+                        # its thousands of rows (measured 1.8x slower than INT8 there, and less exact)
+                        quantization[role] = quantize_int8_by_kind(
+                            src,
+                            dst,
+                            settings[role],
+                            kinds[role],
+                            role,
+                            table,
+                            work / f".{role}-passes",
+                            exclude=exclude if role == "decoder" else None,
+                        )
+                        if means is not None and role in corrected:
+                            quantization[role]["bias_correction"] = {
+                                "calibration": f"mean inputs over {bias_correction_mod.SAMPLES} rendered pages",
+                                "min_rows": bias_correction_mod.MIN_ROWS,
+                                **bias_correction_mod.correct(src, dst, means[role]),
+                            }
+                    else:
+                        quantization[role] = quantize_int4(src, dst, exclude=exclude)
+                # the runtime reads the weight settings to know what saturates on its CPU
+                # (int8_target.graphs_needing_exact_kernels); where it was made is there for the user
+                quantization.update(scheme="int8" if int8 else "int4", target=target, made_on=int8_target.cpu_summary())
+                timings["quantize"] = time.monotonic() - t0
+                shutil.rmtree(fp32_dir)
 
-        # decoding steps leave the GroupQueryAttention kernel for grouped products (step_path).
-        # Added last: the quantizers re-sort a graph's nodes without seeing what the If branches
-        # read from outside them, which breaks the graph's topological order
-        step_path.rewrite(work / GRAPHS["decoder"], table["head_dim"])
+            # decoding steps leave the GroupQueryAttention kernel for grouped products (step_path).
+            # Added last: the quantizers re-sort a graph's nodes without seeing what the If branches
+            # read from outside them, which breaks the graph's topological order
+            step_path.rewrite(work / GRAPHS["decoder"], table["head_dim"])
 
-        for name in COPIED_FILES:
-            if (model_dir / name).is_file():
-                shutil.copy2(model_dir / name, work / name)
+            for name in COPIED_FILES:
+                if (model_dir / name).is_file():
+                    shutil.copy2(model_dir / name, work / name)
 
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "source": source,
-            "model": table,
-            "graphs": graphs,
-            "io": {
-                "vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
-                "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"]))),
-            },
-            "exporter": exporter,
-            "opset": opset,
-            "versions": _versions(),
-            "quantization": quantization,
-            "parity": None,
-        }
-        write_manifest(work, manifest)
-
-        if verify:
-            t0 = time.monotonic()
-            _say(log, "checking the export against the PyTorch model")
-            manifest["parity"] = verify_parity(
-                model, model_dir, work, steps=parity_steps, threads=threads or torch.get_num_threads()
-            )
-            timings["verify"] = time.monotonic() - t0
+            manifest = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "source": source,
+                "model": table,
+                "graphs": graphs,
+                "io": {
+                    "vision": {"inputs": ["pixel_values", "vision_position_ids"], "outputs": ["image_embeds"]},
+                    "decoder": dict(zip(("inputs", "outputs"), decoder_io(table["num_layers"]))),
+                },
+                "exporter": exporter,
+                "opset": opset,
+                "versions": _versions(),
+                "quantization": quantization,
+                "parity": None,
+            }
             write_manifest(work, manifest)
 
-        del model
-        _move_into_place(work, out_dir, old)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    timings["total"] = time.monotonic() - t_start
-    report = read_manifest(out_dir)
-    report["out_dir"] = str(out_dir)
-    report["timings"] = {k: round(v, 2) for k, v in timings.items()}
-    report["bytes"] = sum(f["bytes"] for f in report["files"].values())
-    return report
+            if verify:
+                t0 = time.monotonic()
+                _say(log, "checking the export against the PyTorch model")
+                manifest["parity"] = verify_parity(
+                    model, model_dir, work, steps=parity_steps, threads=threads or torch.get_num_threads()
+                )
+                timings["verify"] = time.monotonic() - t0
+                write_manifest(work, manifest)
+
+            del model
+            _move_into_place(work, out_dir, old)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        timings["total"] = time.monotonic() - t_start
+        report = read_manifest(out_dir)
+        report["out_dir"] = str(given)
+        report["timings"] = {k: round(v, 2) for k, v in timings.items()}
+        report["bytes"] = sum(f["bytes"] for f in report["files"].values())
+        return report
 
 
 def verify_parity(model, model_dir: Path, export_dir: Path, steps: int = 16, threads: int = 1) -> dict:

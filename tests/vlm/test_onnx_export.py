@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ pytest.importorskip("transformers")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from fshelpers import read_only, small_filesystem  # noqa: E402
+from fshelpers import as_plain_user, read_only, skip_unless_bits_stop, small_filesystem  # noqa: E402
 from helpers import mineru  # noqa: E402
 from model_shapes import small_random_config  # noqa: E402
 from onnx_fixtures import tiny_onnx, tiny_onnx_int8, tiny_onnx_int8_report, tiny_onnx_report  # noqa: E402,F401
@@ -302,6 +303,75 @@ def test_export_replaces_an_old_export_with_force(tiny_vlm, tmp_path):
     assert not (tmp_path / "exp.partial").exists() and not (tmp_path / "exp.replaced").exists()
 
 
+def test_an_export_through_a_link_goes_where_it_points(tiny_vlm, tmp_path):
+    """With --force and OUT a symbolic link to an export, the link was replaced by a real folder,
+    OUT.replaced was left as a link to the old export (marked unfinished for good), and every
+    later --force failed on it ("Cannot call rmtree on a symbolic link"). The export is written
+    where the link points and the link stays; a link left at OUT.replaced by such a run goes,
+    never what it points to."""
+    target, link = tmp_path / "big" / "exp", tmp_path / "model" / "onnx"
+    link.parent.mkdir()
+    export_model(tiny_vlm / "model", target, exporter="torchscript", verify=False, threads=1)
+    link.symlink_to(target)
+    for int8 in (True, False):
+        export_model(tiny_vlm / "model", link, int8=int8, exporter="torchscript", verify=False, force=True, threads=1)
+        assert link.is_symlink() and is_export_dir(target)
+        assert (read_manifest(target)["quantization"] or {}).get("scheme") == ("int8" if int8 else None)
+        assert sorted(p.name for p in link.parent.iterdir()) == ["onnx"] and not (target / UNFINISHED).exists()
+        assert sorted(p.name for p in target.parent.iterdir()) == ["exp"]
+    link.unlink()
+    export_model(tiny_vlm / "model", link, exporter="torchscript", verify=False, threads=1)
+    (target / UNFINISHED).touch()
+    (tmp_path / "model" / "onnx.replaced").symlink_to(target)  # as such a run left it
+    export_model(tiny_vlm / "model", link, exporter="torchscript", verify=False, force=True, threads=1)
+    assert sorted(p.name for p in link.parent.iterdir()) == ["onnx"] and is_export_dir(link)
+    assert (target / "manifest.json").is_file()
+
+
+# An export that waits, once it has begun writing OUT.partial, until the test lets it go on
+PAUSED_EXPORT = """
+import sys, time
+from pathlib import Path
+from mineru_cli.export.onnx_export import export_model
+
+def log(message):
+    if message.startswith("hashing the weights"):
+        Path(sys.argv[3]).touch()
+        while not Path(sys.argv[4]).exists():
+            time.sleep(0.05)
+
+export_model(sys.argv[1], sys.argv[2], int8=True, exporter="torchscript", verify=False, threads=1, log=log)
+"""
+
+
+def test_a_second_export_to_the_same_folder_is_refused_while_the_first_runs(tiny_vlm, tmp_path):
+    """Two exports into the same OUT removed each other's OUT.partial: both ended in exit 3
+    (FileNotFoundError) and no export was left. The second is refused at once, exit 2, and the
+    first completes; no lock file is left."""
+    model, started, go = tmp_path / "model", tmp_path / "started", tmp_path / "go"
+    shutil.copytree(tiny_vlm / "model", model)
+    first = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_EXPORT, str(model), str(model / "onnx"), str(started), str(go)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), first.stderr.read() if first.poll() is not None else "the first export did not start"
+        r = mineru("export", "--model", str(model), "--no-verify", cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert f"another mineru export is writing {model / 'onnx'} (lock held); wait for it to finish" in r.stderr
+        assert (model / "onnx.partial").is_dir() and not (model / "onnx").exists()
+    finally:
+        go.touch()
+        _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err[-3000:]
+    assert read_manifest(model / "onnx")["quantization"]["scheme"] == "int8"
+    assert not [p.name for p in model.iterdir() if p.name.startswith(".") or p.name.startswith("onnx.")]
+
+
 def test_a_set_aside_export_left_by_a_cut_off_replacement_is_removed(tiny_vlm, tmp_path):
     """The old export is renamed aside (marked unfinished) before the new one takes its place; a
     run killed in between leaves it, and the next export removes it. A folder of that name that
@@ -328,11 +398,35 @@ def test_an_export_to_a_full_or_read_only_disk_says_so(tiny_vlm, tmp_path):
         r = mineru("export", "--model", str(tiny_vlm / "model"), "--out", str(fs / "exp"), "--threads", "1")
         assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr[-3000:]
         assert f"error: the export to {fs / 'exp'} failed" in r.stderr and f"MB free in {fs}" in r.stderr
+        assert "free space (or choose another --out)" in r.stderr
         assert list(fs.iterdir()) == []
     (tmp_path / "ro").mkdir()
     with read_only(tmp_path / "ro"):
         r = mineru("export", "--model", str(tiny_vlm / "model"), "--out", str(tmp_path / "ro" / "exp"))
-    assert r.returncode == 3 and "Read-only file system" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert f"{tmp_path / 'ro'} is on a read-only file system" in r.stderr and "free space" not in r.stderr, r.stderr
+
+
+def test_an_export_that_cannot_read_its_model_or_make_its_folder_says_why(tiny_vlm, tmp_path):
+    """Every OSError was said as a full disk, exit 3 ("free space (or choose another --out)"): a
+    missing or unreadable source file and a file where OUT's folder goes are set-up errors (exit
+    2) that name the path and say why in words."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    (model / "extra.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    r = mineru("export", "--model", str(model), "--no-verify", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"{model / 'extra.safetensors'}: does not exist" in r.stderr and "free space" not in r.stderr
+    (model / "extra.safetensors").unlink()
+    (tmp_path / "afile").write_text("mine")
+    r = mineru("export", "--model", str(model), "--out", "afile/sub", "--no-verify", cwd=tmp_path)
+    assert r.returncode == 2 and f"{tmp_path / 'afile'}: is a file, not a folder" in r.stderr, r.stderr[-3000:]
+    assert "free space" not in r.stderr and (tmp_path / "afile").read_text() == "mine"
+    (model / "tokenizer.json").chmod(0)
+    skip_unless_bits_stop(f"open({str(model / 'tokenizer.json')!r}, 'rb')")
+    r = mineru("export", "--model", str(model), "--no-verify", cwd=tmp_path, preexec_fn=as_plain_user())
+    assert r.returncode == 2 and f"{model / 'tokenizer.json'}: permission denied" in r.stderr, r.stderr[-3000:]
+    assert "free space" not in r.stderr and not (model / "onnx").exists()
 
 
 def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_vlm, tmp_path):
