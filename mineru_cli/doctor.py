@@ -149,7 +149,15 @@ def model_checks(model: str | None) -> list[Check]:
     (models.discover, the listing `mineru models` prints), exports verified."""
     from .models import EXPORT, discover
     from .vlm.export_format import is_export_dir
-    from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, find_model, is_model_dir, named_place
+    from .vlm.model_dir import (
+        DOWNLOAD_HINT,
+        ENV_VAR,
+        find_model,
+        incomplete_defaults,
+        incomplete_note,
+        is_model_dir,
+        named_place,
+    )
 
     checks = []
     model_dir: Path | None = None
@@ -167,7 +175,11 @@ def model_checks(model: str | None) -> list[Check]:
             model_dir = find_model(model)
         except SetupError as exc:
             return [Check("model", FAIL, str(exc).split("; get it with")[0], DOWNLOAD_HINT)]
-        if model_dir is None:
+        if model_dir is None and (incomplete := incomplete_note()) is not None:
+            # a download cut short where parse looks first: named with what it lacks, as parse warns
+            detail = f"no complete MinerU2.5 model: {incomplete[0]}; --engine auto runs the embedded ocr engine"
+            checks.append(Check("model", WARN, detail, incomplete[1]))
+        elif model_dir is None:
             checks.append(
                 Check(
                     "model",
@@ -177,6 +189,7 @@ def model_checks(model: str | None) -> list[Check]:
                     f"for the vlm engine, {DOWNLOAD_HINT}",
                 )
             )
+    incomplete_dirs = {d.resolve() for d, _ in incomplete_defaults()}
     for entry in discover(model):
         release = entry.release or f"release unknown: {entry.identity_error}"
         if entry.kind == EXPORT:
@@ -185,6 +198,9 @@ def model_checks(model: str | None) -> list[Check]:
         elif model_dir is not None and Path(entry.path) == model_dir:
             status = FAIL if entry.status == FAIL or entry.identity_error else OK
             checks.insert(0, Check("model", status, f"{release} in {model_dir}; {entry.detail}", entry.fix))
+        elif Path(entry.path) in incomplete_dirs:  # parse passes over it (the model line says so when none is found)
+            if model_dir is not None:
+                checks.append(Check(f"model {entry.path}", WARN, f"{entry.detail}; parse passes over it", entry.fix))
         else:
             checks.append(Check(f"model {entry.path}", INFO, f"{release} ({entry.where}), not the one parse uses"))
     if model_dir is not None and not any(c.name == "model" for c in checks):

@@ -23,20 +23,32 @@ import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .core.errors import SetupError
+from .core.errors import SetupError, in_words, is_permission
 from .hashing import file_sha256
 from .vlm import int8_target
 from .vlm.export_format import (
     FORMAT,
     MANIFEST,
+    ExportDamaged,
+    export_command,
     is_export_dir,
     is_unfinished_export,
     not_an_export,
+    read_fix,
     read_manifest,
     source_mismatch,
     verify_export,
 )
-from .vlm.model_dir import DOWNLOAD_HINT, ENV_VAR, is_model_dir, missing_files, named_place, search_places
+from .vlm.model_dir import (
+    DOWNLOAD_HINT,
+    ENV_VAR,
+    complete_hint,
+    incomplete_defaults,
+    is_model_dir,
+    missing_files,
+    named_place,
+    search_places,
+)
 from .vlm.model_identity import detect, from_manifest
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -70,7 +82,8 @@ class Entry:
 
     def line(self) -> str:
         release = self.release or (f"unknown ({self.identity_error})" if self.identity_error else "release unknown")
-        kind = "model folder" if self.kind == MODEL else f"export {self.format}, {self.quantization}"
+        quantization = f", {self.quantization}" if self.quantization else ""  # none: its manifest was not read
+        kind = "model folder" if self.kind == MODEL else f"export {self.format}{quantization}"
         if self.kind == EXPORT and self.format is None:  # no manifest read: an unfinished export
             kind = "unfinished export"
         fix = f" -> fix: {self.fix}" if self.fix else ""
@@ -112,6 +125,13 @@ def discover(model: str | None = None, full: bool = False) -> list[Entry]:
     place = named_place(model)
     if place is not None and not _holds_model(place[1]):
         entries.append(inspect(place[1], place[0], full))
+    # a release-named folder in ./models that lacks files: the search passes over it, so it is
+    # said here with what it lacks, never "nothing in" it
+    for folder, missing in incomplete_defaults():
+        if place is None or folder.resolve() != place[1].resolve():
+            entry = inspect(folder.resolve(), "models folder", full)
+            entry.fix = complete_hint(folder, missing)
+            entries.append(entry)
     for where, path in candidates(model):
         if not (is_export_dir(path) or is_model_dir(path)):
             continue
@@ -140,7 +160,7 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
         entry.extra["missing"] = missing
         if is_unfinished_export(path):
             entry.kind = EXPORT
-            entry.fix = "run the same mineru export again: it starts over and removes this folder"
+            entry.fix = f"{export_command(path)} (it starts over and removes this folder)"
         return entry
     entry.bytes = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
     try:
@@ -148,18 +168,25 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
         entry.release, entry.profile = ident.release, ident.profile
     except SetupError as exc:
         entry.identity_error = str(exc)
-    problems = []
+    problems: list[str] = []
+    unreadable: list[str] = []
     tensors = 0
     for weights in sorted(path.glob("*.safetensors")):
-        count, problem = _safetensors_check(weights)
-        tensors += count
-        if problem:
-            problems.append(problem)
-        elif full and (blob := _hub_blob_sha256(weights)) is not None and file_sha256(weights) != blob:
-            problems.append(f"{weights.name} does not match the sha256 its Hugging Face cache blob is named by")
+        try:
+            count, problem = _safetensors_check(weights)
+            tensors += count
+            if problem:
+                problems.append(problem)
+            elif full and (blob := _hub_blob_sha256(weights)) is not None and file_sha256(weights) != blob:
+                problems.append(f"{weights.name} does not match the sha256 its Hugging Face cache blob is named by")
+        except OSError as exc:  # a copy is not the fix for a file this user may not read
+            (unreadable if is_permission(exc) else problems).append(f"{weights.name} cannot be read ({in_words(exc)})")
     if problems:
-        entry.status, entry.detail = FAIL, "; ".join(problems)
+        entry.status, entry.detail = FAIL, "; ".join(problems + unreadable)
         entry.fix = "download the model again (hf download ... --force-download), or remove the damaged files"
+    elif unreadable:
+        entry.status, entry.detail = FAIL, "; ".join(unreadable)
+        entry.fix = read_fix(path / (unreadable[0].split(" cannot be read")[0] if len(unreadable) == 1 else "*"))
     else:
         hub = any(_hub_blob_sha256(w) for w in path.glob("*.safetensors"))
         checked = "headers and the sha256 of their cache blobs" if full and hub else "headers"
@@ -186,15 +213,23 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         scheme = quant.get("scheme") or ("quantized" if quant else "fp32")
         entry.quantization = scheme + (f" for {quant['target']}" if quant.get("target") else "")
         manifest = verify_export(path, manifest, trust_stamps=not full)
-    except SetupError as exc:
-        entry.status, entry.detail = FAIL, str(exc).split("; export it again")[0]
-        model = path.parent if path.name == "onnx" else None
-        where = f"--model {model} " if model else ""
-        entry.fix = f"mineru export {where}--out {path} --force (add --int8 if it was an INT8 export)"
+    except ExportDamaged as exc:
+        entry.status, entry.detail, entry.fix = FAIL, exc.detail, exc.fix
         return entry
-    if of_parent and path.name == "onnx" and is_model_dir(path.parent) and (why := source_mismatch(path, path.parent)):
+    except SetupError as exc:  # a manifest it cannot take: the fix is the command its message ends with
+        what, _, fix = str(exc).rpartition("; ")
+        entry.status, entry.detail = FAIL, what if "mineru export" in fix else str(exc)
+        entry.fix = export_command(path)
+        return entry
+    try:
+        why = of_parent and path.name == "onnx" and is_model_dir(path.parent) and source_mismatch(path, path.parent)
+    except SetupError as exc:  # the model's weights it was made from cannot be read
+        entry.status, entry.detail = FAIL, str(exc).rsplit("; ", 1)[0]
+        entry.fix = str(exc).rsplit("; ", 1)[1]
+        return entry
+    if why:
         entry.status, entry.detail = FAIL, f"not made from the weights of the model folder it is in: {why}"
-        entry.fix = f"mineru export --model {path.parent} --force"
+        entry.fix = export_command(path, manifest)
         return entry
     try:
         ident = from_manifest(path, manifest)
@@ -207,20 +242,20 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
     if graphs:
         entry.status = WARN
         entry.detail += f"; its {' and '.join(graphs)} weights run on the exact, slower INT8 kernels here"
-        entry.fix = "mineru export --int8 --target avx2 --force (an avx2 export is right on every CPU)"
+        entry.fix = f"{export_command(path, manifest, target='avx2')} (an avx2 export is right on every CPU)"
     return entry
 
 
 def _safetensors_check(path: Path) -> tuple[int, str | None]:
     """(tensors, problem): the header parses and the data it describes fills the file exactly."""
-    try:
-        with open(path, "rb") as fh:
+    with open(path, "rb") as fh:  # an OSError is the caller's: whether it is damage depends on why
+        try:
             (n,) = struct.unpack("<Q", fh.read(8))
             if n > 100_000_000:
                 return 0, f"{path.name}: not a safetensors file (header of {n} bytes)"
             header = json.loads(fh.read(n))
-    except (OSError, ValueError, struct.error) as exc:
-        return 0, f"{path.name}: unreadable safetensors header ({exc})"
+        except (ValueError, struct.error) as exc:
+            return 0, f"{path.name}: unreadable safetensors header ({exc})"
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
     size = path.stat().st_size

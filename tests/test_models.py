@@ -178,3 +178,83 @@ def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
     assert "GB" not in r.stdout  # no size or release of a folder that holds no model
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty" / "nowhere"))
     assert r.returncode == 2 and "not a folder" in r.stderr
+
+
+def test_an_incomplete_model_in_the_default_place_is_listed_with_what_it_lacks(tiny_vlm, tmp_path):
+    """models/MinerU2.5-2509-1.2B without tokenizer.json: `mineru models` said "nothing found" and
+    suggested downloading into that very folder; doctor said the same. Both name it and what it
+    lacks; parse warns and runs the OCR engine; a dangling weights link is no traceback."""
+    folder = tmp_path / "models" / "MinerU2.5-2509-1.2B"
+    shutil.copytree(tiny_vlm / "model", folder)
+    (folder / "tokenizer.json").unlink()
+    r, report = models(tmp_path, "--json")
+    (entry,) = report["entries"]
+    assert r.returncode == 1 and (entry["path"], entry["status"]) == (str(folder), "fail"), r.stdout
+    assert "missing: tokenizer.json" in entry["detail"]
+    hf = "hf download opendatalab/MinerU2.5-2509-1.2B --local-dir models/MinerU2.5-2509-1.2B"
+    assert entry["fix"] == f"complete it with: {hf}"
+    d = mineru("doctor", "--json", cwd=tmp_path, env=env_for(tmp_path), timeout=120)
+    model = {c["name"]: c for c in json.loads(d.stdout)["checks"]}["model"]
+    assert d.returncode == 0 and model["status"] == "warn", model
+    assert "models/MinerU2.5-2509-1.2B is not a complete model folder (missing: tokenizer.json)" in model["detail"]
+    (tmp_path / "inputs").mkdir()  # no pages: the engine is chosen all the same
+    p = mineru("parse", "inputs", cwd=tmp_path, env=env_for(tmp_path), timeout=120)
+    assert "warning: models/MinerU2.5-2509-1.2B is not a complete model folder" in p.stderr, p.stderr
+    # a copied snapshot whose weights link to a blob that is not there
+    shutil.copy(tiny_vlm / "model" / "tokenizer.json", folder)
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(tmp_path / "blobs" / "gone")
+    p = mineru("parse", "inputs", "--engine", "vlm", "--model", str(folder), cwd=tmp_path, env=env_for(tmp_path))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "missing: model.safetensors (a broken link)" in p.stderr
+
+
+def test_files_it_may_not_read_are_said_in_words_with_the_fix(site, tmp_path):
+    """An export file or model.safetensors this user may not read: models and doctor ended in a
+    PermissionError traceback, and advised downloading the model again."""
+    from fshelpers import as_plain_user, skip_unless_bits_stop
+
+    model = tmp_path / "model"
+    shutil.copytree(site["pro"], model)
+    (model / "onnx" / "decoder.onnx").chmod(0o000)
+    (model / "model.safetensors").chmod(0o000)
+    skip_unless_bits_stop(f"open({str(model / 'model.safetensors')!r}).close()")
+    env = {**env_for(tmp_path), "MINERU_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "cache").mkdir(mode=0o777)
+    r = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, preexec_fn=as_plain_user())
+    entries = {e["path"]: e for e in json.loads(r.stdout)["entries"]}
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    folder, export = entries[str(model.resolve())], entries[str((model / "onnx").resolve())]
+    assert "model.safetensors cannot be read (permission denied)" in folder["detail"] and "chmod a+r" in folder["fix"]
+    assert "decoder.onnx cannot be read (permission denied)" in export["detail"] and "chmod a+r" in export["fix"]
+    assert "download" not in folder["fix"] + export["fix"]
+    d = mineru("doctor", "--model", str(model), cwd=tmp_path, env=env, preexec_fn=as_plain_user())
+    assert d.returncode == 1 and "Traceback" not in d.stderr and "permission denied" in d.stdout, d.stdout + d.stderr
+
+
+def test_the_fix_for_a_damaged_export_is_a_command_that_works(site, tmp_path):
+    """The fix said "mineru export" (which fails without --model, and without --force where the
+    export is), or "mineru export MODEL_DIR OUT_DIR" (export takes no positional arguments). It is
+    now the whole command: run as said, it makes the export whole again."""
+    import shlex
+
+    from mineru_cli.vlm.export_format import export_command
+
+    model = tmp_path / "model"
+    shutil.copytree(site["pro"], model)
+    data = bytearray((model / "onnx" / "decoder.onnx").read_bytes())
+    data[-10] ^= 0xFF
+    (model / "onnx" / "decoder.onnx").write_bytes(bytes(data))
+    r, report = models(tmp_path, "verify", str(model / "onnx"), "--json")
+    fix = report["entries"][0]["fix"]
+    assert r.returncode == 1 and fix == f"export it again with: mineru export --model {model.resolve()} --force", fix
+    e = mineru(*shlex.split(fix.split(": ", 1)[1])[1:], cwd=tmp_path, env=env_for(tmp_path), timeout=600)
+    assert e.returncode == 0, e.stderr
+    r, report = models(tmp_path, "verify", str(model / "onnx"), "--json")
+    assert r.returncode == 0 and report["entries"][0]["status"] == "ok"
+    # elsewhere than MODEL/onnx: --out; an INT8 export: its scheme and target; an unfinished one: OUT's name
+    int8 = {"source": {"model_dir": str(model)}, "quantization": {"scheme": "int8", "target": "avx2"}}
+    out = tmp_path / "q"
+    assert export_command(out, int8) == f"mineru export --model {model} --out {out} --int8 --target avx2 --force"
+    partial = model / "onnx.partial"
+    assert export_command(partial, {}) == f"mineru export --model {model} --force"

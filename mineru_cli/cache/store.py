@@ -34,6 +34,8 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from ..core.errors import in_words
+
 SCHEMA_VERSION = 2  # 2: YCbCr thumbnails sized by the short side (1: grayscale, long side 1024)
 FILENAME = "results.sqlite3"
 TOUCH_EVERY_S = 3600  # refresh last_used at most hourly: hits stay read-only
@@ -124,24 +126,6 @@ class Entry:
 
 
 # An OSError's number in words a user can act on; the others keep the system's words
-OS_WHY = {
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.ENOENT: "does not exist",
-    errno.ENOTDIR: "a part of its path is a file, not a folder",
-    errno.EISDIR: "is a folder, not a file",
-    errno.EEXIST: "is a file, not a folder",  # making a folder where a file is
-    errno.EROFS: "on a read-only file system",
-    errno.ENOSPC: "no space left on its disk",
-    errno.ELOOP: "a link on its path loops",
-}
-
-
-def in_words(exc: OSError) -> str:
-    """Why an OSError happened, without "[Errno 13]" and the path."""
-    return OS_WHY.get(exc.errno or 0) or exc.strerror or str(exc)
-
-
 class Problem(NamedTuple):
     """Why a path can be no cache's, and what to do: printed as "DETAIL; FIX" (doctor shows them
     apart, and a path may hold "; " itself)."""

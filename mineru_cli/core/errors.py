@@ -3,6 +3,7 @@ output one (exit 3)."""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,30 @@ class PageError(Exception):
         if isinstance(exc, PageError):
             return exc
         return cls(kind, stage, f"{type(exc).__name__}: {exc}")
+
+
+# Why an OSError happened, in the words a message uses (the rest: the system's own words)
+OS_WHY = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "does not exist",
+    errno.ENOTDIR: "a part of its path is a file, not a folder",
+    errno.EISDIR: "is a folder, not a file",
+    errno.EEXIST: "is a file, not a folder",  # making a folder where a file is
+    errno.EROFS: "on a read-only file system",
+    errno.ENOSPC: "no space left on its disk",
+    errno.ELOOP: "a link on its path loops",
+}
+
+
+def in_words(exc: OSError) -> str:
+    """Why an OSError happened, without "[Errno 13]" and the path."""
+    return OS_WHY.get(exc.errno or 0) or exc.strerror or str(exc)
+
+
+def is_permission(exc: OSError) -> bool:
+    """Whether `exc` is a permission refused (a fix is chmod or another user, never a new copy)."""
+    return exc.errno in (errno.EACCES, errno.EPERM)
 
 
 class SetupError(Exception):

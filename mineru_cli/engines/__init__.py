@@ -81,13 +81,20 @@ def resolve_engine(
             if spec.runtime is Runtime.ONNX:
                 _note_exact_kernels(model_dir, warn or say)
             return spec
-        from ..vlm.model_dir import DOWNLOAD_HINT, find_model
+        from ..vlm.model_dir import DOWNLOAD_HINT, find_model, incomplete_note
 
-        if find_model(model) is None:
+        if (found_dir := find_model(model)) is None:
             reason, fix = "no MinerU2.5 model found", DOWNLOAD_HINT
+            # a download cut short where the search looks first is passed over: said, not silent
+            if (incomplete := incomplete_note()) is not None:
+                reason, fix = incomplete
+                if mode is None:
+                    (warn or say)(f"{reason}: the vlm engine passes over it; {fix}")
+                    reason = "no complete MinerU2.5 model"
         else:
             reason = "the model has no ONNX export and torch/transformers are not installed"
-            fix = "export it with: mineru export (pip install -e '.[export]'), or pip install -e '.[torch]'"
+            export = f"mineru export --model {found_dir}"
+            fix = f"export it with: {export} (pip install -e '.[export]'), or pip install -e '.[torch]'"
         if mode is not None:  # a mode the user asked for says how to get what it needs, as --engine vlm does
             raise SetupError(f"--mode {mode} needs the vlm engine: {reason}; {fix}")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")

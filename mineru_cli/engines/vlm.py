@@ -64,14 +64,14 @@ from typing import Any, Callable, Mapping
 from PIL import Image
 
 from ..core.blocks import PARATEXT, Block
-from ..core.errors import SetupError
+from ..core.errors import SetupError, in_words, is_permission
 from ..core.words import FAILED_BLOCK, FAILED_BLOCKS
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..reading_order import reading_order
 from ..text_layer import TextLayer
 from ..vlm.generate import generate
-from ..vlm.model_dir import resolve_model
+from ..vlm.model_dir import DOWNLOAD_HINT, resolve_model
 from ..vlm.model_identity import ModelIdentity, detect, from_manifest
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.protocol.chat import SYSTEM_PROMPT
@@ -184,7 +184,7 @@ def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | Non
     """The model's identity for the record (what the fingerprint hashes): profile, config,
     weight hashes (an export's: its manifest's), tokenizer, and the OCR models in use."""
     config = read_config(model_dir) if config is None else config
-    weights = {p.name: file_sha256(p) for p in sorted(model_dir.glob("*.safetensors"))}
+    weights = {p.name: _weights_sha256(p) for p in sorted(model_dir.glob("*.safetensors"))}
     shown = {k: config[k] for k in CONFIG_KEYS if k in config}
     for part in ("text_config", "vision_config"):
         sub = config.get(part) or {}
@@ -901,6 +901,17 @@ def _match_blocks(
 
 
 _ANALYSED_AS = FIGURE_TYPES | {"table", "equation"}
+
+
+def _weights_sha256(path: Path) -> str:
+    """A weights file's sha256 for the record; one that cannot be read is a set-up error in words."""
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        from ..vlm.export_format import read_fix
+
+        fix = read_fix(path) if is_permission(exc) else f"the model folder is incomplete; {DOWNLOAD_HINT}"
+        raise SetupError(f"cannot read the model's weights {path} ({in_words(exc)}); {fix}") from None
 
 
 def _sha256_file(path: Path) -> str | None:

@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 from pathlib import Path
 
 from ..config import user_cache_dir
-from ..core.errors import SetupError
+from ..core.errors import SetupError, in_words, is_permission
 from ..hashing import file_sha256 as sha256_file
-from .model_dir import ENV_VAR, is_model_dir
+from .model_dir import ENV_VAR, REQUIRED_FILES, is_model_dir
 
 MANIFEST = "manifest.json"
 FORMAT = "mineru-cli-onnx"
@@ -106,18 +107,20 @@ def read_manifest(export_dir: str | Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SetupError(
-            f"{export_dir} is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
-        ) from None
-    except (OSError, ValueError) as exc:
+        raise SetupError(f"{export_dir} {not_an_export(Path(export_dir))}") from None
+    except OSError as exc:
+        if is_permission(exc):  # a permission to give, not an export to make again
+            raise ExportDamaged(Path(export_dir), [], [f"{MANIFEST} cannot be read ({in_words(exc)})"], "") from None
+        raise SetupError(f"cannot read {path} ({in_words(exc)})") from exc
+    except ValueError as exc:
         raise SetupError(f"cannot read {path}: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise SetupError(f"{path} is not a {FORMAT} manifest")
     if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
         raise SetupError(
             f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
-            f"reads version {FORMAT_VERSION}: export the model again with this mineru-cli "
-            f"(mineru export)"
+            f"reads version {FORMAT_VERSION}; export the model again with this mineru-cli: "
+            f"{export_command(Path(export_dir), manifest)}"
         )
     for key in ("files", "graphs", "model"):
         if not isinstance(manifest.get(key), dict):
@@ -127,36 +130,114 @@ def read_manifest(export_dir: str | Path) -> dict:
 
 def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_stamps: bool = True) -> dict:
     """The manifest, after checking every file it lists (size, then sha256; trust_stamps: not
-    again for a file unchanged since it was last hashed, see _VerifiedStamps).
+    again for a file unchanged since it was last hashed, see _VerifiedStamps), and that it lists
+    every file the export needs: each graph, the files the runtime reads, and every other file in
+    the folder (a graph's external data is named inside the graph, so any file there may be one).
+    A file left out of the table would be read unchecked: deleting its entry must not switch the
+    check off.
 
-    Raises SetupError naming each missing or changed file.
+    Raises ExportDamaged naming each missing, changed, unlisted or unreadable file.
     """
     export_dir = Path(export_dir)
     manifest = manifest if manifest is not None else read_manifest(export_dir)
-    problems = []
+    listed = manifest["files"]
+    problems: list[str] = []
+    unreadable: list[str] = []
     stamps = _VerifiedStamps()
-    for name, meta in sorted(manifest["files"].items()):
+    for name, meta in sorted(listed.items()):
         path = export_dir / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != int(meta.get("bytes", -1)):
-            problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
-        elif not (trust_stamps and stamps.seen(path, meta.get("sha256"))):
-            if sha256_file(path) != meta.get("sha256"):
-                problems.append(f"{name} does not match its sha256 in {MANIFEST}")
-            else:
-                stamps.add(path, meta.get("sha256"))
-    for role, name in manifest["graphs"].items():
-        if name not in manifest["files"]:
-            problems.append(f"the {role} file {name} is not in the manifest's file table")
-    if problems:
-        raise SetupError(
-            f"the ONNX export {export_dir} is damaged or was changed: "
-            + "; ".join(problems)
-            + "; export it again with: mineru export"
-        )
+        try:
+            if not path.is_file():
+                problems.append(f"{name} is missing")
+            elif not os.access(path, os.R_OK):  # a stamp says nothing of who may read it
+                unreadable.append(f"{name} cannot be read (permission denied)")
+            elif path.stat().st_size != int(meta.get("bytes", -1)):
+                problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
+            elif not (trust_stamps and stamps.seen(path, meta.get("sha256"))):
+                if sha256_file(path) != meta.get("sha256"):
+                    problems.append(f"{name} does not match its sha256 in {MANIFEST}")
+                else:
+                    stamps.add(path, meta.get("sha256"))
+        except OSError as exc:
+            (unreadable if is_permission(exc) else problems).append(f"{name} cannot be read ({in_words(exc)})")
+    table = f"the manifest's file table ({MANIFEST})"
+    needed = {name: f"{name}, the {role} file, is not in {table}" for role, name in manifest["graphs"].items()}
+    needed.update({n: f"{n}, which the runtime reads, is not in {table}" for n in REQUIRED_FILES if n not in needed})
+    needed.update({n: f"{n} is in the folder but not in {table}" for n in present_files(export_dir) if n not in needed})
+    problems += [problem for name, problem in needed.items() if name not in listed]
+    if problems or unreadable:
+        raise ExportDamaged(export_dir, problems, unreadable, export_command(export_dir, manifest))
     stamps.save()
     return manifest
+
+
+class ExportDamaged(SetupError):
+    """An export whose files do not match its manifest (`problems`: made again, by `command`), or
+    that this user may not read (`unreadable`: a permission to give, not a copy to make)."""
+
+    def __init__(self, export_dir: Path, problems: list[str], unreadable: list[str], command: str):
+        self.problems, self.unreadable, self.command = problems, unreadable, command
+        if problems:
+            what = f"the ONNX export {export_dir} is damaged or was changed: {'; '.join(problems + unreadable)}"
+            self.fix = f"export it again with: {command}"
+        else:
+            what = f"the ONNX export {export_dir} cannot be read: {'; '.join(unreadable)}"
+            self.fix = read_fix(export_dir / "*")
+        self.detail = what
+        super().__init__(f"{what}; {self.fix}")
+
+
+def read_fix(path: Path) -> str:
+    """What to do about files this user may not read (a glob `*` stays unquoted)."""
+    several = path.name == "*"
+    quoted = shlex.quote(str(path.parent)) + "/*" if several else shlex.quote(str(path))
+    return (
+        f"let this user read {'them' if several else 'it'} (as the owner: chmod a+r {quoted}), or run as a user who may"
+    )
+
+
+def present_files(folder: Path) -> list[str]:
+    """The files in an export folder, by their manifest names (the manifest and the unfinished
+    marker aside); a link to nothing is one too (is_file says it is missing)."""
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if (p.is_file() or p.is_symlink()) and p.name not in (MANIFEST, UNFINISHED)
+    )
+
+
+def export_command(export_dir: Path, manifest: dict | None = None, target: str | None = None) -> str:
+    """The `mineru export` command that makes export_dir again as its manifest recorded it: its
+    model folder (the one it sits in as onnx/, else the source the manifest names), --out where
+    that is not the default place, the weights' scheme and CPU target (`target`: INT8 weights for
+    that one instead), and --force (an export there is replaced only with it, and an unfinished
+    one may be there under OUT's name)."""
+    export_dir = Path(export_dir)
+    if manifest is None:  # as much as can be read of it: one this version refuses still says how it was made
+        try:
+            manifest = json.loads((export_dir / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = None
+    manifest = manifest if isinstance(manifest, dict) else {}
+    out = export_dir.with_name(export_dir.name.removesuffix(".partial").removesuffix(".replaced"))
+    source = manifest.get("source")
+    source = source.get("model_dir") if isinstance(source, dict) else None
+    if out.name == "onnx" and is_model_dir(out.parent):
+        model = str(out.parent)
+    else:
+        model = source if isinstance(source, str) and source else "MODEL_DIR"
+    words = ["mineru", "export", "--model", model]
+    if (Path(model) / "onnx").resolve() != out.resolve():
+        words += ["--out", str(out)]
+    quantization = manifest.get("quantization")
+    scheme = quantization.get("scheme") if isinstance(quantization, dict) else None
+    if scheme in ("int8", "int4") or target:
+        words.append(f"--{scheme if scheme in ('int8', 'int4') else 'int8'}")
+        target = target or (quantization or {}).get("target")
+        if isinstance(target, str):
+            words += ["--target", target]
+    words.append("--force")
+    return " ".join(w if w == "MODEL_DIR" else shlex.quote(w) for w in words)
 
 
 def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
@@ -170,7 +251,13 @@ def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
     if set(recorded) != set(present):
         return f"it was made from {', '.join(sorted(recorded))}, the folder holds {', '.join(present) or 'none'}"
     stamps = _VerifiedStamps()
-    changed = [name for name, path in present.items() if not stamps.matches(path, recorded[name])]
+    try:
+        changed = [name for name, path in present.items() if not stamps.matches(path, recorded[name])]
+    except OSError as exc:
+        raise SetupError(
+            f"cannot read {exc.filename} ({in_words(exc)}), so whether the export {export_dir} was made from it "
+            f"cannot be checked; {read_fix(Path(exc.filename))}"
+        ) from None
     stamps.save()
     if changed:
         return f"{', '.join(changed)} changed since it was made"
@@ -188,7 +275,7 @@ def export_in(model_dir: Path) -> Path | None:
     if why:
         raise SetupError(
             f"the ONNX export {export_dir} was not made from the weights of the model folder it is in ({why}); "
-            f"export it again with: mineru export --model {model_dir} --force (or run --runtime torch)"
+            f"export it again with: {export_command(export_dir, read_manifest(export_dir))} (or run --runtime torch)"
         )
     return export_dir
 
@@ -265,8 +352,14 @@ def is_unfinished_export(path: str | Path) -> bool:
 def not_an_export(path: Path) -> str:
     """Why `path` is no export, for an error message."""
     if is_unfinished_export(path):
-        return "is an unfinished export (mineru export was cut off while writing it); run mineru export again"
-    return f"is not an ONNX export (no {MANIFEST}); make one with: mineru export MODEL_DIR OUT_DIR"
+        return (
+            "is an unfinished export (mineru export was cut off while writing it); run the export again, "
+            f"which starts over and removes it: {export_command(path)}"
+        )
+    model = shlex.quote(str(path)) if is_model_dir(path) else "MODEL_DIR"
+    return (
+        f"is not an ONNX export (no {MANIFEST}); make one with: mineru export --model {model} (it writes {model}/onnx)"
+    )
 
 
 def find_export(explicit: str | os.PathLike | None = None) -> Path:
@@ -276,7 +369,7 @@ def find_export(explicit: str | os.PathLike | None = None) -> Path:
     if not value:
         raise SetupError(
             "the onnx runtime needs an export folder (--model DIR or $MINERU_MODEL_PATH); "
-            "make one with: mineru export MODEL_DIR OUT_DIR"
+            "make one with: mineru export --model MODEL_DIR (it writes MODEL_DIR/onnx, which --model MODEL_DIR finds)"
         )
     path = Path(value).expanduser()
     if is_export_dir(path):

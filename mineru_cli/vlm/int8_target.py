@@ -25,8 +25,10 @@ Plain Python: the runtime imports this without torch or onnx.
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 from ..core.errors import SetupError
+from .export_format import export_command
 
 # The targets `mineru export --target` takes, and the CPU flag (Linux /proc/cpuinfo) that makes
 # a CPU one of them; "avx2" is every other x86-64 CPU.
@@ -253,6 +255,6 @@ def exact_kernels_note(manifest: dict, where: str, graphs: list[str]) -> str:
         f"the ONNX export {where} {origin}: its {' and '.join(graphs)} graph{'s' if plural else ''} "
         f"hold{'' if plural else 's'} signed 8-bit weights, which this CPU ({cpu_model()}, {seen}) would add "
         f"in saturating 16-bit sums, so they run on onnxruntime's exact but slower u8 x u8 kernels; an "
-        f"export for this CPU is faster: mineru export --int8 --target avx2 (an avx2 export is right on "
-        f"every CPU)"
+        f"export for this CPU is faster: {export_command(Path(where), manifest, target='avx2')} (an avx2 "
+        f"export is right on every CPU)"
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 from ..core.errors import SetupError
@@ -40,14 +41,33 @@ DOWNLOAD_HINT = (
 )
 
 
+def complete_hint(folder: Path, missing: list[str]) -> str:
+    """How to complete a release-named folder that lacks `missing` (incomplete_defaults): its own
+    release downloaded into it again (hf fetches what is not there), broken links removed first."""
+    repo = next((r for r in REPO_IDS if r.split("/")[1] == folder.name), REPO_ID)
+    fetch = f"hf download {repo} --local-dir {shlex.quote(folder.as_posix())}"
+    if any(m.endswith("(a broken link)") for m in missing):
+        return f"remove its broken links (find {shlex.quote(folder.as_posix())} -xtype l -delete), then {fetch}"
+    return f"complete it with: {fetch}"
+
+
 def missing_files(path: Path) -> list[str]:
-    """What `path` lacks to be a model folder ([] when it is one)."""
+    """What `path` lacks to be a model folder ([] when it is one). A link to a file that is not
+    there (a Hugging Face snapshot copied without its blobs) is a missing file: is_file follows
+    links, and every safetensors file must be there, not only one."""
     if not path.is_dir():
         return ["the folder itself"]
-    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
-    if not any(path.glob("*.safetensors")):
+    missing = [_lacking(path / name) for name in REQUIRED_FILES if not (path / name).is_file()]
+    weights = sorted(path.glob("*.safetensors"))
+    missing += [_lacking(p) for p in weights if not p.is_file()]
+    if not weights:
         missing.append("*.safetensors")
     return missing
+
+
+def _lacking(path: Path) -> str:
+    """A missing file's name, and whether a link stands in its place."""
+    return f"{path.name} (a broken link)" if path.is_symlink() else path.name
 
 
 def is_model_dir(path: Path) -> bool:
@@ -123,6 +143,26 @@ def search_places() -> list[tuple[str, Path]]:
     return places
 
 
+def incomplete_defaults() -> list[tuple[Path, list[str]]]:
+    """(folder, what it lacks) for each release-named folder in ./models (step 3) that is there
+    but no model folder: a download cut short, or a snapshot copied without its blobs. The search
+    passes over it; parse, `mineru models` and `mineru doctor` name it and what it lacks rather
+    than say there is nothing in it."""
+    return [(d, missing) for d in LOCAL_DIRS if d.is_dir() and (missing := missing_files(d))]
+
+
+def incomplete_note() -> tuple[str, str] | None:
+    """(what, fix): incomplete_defaults in words and how to complete them; None when there are none."""
+    found = incomplete_defaults()
+    if not found:
+        return None
+    return "; ".join(_incomplete(d, m) for d, m in found), "; ".join(complete_hint(d, m) for d, m in found)
+
+
+def _incomplete(folder: Path, missing: list[str]) -> str:
+    return f"{folder.as_posix()} is not a complete model folder (missing: {', '.join(missing)})"
+
+
 def named_place(explicit: str | os.PathLike | None = None) -> tuple[str, Path] | None:
     """(source, folder) of the place the user named: --model, else $MINERU_MODEL_PATH (which
     --model overrides); None when neither is set. parse takes its model or export from there or
@@ -167,10 +207,13 @@ def resolve_model(explicit: str | os.PathLike | None = None) -> Path:
     """Like find_model, but a missing model is a SetupError with the download command."""
     path = find_model(explicit)
     if path is None:
+        incomplete = incomplete_defaults()
+        found = [_incomplete(d, m) for d, m in incomplete]
+        hint = "; ".join(complete_hint(d, m) for d, m in incomplete) or DOWNLOAD_HINT
+        empty = " or ".join(d.as_posix() for d in LOCAL_DIRS if d not in dict(incomplete))
         raise SetupError(
-            f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, nothing in "
-            f"{' or '.join(d.as_posix() for d in LOCAL_DIRS)}, ~/mineru.json's models-dir, the Hugging Face "
-            f"cache {hub_cache_dir()} or the ModelScope cache {modelscope_cache_dir()}); "
-            f"{DOWNLOAD_HINT}"
+            f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, {''.join(f + ', ' for f in found)}"
+            f"nothing in {empty + ', ' if empty else ''}~/mineru.json's models-dir, the Hugging Face "
+            f"cache {hub_cache_dir()} or the ModelScope cache {modelscope_cache_dir()}); {hint}"
         )
     return path

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import SetupError
+from ..core.errors import SetupError, in_words
 from ..hashing import file_sha256
 
 ARCHITECTURE = "Qwen2VLForConditionalGeneration"
@@ -62,7 +62,9 @@ def read_json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SetupError(f"{path.parent} is not a MinerU2.5 model folder: no {path.name}") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise SetupError(f"cannot read {path} ({in_words(exc)})") from exc
+    except ValueError as exc:
         raise SetupError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise SetupError(f"{path} is not a JSON object")
@@ -142,8 +144,10 @@ def from_manifest(export_dir: str | Path, manifest: dict, strict: bool = True) -
     check_model_files(export_dir, read_json(export_dir / "config.json"))
     config_sha = file_sha256(export_dir / "config.json")
     if recorded.get("config_sha256") != config_sha:
+        from .export_format import export_command  # (it imports model_dir, which this module need not)
+
         raise SetupError(
             f"{export_dir}/config.json is not the source model's config its manifest records; "
-            "export the model again with: mineru export"
+            f"export the model again with: {export_command(export_dir, manifest)}"
         )
     return ModelIdentity(recorded["profile"], config_sha, dict(recorded.get("signals") or {}), "manifest")

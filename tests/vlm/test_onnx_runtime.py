@@ -205,6 +205,35 @@ def test_tampered_or_incomplete_exports_are_refused(tiny_onnx, tmp_path):
         OnnxRuntime(tmp_path / "garbled")
 
 
+def test_a_file_left_out_of_the_manifest_is_refused(tiny_onnx, tmp_path):
+    """Deleting decoder.onnx.data's entry from manifest.json switched its check off: random bytes
+    of the same size then passed `mineru models verify` and ran. Every file the export needs, and
+    every file in its folder, must be in the manifest's file table."""
+    from helpers import mineru
+
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_onnx, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    del manifest["files"]["decoder.onnx.data"]
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    data = bad / "decoder.onnx.data"
+    data.write_bytes(os.urandom(data.stat().st_size))
+    with pytest.raises(SetupError, match=r"decoder.onnx.data is in the folder but not in the manifest's file table"):
+        verify_export(bad, trust_stamps=False)
+    with pytest.raises(SetupError, match="damaged or was changed"):
+        OnnxRuntime(bad)
+    r = mineru("models", "verify", str(bad), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "decoder.onnx.data is in the folder but not in" in r.stdout, r.stdout + r.stderr
+    # a file the runtime reads, gone with its entry, and a graph's entry gone
+    del manifest["files"]["tokenizer.json"], manifest["files"]["vision.onnx"]
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    (bad / "tokenizer.json").unlink()
+    with pytest.raises(SetupError) as err:
+        verify_export(bad)
+    assert "tokenizer.json, which the runtime reads, is not in" in str(err.value)
+    assert "vision.onnx, the vision file, is not in" in str(err.value)
+
+
 def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
     """Format 2 exports returned the new k/v for the runtime to copy in; format 3's decoding steps
     lack the step path; the runtime reads only the format its exporter writes."""
@@ -213,7 +242,7 @@ def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["format_version"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SetupError, match=r"format version 2; this mineru-cli reads version 4: export the model again"):
+    with pytest.raises(SetupError, match=r"format version 2; this mineru-cli reads version 4; export the model again"):
         OnnxRuntime(old)
 
 

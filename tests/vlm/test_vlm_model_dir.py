@@ -114,3 +114,40 @@ def test_a_broken_mineru_json_is_skipped(no_model):
     assert find_model(None) is None
     (no_model / "mineru.json").write_text(json.dumps({"models-dir": 3}))
     assert find_model(None) is None
+
+
+def test_a_broken_link_is_a_missing_file(no_model):
+    """A Hugging Face snapshot copied without its blobs: model.safetensors a link to nothing was
+    taken for weights (glob lists it), and parse ended in a FileNotFoundError traceback."""
+    folder = _fake_model(no_model / "copied")
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(no_model / "blobs" / "gone")
+    with pytest.raises(SetupError, match=r"missing: model.safetensors \(a broken link\)"):
+        find_model(str(folder))
+
+
+def test_an_incomplete_model_in_the_default_place_is_named(no_model):
+    """models/MinerU2.5-2509-1.2B lacking tokenizer.json was passed over in silence: auto ran the
+    OCR engine and --engine vlm said there was "nothing in" that very folder."""
+    folder = _fake_model(no_model / "models" / "MinerU2.5-2509-1.2B")
+    (folder / "tokenizer.json").unlink()
+    said, warned = [], []
+    assert make_engine("auto", threads=1, say=said.append, warn=warned.append).name == "ocr"
+    complete = "complete it with: hf download opendatalab/MinerU2.5-2509-1.2B --local-dir models/MinerU2.5-2509-1.2B"
+    incomplete = "models/MinerU2.5-2509-1.2B is not a complete model folder (missing: tokenizer.json)"
+    assert warned == [f"{incomplete}: the vlm engine passes over it; {complete}"], warned
+    assert said[-1] == "engine: ocr (embedded RapidOCR + layout; no complete MinerU2.5 model for the vlm engine)"
+    with pytest.raises(SetupError) as err:
+        resolve_model(None)
+    assert incomplete in str(err.value) and complete in str(err.value)
+    assert "nothing in models/MinerU2.5-2509-1.2B" not in str(err.value)
+    # only links to blobs that are not there: each named, and the fix removes them first
+    for name in ("config.json", "tokenizer.json", "preprocessor_config.json", "model.safetensors"):
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(no_model / "blobs" / name)
+    with pytest.raises(SetupError) as err:
+        make_engine("vlm", threads=1, say=lambda m: None)
+    assert "missing: config.json (a broken link), tokenizer.json (a broken link)" in str(err.value)
+    assert "remove its broken links (find models/MinerU2.5-2509-1.2B -xtype l -delete), then hf download" in str(
+        err.value
+    )
