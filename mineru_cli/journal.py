@@ -103,6 +103,13 @@ class Journal:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
+        # a compaction's copy left by a run killed while making it (this run holds the lock: no
+        # other is making one); the next compaction would replace it, but a journal in order is
+        # never copied again, and the copy is as large as the journal
+        try:
+            self._tmp().unlink(missing_ok=True)
+        except OSError:
+            pass  # a folder it may not write in: opening says so, or the run only reads
         if self.path.exists():
             self._index_and_repair()
         # unbuffered: a record is one write() call, and a failed one leaves no bytes in a buffer
@@ -270,7 +277,7 @@ class Journal:
             # nothing to drop or reorder: a copy would be the same bytes, and it needs room for a
             # whole second journal (a re-run with nothing new would stop with an output error)
             return None
-        tmp = self.path.with_name("." + self.path.name + ".tmp")
+        tmp = self._tmp()
         new_index: dict[str, Entry] = {}
         offset = 0
         src = self._out.fileno()  # our own descriptor: a journal removed mid-run is written back whole
@@ -313,6 +320,9 @@ class Journal:
         self._fh = open(self.path, "a+b", buffering=0)
         self._size = offset
         return None
+
+    def _tmp(self) -> Path:
+        return self.path.with_name("." + self.path.name + ".tmp")
 
     def _name(self) -> Literal["ours", "gone", "other"]:
         """What the journal's name holds now: the file this run has open, nothing (removed, or

@@ -289,3 +289,16 @@ def test_a_journal_cut_in_place_during_the_run_is_not_compacted_from_stale_offse
         with pytest.raises(OutputError, match="cut or written to by something else"):
             j.compact(["b#0", "a#0"])
     assert out.read_bytes() == b""
+
+
+def test_a_compactions_copy_left_by_a_kill_goes_when_the_journal_opens(tmp_path):
+    """A run killed while compacting leaves its copy, as large as the journal; a journal already
+    in order is never copied again, so the copy stayed for good."""
+    out = tmp_path / "r.jsonl"
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+    copy = tmp_path / ".r.jsonl.tmp"
+    copy.write_bytes(out.read_bytes() * 3)
+    with Journal(out) as j:
+        j.compact(["a#0"])  # in order already: no copy made
+    assert not copy.exists() and [r["id"] for r in read_records(out)] == ["a#0"]
