@@ -240,15 +240,18 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     db = folder / FILENAME
     size = files_bytes(folder)  # before this check's own connection adds its -shm file
     free = free_bytes(folder)
-    full = free is not None and free < FULL_BELOW_BYTES
-    no_space = f"no space left on its disk ({human_bytes(free or 0)} free)"
+    full = free is not None and free < FULL_BELOW_BYTES  # where SQLite's failing writes mean a full disk
+    no_space = f"{'no' if free == 0 else 'little'} space left on its disk ({human_bytes(free or 0)} free)"
     try:
         with open(db, "rb") as fh:
             if not fh.read(1):  # an empty file: parse makes its tables
                 raise FileNotFoundError(db)
     except FileNotFoundError:
-        if full:  # parse runs without a cache it cannot make
+        if free == 0:  # parse runs without a cache it cannot make
             return [Check("cache", FAIL, f"{folder}: {no_space}", f"{FREE_SPACE_FIX}, or run with --no-cache")]
+        if full:  # it may make one and store a few results, or run without one
+            made = "parse may make its cache and store a few results, or run without one"
+            return [Check("cache", WARN, f"{folder}: {no_space}: {made}", FREE_SPACE_FIX)]
         made = "" if folder.is_dir() else " (parse creates it)"
         return [Check("cache", OK, f"{folder}: writable{made}, empty")]
     except OSError as exc:  # parse runs without a cache file it may not read
@@ -285,7 +288,8 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
             )
         ]
     if full:
-        used = f"parse uses its {entries} entries ({human_bytes(size)}) but stores no new results"
+        stores = "stores no new results" if free == 0 else "may store few or no new results"
+        used = f"parse uses its {entries} entries ({human_bytes(size)}) but {stores}"
         return [Check("cache", WARN, f"{folder}: {no_space}: {used}", FREE_SPACE_FIX)]
     return [Check("cache", OK, f"{folder}: writable, {entries} entries, {human_bytes(size)}, integrity ok")]
 

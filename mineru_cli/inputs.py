@@ -667,8 +667,8 @@ def _decode_error(exc: Exception, stage: str) -> PageError:
         return PageError("too_large", "normalise", str(exc))
     if isinstance(exc, UnidentifiedImageError):
         return PageError("corrupt", stage, "not an image or PDF (content not recognised)")
-    if isinstance(exc, MemoryError):
-        return PageError("too_large", stage, "out of memory while decoding")
+    if isinstance(exc, MemoryError):  # this process's memory as much as the file: tried again next run
+        return PageError("too_large", stage, "out of memory while decoding", transient=True)
     if isinstance(exc, (PermissionError, FileNotFoundError)):
         return _os_error(exc, stage)
     if isinstance(exc, ValueError) and "MAX_TEXT_CHUNK" in str(exc):  # Pillow's guard on PNG text chunks

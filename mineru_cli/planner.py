@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Iterator, Sequence, overload
 
 from .config import LoadOptions
 from .core.errors import PageError
+from .core.words import ErrorKind
 from .hashing import HashStopped
 from .inputs import SourceFile, file_sha256, iter_sources, open_document
 
@@ -120,6 +121,17 @@ class PageSelection(Sequence[int]):
         raise IndexError(k)
 
 
+# what a file that fails to open is by its bytes alone (not a limit of this process, a file
+# system's error or PDFium failing to read it), so that its record may stand until it changes
+_CONTENT_KINDS = frozenset(
+    {ErrorKind.CORRUPT, ErrorKind.EMPTY, ErrorKind.ENCRYPTED, ErrorKind.UNSUPPORTED, ErrorKind.TOO_LARGE}
+)
+
+
+def _of_the_content(exc: PageError) -> bool:
+    return exc.kind in _CONTENT_KINDS and not exc.transient
+
+
 def plan_file(
     src: SourceFile, select: Callable[[int], bool] | None, load: LoadOptions, stop: threading.Event | None = None
 ) -> Planned:
@@ -138,7 +150,7 @@ def plan_file(
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
             count, fixed = doc.page_count, doc.fixed_page_count
     except PageError as exc:
-        return Planned(src, sha256=None if exc.transient else sha, error=exc)
+        return Planned(src, sha256=sha if _of_the_content(exc) else None, error=exc)
     except HashStopped:
         return Planned(src, error=PageError("unreadable", "open", "not hashed: the run stopped"))
     except OSError as exc:

@@ -23,13 +23,16 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# control characters, and the characters that end a line or turn text round for editors and log
+# viewers that read Unicode's rules (U+2028/U+2029, the bidirectional marks and overrides)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def shown(text: str) -> str:
     """`text` as one line of the console: control characters (a file name may hold a newline,
-    which would start a false line for a cron job's grep, or an escape sequence) written as Python
-    writes them in a string, and Rich's markup ([brackets] in a path) escaped."""
+    which would start a false line for a cron job's grep, or an escape sequence) and Unicode's
+    line separators and direction marks written as Python writes them in a string, and Rich's
+    markup ([brackets] in a path) escaped."""
     return escape(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
 
 
@@ -319,7 +322,9 @@ class JsonReporter(Reporter):
 
     def _emit(self, event: str, **fields) -> None:
         fields = {"event": event, "time": round(time.time(), 3), **fields}
-        sys.stderr.write(json.dumps(fields, ensure_ascii=False) + "\n")
+        line = json.dumps(fields, ensure_ascii=False)
+        # JSON allows U+2028/U+2029 raw, but line readers that follow Unicode end a line there
+        sys.stderr.write(line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n")
         sys.stderr.flush()
 
     def info(self, message: str) -> None:

@@ -23,6 +23,9 @@ scripts/int8_kernels.py ...` measures the plain AVX2 kernels (this CPU running t
 
 from __future__ import annotations
 
+import mineru_cli  # noqa: F401 - first: it turns onnxruntime's telemetry off, which must precede importing it
+
+# isort: split
 import argparse
 import json
 import statistics

@@ -15,6 +15,9 @@ against a float64 reference (max abs error):
 
 from __future__ import annotations
 
+import mineru_cli  # noqa: F401 - first: it turns onnxruntime's telemetry off, which must precede importing it
+
+# isort: split
 import argparse
 import json
 import statistics

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import mineru_cli  # noqa: F401 - before any test module imports onnxruntime: it turns its telemetry off
+
+# isort: split
 import pytest
 
 

@@ -867,3 +867,12 @@ def test_quiet_writes_a_name_with_a_newline_on_one_line(tmp_path):
     lines = r.stderr.splitlines()
     assert len(lines) == 2 and lines[1] == "1 of 1 pages failed; see o.jsonl", r.stderr
     assert lines[0].startswith("failed evil\\nfailed fake.png#0: injected\\r\\x1b[2J.png#0: "), lines[0]
+    # Unicode's line and paragraph separators end a line for editors and log viewers; a
+    # right-to-left override turns the name round on screen
+    (tmp_path / name).unlink()
+    (tmp_path / "ls\u2028failed x.png").write_bytes(b"not an image")
+    (tmp_path / "bidi\u202egnp.exe.png").write_bytes(b"not an image")
+    r = mineru("parse", ".", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    failed = sorted(line for line in r.stderr.splitlines() if line.startswith("failed "))
+    names = [line.split(": ")[0] for line in failed]
+    assert names == ["failed bidi\\u202egnp.exe.png#0", "failed ls\\u2028failed x.png#0"], r.stderr

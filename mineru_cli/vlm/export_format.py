@@ -125,6 +125,14 @@ def read_manifest(export_dir: str | Path) -> dict:
     for key in ("files", "graphs", "model"):
         if not isinstance(manifest.get(key), dict):
             raise SetupError(f"{path} has no {key!r} table")
+    lacking = [role for role in GRAPHS if not isinstance(manifest["graphs"].get(role), str)]
+    if lacking:  # the runtime would end in a KeyError: the manifest was changed
+        raise ExportDamaged(
+            Path(export_dir),
+            [f"{MANIFEST}'s graph table names no {role} file" for role in lacking],
+            [],
+            export_command(Path(export_dir), manifest),
+        )
     return manifest
 
 
@@ -224,8 +232,10 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     source = source.get("model_dir") if isinstance(source, dict) else None
     if out.name == "onnx" and is_model_dir(out.parent):
         model = str(out.parent)
-    else:
-        model = source if isinstance(source, str) and source else "MODEL_DIR"
+    elif isinstance(source, str) and source and is_model_dir(Path(source)):
+        model = source
+    else:  # made elsewhere (an export copied from another machine) or its model moved: a placeholder
+        model = "MODEL_DIR"
     words = ["mineru", "export", "--model", model]
     if (Path(model) / "onnx").resolve() != out.resolve():
         words += ["--out", str(out)]
@@ -237,7 +247,11 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
         if isinstance(target, str):
             words += ["--target", target]
     words.append("--force")
-    return " ".join(w if w == "MODEL_DIR" else shlex.quote(w) for w in words)
+    command = " ".join(w if w == "MODEL_DIR" else shlex.quote(w) for w in words)
+    if model != "MODEL_DIR":
+        return command
+    where = f", no longer a model folder at {source}" if isinstance(source, str) and source else ""
+    return f"{command} (MODEL_DIR: the MinerU2.5 model folder it was exported from{where})"
 
 
 def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:

@@ -137,6 +137,21 @@ def test_doctor_says_a_full_disk_for_what_it_is(disk):
     assert r.returncode != 0
 
 
+def test_doctor_warns_of_little_space_where_parse_can_still_make_a_cache(disk):
+    """Under 1 MiB free is where SQLite's failing writes are taken for a full disk; with 500 KB
+    free parse still makes its cache and stores a few results: a warning, not a failure."""
+    st = os.statvfs(disk)
+    with open(disk / "filler", "wb") as fh:
+        fh.write(b"\0" * (st.f_bavail * st.f_frsize - 500 * 1024))
+    r = mineru("doctor", "--cache-dir", str(disk / "cache"))
+    line = next(x for x in r.stdout.splitlines() if "cache:" in x)
+    assert line.startswith("[warn] cache:") and "little space left on its disk" in line, line
+    assert r.returncode == 0, r.stdout
+    with ResultCache(disk / "cache") as cache:
+        put(cache, 1)
+        assert hit(cache, 1)
+
+
 @pytest.mark.e2e
 def test_parse_with_its_cache_on_a_full_disk_serves_hits_and_says_so_once(disk, tmp_path):
     folder = disk / "cache"

@@ -234,6 +234,27 @@ def test_a_file_left_out_of_the_manifest_is_refused(tiny_onnx, tmp_path):
     assert "vision.onnx, the vision file, is not in" in str(err.value)
 
 
+def test_a_graph_left_out_of_the_manifest_and_a_model_moved_away_are_said_in_words(tiny_onnx, tmp_path):
+    """A manifest whose graph table lost a role ended parse in `'embed_tokens'` (a KeyError's
+    words); and the export command a damaged export suggests named the folder the manifest
+    records, though no model folder is there any more (an export copied to another machine):
+    a placeholder, said as one."""
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_onnx, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    del manifest["graphs"]["embed_tokens"]
+    manifest["source"] = {**(manifest.get("source") or {}), "model_dir": str(tmp_path / "moved")}
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SetupError) as err:
+        OnnxRuntime(bad)
+    said = str(err.value)
+    assert "manifest.json's graph table names no embed_tokens file" in said, said
+    assert said.endswith(
+        f"export it again with: mineru export --model MODEL_DIR --out {bad} --force (MODEL_DIR: the MinerU2.5 "
+        f"model folder it was exported from, no longer a model folder at {tmp_path / 'moved'})"
+    ), said
+
+
 def test_an_export_of_another_format_version_is_refused(tiny_onnx, tmp_path):
     """Format 2 exports returned the new k/v for the runtime to copy in; format 3's decoding steps
     lack the step path; the runtime reads only the format its exporter writes."""
