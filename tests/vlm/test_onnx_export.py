@@ -749,7 +749,8 @@ def test_a_vnni_export_runs_exactly_where_it_would_saturate(tiny_vlm, tmp_path):
     said = " ".join(result.output.split())
     assert ("exact but slower u8 x u8 kernels" in said) != int8_target.has_int8_sums(), result.output
     if not int8_target.has_int8_sums():
-        assert "quantized for amx" in said and "mineru export --int8 --target avx2" in said, said
+        assert "quantized for amx" in said and "mineru export --model " in said, said
+        assert f"--out {out} --int8 --target avx2 --force" in said, said  # the whole command that works
         # what the exact kernels prevent: this CPU's fast kernel saturates on those weights
         fast = measure_parity(
             TorchRuntime.from_model(_load_model(tiny_vlm / "model")),
