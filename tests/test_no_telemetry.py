@@ -26,9 +26,10 @@ ort.InferenceSession(helper.make_model(graph).SerializeToString()).run(None, {"x
 
 def _run(home: Path, *argv: str) -> subprocess.CompletedProcess:
     """`argv` in a fresh process whose home is `home`, without ORT_DISABLE_TELEMETRY (which this
-    test process has: importing mineru_cli set it)."""
+    test process has: importing mineru_cli set it) and without CI (onnxruntime keeps no store where
+    CI is set, as on a CI machine; a user's machine has no such variable)."""
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME", "CI")}
     return subprocess.run(argv, env={**env, "HOME": str(home)}, cwd=home, capture_output=True, text=True, timeout=300)
 
 
