@@ -39,6 +39,7 @@ from .core.errors import (
     EXIT_SETUP,
     OutputError,
     SetupError,
+    in_words,
 )
 from .version import __version__
 from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV
@@ -597,8 +598,6 @@ def _export_failed(out: Path, exc: OSError) -> tuple[int, str]:
     full disk is said with the free space where the export goes (the ONNX writers' own words may
     lack the cause); anything else (a source file unreadable or missing, a file where OUT's
     folder goes, no permission) is a set-up error (exit 2), said as the path and why."""
-    from .cache.store import in_words
-
     path = exc.filename or out
     why = f"{exc.filename}: {in_words(exc)}" if exc.filename else in_words(exc)
     kept = "nothing of it was kept and an export already there is unchanged"

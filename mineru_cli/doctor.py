@@ -218,11 +218,11 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     from .cache.store import (
         FILENAME,
         FREE_SPACE_FIX,
-        FULL_BELOW_BYTES,
         NewerCache,
         files_bytes,
         free_bytes,
         in_words,
+        is_full,
         own_fix,
         refuse_newer,
         unusable_folder,
@@ -240,7 +240,7 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
     db = folder / FILENAME
     size = files_bytes(folder)  # before this check's own connection adds its -shm file
     free = free_bytes(folder)
-    full = free is not None and free < FULL_BELOW_BYTES  # where SQLite's failing writes mean a full disk
+    full = is_full(free)  # where SQLite's failing writes mean a full disk
     no_space = f"{'no' if free == 0 else 'little'} space left on its disk ({human_bytes(free or 0)} free)"
     try:
         with open(db, "rb") as fh:
@@ -298,9 +298,9 @@ def _unwritable(folder: Path) -> str | None:
     """Why parse could not make its files in `folder` (creating the folder and its parents as it
     would), or None. Nothing is created: the folder, or else its nearest existing ancestor, must
     be a folder this process may write in."""
-    path = folder.absolute()
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
+    from .cache.store import nearest_existing
+
+    path = nearest_existing(folder)
     if not path.is_dir():
         return f"{path} is not a folder"
     if os.access(path, os.W_OK | os.X_OK):

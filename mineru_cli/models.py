@@ -169,7 +169,7 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
     except SetupError as exc:
         entry.identity_error = str(exc)
     problems: list[str] = []
-    unreadable: list[str] = []
+    unreadable: list[Path] = []  # files this user may not read: a copy is not the fix for those
     tensors = 0
     for weights in sorted(path.glob("*.safetensors")):
         try:
@@ -179,14 +179,18 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
                 problems.append(problem)
             elif full and (blob := _hub_blob_sha256(weights)) is not None and file_sha256(weights) != blob:
                 problems.append(f"{weights.name} does not match the sha256 its Hugging Face cache blob is named by")
-        except OSError as exc:  # a copy is not the fix for a file this user may not read
-            (unreadable if is_permission(exc) else problems).append(f"{weights.name} cannot be read ({in_words(exc)})")
+        except OSError as exc:
+            if is_permission(exc):
+                unreadable.append(weights)
+            else:
+                problems.append(f"{weights.name} cannot be read ({in_words(exc)})")
+    refused = [f"{p.name} cannot be read (permission denied)" for p in unreadable]
     if problems:
-        entry.status, entry.detail = FAIL, "; ".join(problems + unreadable)
+        entry.status, entry.detail = FAIL, "; ".join(problems + refused)
         entry.fix = "download the model again (hf download ... --force-download), or remove the damaged files"
     elif unreadable:
-        entry.status, entry.detail = FAIL, "; ".join(unreadable)
-        entry.fix = read_fix(path / (unreadable[0].split(" cannot be read")[0] if len(unreadable) == 1 else "*"))
+        entry.status, entry.detail = FAIL, "; ".join(refused)
+        entry.fix = read_fix(unreadable[0] if len(unreadable) == 1 else path / "*")
     else:
         hub = any(_hub_blob_sha256(w) for w in path.glob("*.safetensors"))
         checked = "headers and the sha256 of their cache blobs" if full and hub else "headers"

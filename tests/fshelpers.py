@@ -78,6 +78,15 @@ def small_filesystem(path: Path, size: str) -> Iterator[Path | None]:
         _umount(path)
 
 
+def fill(fs: Path, leave: int = 0) -> Path:
+    """A ballast file that leaves `leave` bytes free on the filesystem at `fs` (0: full)."""
+    st = os.statvfs(fs)
+    ballast = fs / "ballast"
+    with open(ballast, "wb") as fh:
+        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    return ballast
+
+
 def as_plain_user() -> Callable[[], None] | None:
     """A preexec_fn for subprocess: as root, the child loses CAP_DAC_OVERRIDE and
     CAP_DAC_READ_SEARCH (dropped from the bounding set, so the exec'ed program lacks them), and

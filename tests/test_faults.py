@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fshelpers import as_plain_user, read_only, small_filesystem
+from fshelpers import as_plain_user, fill, read_only, small_filesystem
 from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
@@ -73,15 +73,6 @@ def test_an_out_dir_without_a_format_is_refused(tmp_path):
         mineru_cli.parse([tmp_path / "p.png"], out=tmp_path / "o.jsonl", out_dir="mineru_output")
 
 
-def _fill(fs: Path, leave: int) -> Path:
-    """A ballast file that leaves `leave` bytes free on the filesystem at `fs`."""
-    st = os.statvfs(fs)
-    ballast = fs / "ballast"
-    with open(ballast, "wb") as fh:
-        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
-    return ballast
-
-
 def test_a_full_disk_stops_the_run_whole_and_a_rerun_resumes(tmp_path):
     """The journal, the cache and the per-document files share a filesystem that fills up mid-run
     (a small tmpfs where this machine may mount one, else a file-size limit on the run): exit 3,
@@ -103,7 +94,7 @@ def test_a_full_disk_stops_the_run_whole_and_a_rerun_resumes(tmp_path):
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
         if fs is not None:
-            ballast = _fill(
+            ballast = fill(
                 fs, 320 * 1024
             )  # a few pages: the cache (-shm 32 kB, ~65 kB of WAL a row), records (~2.3 kB)
         r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, preexec_fn=None if fs else limit_files)
@@ -140,7 +131,7 @@ def test_a_full_disk_stops_the_run_whole_and_a_rerun_resumes(tmp_path):
         whole = {f.relative_to(docs): f.read_bytes() for f in docs.rglob("*.md")}
         shutil.rmtree(docs)
         journal = out.read_bytes()
-        ballast = _fill(fs, len(journal) + 4096)  # a copy of the journal, then a small file or two
+        ballast = fill(fs, len(journal) + 4096)  # a copy of the journal, then a small file or two
         r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
         assert r.returncode == 3 and f"--out-dir {docs}: No space left on device" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and out.read_bytes() == journal
@@ -444,7 +435,7 @@ def test_a_journal_with_no_room_to_be_reordered_is_left_as_it_is_and_the_documen
         assert mineru(*args, cwd=tmp_path).returncode == 0
         a, b = out.read_bytes().splitlines(keepends=True)
         out.write_bytes(b + a)  # finished the other way round
-        ballast = _fill(fs, len(a) // 2)  # room for less than the copy
+        ballast = fill(fs, len(a) // 2)  # room for less than the copy
         docs = tmp_path / "docs"
         r = mineru(*args, "-f", "markdown", "--out-dir", str(docs), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -452,7 +443,7 @@ def test_a_journal_with_no_room_to_be_reordered_is_left_as_it_is_and_the_documen
         assert out.read_bytes() == b + a and sorted(p.name for p in docs.rglob("*.md")) == ["a.md", "b.md"]
         ballast.unlink()
         out.write_bytes(b + a + a)  # a page twice: the copy is what makes it one record a page
-        ballast = _fill(fs, len(a) // 2)
+        ballast = fill(fs, len(a) // 2)
         shutil.rmtree(docs)
         r = mineru(*args, "-f", "markdown", "--out-dir", str(docs), cwd=tmp_path)
         assert r.returncode == 3 and "while compacting it" in r.stderr, r.stderr

@@ -332,23 +332,33 @@ FULL_BELOW_BYTES = 1 << 20
 FREE_SPACE_FIX = "free space on that disk, or give --cache-dir (or MINERU_CACHE_DIR) another folder"
 
 
+def nearest_existing(folder: Path) -> Path:
+    """`folder` (absolute), or the nearest path above it that exists (a link counts): where a
+    folder parse would create is made, and on which disk."""
+    path = Path(folder).absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
 def free_bytes(folder: Path) -> int | None:
     """Free space on the disk holding `folder` (or its nearest existing folder above) for this
     process (the root user may also fill the blocks a filesystem keeps for it); None where it
     cannot be asked."""
-    path = Path(folder).absolute()
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
     try:
-        st = os.statvfs(path)
+        st = os.statvfs(nearest_existing(folder))
     except OSError:
         return None
     return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
 
 
-def disk_full(folder: Path) -> bool:
-    free = free_bytes(folder)
+def is_full(free: int | None) -> bool:
+    """Whether `free` bytes (free_bytes; None: not known) count as a full disk."""
     return free is not None and free < FULL_BELOW_BYTES
+
+
+def disk_full(folder: Path) -> bool:
+    return is_full(free_bytes(folder))
 
 
 def _full_disk_error(e: sqlite3.OperationalError, folder: Path) -> bool:

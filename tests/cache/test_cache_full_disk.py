@@ -4,13 +4,11 @@ small filesystem (a tmpfs, where this machine allows mounting one)."""
 
 from __future__ import annotations
 
-import errno
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fshelpers import small_filesystem
+from fshelpers import fill, small_filesystem
 from helpers import mineru, read_journal
 from PIL import Image
 
@@ -30,27 +28,6 @@ def disk(tmp_path):
         if mounted is None:
             pytest.skip("cannot mount a small filesystem here (not root, or no mount rights)")
         yield mounted
-
-
-def fill(folder: Path) -> Path:
-    """Fill the disk holding `folder` to its last byte; returns the filler file."""
-    filler = folder / "filler"
-    with open(filler, "wb") as fh:
-        chunk = b"\0" * 65536
-        while True:
-            try:
-                fh.write(chunk)
-                fh.flush()
-            except OSError as e:
-                assert e.errno == errno.ENOSPC
-                break
-        for size in (4096, 512, 1):  # the block the last chunk did not fill
-            try:
-                while True:
-                    os.write(fh.fileno(), b"\0" * size)
-            except OSError:
-                pass
-    return filler
 
 
 def page(seed: int) -> Image.Image:
@@ -140,9 +117,7 @@ def test_doctor_says_a_full_disk_for_what_it_is(disk):
 def test_doctor_warns_of_little_space_where_parse_can_still_make_a_cache(disk):
     """Under 1 MiB free is where SQLite's failing writes are taken for a full disk; with 500 KB
     free parse still makes its cache and stores a few results: a warning, not a failure."""
-    st = os.statvfs(disk)
-    with open(disk / "filler", "wb") as fh:
-        fh.write(b"\0" * (st.f_bavail * st.f_frsize - 500 * 1024))
+    fill(disk, 500 * 1024)
     r = mineru("doctor", "--cache-dir", str(disk / "cache"))
     line = next(x for x in r.stdout.splitlines() if "cache:" in x)
     assert line.startswith("[warn] cache:") and "little space left on its disk" in line, line
