@@ -149,7 +149,7 @@ def discover(model: str | None = None, full: bool = False) -> list[Entry]:
 def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent: bool = True) -> Entry:
     """One folder: an export (manifest.json) or a model folder; full: hash every file again.
     of_parent: an export in a model folder's onnx/, which parse runs as that model's, must be
-    made from its weights (False: the export was named itself, and parse runs it as it is)."""
+    made from it as it is now (False: the export was named itself, and parse runs it as it is)."""
     path = Path(path)
     if is_export_dir(path):
         return _inspect_export(path, where, full, of_parent)
@@ -232,7 +232,7 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         entry.fix = str(exc).rsplit("; ", 1)[1]
         return entry
     if why:
-        entry.status, entry.detail = FAIL, f"not made from the weights of the model folder it is in: {why}"
+        entry.status, entry.detail = FAIL, f"stale: not made from the model folder it is in as it is now ({why})"
         entry.fix = export_command(path, manifest)
         return entry
     try:

@@ -203,7 +203,7 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     model_dir = find_model(model)  # a --model or $MINERU_MODEL_PATH that is no model folder raises
     if model_dir is None:
         return None
-    if runtime != "torch" and (export_dir := export_in(model_dir)) is not None:  # made from its weights
+    if runtime != "torch" and (export_dir := export_in(model_dir)) is not None:  # made from it as it is now
         return str(export_dir), "onnx"
     if runtime == "onnx" or not _torch_available():
         return None

@@ -254,19 +254,26 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     return f"{command} (MODEL_DIR: the MinerU2.5 model folder it was exported from{where})"
 
 
+# What a re-save of a JSON file changes without changing the model: the saver's version and
+# where it read the model from (at any depth: text_config may hold them too)
+SAVER_KEYS = frozenset({"_name_or_path", "transformers_version"})
+
+
 def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
-    """Why the export in export_dir was not made from model_dir's weights as they are now (other
-    safetensors, or one whose sha256 is not the one its manifest records), or None when it was or
-    the manifest records none. A file is hashed once while its stamp stays (_VerifiedStamps)."""
+    """Why the export in export_dir was not made from model_dir as it is now, or None when it
+    was: other safetensors, or one whose sha256 is not the one its manifest records (a file is
+    hashed once while its stamp stays, _VerifiedStamps), or a file the run reads from the export
+    (REQUIRED_FILES: the config that shapes the graphs and the run, the tokenizer, the image
+    processor's settings) that says otherwise in the model folder (changed_copies). Weights are
+    not compared where the manifest records none."""
     recorded = (read_manifest(export_dir).get("source") or {}).get("files") or {}
     present = {p.name: p for p in sorted(model_dir.glob("*.safetensors"))}
-    if not recorded:
-        return None
-    if set(recorded) != set(present):
+    if recorded and set(recorded) != set(present):
         return f"it was made from {', '.join(sorted(recorded))}, the folder holds {', '.join(present) or 'none'}"
     stamps = _VerifiedStamps()
     try:
-        changed = [name for name, path in present.items() if not stamps.matches(path, recorded[name])]
+        changed = [name for name, path in present.items() if recorded and not stamps.matches(path, recorded[name])]
+        changed += changed_copies(export_dir, model_dir)
     except OSError as exc:
         raise SetupError(
             f"cannot read {exc.filename} ({in_words(exc)}), so whether the export {export_dir} was made from it "
@@ -278,18 +285,53 @@ def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
     return None
 
 
+def changed_copies(export_dir: Path, model_dir: Path) -> list[str]:
+    """The files of REQUIRED_FILES whose content in model_dir is not that of the export's copy
+    (the one the run reads): the same JSON value, SAVER_KEYS aside, is the same content, so a
+    re-save that only rewrites them or the layout is no change. An OSError on the model's file
+    is the caller's; an export copy that cannot be read is verify_export's to report."""
+    changed = []
+    for name in REQUIRED_FILES:
+        mine = (model_dir / name).read_bytes()
+        try:
+            copy = (export_dir / name).read_bytes()
+        except OSError:
+            continue
+        if mine != copy and _meaning(mine) != _meaning(copy):
+            changed.append(name)
+    return changed
+
+
+def _meaning(data: bytes) -> object:
+    """A JSON file's value without SAVER_KEYS (the bytes themselves where it is no JSON)."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in SAVER_KEYS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    try:
+        return strip(json.loads(data))
+    except ValueError:
+        return data
+
+
 def export_in(model_dir: Path) -> Path | None:
     """model_dir/onnx when it holds an export (None when not), after checking that it was made
-    from model_dir's weights: a model folder updated in place (hf download of a newer revision)
-    keeps its old onnx/, which must not run in the new model's name. SetupError when not."""
+    from model_dir as it is now (source_mismatch): a model folder updated in place (hf download
+    of a newer revision, an edited config.json) keeps its old onnx/, which must not run in the
+    new model's name. SetupError when not."""
     export_dir = model_dir / "onnx"
     if not is_export_dir(export_dir):
         return None
     why = source_mismatch(export_dir, model_dir)
     if why:
         raise SetupError(
-            f"the ONNX export {export_dir} was not made from the weights of the model folder it is in ({why}); "
-            f"export it again with: {export_command(export_dir, read_manifest(export_dir))} (or run --runtime torch)"
+            f"the ONNX export {export_dir} is stale: it was not made from the model folder it is in as it is now "
+            f"({why}); export it again with: {export_command(export_dir, read_manifest(export_dir))} "
+            "(or run --runtime torch)"
         )
     return export_dir
 

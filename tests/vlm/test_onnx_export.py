@@ -446,7 +446,7 @@ def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_v
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
     r = mineru("parse", str(tiny_vlm / "page.png"), "--model", str(model), "--out", "r.jsonl", cwd=tmp_path, env=env)
     assert r.returncode == 2 and not (tmp_path / "r.jsonl").exists(), r.stderr[-2000:]
-    assert f"the ONNX export {model / 'onnx'} was not made from the weights of the model folder" in r.stderr
+    assert f"the ONNX export {model / 'onnx'} is stale: it was not made from the model folder it is in" in r.stderr
     assert f"mineru export --model {model} --force" in r.stderr and "model.safetensors changed" in r.stderr
     listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
     entries = {Path(e["path"]).name: e for e in json.loads(listing.stdout)["entries"]}
@@ -458,6 +458,36 @@ def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_v
     export_model(model, model / "onnx", exporter="torchscript", verify=False, force=True, threads=1)
     listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
     assert listing.returncode == 0, listing.stdout
+
+
+def test_an_export_whose_model_config_changed_is_stale(tiny_vlm, tmp_path):
+    """config.json edited in the model folder after its export (the context length, which caps
+    the answers) went unnoticed: parse ran the export with the config it had copied, and `mineru
+    models` listed it as ok. The export is stale, as for changed weights; so with another image
+    processor setting; a re-save that only rewrites the layout and the saver's version is none."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, threads=1)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "transformers_version": "9.9.9"}, indent=4))
+    listing = mineru("models", "--model", str(model), cwd=tmp_path, env=env, timeout=120)
+    assert listing.returncode == 0, listing.stdout
+    config["text_config"]["max_position_embeddings"] = 64
+    (model / "config.json").write_text(json.dumps(config, indent=2))
+    r = mineru("parse", str(tiny_vlm / "page.png"), "--model", str(model), "--out", "r.jsonl", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and not (tmp_path / "r.jsonl").exists(), r.stderr[-2000:]
+    assert f"the ONNX export {model / 'onnx'} is stale" in r.stderr
+    assert "(config.json changed since it was made)" in r.stderr
+    assert f"export it again with: mineru export --model {model} --force (or run --runtime torch)" in r.stderr
+    shutil.copy(model / "onnx" / "config.json", model / "config.json")
+    preprocessor = json.loads((model / "preprocessor_config.json").read_text())
+    preprocessor["max_pixels"] = preprocessor["max_pixels"] // 2
+    (model / "preprocessor_config.json").write_text(json.dumps(preprocessor))
+    listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
+    entries = {Path(e["path"]).name: e for e in json.loads(listing.stdout)["entries"]}
+    assert listing.returncode == 1 and entries["onnx"]["status"] == "fail", listing.stdout
+    assert "preprocessor_config.json changed since it was made" in entries["onnx"]["detail"]
 
 
 # An export killed (SIGKILL: no cleanup runs) at a fixed point: when verification begins, the
