@@ -225,6 +225,12 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         entry.status, entry.detail = FAIL, what if "mineru export" in fix else str(exc)
         entry.fix = export_command(path)
         return entry
+    try:  # the release it holds, stale or not: its manifest says which it was made from
+        ident = from_manifest(path, manifest)
+        entry.release, entry.profile = ident.release, ident.profile
+        entry.extra["identity_from"] = ident.source
+    except SetupError as exc:
+        entry.identity_error = str(exc)
     try:
         why = of_parent and path.name == "onnx" and is_model_dir(path.parent) and source_mismatch(path, path.parent)
     except SetupError as exc:  # the model's weights it was made from cannot be read
@@ -233,14 +239,8 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         return entry
     if why:
         entry.status, entry.detail = FAIL, f"stale: not made from the model folder it is in as it is now ({why})"
-        entry.fix = export_command(path, manifest)
+        entry.fix = f"export it again with: {export_command(path, manifest)}"
         return entry
-    try:
-        ident = from_manifest(path, manifest)
-        entry.release, entry.profile = ident.release, ident.profile
-        entry.extra["identity_from"] = ident.source
-    except SetupError as exc:
-        entry.identity_error = str(exc)
     entry.detail = f"matches its manifest ({len(manifest['files'])} files)"
     graphs = int8_target.graphs_needing_exact_kernels(manifest)
     if graphs:

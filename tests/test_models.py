@@ -116,6 +116,22 @@ def test_verify_checks_one_fully(site, tmp_path):
     assert r.returncode == 2 and "not a folder" in r.stderr
 
 
+def test_a_stale_export_is_said_to_be_stale_with_its_release(site, tmp_path):
+    """An export in a model folder's onnx/ made from other weights than the folder's was listed
+    as "release unknown": it is the release its manifest records, said to be stale, with the
+    command that exports it again."""
+    model = tmp_path / "model"
+    shutil.copytree(site["pro"], model)
+    data = bytearray((model / "model.safetensors").read_bytes())
+    data[-3] ^= 0x01  # other weights, the header intact
+    (model / "model.safetensors").write_bytes(bytes(data))
+    r, _ = models(tmp_path, "--model", str(model))
+    export = r.stdout.split(f"[fail] {model.resolve() / 'onnx'}\n", 1)[1].splitlines()[0]
+    assert r.returncode == 1 and "release unknown" not in r.stdout, r.stdout
+    assert "; MinerU2.5-Pro-2605-1.2B; " in export and "stale: not made from the model folder it is in" in export
+    assert export.endswith(f"-> fix: export it again with: mineru export --model {model.resolve()} --force"), export
+
+
 def test_nothing_found(tmp_path):
     # `--help` promises exit 1 when there is no MinerU2.5 model (all([]) passed it as 0)
     r, report = models(tmp_path, "--json")
