@@ -42,7 +42,7 @@ from .core.errors import (
     in_words,
 )
 from .version import __version__
-from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV
+from .vlm.model_dir import ENV_VAR, LINK_LOOP, LOCAL_DIRS, MINERU_CONFIG_ENV, link_loops
 
 # Where a MinerU2.5 model is looked for without --model: vlm.model_dir.find_model's order
 MODEL_SEARCH = (
@@ -766,9 +766,9 @@ def models(
         return
     from .models import all_ok, discover, render
 
-    if model and not Path(model).expanduser().is_dir():
+    if model and not (given := Path(model).expanduser()).is_dir():
         # a folder the user names is never skipped without a word (parse refuses it too)
-        what = "is not a folder" if Path(model).expanduser().exists() else "no such folder"
+        what = "is not a folder" if given.exists() else f"is {LINK_LOOP}" if link_loops(given) else "no such folder"
         typer.echo(f"error: --model {model}: {what}", err=True)
         raise typer.Exit(EXIT_SETUP)
     entries = discover(model)

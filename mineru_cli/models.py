@@ -42,9 +42,11 @@ from .vlm.export_format import (
 from .vlm.model_dir import (
     DOWNLOAD_HINT,
     ENV_VAR,
+    LINK_LOOP,
     complete_hint,
     incomplete_defaults,
     is_model_dir,
+    link_loops,
     missing_files,
     named_place,
     search_places,
@@ -201,7 +203,7 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
 def _not_a_model(path: Path, missing: list[str]) -> str:
     """Why `path`, which lacks `missing`, is neither a model folder nor an export."""
     if missing == ["the folder itself"]:
-        return "no such folder" if not path.exists() else "not a folder"
+        return "not a folder" if path.exists() else LINK_LOOP if link_loops(path) else "no such folder"
     if is_unfinished_export(path):
         return not_an_export(path).split("; ")[0]
     return f"not a model folder (missing: {', '.join(missing)}) and not an ONNX export (no {MANIFEST})"
@@ -280,7 +282,7 @@ def verify(path: str | Path) -> Entry:
     """One folder checked fully (every file hashed again, not trusting earlier stamps)."""
     path = Path(path).expanduser()
     if not path.is_dir():
-        raise SetupError(f"{path} is not a folder")
+        raise SetupError(f"{path} is {LINK_LOOP if link_loops(path) else 'not a folder'}")
     if not is_export_dir(path) and not is_model_dir(path) and is_export_dir(path / "onnx"):
         path = path / "onnx"
     if not is_export_dir(path) and missing_files(path) == ["the folder itself"]:

@@ -153,6 +153,15 @@ def test_a_model_folder_that_is_not_there_is_a_usage_error(tmp_path):
     (tmp_path / "a-file").write_text("")
     r, _ = models(tmp_path, "--model", str(tmp_path / "a-file"), "--json")
     assert r.returncode == 2 and "is not a folder" in r.stderr and r.stdout == ""
+    # a symbolic-link loop is said to be one, not a folder that is not there
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    loop = "is a symbolic-link loop (a link on its path leads back to itself)"
+    r, _ = models(tmp_path, "--model", str(tmp_path / "loop"))
+    assert r.returncode == 2 and f"--model {tmp_path / 'loop'}: {loop}" in r.stderr, r.stderr
+    r, _ = models(tmp_path, "verify", str(tmp_path / "loop"))
+    assert r.returncode == 2 and f"{tmp_path / 'loop'} {loop}" in r.stderr, r.stderr
+    r = mineru("models", cwd=tmp_path, env={**env_for(tmp_path), "MINERU_MODEL_PATH": str(tmp_path / "loop")})
+    assert r.returncode == 1 and f"$MINERU_MODEL_PATH; {loop.removeprefix('is ')}" in r.stdout, r.stdout
 
 
 def test_a_named_folder_without_a_model_is_reported_as_parse_refuses_it(site, tmp_path):

@@ -19,6 +19,7 @@ how to get one.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -68,6 +69,20 @@ def missing_files(path: Path) -> list[str]:
 def _lacking(path: Path) -> str:
     """A missing file's name, and whether a link stands in its place."""
     return f"{path.name} (a broken link)" if path.is_symlink() else path.name
+
+
+# A path whose links lead back to themselves: exists() and is_dir() only say False, and "does
+# not exist" sends the user looking for a typo in a name that is there
+LINK_LOOP = "a symbolic-link loop (a link on its path leads back to itself)"
+
+
+def link_loops(path: Path) -> bool:
+    """Whether a symbolic link on `path` leads back to itself (the system's ELOOP)."""
+    try:
+        path.stat()
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def is_model_dir(path: Path) -> bool:
@@ -180,7 +195,9 @@ def _checked(path: Path, source: str) -> Path:
     if missing and is_unfinished_export(path):
         raise SetupError(f"{source} {path} {not_an_export(path)}")
     if missing == ["the folder itself"]:  # a mistyped path, most often
-        what = "is a file, not a folder" if path.exists() else "does not exist"
+        what = (
+            "is a file, not a folder" if path.exists() else f"is {LINK_LOOP}" if link_loops(path) else "does not exist"
+        )
         raise SetupError(f"{source} {path} {what}: check the path, or {DOWNLOAD_HINT}")
     if missing:
         raise SetupError(

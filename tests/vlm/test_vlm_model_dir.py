@@ -59,6 +59,24 @@ def test_named_folder_that_is_not_a_model_is_an_error(no_model, monkeypatch):
         find_model(None)
 
 
+def test_a_named_path_that_loops_is_said_to_loop(no_model, monkeypatch):
+    """--model (or the variable) naming a symbolic-link loop was said not to exist, which sent the
+    user looking for a typo in a name that is there."""
+    (no_model / "a").symlink_to(no_model / "b")
+    (no_model / "b").symlink_to(no_model / "a")
+    loop = "is a symbolic-link loop (a link on its path leads back to itself): check the path"
+    for given in (no_model / "a", no_model / "a" / "model"):
+        with pytest.raises(SetupError) as err:
+            find_model(str(given))
+        assert str(err.value).startswith(f"--model {given} {loop}"), err.value
+    monkeypatch.setenv(ENV_VAR, str(no_model / "b"))
+    with pytest.raises(SetupError) as err:
+        make_engine("vlm", threads=1, say=lambda m: None)
+    assert str(err.value).startswith(f"{ENV_VAR} {no_model / 'b'} {loop}"), err.value
+    with pytest.raises(SetupError, match="does not exist"):
+        find_model(str(no_model / "nowhere"))
+
+
 def test_search_order(no_model, monkeypatch):
     explicit = _fake_model(no_model / "explicit")
     env = _fake_model(no_model / "env")
