@@ -156,6 +156,7 @@ def model_checks(model: str | None) -> list[Check]:
         incomplete_defaults,
         incomplete_note,
         is_model_dir,
+        model_fix,
         named_place,
     )
 
@@ -173,8 +174,9 @@ def model_checks(model: str | None) -> list[Check]:
     else:
         try:
             model_dir = find_model(model)
-        except SetupError as exc:
-            return [Check("model", FAIL, str(exc).split("; get it with")[0], DOWNLOAD_HINT)]
+        except SetupError as exc:  # the named place is no model folder: its message ends with the fix
+            fix = model_fix(place[1]) if place is not None else DOWNLOAD_HINT
+            return [Check("model", FAIL, str(exc).split(f"; {fix}")[0], fix)]
         if model_dir is None and (incomplete := incomplete_note()) is not None:
             # a download cut short where parse looks first: named with what it lacks, as parse warns
             detail = f"no complete MinerU2.5 model: {incomplete[0]}; --engine auto runs the embedded ocr engine"

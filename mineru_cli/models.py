@@ -48,6 +48,7 @@ from .vlm.model_dir import (
     is_model_dir,
     link_loops,
     missing_files,
+    model_fix,
     named_place,
     search_places,
 )
@@ -158,7 +159,7 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
     entry = Entry(str(path), MODEL, where)
     missing = missing_files(path)
     if missing:
-        entry.status, entry.detail, entry.fix = FAIL, _not_a_model(path, missing), DOWNLOAD_HINT
+        entry.status, entry.detail, entry.fix = FAIL, _not_a_model(path, missing), model_fix(path)
         entry.extra["missing"] = missing
         if is_unfinished_export(path):
             entry.kind = EXPORT

@@ -26,6 +26,7 @@ import shlex
 from pathlib import Path
 
 from ..core.errors import SetupError
+from .model_identity import ARCHITECTURE
 
 REPO_ID = "opendatalab/MinerU2.5-2509-1.2B"
 PRO_REPO_ID = "opendatalab/MinerU2.5-Pro-2605-1.2B"  # MinerU 4's default
@@ -35,6 +36,7 @@ LOCAL_DIR = Path("models") / "MinerU2.5-2509-1.2B"  # where the download hint pu
 LOCAL_DIRS = tuple(Path("models") / r.split("/")[1] for r in REPO_IDS)
 MINERU_CONFIG_ENV = "MINERU_TOOLS_CONFIG_JSON"  # MinerU's own: its config file's name (in ~)
 REQUIRED_FILES = ("config.json", "tokenizer.json", "preprocessor_config.json")
+PICKLE_WEIGHTS = "pytorch_model*.bin"  # transformers' names for weights saved with pickle
 
 DOWNLOAD_HINT = (
     f"get it with: hf download {REPO_ID} --local-dir {LOCAL_DIR.as_posix()} "
@@ -62,8 +64,29 @@ def missing_files(path: Path) -> list[str]:
     weights = sorted(path.glob("*.safetensors"))
     missing += [_lacking(p) for p in weights if not p.is_file()]
     if not weights:
-        missing.append("*.safetensors")
+        pickled = ", ".join(p.name for p in pickle_weights(path))
+        never = f" (only {pickled}: pickle weights, which mineru-cli never reads)" if pickled else ""
+        missing.append(f"*.safetensors{never}")
     return missing
+
+
+def pickle_weights(path: Path) -> list[Path]:
+    """The pickle weights in `path` (pytorch_model.bin and its shards). Loading pickle runs code
+    from the file, so they are never read: a folder with only those gets how to convert them."""
+    return sorted(p for p in path.glob(PICKLE_WEIGHTS) if p.is_file())
+
+
+def model_fix(path: Path) -> str:
+    """How to make `path` (no model folder) one: its pickle weights converted to safetensors
+    where it has those and no safetensors, else a release downloaded."""
+    if any(path.glob("*.safetensors")) or not pickle_weights(path):
+        return DOWNLOAD_HINT
+    folder = json.dumps(str(path))  # a Python string in a shell word
+    code = f"from transformers import {ARCHITECTURE} as M; M.from_pretrained({folder}).save_pretrained({folder})"
+    return (
+        f"convert them to safetensors with: python -c {shlex.quote(code)} "
+        "(transformers loads the pickle once: only for a file you trust)"
+    )
 
 
 def _lacking(path: Path) -> str:
@@ -201,7 +224,7 @@ def _checked(path: Path, source: str) -> Path:
         raise SetupError(f"{source} {path} {what}: check the path, or {DOWNLOAD_HINT}")
     if missing:
         raise SetupError(
-            f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {DOWNLOAD_HINT}"
+            f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {model_fix(path)}"
         )
     return path.resolve()
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
 
 from mineru_cli.core.errors import SetupError
 from mineru_cli.engines import make_engine
@@ -75,6 +79,28 @@ def test_a_named_path_that_loops_is_said_to_loop(no_model, monkeypatch):
     assert str(err.value).startswith(f"{ENV_VAR} {no_model / 'b'} {loop}"), err.value
     with pytest.raises(SetupError, match="does not exist"):
         find_model(str(no_model / "nowhere"))
+
+
+def test_pickle_weights_alone_are_said_never_to_be_read_with_how_to_convert_them(tiny_vlm, no_model):
+    """A folder with pytorch_model.bin and no safetensors was said to miss `*.safetensors`, with
+    the download command: nothing said that its weights are there but pickle, which is never
+    read. It says so, and the command it gives makes safetensors that are then taken."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+
+    folder = no_model / "pickled"
+    shutil.copytree(tiny_vlm / "model", folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.save(load_file(tiny_vlm / "model" / "model.safetensors"), folder / "pytorch_model.bin")
+    with pytest.raises(SetupError) as err:
+        find_model(str(folder))
+    message = str(err.value)
+    assert "(missing: *.safetensors (only pytorch_model.bin: pickle weights, which mineru-cli never reads))" in message
+    assert HINT not in message
+    command = shlex.split(message.split("; convert them to safetensors with: ", 1)[1].split(" (transformers", 1)[0])
+    assert command[0] == "python"
+    subprocess.run([sys.executable, *command[1:]], cwd=no_model, check=True, capture_output=True, timeout=300)
+    assert find_model(str(folder)) == folder.resolve()
 
 
 def test_search_order(no_model, monkeypatch):
