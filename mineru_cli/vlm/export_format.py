@@ -230,12 +230,8 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     out = export_dir.with_name(export_dir.name.removesuffix(".partial").removesuffix(".replaced"))
     source = manifest.get("source")
     source = source.get("model_dir") if isinstance(source, dict) else None
-    if out.name == "onnx" and is_model_dir(out.parent):
-        model = str(out.parent)
-    elif isinstance(source, str) and source and is_model_dir(Path(source)):
-        model = source
-    else:  # made elsewhere (an export copied from another machine) or its model moved: a placeholder
-        model = "MODEL_DIR"
+    # made elsewhere (an export copied from another machine) or its model moved: a placeholder
+    model = source_model(out, manifest) or "MODEL_DIR"
     words = ["mineru", "export", "--model", model]
     if (Path(model) / "onnx").resolve() != out.resolve():
         words += ["--out", str(out)]
@@ -257,6 +253,33 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
 # What a re-save of a JSON file changes without changing the model: the saver's version and
 # where it read the model from (at any depth: text_config may hold them too)
 SAVER_KEYS = frozenset({"_name_or_path", "transformers_version"})
+
+
+def source_model(export_dir: Path, manifest: dict) -> str | None:
+    """The model folder the export was made from: the one it sits in as onnx/, else the source
+    its manifest names; None when neither is a model folder now."""
+    source = manifest.get("source")
+    source = source.get("model_dir") if isinstance(source, dict) else None
+    if export_dir.name == "onnx" and is_model_dir(export_dir.parent):
+        return str(export_dir.parent)
+    if isinstance(source, str) and source and is_model_dir(Path(source)):
+        return source
+    return None
+
+
+def not_a_model(export_dir: Path) -> str:
+    """Why the export in export_dir, named where a model folder is needed (the torch runtime,
+    mineru export), is none, and what to name instead, for an error message."""
+    try:
+        manifest = json.loads((export_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    model = source_model(export_dir, manifest if isinstance(manifest, dict) else {})
+    named = f": --model {shlex.quote(model)}" if model else ""
+    return (
+        "is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto); "
+        f"--runtime torch and mineru export take the MinerU2.5 model folder it was exported from{named}"
+    )
 
 
 def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:

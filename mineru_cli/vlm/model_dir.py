@@ -212,11 +212,18 @@ def named_place(explicit: str | os.PathLike | None = None) -> tuple[str, Path] |
 
 
 def _checked(path: Path, source: str) -> Path:
-    from .export_format import is_unfinished_export, not_an_export  # (it imports this module)
+    from .export_format import (
+        is_export_dir,
+        is_unfinished_export,
+        not_a_model,
+        not_an_export,
+    )  # (it imports this module)
 
     missing = missing_files(path)
     if missing and is_unfinished_export(path):
         raise SetupError(f"{source} {path} {not_an_export(path)}")
+    if missing and is_export_dir(path):
+        raise SetupError(f"{source} {path} {not_a_model(path)}")
     if missing == ["the folder itself"]:  # a mistyped path, most often
         what = (
             "is a file, not a folder" if path.exists() else f"is {LINK_LOOP}" if link_loops(path) else "does not exist"

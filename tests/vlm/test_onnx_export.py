@@ -490,6 +490,32 @@ def test_an_export_whose_model_config_changed_is_stale(tiny_vlm, tmp_path):
     assert "preprocessor_config.json changed since it was made" in entries["onnx"]["detail"]
 
 
+def test_an_export_named_where_a_model_folder_is_needed_is_said_to_be_one(tiny_vlm, tmp_path):
+    """`--runtime torch --model MODEL/onnx` (and `mineru export --model MODEL/onnx`) said the
+    export is no model folder for lack of *.safetensors, with the command that downloads one: it
+    is said to be an export, with the runtime that runs it and the model folder it was made from."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, threads=1)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    said = (
+        f"--model {model / 'onnx'} is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto); "
+        f"--runtime torch and mineru export take the MinerU2.5 model folder it was exported from: --model {model}"
+    )
+    page = str(tiny_vlm / "page.png")
+    r = mineru(
+        "parse", page, "--runtime", "torch", "--model", str(model / "onnx"), "--out", "r.jsonl", cwd=tmp_path, env=env
+    )
+    assert r.returncode == 2 and said in r.stderr and "safetensors" not in r.stderr, r.stderr[-2000:]
+    r = mineru("export", "--model", str(model / "onnx"), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and said in r.stderr and "safetensors" not in r.stderr, r.stderr[-2000:]
+    # an export whose model folder is gone: nothing to name
+    shutil.move(model / "onnx", tmp_path / "alone")
+    shutil.rmtree(model)
+    r = mineru("export", "--model", str(tmp_path / "alone"), cwd=tmp_path, env=env)
+    assert r.returncode == 2 and r.stderr.rstrip().endswith("the MinerU2.5 model folder it was exported from"), r.stderr
+
+
 # An export killed (SIGKILL: no cleanup runs) at a fixed point: when verification begins, the
 # manifest of the whole export is already written in OUT.partial
 KILLED_IN_VERIFICATION = """
