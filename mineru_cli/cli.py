@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import inspect
 import os
 import re
 import shutil
+import signal
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.markup import escape
@@ -557,20 +559,21 @@ def export_cmd(
                 f"pip install 'mineru-cli[export]' ({exc})"
             ) from None
         out = out or model_dir / "onnx"
-        report = export_model(
-            model_dir,
-            out,
-            int8=int8,
-            int4=int4,
-            verify=verify,
-            force=force,
-            threads=threads or available_cpus(),
-            log=typer.echo,
-            quantize_lm_head=not float_lm_head,
-            bias_correction=bias_correction,
-            target=target,
-            profile=model_profile.lower() if model_profile else None,
-        )
+        with _sigterm_as_ctrl_c():
+            report = export_model(
+                model_dir,
+                out,
+                int8=int8,
+                int4=int4,
+                verify=verify,
+                force=force,
+                threads=threads or available_cpus(),
+                log=typer.echo,
+                quantize_lm_head=not float_lm_head,
+                bias_correction=bias_correction,
+                target=target,
+                profile=model_profile.lower() if model_profile else None,
+            )
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
@@ -583,6 +586,23 @@ def export_cmd(
             {k: report.get(k) for k in ("out_dir", "quantization", "parity", "timings", "bytes")}, indent=2, default=str
         )
     )
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM stops an export as Ctrl-C does, exit 130: a KeyboardInterrupt, on which the export
+    removes its unfinished OUT.partial and its lock and leaves OUT as it was. Python's default
+    ends the process where it stands and leaves both behind. A second SIGTERM ends it at once."""
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, previous)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # a disk that takes no more: no space, a quota, a file-size limit (exit 3, with the free space)

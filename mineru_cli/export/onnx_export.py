@@ -655,10 +655,10 @@ def export_model(
             torch.set_num_threads(int(threads))
         timings: dict[str, float] = {}
         work, old = _work_dirs(out_dir)
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        (work / UNFINISHED).touch()
-        try:
+        try:  # from its first step on: a stop (Ctrl-C, SIGTERM) while it is made removes it too
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            (work / UNFINISHED).touch()
             t0 = time.monotonic()
             _say(log, f"hashing the weights of {model_dir}")
             # which release it is, from its files: the runtime reads the profile from here

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -370,6 +371,39 @@ def test_a_second_export_to_the_same_folder_is_refused_while_the_first_runs(tiny
     assert first.returncode == 0, err[-3000:]
     assert read_manifest(model / "onnx")["quantization"]["scheme"] == "int8"
     assert not [p.name for p in model.iterdir() if p.name.startswith(".") or p.name.startswith("onnx.")]
+
+
+def test_an_export_stopped_by_sigterm_leaves_nothing_and_out_as_it_was(tiny_vlm, tmp_path):
+    """SIGTERM during `mineru export --force` ended the process where it stood: OUT.partial and the
+    lock file were left (removed only by the next export). It stops as Ctrl-C does, exit 130:
+    both are removed and the export already in OUT is unchanged."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, threads=1)
+    before = {p.name: _sha(p) for p in (model / "onnx").iterdir()}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mineru_cli", "export", "--model", str(model), "--force", "--threads", "1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        said = []
+        for line in proc.stdout:  # OUT.partial is made before its weights are hashed
+            said.append(line)
+            if line.startswith("loading the model"):
+                break
+        assert (model / "onnx.partial").is_dir(), said
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sorted(p.name for p in model.iterdir() if p.name.startswith((".", "onnx"))) == ["onnx"]
+    assert {p.name: _sha(p) for p in (model / "onnx").iterdir()} == before
 
 
 def test_a_set_aside_export_left_by_a_cut_off_replacement_is_removed(tiny_vlm, tmp_path):
