@@ -236,12 +236,14 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     if (Path(model) / "onnx").resolve() != out.resolve():
         words += ["--out", str(out)]
     quantization = manifest.get("quantization")
-    scheme = quantization.get("scheme") if isinstance(quantization, dict) else None
+    quantization = quantization if isinstance(quantization, dict) else {}
+    scheme = quantization.get("scheme")
     if scheme in ("int8", "int4") or target:
         words.append(f"--{scheme if scheme in ('int8', 'int4') else 'int8'}")
-        target = target or (quantization or {}).get("target")
+        target = target or quantization.get("target")
         if isinstance(target, str):
             words += ["--target", target]
+        words += quantization_options(quantization)
     words.append("--force")
     command = " ".join(w if w == "MODEL_DIR" else shlex.quote(w) for w in words)
     if model != "MODEL_DIR":
@@ -253,6 +255,23 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
 # What a re-save of a JSON file changes without changing the model: the saver's version and
 # where it read the model from (at any depth: text_config may hold them too)
 SAVER_KEYS = frozenset({"_name_or_path", "transformers_version"})
+
+
+def quantization_options(quantization: dict) -> list[str]:
+    """The --float-lm-head and --bias-correction an INT8/INT4 export was made with, read from its
+    manifest's quantization table: its decoder leaves nodes in float32 (only the output layer is
+    ever left out), and a graph is bias-corrected that its target does not always correct."""
+    from .int8_target import corrected_graphs  # (it imports this module)
+
+    target = quantization.get("target")
+    always = corrected_graphs(target) if isinstance(target, str) else ()
+    graphs: dict[str, dict] = {
+        role: table for role in ("vision", "decoder") if isinstance(table := quantization.get(role), dict)
+    }
+    words = ["--float-lm-head"] if (graphs.get("decoder") or {}).get("excluded_nodes") else []
+    if any("bias_correction" in table and role not in always for role, table in graphs.items()):
+        words.append("--bias-correction")
+    return words
 
 
 def source_model(export_dir: Path, manifest: dict) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -492,6 +493,47 @@ def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_v
     export_model(model, model / "onnx", exporter="torchscript", verify=False, force=True, threads=1)
     listing = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, timeout=120)
     assert listing.returncode == 0, listing.stdout
+
+
+def test_the_suggested_export_command_keeps_the_exports_own_options(tiny_vlm, tmp_path):
+    """The command a stale (or damaged) export's message gives left out the --float-lm-head and
+    --bias-correction it was made with: run as said, it made other weights. It has them, read
+    from the manifest's quantization table, and run as said it makes such an export again."""
+    from safetensors.numpy import load_file, save_file
+
+    from mineru_cli.vlm.export_format import export_command
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    made = export_model(
+        model,
+        model / "onnx",
+        int8=True,
+        quantize_lm_head=False,
+        bias_correction=True,
+        exporter="torchscript",
+        verify=False,
+        threads=1,
+    )["quantization"]
+    tensors = load_file(model / "model.safetensors")
+    tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"] * 1.5
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    r = mineru("parse", str(tiny_vlm / "page.png"), "--model", str(model), "--out", "r.jsonl", cwd=tmp_path, env=env)
+    assert r.returncode == 2, r.stderr[-2000:]
+    command = r.stderr.split("export it again with: ", 1)[1].split(" (or run --runtime torch)", 1)[0]
+    expected = (
+        f"mineru export --model {model} --int8 --target {made['target']} --float-lm-head --bias-correction --force"
+    )
+    assert command == expected, command
+    e = mineru(*shlex.split(command)[1:], "--no-verify", cwd=tmp_path, env=env, timeout=600)
+    assert e.returncode == 0, e.stderr[-3000:]
+    again = read_manifest(model / "onnx")["quantization"]
+    assert again["decoder"]["excluded_nodes"] and "bias_correction" in again["decoder"], again["decoder"]
+    assert (again["scheme"], again["target"]) == ("int8", made["target"])
+    # the bias correction an avx2 export makes whether asked or not is no option it was given
+    plain = {"scheme": "int8", "target": "avx2", "vision": {"bias_correction": {}}, "decoder": {"excluded_nodes": []}}
+    assert export_command(model / "onnx", {"quantization": plain}).endswith("--int8 --target avx2 --force")
 
 
 def test_an_export_whose_model_config_changed_is_stale(tiny_vlm, tmp_path):
