@@ -153,7 +153,7 @@ def model_checks(model: str | None) -> list[Check]:
         DOWNLOAD_HINT,
         ENV_VAR,
         find_model,
-        incomplete_defaults,
+        incomplete_models,
         incomplete_note,
         is_model_dir,
         model_fix,
@@ -178,7 +178,7 @@ def model_checks(model: str | None) -> list[Check]:
             fix = model_fix(place[1]) if place is not None else DOWNLOAD_HINT
             return [Check("model", FAIL, str(exc).split(f"; {fix}")[0], fix)]
         if model_dir is None and (incomplete := incomplete_note()) is not None:
-            # a download cut short where parse looks first: named with what it lacks, as parse warns
+            # a download cut short where parse looks: named with what it lacks, as parse warns
             detail = f"no complete MinerU2.5 model: {incomplete[0]}; --engine auto runs the embedded ocr engine"
             checks.append(Check("model", WARN, detail, incomplete[1]))
         elif model_dir is None:
@@ -191,7 +191,7 @@ def model_checks(model: str | None) -> list[Check]:
                     f"for the vlm engine, {DOWNLOAD_HINT}",
                 )
             )
-    incomplete_dirs = {d.resolve() for d, _ in incomplete_defaults()}
+    incomplete_dirs = {i.folder.resolve() for i in incomplete_models()}
     for entry in discover(model):
         release = entry.release or f"release unknown: {entry.identity_error}"
         if entry.kind == EXPORT:

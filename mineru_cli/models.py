@@ -43,8 +43,7 @@ from .vlm.model_dir import (
     DOWNLOAD_HINT,
     ENV_VAR,
     LINK_LOOP,
-    complete_hint,
-    incomplete_defaults,
+    incomplete_models,
     is_model_dir,
     link_loops,
     missing_files,
@@ -128,12 +127,12 @@ def discover(model: str | None = None, full: bool = False) -> list[Entry]:
     place = named_place(model)
     if place is not None and not _holds_model(place[1]):
         entries.append(inspect(place[1], place[0], full))
-    # a release-named folder in ./models that lacks files: the search passes over it, so it is
-    # said here with what it lacks, never "nothing in" it
-    for folder, missing in incomplete_defaults():
-        if place is None or folder.resolve() != place[1].resolve():
-            entry = inspect(folder.resolve(), "models folder", full)
-            entry.fix = complete_hint(folder, missing)
+    # a folder where the search looks that holds part of a model: the search passes over it, so
+    # it is said here with what it lacks, never "nothing in" it
+    for incomplete in incomplete_models():
+        if place is None or incomplete.folder.resolve() != place[1].resolve():
+            entry = inspect(incomplete.folder.resolve(), incomplete.where, full)
+            entry.fix = incomplete.fix
             entries.append(entry)
     for where, path in candidates(model):
         if not (is_export_dir(path) or is_model_dir(path)):

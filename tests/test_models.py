@@ -234,6 +234,33 @@ def test_an_incomplete_model_in_the_default_place_is_listed_with_what_it_lacks(t
     assert "missing: model.safetensors (a broken link)" in p.stderr
 
 
+def test_an_incomplete_snapshot_in_the_hugging_face_cache_is_listed_with_what_it_lacks(tiny_vlm, tmp_path):
+    """A Hugging Face cache snapshot without tokenizer.json (a download cut short): `mineru
+    models` said nothing was found, `mineru export` that there was nothing in the cache, doctor
+    that there was no model. Each names it and what it lacks, with the download that completes it."""
+    repo = tmp_path / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
+    snapshot = repo / "snapshots" / COMMIT
+    shutil.copytree(tiny_vlm / "model", snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    (snapshot / "tokenizer.json").unlink()
+    incomplete = f"{snapshot} is not a complete model folder (missing: tokenizer.json)"
+    fix = "complete it with: hf download opendatalab/MinerU2.5-2509-1.2B"
+    r, report = models(tmp_path, "--json")
+    (entry,) = report["entries"]
+    assert r.returncode == 1 and (entry["path"], entry["where"], entry["status"]) == (
+        str(snapshot),
+        "Hugging Face cache",
+        "fail",
+    ), r.stdout
+    assert "missing: tokenizer.json" in entry["detail"] and entry["fix"] == fix
+    e = mineru("export", cwd=tmp_path, env=env_for(tmp_path), timeout=120)
+    assert e.returncode == 2 and incomplete in e.stderr and e.stderr.rstrip().endswith(fix), e.stderr
+    d = mineru("doctor", "--json", cwd=tmp_path, env=env_for(tmp_path), timeout=120)
+    model = {c["name"]: c for c in json.loads(d.stdout)["checks"]}["model"]
+    assert model["status"] == "warn" and incomplete in model["detail"] and model["fix"] == fix, model
+
+
 def test_files_it_may_not_read_are_said_in_words_with_the_fix(site, tmp_path):
     """An export file or model.safetensors this user may not read: models and doctor ended in a
     PermissionError traceback, and advised downloading the model again."""

@@ -85,7 +85,7 @@ def resolve_engine(
 
         if (found_dir := find_model(model)) is None:
             reason, fix = "no MinerU2.5 model found", DOWNLOAD_HINT
-            # a download cut short where the search looks first is passed over: said, not silent
+            # a download cut short where the search looks is passed over: said, not silent
             if (incomplete := incomplete_note()) is not None:
                 reason, fix = incomplete
                 if mode is None:

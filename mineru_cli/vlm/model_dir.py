@@ -13,8 +13,9 @@
 At each step 2509 comes before Pro, so an installation that has both keeps the model it used.
 Which release a folder holds is read from its files (model_identity), never from these names.
 A model folder is a Hugging Face model folder: config.json, *.safetensors, tokenizer.json and
-preprocessor_config.json. Nothing is ever downloaded; a missing model is a SetupError that says
-how to get one.
+preprocessor_config.json. A folder of steps 3-6 that holds part of one (a download cut short) is
+passed over, but named with what it lacks (incomplete_models). Nothing is ever downloaded; a
+missing model is a SetupError that says how to get one.
 """
 
 from __future__ import annotations
@@ -23,15 +24,17 @@ import errno
 import json
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import SetupError
-from .model_identity import ARCHITECTURE
+from .model_identity import ARCHITECTURE, RELEASES, config_vote
 
 REPO_ID = "opendatalab/MinerU2.5-2509-1.2B"
 PRO_REPO_ID = "opendatalab/MinerU2.5-Pro-2605-1.2B"  # MinerU 4's default
 REPO_IDS = (REPO_ID, PRO_REPO_ID)  # the search order within each place
 ENV_VAR = "MINERU_MODEL_PATH"
+HF_PLACE, MODELSCOPE_PLACE = "Hugging Face cache", "ModelScope cache"  # search_places' words for the caches
 LOCAL_DIR = Path("models") / "MinerU2.5-2509-1.2B"  # where the download hint puts it
 LOCAL_DIRS = tuple(Path("models") / r.split("/")[1] for r in REPO_IDS)
 MINERU_CONFIG_ENV = "MINERU_TOOLS_CONFIG_JSON"  # MinerU's own: its config file's name (in ~)
@@ -44,14 +47,31 @@ DOWNLOAD_HINT = (
 )
 
 
-def complete_hint(folder: Path, missing: list[str]) -> str:
-    """How to complete a release-named folder that lacks `missing` (incomplete_defaults): its own
-    release downloaded into it again (hf fetches what is not there), broken links removed first."""
-    repo = next((r for r in REPO_IDS if r.split("/")[1] == folder.name), REPO_ID)
-    fetch = f"hf download {repo} --local-dir {shlex.quote(folder.as_posix())}"
+def complete_hint(folder: Path, missing: list[str], repo: str | None, where: str) -> str:
+    """How to complete `folder`, found `where` holding part of `repo`'s model (None: a folder not
+    named by its release, whose config says which it is): a cache's own download of the release,
+    which fetches what is not there and mends links to missing blobs, else the release downloaded
+    into the folder again, broken links removed first."""
+    if where == HF_PLACE:
+        return f"complete it with: hf download {repo}"
+    if where == MODELSCOPE_PLACE:
+        return f"complete it with: modelscope download --model {repo}"
+    repo = repo or _release_repo(folder)
+    fetch = f"hf download {repo or REPO_ID} --local-dir {shlex.quote(folder.as_posix())}"
+    if repo is None:
+        fetch += f" (or {PRO_REPO_ID}, where that is the release it held)"
     if any(m.endswith("(a broken link)") for m in missing):
         return f"remove its broken links (find {shlex.quote(folder.as_posix())} -xtype l -delete), then {fetch}"
     return f"complete it with: {fetch}"
+
+
+def _release_repo(folder: Path) -> str | None:
+    """The repository of the release whose config.json `folder` holds, or None (none readable)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return f"opendatalab/{RELEASES[config_vote(config)]}" if isinstance(config, dict) else None
 
 
 def missing_files(path: Path) -> list[str]:
@@ -125,21 +145,31 @@ def hub_cache_dir() -> Path:
 
 def hf_cache_snapshot(repo_id: str = REPO_ID, cache_dir: Path | None = None) -> Path | None:
     """The complete snapshot folder of `repo_id` in the HF cache (refs/main first), or None."""
-    root = (cache_dir or hub_cache_dir()) / f"models--{repo_id.replace('/', '--')}"
+    return next((p for p in _hf_snapshots(repo_id, cache_dir) if is_model_dir(p)), None)
+
+
+def _hf_snapshots(repo_id: str, cache_dir: Path | None = None) -> list[Path]:
+    """The snapshot folders of `repo_id` in the HF cache: refs/main's first, then the newest."""
+    root = hf_repo_dir(repo_id, cache_dir)
     snapshots = root / "snapshots"
     if not snapshots.is_dir():
-        return None
+        return []
     candidates = []
     ref = root / "refs" / "main"
     if ref.is_file():
         candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
     candidates += sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-    return next((p for p in candidates if is_model_dir(p)), None)
+    return candidates
 
 
-def mineru_config_dirs() -> list[Path]:
-    """The VLM models folder MinerU's own config names (~/mineru.json "models-dir"), and the
-    release-named folders inside it; [] when there is no such config."""
+def hf_repo_dir(repo_id: str, cache_dir: Path | None = None) -> Path:
+    return (cache_dir or hub_cache_dir()) / f"models--{repo_id.replace('/', '--')}"
+
+
+def mineru_config_dirs() -> list[tuple[Path, str | None]]:
+    """(folder, release repository) of the VLM models folder MinerU's own config names
+    (~/mineru.json "models-dir"; None: that folder is named by its user, not by a release), and
+    of the release-named folders inside it; [] when there is no such config."""
     path = Path.home() / os.environ.get(MINERU_CONFIG_ENV, "mineru.json")  # an absolute name wins
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -150,7 +180,7 @@ def mineru_config_dirs() -> list[Path]:
     if not isinstance(value, str) or not value:
         return []
     root = Path(value).expanduser()
-    return [root] + [root / r.split("/")[1] for r in REPO_IDS]
+    return [(root, None)] + [(root / r.split("/")[1], r) for r in REPO_IDS]
 
 
 def modelscope_cache_dir() -> Path:
@@ -171,34 +201,69 @@ def modelscope_dirs(repo_id: str, cache_dir: Path | None = None) -> list[Path]:
 
 def search_places() -> list[tuple[str, Path]]:
     """(where, folder) for steps 3-6 of the search, in order; a folder may not exist. The Hugging
-    Face entry is the snapshot folder find_model would take (or the repo's cache folder)."""
-    places: list[tuple[str, Path]] = [("models folder", d) for d in LOCAL_DIRS]
-    places += [("mineru.json models-dir", d) for d in mineru_config_dirs()]
+    Face entry is the snapshot folder find_model would take (else the one it passes over, else
+    the repo's cache folder)."""
+    return [(where, folder) for where, folder, _ in _places()]
+
+
+def _places() -> list[tuple[str, Path, str | None]]:
+    """search_places with the repository of the release each place is named for (None: the
+    mineru.json models-dir folder itself)."""
+    places: list[tuple[str, Path, str | None]] = [("models folder", d, r) for d, r in zip(LOCAL_DIRS, REPO_IDS)]
+    places += [("mineru.json models-dir", d, r) for d, r in mineru_config_dirs()]
     for repo in REPO_IDS:
-        snapshot = hf_cache_snapshot(repo)
-        places.append(("Hugging Face cache", snapshot or hub_cache_dir() / f"models--{repo.replace('/', '--')}"))
-    places += [("ModelScope cache", d) for repo in REPO_IDS for d in modelscope_dirs(repo)]
+        snapshots = _hf_snapshots(repo)
+        snapshot = next((p for p in snapshots if is_model_dir(p)), snapshots[0] if snapshots else None)
+        places.append((HF_PLACE, snapshot or hf_repo_dir(repo), repo))
+    places += [(MODELSCOPE_PLACE, d, repo) for repo in REPO_IDS for d in modelscope_dirs(repo)]
     return places
 
 
-def incomplete_defaults() -> list[tuple[Path, list[str]]]:
-    """(folder, what it lacks) for each release-named folder in ./models (step 3) that is there
-    but no model folder: a download cut short, or a snapshot copied without its blobs. The search
-    passes over it; parse, `mineru models` and `mineru doctor` name it and what it lacks rather
-    than say there is nothing in it."""
-    return [(d, missing) for d in LOCAL_DIRS if d.is_dir() and (missing := missing_files(d))]
+@dataclass(frozen=True)
+class Incomplete:
+    """A folder where the search looks that holds part of a model (incomplete_models)."""
+
+    where: str  # as search_places says it
+    folder: Path
+    missing: tuple[str, ...]
+    fix: str  # complete_hint
+
+    def __str__(self) -> str:
+        return f"{self.folder.as_posix()} is not a complete model folder (missing: {', '.join(self.missing)})"
+
+
+def incomplete_models() -> list[Incomplete]:
+    """Each folder where the search looks (steps 3-6) that is there but no model folder: a
+    download cut short, or a snapshot copied without its blobs. The search passes over it; parse,
+    `mineru export`, `mineru models` and `mineru doctor` name it, what it lacks and how to
+    complete it rather than say there is nothing there. A release's own folder (or a cache's
+    snapshot of it) counts whenever it is there; the mineru.json models-dir folder itself, which
+    may only hold release-named folders, where it holds a model file; a Hugging Face cache folder
+    of a release with no snapshot in it, not at all."""
+    found: dict[Path, Incomplete] = {}
+    for where, folder, repo in _places():
+        if not folder.is_dir() or folder.resolve() in found or not (missing := missing_files(folder)):
+            continue
+        if repo is None and not _holds_model_files(folder):
+            continue
+        if where == HF_PLACE and folder == hf_repo_dir(repo or ""):  # no snapshot: no file of it came yet
+            continue
+        found[folder.resolve()] = Incomplete(where, folder, tuple(missing), complete_hint(folder, missing, repo, where))
+    return list(found.values())
+
+
+def _holds_model_files(folder: Path) -> bool:
+    """Whether `folder` holds any file of a model folder (a link to nothing too)."""
+    names = [folder / n for n in REQUIRED_FILES] + list(folder.glob("*.safetensors")) + pickle_weights(folder)
+    return any(p.exists() or p.is_symlink() for p in names)
 
 
 def incomplete_note() -> tuple[str, str] | None:
-    """(what, fix): incomplete_defaults in words and how to complete them; None when there are none."""
-    found = incomplete_defaults()
+    """(what, fix): incomplete_models in words and how to complete them; None when there are none."""
+    found = incomplete_models()
     if not found:
         return None
-    return "; ".join(_incomplete(d, m) for d, m in found), "; ".join(complete_hint(d, m) for d, m in found)
-
-
-def _incomplete(folder: Path, missing: list[str]) -> str:
-    return f"{folder.as_posix()} is not a complete model folder (missing: {', '.join(missing)})"
+    return "; ".join(map(str, found)), "; ".join(i.fix for i in found)
 
 
 def named_place(explicit: str | os.PathLike | None = None) -> tuple[str, Path] | None:
@@ -251,16 +316,19 @@ def find_model(explicit: str | os.PathLike | None = None) -> Path | None:
 
 
 def resolve_model(explicit: str | os.PathLike | None = None) -> Path:
-    """Like find_model, but a missing model is a SetupError with the download command."""
+    """Like find_model, but a missing model is a SetupError with the download command, or with
+    each incomplete_models folder, what it lacks and how to complete it."""
     path = find_model(explicit)
     if path is None:
-        incomplete = incomplete_defaults()
-        found = [_incomplete(d, m) for d, m in incomplete]
-        hint = "; ".join(complete_hint(d, m) for d, m in incomplete) or DOWNLOAD_HINT
-        empty = " or ".join(d.as_posix() for d in LOCAL_DIRS if d not in dict(incomplete))
+        incomplete = incomplete_models()
+        found = "".join(f"{i}, " for i in incomplete)
+        hint = "; ".join(i.fix for i in incomplete) or DOWNLOAD_HINT
+        named = {i.folder for i in incomplete}
+        empty = " or ".join(d.as_posix() for d in LOCAL_DIRS if d not in named)
         raise SetupError(
-            f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, {''.join(f + ', ' for f in found)}"
-            f"nothing in {empty + ', ' if empty else ''}~/mineru.json's models-dir, the Hugging Face "
-            f"cache {hub_cache_dir()} or the ModelScope cache {modelscope_cache_dir()}); {hint}"
+            f"the MinerU2.5 model was not found (no --model, no ${ENV_VAR}, {found}"
+            f"{'no complete model' if incomplete else 'nothing'} in {empty + ', ' if empty else ''}~/mineru.json's "
+            f"models-dir, the Hugging Face cache {hub_cache_dir()} or the ModelScope cache {modelscope_cache_dir()}); "
+            f"{hint}"
         )
     return path

@@ -170,6 +170,59 @@ def test_a_broken_link_is_a_missing_file(no_model):
         find_model(str(folder))
 
 
+def test_an_incomplete_model_in_a_cache_or_the_models_dir_is_named(no_model):
+    """A folder that lacks files in the Hugging Face cache, the ModelScope cache or mineru.json's
+    models-dir was passed over without a word: auto said no model was found and --engine vlm that
+    there was nothing there. Each is named with what it lacks and the download that completes it
+    where it is, as a models/<release> folder is; the models-dir folder itself only where it holds
+    a model file (it may only hold release folders)."""
+    hub = no_model / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
+    snapshot = _fake_model(hub / "snapshots" / "c1")
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("c1")
+    modelscope = _fake_model(no_model / "modelscope" / "models" / "opendatalab" / "MinerU2.5-Pro-2605-1.2B")
+    models_dir = _fake_model(no_model / "vlm-models")
+    (models_dir / "config.json").write_text(  # Pro's shape: the release its download must be
+        json.dumps({"text_config": {"rope_parameters": {}, "tie_word_embeddings": True}})
+    )
+    cases = [
+        (snapshot, "tokenizer.json", "hf download opendatalab/MinerU2.5-2509-1.2B"),
+        (modelscope, "model.safetensors", "modelscope download --model opendatalab/MinerU2.5-Pro-2605-1.2B"),
+        (
+            models_dir,
+            "preprocessor_config.json",
+            f"hf download opendatalab/MinerU2.5-Pro-2605-1.2B --local-dir {models_dir}",
+        ),
+    ]
+    (no_model / "mineru.json").write_text(json.dumps({"models-dir": {"vlm": str(models_dir)}}))
+    for folder, name, fix in cases:
+        others = [f for f, _, _ in cases if f != folder]
+        for i, other in enumerate(others):  # out of every place the search looks
+            shutil.move(other, no_model / f"aside{i}")
+        (folder / name).unlink()
+        missing = "*.safetensors" if name.endswith(".safetensors") else name
+        incomplete = f"{folder} is not a complete model folder (missing: {missing})"
+        said, warned = [], []
+        assert make_engine("auto", threads=1, say=said.append, warn=warned.append).name == "ocr"
+        assert warned == [f"{incomplete}: the vlm engine passes over it; complete it with: {fix}"], warned
+        with pytest.raises(SetupError) as err:
+            resolve_model(None)
+        assert incomplete in str(err.value) and str(err.value).endswith(f"; complete it with: {fix}"), err.value
+        assert "nothing in" not in str(err.value)
+        _fake_model(folder)
+        for i, other in enumerate(others):
+            shutil.move(no_model / f"aside{i}", other)
+    # the models-dir folder holding no model file (its release folders are where models go): not named
+    for path in models_dir.iterdir():
+        path.unlink()
+    shutil.rmtree(snapshot)
+    shutil.rmtree(modelscope)
+    (hub / "refs" / "main").unlink()
+    with pytest.raises(SetupError) as err:
+        resolve_model(None)
+    assert "is not a complete model folder" not in str(err.value) and HINT in str(err.value), err.value
+
+
 def test_an_incomplete_model_in_the_default_place_is_named(no_model):
     """models/MinerU2.5-2509-1.2B lacking tokenizer.json was passed over in silence: auto ran the
     OCR engine and --engine vlm said there was "nothing in" that very folder."""
