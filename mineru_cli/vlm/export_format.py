@@ -252,11 +252,6 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     return f"{command} (MODEL_DIR: the MinerU2.5 model folder it was exported from{where})"
 
 
-# What a re-save of a JSON file changes without changing the model: the saver's version and
-# where it read the model from (at any depth: text_config may hold them too)
-SAVER_KEYS = frozenset({"_name_or_path", "transformers_version"})
-
-
 def quantization_options(quantization: dict) -> list[str]:
     """The --float-lm-head and --bias-correction an INT8/INT4 export was made with, read from its
     manifest's quantization table: its decoder leaves nodes in float32 (only the output layer is
@@ -299,6 +294,11 @@ def not_a_model(export_dir: Path) -> str:
         "is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto); "
         f"--runtime torch and mineru export take the MinerU2.5 model folder it was exported from{named}"
     )
+
+
+# What a re-save of a JSON file changes without changing the model: the saver's version and
+# where it read the model from (at any depth: text_config may hold them too)
+SAVER_KEYS = frozenset({"_name_or_path", "transformers_version"})
 
 
 def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
