@@ -23,7 +23,8 @@ Rules by block type:
   anything else      its text as a paragraph (list, captions, ...)
 Text read off the page (extra["source"] `text_layer` or `ocr`: literal characters, not Markdown)
 has the characters escaped that Markdown would otherwise take for markup and hide (escape_inline):
-in prose, headings and table cells alike.
+in prose, headings and table cells alike. The VLM's prose (every type but the ones in NOT_PROSE)
+has its inline formulas `\\(...\\)` written `$...$`, as MinerU writes them (prose_text).
 (core.blocks.NOT_IN_MARKDOWN lists the omitted types.)
 """
 
@@ -44,7 +45,8 @@ def blocks_to_markdown(blocks: Iterable[Block]) -> str:
 
 def block_to_markdown(block: Block) -> str:
     """One block's Markdown, or "" when the block does not belong in it."""
-    kind, text, extra = block.type, (block.text or "").strip(), block.extra or {}
+    kind, extra = block.type, block.extra or {}
+    text = prose_text(kind, block.text or "", extra.get("source")).strip()
     literal = extra.get("source") in LITERAL_SOURCES
     if kind in NOT_IN_MARKDOWN:
         return ""
@@ -93,8 +95,28 @@ def escape_block_marker(text: str) -> str:
 
 
 # Where a block's text was read off the page as it stands (the text layer or OCR): its characters
-# are literal. The VLM's text is Markdown already (inline formulas as $...$), and is left alone.
+# are literal. The VLM's text is Markdown already, and is left alone but for its inline formulas.
 LITERAL_SOURCES = frozenset({"text_layer", "ocr"})
+# Types whose VLM text is no prose: a table's HTML, an equation's LaTeX, code as it is set, and a
+# figure's analysis (MinerU 4 reads inline formulas only in its natural-language blocks).
+NOT_PROSE = frozenset({T.TABLE, T.EQUATION, T.EQUATION_BLOCK, T.CODE, T.IMAGE, T.CHART, T.IMAGE_BLOCK})
+# The VLM writes an inline formula as \(...\); MinerU writes it as $...$, in the Markdown and in
+# content_list alike. MinerU 4.0.12: _natural_language_spans (mineru/backend/analysis/pdf/
+# normalization.py) cuts the text at each \(...\) into an inline equation, docvortex's
+# append_equation_span strips its LaTeX and drops an empty one, and both writers put it between
+# the inline delimiters, `$` and `$` (docvortex/options.py). MinerU 2.5 alike (vlm_magic_model.py's
+# INLINE_EQUATION spans, vlm_middle_json_mkcontent.py's merge_para_with_text).
+_INLINE_FORMULA = re.compile(r"\\\((.*?)\\\)", re.DOTALL)
+
+
+def prose_text(kind: str, text: str, source: object = None) -> str:
+    """A block's text as MinerU writes it: the VLM's prose with its inline formulas as $...$;
+    text read off the page (literal) and the types in NOT_PROSE as they are."""
+    if source in LITERAL_SOURCES or kind in NOT_PROSE:
+        return text
+    return _INLINE_FORMULA.sub(lambda m: f"${m[1].strip()}$" if m[1].strip() else "", text)
+
+
 # Characters Markdown takes for inline markup: MinerU's conservative set (emphasis, code spans,
 # strike-through, inline math: escape_conservative_markdown_text), plus what CommonMark would
 # hide or change outright: a `<` opening a tag (`\usepackage[<options>]` would show without

@@ -52,7 +52,7 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import LITERAL_SOURCES, blocks_to_markdown
+from .markdown import LITERAL_SOURCES, blocks_to_markdown, prose_text
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -185,7 +185,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 3
+FILES_REVISION = 4
 
 
 class _Stamp:
@@ -383,13 +383,9 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
         owners = [it for _, _, it in items if it["type"] in kinds]
         if owners:
             nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
-            nearest[field.replace("image_", "chart_") if nearest["type"] == T.CHART else field].append(
-                b.get("text", "")
-            )
+            nearest[field.replace("image_", "chart_") if nearest["type"] == T.CHART else field].append(_text(b))
         else:  # an orphan caption stays a text item in its place
-            items.append(
-                (pos, b, {"type": "text", "text": b.get("text", ""), "bbox": item["bbox"], "page_idx": page_idx})
-            )
+            items.append((pos, b, {"type": "text", "text": _text(b), "bbox": item["bbox"], "page_idx": page_idx}))
     return _reference_lists(sorted(items, key=lambda e: e[0]), w, h, page_idx)
 
 
@@ -444,7 +440,12 @@ def _list_item(b: dict, entries: list[dict], w: int, h: int, page_idx: int) -> d
 
 def _item_texts(blocks: list[dict]) -> list[str]:
     """A list item's list_items: its blocks' texts, blank ones left out (as MinerU leaves them)."""
-    return [b.get("text", "") for b in blocks if b.get("text", "").strip()]
+    return [_text(b) for b in blocks if b.get("text", "").strip()]
+
+
+def _text(b: dict) -> str:
+    """A block's text as MinerU writes it (the VLM's inline formulas as $...$: markdown.prose_text)."""
+    return prose_text(b["type"], b.get("text", ""), b.get("source"))
 
 
 def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
@@ -457,7 +458,7 @@ def _base(b: dict, w: int, h: int, page_idx: int) -> dict:
 
 
 def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
-    kind, text = b["type"], b.get("text", "")
+    kind, text = b["type"], _text(b)
     base = _base(b, w, h, page_idx)
     if kind in CONTENT_LIST_EQUATION and b.get("source") in LITERAL_SOURCES and not b.get("latex"):
         # a formula read off the page as it stands (the text layer's or OCR's characters, not

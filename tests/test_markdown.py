@@ -164,3 +164,33 @@ def test_table_cells_read_off_the_page_show_as_read():
 
     html = MarkdownIt("commonmark").enable("table").render(md)
     assert "&lt;key&gt;" in html and "a_b_c | *x*" in html
+
+
+VLM_PROSE = "Energy \\( E = mc^{2} \\) and \\(\\alpha\\)\\(  \\) hold."
+
+
+@pytest.mark.parametrize(
+    "kind", ["text", "title", "paragraph_title", "image_caption", "ref_text", "page_footnote", "list", "algorithm"]
+)
+def test_vlm_inline_formulas_are_written_as_minerus_dollars(kind):
+    """The VLM writes an inline formula as \\(...\\), which a Markdown viewer shows as a bare
+    "(...)". MinerU writes it $...$, its LaTeX stripped and an empty one dropped: MinerU 4.0.12's
+    _natural_language_spans (mineru/backend/analysis/pdf/normalization.py) makes it an inline
+    equation (docvortex's append_equation_span) rendered between the `$` inline delimiters
+    (docvortex/options.py); MinerU 2.5.4 alike (vlm_magic_model.py's INLINE_EQUATION spans,
+    vlm_middle_json_mkcontent.py's merge_para_with_text)."""
+    md = block_to_markdown(Block(kind, BOX, VLM_PROSE, extra={"source": "vlm"}))
+    assert md.endswith("Energy $E = mc^{2}$ and $\\alpha$ hold.")
+    assert "\\(" not in md
+
+
+def test_inline_formula_marks_stay_where_they_are_no_vlm_prose():
+    """Text read off the page is literal (a LaTeX manual's `\\(` shows as read); a table's HTML,
+    an equation's LaTeX and code are no prose."""
+    assert _shown(block_to_markdown(Block("text", BOX, "Type \\(x\\) here.", extra={"source": "ocr"}))) == (
+        "Type \\(x\\) here."
+    )
+    code = block_to_markdown(Block("code", BOX, "print('\\(x\\)')", extra={"source": "vlm"}))
+    assert code == "```\nprint('\\(x\\)')\n```"
+    html = "<table><tr><td>\\(x\\)</td></tr></table>"
+    assert block_to_markdown(Block("table", BOX, "x", extra={"html": html, "source": "vlm"})) == html

@@ -497,3 +497,24 @@ def test_a_crop_removed_by_the_user_does_not_make_every_run_write_the_document_a
     written = write_documents(records, tmp_path, {"markdown", "layout"}, lambda s, i: _noise(1))
     assert [p.name for p in written] == ["a.md", "a_layout.pdf"]
     assert write_documents(records, tmp_path, {"markdown", "layout"}, lambda s, i: _noise(1)) == []
+
+
+def test_content_list_writes_vlm_inline_formulas_as_minerus_dollars(tmp_path):
+    """content_list's texts hold the VLM's inline formulas as MinerU writes them, $...$ (its
+    V1 renderer, mineru/render/_internal/content_list/v1.py in MinerU 4.0.12, renders every
+    text, caption and list item with render_inline_content and the `$` inline delimiters;
+    MinerU 2.5.4's make_blocks_to_content_list with merge_para_with_text): a tool reading
+    MinerU's format finds no \\(...\\) there. Text read off the page stays as read."""
+    vlm = {"score": None, "source": "vlm"}
+    blocks = [
+        {"type": "title", "bbox": [0, 0, 2000, 50], "text": "On \\(\\pi\\)", **vlm},
+        {"type": "text", "bbox": [0, 60, 2000, 100], "text": "Let \\( x>0 \\).", **vlm},
+        {"type": "image", "bbox": [0, 110, 900, 400], "text": "", **vlm},
+        {"type": "image_caption", "bbox": [0, 410, 900, 440], "text": "Plot of \\(f\\)", **vlm},
+        {"type": "ref_text", "bbox": [0, 450, 2000, 480], "text": "[1] On \\(L^2\\).", **vlm},
+        {"type": "text", "bbox": [0, 500, 2000, 540], "text": "Type \\(x\\).", "score": None, "source": "ocr"},
+    ]
+    items = content_list_items(page("f.pdf", 0, blocks), tmp_path, None)
+    assert [it.get("text") for it in items] == ["On $\\pi$", "Let $x>0$.", None, None, "Type \\(x\\)."]
+    assert items[2]["image_caption"] == ["Plot of $f$"]
+    assert items[3]["list_items"] == ["[1] On $L^2$."]
