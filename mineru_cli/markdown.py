@@ -8,12 +8,13 @@ Rules by block type:
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
   code               fenced block (a fence longer than any backtick run inside)
-  image, chart       analysed (Pro image analysis, extra["sub_type"] present) with text (a
-                     description, a Mermaid flowchart, a chart's table): its text in a
-                     <details> block whose summary is the sub_type (else "image content" /
-                     "chart content"), as MinerU 4 writes it, less the image link (there is
-                     no cropped image to link to); otherwise omitted (the embedded engine's
-                     labels read inside a figure stay in the block, as in MinerU's pipeline)
+  image, chart       the link to its crop, `![](images/<name>.jpg)`, where one was written
+                     (--format content-list), as MinerU links it; then, analysed (Pro image
+                     analysis, extra["sub_type"] present) with text (a description, a Mermaid
+                     flowchart, a chart's table), its text in a <details> block whose summary
+                     is the sub_type (else "image content" / "chart content"), as MinerU 4
+                     writes it; the embedded engine's labels read inside a figure stay in the
+                     block, as in MinerU's pipeline; no crop and no analysis: omitted
   header / footer /  omitted: page furniture stays in the blocks only (a page_footnote is
   page_number /      written as a paragraph)
   aside_text
@@ -32,27 +33,33 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from mineru_cli.core.blocks import FIGURES, HEADINGS, NOT_IN_MARKDOWN, Block, heading_level
 from mineru_cli.core.blocks import BlockType as T
 
 
-def blocks_to_markdown(blocks: Iterable[Block]) -> str:
-    parts = [md for md in (block_to_markdown(b) for b in blocks) if md]
+def blocks_to_markdown(blocks: Iterable[Block], images: Mapping[int, str] = MappingProxyType({})) -> str:
+    """The blocks' Markdown; images: the path of the crop written for a figure, by its position
+    in `blocks` (writers.py writes crops for content-list)."""
+    parts = [md for md in (block_to_markdown(b, images.get(i, "")) for i, b in enumerate(blocks)) if md]
     return "\n\n".join(parts) + "\n" if parts else ""
 
 
-def block_to_markdown(block: Block) -> str:
-    """One block's Markdown, or "" when the block does not belong in it."""
+def block_to_markdown(block: Block, image: str = "") -> str:
+    """One block's Markdown, or "" when the block does not belong in it. image: a figure's
+    crop's path, which the Markdown links."""
     kind, extra = block.type, block.extra or {}
     text = prose_text(kind, block.text or "", extra.get("source")).strip()
     literal = extra.get("source") in LITERAL_SOURCES
     if kind in NOT_IN_MARKDOWN:
         return ""
-    if kind in FIGURES:  # only an analysed figure's text: an OCR'd figure's labels stay out
-        analysed = "sub_type" in extra
-        return _details(text, str(extra["sub_type"] or f"{kind} content")) if text and analysed else ""
+    if kind in FIGURES:  # its crop's link, then only an analysed figure's text (not OCR'd labels)
+        parts = [f"![]({image})"] if image else []
+        if text and "sub_type" in extra:
+            parts.append(_details(text, str(extra["sub_type"] or f"{kind} content")))
+        return "\n\n".join(parts)
     if kind in HEADINGS:
         level = heading_level(kind, extra.get("level"))
         heading = " ".join(text.split())

@@ -2,10 +2,11 @@
 the layout PDF.
 
 `--format markdown` writes `<stem>.md`; `--format content-list` writes `<stem>_content_list.json`,
-`<stem>.md` and `images/` (crops of image and table blocks) the way MinerU lays them out, so
-tools that read MinerU's output read ours; `--format layout` writes `<stem>_layout.pdf` (the
-boxes drawn on each page: layout_pdf.py). Each document gets its own folder under the output
-folder, named after its path relative to the input root (two `report.pdf` never collide).
+`<stem>.md` and `images/` (crops of image and table blocks, the Markdown linking the figures')
+the way MinerU lays them out, so tools that read MinerU's output read ours; `--format layout`
+writes `<stem>_layout.pdf` (the boxes drawn on each page: layout_pdf.py). Each document gets
+its own folder under the output folder, named after its path relative to the input root (two
+`report.pdf` never collide).
 
 content_list items (MinerU's format): `type` (text | equation | image | table | code | list and
 the page furniture types, which stay in reading order), `bbox` in 0..1000 page units, `page_idx`
@@ -46,6 +47,7 @@ from .core.blocks import (
     CONTENT_LIST_EQUATION,
     CONTENT_LIST_IMAGE,
     CONTENT_LIST_TEXT,
+    FIGURES,
     HEADINGS,
     Block,
     heading_level,
@@ -111,14 +113,18 @@ def _write_document(
     if stamp.holds():
         return written  # its files were written from these very records: nothing to redo
     stamp.pending()  # until all its files are written anew
+    items: list[dict] = []
+    figures: list[dict[int, str]] = [{} for _ in pages]  # each page's figures' crops, by position
+    if "content-list" in formats:  # first: the Markdown links the crops, as MinerU's does
+        for page, crops in zip(pages, figures):
+            image = load_page(source, page["page_index"]) if load_page else None
+            items += content_list_items(page, folder, image, crops)
     if formats & {"markdown", "content-list"}:
-        md = "\n".join(blocks_to_markdown([to_block(b) for b in p["blocks"]]) for p in pages)
+        md = "\n".join(
+            blocks_to_markdown([to_block(b) for b in p["blocks"]], crops) for p, crops in zip(pages, figures)
+        )
         written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
     if "content-list" in formats:
-        items = []
-        for page in pages:
-            image = load_page(source, page["page_index"]) if load_page else None
-            items += content_list_items(page, folder, image)
         content_list = json.dumps(items, ensure_ascii=False, indent=2)
         stamp.crops = sorted({path for it in items for path in _crops_of(it)})
         written.append(stamp.wrote(atomic_write(folder / f"{stem}_content_list.json", content_list)))
@@ -185,7 +191,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 4
+FILES_REVISION = 5
 
 
 class _Stamp:
@@ -356,10 +362,11 @@ def _last_page(load_page: Callable[[str, int], Any]) -> Callable[[str, int], Any
     return load
 
 
-def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
+def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, str] | None = None) -> list[dict]:
     """One page's content_list items, in reading order (page furniture in its place, as MinerU 4
     writes it), captions attached to their owners, list items gathered into their list and each
-    run of references made one list."""
+    run of references made one list. crops, where given, gets each image's and chart's crop (its
+    img_path) by the block's position in the record's blocks, for the Markdown to link."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
     blocks = record["blocks"]
     members = list_members(blocks)
@@ -375,6 +382,8 @@ def content_list_items(record: dict, folder: Path, image=None) -> list[dict]:
             continue
         entry = (pos, b, _item(b, w, h, page_idx, folder, image))
         (attached if b["type"] in ATTACHED_TO else items).append(entry)
+        if crops is not None and b["type"] in FIGURES and entry[2].get("img_path"):
+            crops[pos] = entry[2]["img_path"]
     for pos, b, item in attached:
         owner_type, field = ATTACHED_TO[b["type"]], str(b["type"])  # e.g. image["image_caption"]
         # The layout grammar has no chart captions: an image caption or footnote nearest a chart

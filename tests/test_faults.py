@@ -348,9 +348,10 @@ def test_a_folder_that_cannot_be_searched_gets_a_record_and_exit_1(tmp_path):
 STAMP = ".chapters_chromium.mineru-files.json"  # the stamp beside its files (writers.STAMP)
 
 
-def _stopped_between_markdown_and_content_list(proc: subprocess.Popen, stamp: Path, limit: float = 120) -> None:
-    """SIGSTOP `proc` once its pending stamp names the Markdown it wrote and not yet its content
-    list: the run is halfway through the document's files."""
+def _stopped_halfway_through_its_files(proc: subprocess.Popen, stamp: Path, limit: float = 120) -> None:
+    """SIGSTOP `proc` once its pending stamp names the Markdown and the content list it wrote and
+    not yet its layout PDF (whose pages take a while to draw): the run is halfway through the
+    document's files."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -358,7 +359,7 @@ def _stopped_between_markdown_and_content_list(proc: subprocess.Popen, stamp: Pa
         except (OSError, ValueError):
             held = {}
         names = held.get("written", {}) if not held.get("digest") else {}
-        if "chapters_chromium.md" in names and "chapters_chromium_content_list.json" not in names:
+        if "chapters_chromium_content_list.json" in names and "chapters_chromium_layout.pdf" not in names:
             os.kill(proc.pid, signal.SIGSTOP)
             return
         time.sleep(0.002)
@@ -375,7 +376,7 @@ def _wait_for_a_record(proc: subprocess.Popen, journal: Path, limit: float = 120
 
 def test_two_runs_writing_one_document_take_turns(tmp_path):
     """Two cron runs with other journals and one --out-dir: a run halfway through a document's
-    files (its Markdown written, its content list not yet) holds the document; the other run
+    files (its Markdown and content list written, its layout PDF not yet) holds the document; the other run
     parses its pages and waits for it, then writes all its own files (a run stopped while it
     waits leaves the document to the next run: exit 130). The document's Markdown
     and content list are then of one run, and every crop the content list names is there."""
@@ -384,7 +385,7 @@ def test_two_runs_writing_one_document_take_turns(tmp_path):
     shutil.copy(Path(__file__).parent / "data" / "chapters_chromium.pdf", src)
     docs = tmp_path / "docs"
     common = ["-m", "mineru_cli", "parse", "in", "--engine", "ocr", "--no-cache", "--workers", "1"]
-    common += ["-f", "content-list", "--out-dir", "docs"]
+    common += ["-f", "content-list", "-f", "layout", "--out-dir", "docs"]
     env = {**os.environ, "MINERU_CACHE_DIR": str(tmp_path / ".cache-test")}
 
     def run(*args: str) -> subprocess.Popen:
@@ -392,7 +393,7 @@ def test_two_runs_writing_one_document_take_turns(tmp_path):
         return subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
 
     first = run("--out", "a.jsonl", "--pages", "1-7")
-    _stopped_between_markdown_and_content_list(first, docs / "chapters_chromium_pdf" / STAMP)
+    _stopped_halfway_through_its_files(first, docs / "chapters_chromium_pdf" / STAMP)
     try:
         second = run("--out", "b.jsonl", "--pages", "8")
         third = run("--out", "c.jsonl", "--pages", "8")  # a third one is stopped while it waits

@@ -51,7 +51,8 @@ def test_equation_code_and_unknown_types():
 
 def test_analysed_figures_fold_their_content_as_mineru_4_does():
     """docvortex's Markdown (MinerU 4): the content in <details>, summary the sub_type or
-    "image content" / "chart content" (less the image link: no crop to link to)."""
+    "image content" / "chart content" (the image link before it only where a crop was written:
+    test_writers)."""
     photo = Block("image", BOX, "A cat on a mat", extra={"sub_type": "natural_image"})
     assert block_to_markdown(photo) == "<details>\n<summary>natural_image</summary>\n\nA cat on a mat\n</details>"
     table = "| a | b |\n| --- | --- |\n| 1 | 2 |"

@@ -353,34 +353,33 @@ def test_files_another_run_wrote_over_are_written_again_though_the_stamp_matches
     this run wrote is written again."""
     size = {"width": 400, "height": 300, "original_width": 400, "original_height": 300}
     white = Image.new("RGB", (400, 300), "white")
+    formats = {"content-list", "layout"}
 
     def records(text: str) -> list[dict]:
-        return [
-            {
-                **page("d.png", 0, [{"type": "text", "bbox": [10, 10, 390, 100], "text": text, "score": 0.9}]),
-                "image": size,
-            }
-        ]
+        block = {"type": "text", "bbox": [10, 10, 390, 100], "text": text, "score": 0.9}
+        return [{**page("d.png", i, [block]), "image": size} for i in (0, 1)]
 
     mine, theirs = records("Mine."), records("Theirs.")
-    other_run_done: list[bool] = []
+    loads: list[int] = []
 
-    def load_page(source, index):  # called between this run's Markdown and its content list
-        if not other_run_done:
-            other_run_done.append(True)
+    def load_page(source, index):  # the crops' pages, then the layout's: after the Markdown
+        loads.append(index)
+        if len(loads) == 3:
             folder = document_dir(tmp_path, "d.png")  # the other run's writer, without the lock
             writers._write_document("d.png", theirs, folder, {"content-list"}, lambda source, index: white, 200)
         return white
 
-    write_documents(mine, tmp_path, {"content-list"}, load_page)
+    write_documents(mine, tmp_path, formats, load_page)
+    assert loads == [0, 1, 0, 1]
     md = document_dir(tmp_path, "d.png") / "d.md"
-    assert md.read_text().strip() == "Theirs."  # the other run's, with this run's stamp now
-    assert [p.name for p in write_documents(mine, tmp_path, {"content-list"}, lambda s, i: white)] == [
+    assert md.read_text().split() == ["Theirs."] * 2  # the other run's, with this run's stamp now
+    assert [p.name for p in write_documents(mine, tmp_path, formats, lambda s, i: white)] == [
         "d.md",
         "d_content_list.json",
+        "d_layout.pdf",
     ]
-    assert md.read_text().strip() == "Mine."
-    assert write_documents(mine, tmp_path, {"content-list"}, lambda s, i: white) == []  # and then it holds
+    assert md.read_text().split() == ["Mine."] * 2
+    assert write_documents(mine, tmp_path, formats, lambda s, i: white) == []  # and then it holds
 
 
 def _noise(seed: int) -> Image.Image:
@@ -518,3 +517,35 @@ def test_content_list_writes_vlm_inline_formulas_as_minerus_dollars(tmp_path):
     assert [it.get("text") for it in items] == ["On $\\pi$", "Let $x>0$.", None, None, "Type \\(x\\)."]
     assert items[2]["image_caption"] == ["Plot of $f$"]
     assert items[3]["list_items"] == ["[1] On $L^2$."]
+
+
+def test_the_markdown_links_each_figures_crop_as_minerus_does(tmp_path):
+    """Beside content_list.json and images/, MinerU's Markdown shows each figure as a link to its
+    crop, `![](images/<name>.jpg)`, and after it an analysed figure's content (MinerU 2.5.4:
+    vlm_middle_json_mkcontent.py mk_blocks_to_markdown, MM_MD; MinerU 4.0.12: docvortex's
+    render/_internal/markdown/blocks.py, _render_media_body and _render_chart_with_details).
+    The link is the content list's img_path; `--format markdown` alone writes no crop to link."""
+    img = _noise(1)
+    table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
+    blocks = [
+        {"type": "text", "bbox": [0, 0, 2000, 100], "text": "See the figures.", "score": None},
+        {"type": "image", "bbox": [0, 100, 500, 500], "text": "", "score": None},
+        {"type": "image", "bbox": [500, 100, 1000, 500], "text": "A cat", "score": None, "sub_type": "natural_image"},
+        {"type": "chart", "bbox": [1000, 100, 1500, 500], "text": table, "score": None, "sub_type": "bar_chart"},
+        {"type": "image", "bbox": [0, 500, 500, 900], "text": "Q1 Q2", "score": None},  # OCR'd labels
+    ]
+    write_documents([page("f.png", 0, blocks)], tmp_path, {"content-list"}, lambda source, index: img)
+    folder = document_dir(tmp_path, "f.png")
+    plain, photo, chart, labelled = (
+        it["img_path"] for it in json.loads((folder / "f_content_list.json").read_text())[1:]
+    )
+    assert all((folder / path).is_file() for path in (plain, photo, chart, labelled))
+    assert (folder / "f.md").read_text() == (
+        f"See the figures.\n\n![]({plain})\n\n"
+        f"![]({photo})\n\n<details>\n<summary>natural_image</summary>\n\nA cat\n</details>\n\n"
+        f"![]({chart})\n\n<details>\n<summary>bar_chart</summary>\n\n{table}\n</details>\n\n"
+        f"![]({labelled})\n"
+    )
+    alone = tmp_path / "alone"
+    write_documents([page("f.png", 0, blocks)], alone, {"markdown"}, lambda source, index: img)
+    assert "![](" not in (document_dir(alone, "f.png") / "f.md").read_text()

@@ -228,7 +228,9 @@ def test_cli_parse_with_the_vlm_engine(tiny_vlm, tmp_path, record_validator):
     assert items[0]["text_level"] == 1 and items[2]["table_body"] == TABLE_HTML
     assert items[4]["text"] == "$$\nE=mc^{2}\n$$"
     assert (tmp_path / "docs" / "page_png" / items[3]["img_path"]).is_file()
-    assert (tmp_path / "docs" / "page_png" / "page.md").read_text() == EXPECTED_MARKDOWN
+    # the document's Markdown links the image's crop, as MinerU's does (the record's has no crop)
+    image_link = f"\n\n![]({items[3]['img_path']})\n\n$$"
+    assert (tmp_path / "docs" / "page_png" / "page.md").read_text() == EXPECTED_MARKDOWN.replace("\n\n$$", image_link)
 
     # --engine auto finds the model through $MINERU_MODEL_PATH and says that it chose vlm.
     auto = mineru(
