@@ -8,6 +8,8 @@ Rules by block type:
                      strings) as a Markdown table, else its text line by line
   equation           "$$ latex $$" when extra["latex"], else its text
   code               fenced block (a fence longer than any backtick run inside)
+  index              the VLM's table of contents: "- entry" a line, page numbers after a tab
+                     left out, as MinerU 4 writes it (index_entries)
   image, chart       the link to its crop, `![](images/<name>.jpg)`, where one was written
                      (--format content-list), as MinerU links it; then, analysed (Pro image
                      analysis, extra["sub_type"] present) with text (a description, a Mermaid
@@ -73,6 +75,8 @@ def block_to_markdown(block: Block, image: str = "") -> str:
         return "  \n".join(escape_block_marker(escape_inline(line)) if literal else line for line in lines)
     if kind == T.EQUATION and extra.get("latex"):
         return f"$$\n{str(extra['latex']).strip()}\n$$"
+    if kind == T.INDEX and not literal:
+        return "\n".join(index_entries(text))
     if kind == T.CODE and text:
         # a fence longer than any run of backticks in the code, which would otherwise close it
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
@@ -122,6 +126,27 @@ def prose_text(kind: str, text: str, source: object = None) -> str:
     if source in LITERAL_SOURCES or kind in NOT_PROSE:
         return text
     return _INLINE_FORMULA.sub(lambda m: f"${m[1].strip()}$" if m[1].strip() else "", text)
+
+
+# A table of contents (Pro's `index` block) as MinerU 4 writes it: one entry a line of the VLM's
+# text (docvortex's fix_pdf_index_blocks), the page number after an entry's last tab dropped where
+# it is one (digits, a roman numeral or one letter, at most 12 characters: strip_index_page_tail,
+# render/_internal/common/index.py) and its other tabs made spaces, each entry "- " and its label,
+# blank ones left out (content_list v1's _render_index_items, the Markdown's _render_index).
+_PAGE_TOKEN = re.compile(r"\d+|[ivxlcdm]+|[A-Za-z]", re.IGNORECASE)
+PAGE_TOKEN_MAX = 12
+
+
+def index_entries(text: str) -> list[str]:
+    """An index block's entries, "- <label>" each, as MinerU 4 lists them."""
+    entries = []
+    for line in text.split("\n"):
+        head, tab, tail = line.rpartition("\t")
+        if tab and len(tail.strip()) <= PAGE_TOKEN_MAX and _PAGE_TOKEN.fullmatch(tail.strip()):
+            line = head
+        if label := line.replace("\t", " ").strip():
+            entries.append(f"- {label}")
+    return entries
 
 
 # Characters Markdown takes for inline markup: MinerU's conservative set (emphasis, code spans,

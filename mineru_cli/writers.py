@@ -17,6 +17,8 @@ image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `c
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
 `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
+An index (Pro's table of contents) is an `index` item whose `list_items` are its entries, "- " and
+the entry each, page numbers after a tab left out (markdown.index_entries), as MinerU 4 writes it.
 A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text) and `list_items`
 (the texts of the text blocks inside it, which are not items of their own), as MinerU gathers them;
 a list read as text of its own (no block inside it) is a text item. Each run of ref_text blocks
@@ -54,7 +56,7 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import LITERAL_SOURCES, blocks_to_markdown, prose_text
+from .markdown import LITERAL_SOURCES, blocks_to_markdown, index_entries, prose_text
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -191,7 +193,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 5
+FILES_REVISION = 6
 
 
 class _Stamp:
@@ -505,6 +507,8 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
             "table_footnote": [],
             **base,
         }
+    if kind == T.INDEX:  # MinerU 4's index item: its entries as list_items, no text
+        return {"type": "index", "list_items": index_entries(text), **base}
     if kind in CONTENT_LIST_CODE:
         return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
     if kind in CONTENT_LIST_TEXT:

@@ -195,3 +195,14 @@ def test_inline_formula_marks_stay_where_they_are_no_vlm_prose():
     assert code == "```\nprint('\\(x\\)')\n```"
     html = "<table><tr><td>\\(x\\)</td></tr></table>"
     assert block_to_markdown(Block("table", BOX, "x", extra={"html": html, "source": "vlm"})) == html
+
+
+def test_a_vlm_index_is_minerus_list_of_entries():
+    """MinerU 4 lists a table of contents one entry a line (docvortex's fix_pdf_index_blocks),
+    "- " and the entry, the page number after its last tab dropped where it is one (digits, a
+    roman numeral or one letter, at most 12 characters: strip_index_page_tail) and other tabs
+    made spaces (render/_internal/markdown/blocks.py, _render_index). It was one paragraph, its
+    page numbers run into the titles."""
+    text = "1 Introduction\t1\n1.1 Scope of \\(L^2\\)\t12\n\nPreface\txiv\nAppendix\tA\n2\tResults\tsee below"
+    md = block_to_markdown(Block("index", BOX, text, extra={"source": "vlm"}))
+    assert md == "- 1 Introduction\n- 1.1 Scope of $L^2$\n- Preface\n- Appendix\n- 2 Results see below"

@@ -549,3 +549,13 @@ def test_the_markdown_links_each_figures_crop_as_minerus_does(tmp_path):
     alone = tmp_path / "alone"
     write_documents([page("f.png", 0, blocks)], alone, {"markdown"}, lambda source, index: img)
     assert "![](" not in (document_dir(alone, "f.png") / "f.md").read_text()
+
+
+def test_a_vlm_index_is_an_index_item_of_its_entries(tmp_path):
+    """MinerU 4's content_list v1 writes an index as {"type": "index", "list_items": [...]}, the
+    entries "- " and their label, page numbers after a tab left out, and no `text`
+    (mineru/render/_internal/content_list/v1.py, _render_index_items): a tool reading MinerU's
+    index items found no list_items in ours."""
+    blocks = [{"type": "index", "bbox": [0, 0, 2000, 500], "text": "Intro\t1\nMethods\t7", "score": None}]
+    (item,) = content_list_items(page("toc.pdf", 0, blocks), tmp_path, None)
+    assert item == {"type": "index", "list_items": ["- Intro", "- Methods"], "bbox": [0, 0, 1000, 500], "page_idx": 0}
