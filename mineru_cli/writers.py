@@ -16,7 +16,7 @@ formula read off the page as text, by the text layer or OCR, is a text item);
 image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `content` (the
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
 `chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
-`table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`.
+`table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`, `code_footnote`.
 An index (Pro's table of contents) is an `index` item whose `list_items` are its entries, "- " and
 the entry each, page numbers after a tab left out (markdown.index_entries), as MinerU 4 writes it.
 A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text) and `list_items`
@@ -24,7 +24,8 @@ A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text)
 a list read as text of its own (no block inside it) is a text item. Each run of ref_text blocks
 (one alone too) is one list of sub_type ref_text, as MinerU 4 writes a page's references.
 Captions and footnotes are attached to the nearest image/table of their kind on the page (an image
-caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote).
+caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote; Pro's
+generic caption and footnote to the nearest image, chart, table or code: core.blocks.ATTACHED_TO).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 6
+FILES_REVISION = 7
 
 
 class _Stamp:
@@ -387,14 +388,11 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
         if crops is not None and b["type"] in FIGURES and entry[2].get("img_path"):
             crops[pos] = entry[2]["img_path"]
     for pos, b, item in attached:
-        owner_type, field = ATTACHED_TO[b["type"]], str(b["type"])  # e.g. image["image_caption"]
-        # The layout grammar has no chart captions: an image caption or footnote nearest a chart
-        # (Pro image analysis) is that chart's chart_caption / chart_footnote.
-        kinds = {owner_type, T.CHART} if owner_type == T.IMAGE else {owner_type}
-        owners = [it for _, _, it in items if it["type"] in kinds]
-        if owners:
+        kind = str(b["type"]).rpartition("_")[2]  # caption or footnote
+        owners = [it for _, _, it in items if it["type"] in ATTACHED_TO[b["type"]]]
+        if owners:  # e.g. image["image_caption"], chart["chart_footnote"]
             nearest = min(owners, key=lambda it: _distance(it["bbox"], item["bbox"]))
-            nearest[field.replace("image_", "chart_") if nearest["type"] == T.CHART else field].append(_text(b))
+            nearest[f"{nearest['type']}_{kind}"].append(_text(b))
         else:  # an orphan caption stays a text item in its place
             items.append((pos, b, {"type": "text", "text": _text(b), "bbox": item["bbox"], "page_idx": page_idx}))
     return _reference_lists(sorted(items, key=lambda e: e[0]), w, h, page_idx)
@@ -510,7 +508,7 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
     if kind == T.INDEX:  # MinerU 4's index item: its entries as list_items, no text
         return {"type": "index", "list_items": index_entries(text), **base}
     if kind in CONTENT_LIST_CODE:
-        return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], **base}
+        return {"type": "code", "sub_type": kind, "code_body": text, "code_caption": [], "code_footnote": [], **base}
     if kind in CONTENT_LIST_TEXT:
         item = {"type": "text", "text": text, **base}
         if kind in HEADINGS:

@@ -559,3 +559,26 @@ def test_a_vlm_index_is_an_index_item_of_its_entries(tmp_path):
     blocks = [{"type": "index", "bbox": [0, 0, 2000, 500], "text": "Intro\t1\nMethods\t7", "score": None}]
     (item,) = content_list_items(page("toc.pdf", 0, blocks), tmp_path, None)
     assert item == {"type": "index", "list_items": ["- Intro", "- Methods"], "bbox": [0, 0, 1000, 500], "page_idx": 0}
+
+
+def test_pros_generic_captions_and_footnotes_go_to_their_figure_table_or_code(tmp_path):
+    """MinerU2.5-Pro reads a caption or footnote without its owner's kind (`caption`, `footnote`).
+    MinerU 4 groups it with a figure, table, chart or code block (docvortex's
+    regroup_visual_blocks over VISUAL_MAIN_TYPES) and writes it in that item's <type>_caption /
+    <type>_footnote (content_list v1: render_annotation_texts; a code item has code_footnote
+    too), one that belongs to none as a text item. content_list.json had items of type
+    `caption` and `footnote`, which MinerU never writes."""
+    blocks = [
+        {"type": "caption", "bbox": [0, 0, 900, 50], "text": "Table 1. Sizes", "score": None},
+        {"type": "table", "bbox": [0, 60, 900, 400], "text": "a", "score": None, "html": "<table></table>"},
+        {"type": "footnote", "bbox": [0, 410, 900, 450], "text": "a In mm.", "score": None},
+        {"type": "code", "bbox": [1000, 60, 2000, 400], "text": "x = 1", "score": None},
+        {"type": "caption", "bbox": [1000, 410, 2000, 450], "text": "Listing 1. Setup", "score": None},
+    ]
+    table, code = content_list_items(page("p.pdf", 0, blocks), tmp_path, None)
+    assert (table["table_caption"], table["table_footnote"]) == (["Table 1. Sizes"], ["a In mm."])
+    assert (code["code_caption"], code["code_footnote"]) == (["Listing 1. Setup"], [])
+    alone = [{"type": "caption", "bbox": [0, 0, 900, 50], "text": "Figure 9.", "score": None}]
+    assert content_list_items(page("p.pdf", 1, alone), tmp_path, None) == [
+        {"type": "text", "text": "Figure 9.", "bbox": [0, 0, 450, 50], "page_idx": 1}
+    ]

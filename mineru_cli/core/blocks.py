@@ -118,15 +118,22 @@ def heading_level(kind: str, level: object = None) -> int:
     return min(max(given, lowest), highest)
 
 
-# Captions and footnotes -> the type of block they belong to. content_list.json lists them on
-# the nearest block of that type on the page, in a field named after the caption's type.
-ATTACHED_TO = MappingProxyType(
+# Captions and footnotes -> the types of block they may belong to. content_list.json lists them on
+# the nearest block of those types on the page, in the field of the owner's type and the caption's
+# kind (image_caption, table_footnote, chart_caption, code_caption, ...). Pro's generic caption and
+# footnote belong to any figure, table or code block, as MinerU 4 groups them (docvortex's
+# regroup_visual_blocks: VISUAL_MAIN_TYPES); an image's to the nearest chart too (Pro image
+# analysis reads some images as charts).
+_VISUALS = (T.IMAGE, T.CHART, T.TABLE, T.CODE)
+ATTACHED_TO: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        T.IMAGE_CAPTION: T.IMAGE,
-        T.IMAGE_FOOTNOTE: T.IMAGE,
-        T.TABLE_CAPTION: T.TABLE,
-        T.TABLE_FOOTNOTE: T.TABLE,
-        T.CODE_CAPTION: T.CODE,
+        T.IMAGE_CAPTION: (T.IMAGE, T.CHART),
+        T.IMAGE_FOOTNOTE: (T.IMAGE, T.CHART),
+        T.TABLE_CAPTION: (T.TABLE,),
+        T.TABLE_FOOTNOTE: (T.TABLE,),
+        T.CODE_CAPTION: (T.CODE,),
+        T.CAPTION: _VISUALS,
+        T.FOOTNOTE: _VISUALS,
     }
 )
 
