@@ -6,7 +6,8 @@ Rules by block type:
                      MinerU writes them
   table              extra["html"] as-is, else extra["cells"] (rows of cell
                      strings) as a Markdown table, else its text line by line
-  equation           "$$ latex $$" when extra["latex"], else its text
+  equation           "$$ latex $$" when extra["latex"] (a formula_number beside it as its \\tag:
+                     numbered_equations), else its text
   code               fenced block (a fence longer than any backtick run inside)
   index              the VLM's table of contents: "- entry" a line, page numbers after a tab
                      left out, as MinerU 4 writes it (index_entries)
@@ -35,7 +36,8 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 
 from mineru_cli.core.blocks import FIGURES, HEADINGS, NOT_IN_MARKDOWN, Block, heading_level
@@ -44,9 +46,50 @@ from mineru_cli.core.blocks import BlockType as T
 
 def blocks_to_markdown(blocks: Iterable[Block], images: Mapping[int, str] = MappingProxyType({})) -> str:
     """The blocks' Markdown; images: the path of the crop written for a figure, by its position
-    in `blocks` (writers.py writes crops for content-list)."""
-    parts = [md for md in (block_to_markdown(b, images.get(i, "")) for i, b in enumerate(blocks)) if md]
+    in `blocks` (writers.py writes crops for content-list). An equation's number (Pro's
+    formula_number) is its \\tag (numbered_equations)."""
+    blocks = list(blocks)
+    numbers = numbered_equations([b.type for b in blocks])
+    for n, e in numbers.items():
+        latex = tag_equation(str(blocks[e].extra.get("latex") or ""), blocks[n].text)
+        if latex:
+            blocks[e] = replace(blocks[e], extra={**blocks[e].extra, "latex": latex})
+    mds = (block_to_markdown(b, images.get(i, "")) for i, b in enumerate(blocks) if i not in numbers)
+    parts = [md for md in mds if md]
     return "\n\n".join(parts) + "\n" if parts else ""
+
+
+# MinerU2.5-Pro reads an equation's number as a block of its own (formula_number). MinerU 4 makes
+# it the LaTeX \tag of the equation beside it in reading order (window.py runs
+# optimize_hybrid_formula_number_blocks, mineru/backend/analysis/pdf/formulas.py): the equation
+# just before it, else the one just after it unless another number follows that one; the tag is
+# the number without its brackets, full-width characters made ASCII (docvortex's
+# build_tagged_formula_content, foundation/_text.py). A number beside no equation is text.
+_TAG_BRACKETS = ("(", "\ufe59"), (")", "\ufe5a")
+
+
+def numbered_equations(kinds: Sequence[str]) -> dict[int, int]:
+    """Each formula_number's position -> the position of the equation it numbers."""
+    numbers = {}
+    for i, kind in enumerate(kinds):
+        if kind != T.FORMULA_NUMBER:
+            continue
+        if i > 0 and kinds[i - 1] == T.EQUATION:
+            numbers[i] = i - 1
+        elif i + 1 < len(kinds) and kinds[i + 1] == T.EQUATION and (i + 2 == len(kinds) or kinds[i + 2] != kind):
+            numbers[i] = i + 1
+    return numbers
+
+
+def tag_equation(latex: str, number: str) -> str:
+    """`latex` tagged with `number` as MinerU 4 tags it, or "" where either is empty (the number
+    is then dropped, the equation left as it was)."""
+    tag = "".join(chr(ord(c) - 0xFEE0) if 0xFF01 <= ord(c) <= 0xFF5E else c for c in number.strip())
+    opening, closing = _TAG_BRACKETS
+    tag = tag[1:].strip() if tag.startswith(opening) else tag
+    tag = tag[:-1].strip() if tag.endswith(closing) else tag
+    latex = latex.strip()
+    return f"{latex}\\tag{{{tag}}}" if latex and tag else ""
 
 
 def block_to_markdown(block: Block, image: str = "") -> str:

@@ -57,7 +57,7 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import LITERAL_SOURCES, blocks_to_markdown, index_entries, prose_text
+from .markdown import LITERAL_SOURCES, blocks_to_markdown, index_entries, numbered_equations, prose_text, tag_equation
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -194,7 +194,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 7
+FILES_REVISION = 8
 
 
 class _Stamp:
@@ -371,13 +371,18 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
     run of references made one list. crops, where given, gets each image's and chart's crop (its
     img_path) by the block's position in the record's blocks, for the Markdown to link."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
-    blocks = record["blocks"]
+    blocks = list(record["blocks"])
+    numbers = numbered_equations([b["type"] for b in blocks])  # each a \tag of its equation
+    for n, e in numbers.items():
+        if latex := tag_equation(blocks[e].get("latex") or "", blocks[n].get("text", "")):
+            box = [f(blocks[e]["bbox"][i], blocks[n]["bbox"][i]) for i, f in enumerate((min, min, max, max))]
+            blocks[e] = {**blocks[e], "latex": latex, "bbox": box}
     members = list_members(blocks)
     in_a_list = {m for ms in members.values() for m in ms}
     items: list[tuple[int, dict, dict]] = []  # (position in reading order, block, item)
     attached: list[tuple[int, dict, dict]] = []
     for pos, b in enumerate(blocks):
-        if pos in in_a_list:
+        if pos in in_a_list or pos in numbers:
             continue
         if b["type"] == T.LIST and (pos in members or not b.get("text", "").strip()):
             if pos in members:  # a list with no item and no text of its own is nothing (as in MinerU)

@@ -206,3 +206,20 @@ def test_a_vlm_index_is_minerus_list_of_entries():
     text = "1 Introduction\t1\n1.1 Scope of \\(L^2\\)\t12\n\nPreface\txiv\nAppendix\tA\n2\tResults\tsee below"
     md = block_to_markdown(Block("index", BOX, text, extra={"source": "vlm"}))
     assert md == "- 1 Introduction\n- 1.1 Scope of $L^2$\n- Preface\n- Appendix\n- 2 Results see below"
+
+
+def test_an_equations_number_is_its_tag_as_minerus():
+    """Pro reads an equation's number as a formula_number block. MinerU 4 makes it the \\tag of
+    the equation before it in reading order, else of the one after it unless another number
+    follows that one, the brackets (and full-width forms) taken off; a number beside no
+    equation is text (optimize_hybrid_formula_number_blocks, mineru/backend/analysis/pdf/
+    formulas.py; docvortex's build_tagged_formula_content)."""
+
+    def eq(latex):
+        return Block("equation", BOX, f"\\[{latex}\\]", extra={"latex": latex, "source": "vlm"})
+
+    def number(text):
+        return Block("formula_number", BOX, text, extra={"source": "vlm"})
+
+    blocks = [eq("a=b"), number("(1)"), number("（２）"), eq("c=d"), Block("text", BOX, "So."), number("(3)")]
+    assert blocks_to_markdown(blocks) == "$$\na=b\\tag{1}\n$$\n\n$$\nc=d\\tag{2}\n$$\n\nSo.\n\n(3)\n"

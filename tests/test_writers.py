@@ -582,3 +582,24 @@ def test_pros_generic_captions_and_footnotes_go_to_their_figure_table_or_code(tm
     assert content_list_items(page("p.pdf", 1, alone), tmp_path, None) == [
         {"type": "text", "text": "Figure 9.", "bbox": [0, 0, 450, 50], "page_idx": 1}
     ]
+
+
+def test_an_equations_number_is_its_tag_in_the_content_list(tmp_path):
+    """MinerU 4 writes an equation's number (Pro's formula_number) as the \\tag of the equation
+    beside it, the equation's bbox around both (optimize_hybrid_formula_number_blocks,
+    mineru/backend/analysis/pdf/formulas.py), and a number beside no equation as text:
+    content_list.json had items of type formula_number, which MinerU never writes."""
+    vlm = {"score": None, "source": "vlm"}
+    blocks = [
+        {"type": "equation", "bbox": [400, 100, 1600, 200], "text": "\\[x=1\\]", "latex": "x=1", **vlm},
+        {"type": "formula_number", "bbox": [1800, 120, 1900, 180], "text": "(4)", **vlm},
+        {"type": "text", "bbox": [100, 300, 1900, 400], "text": "Then", **vlm},
+        {"type": "formula_number", "bbox": [1800, 420, 1900, 480], "text": "(5)", **vlm},
+    ]
+    items = content_list_items(page("m.pdf", 0, blocks), tmp_path, None)
+    assert [(it["type"], it["text"]) for it in items] == [
+        ("equation", "$$\nx=1\\tag{4}\n$$"),
+        ("text", "Then"),
+        ("text", "(5)"),
+    ]
+    assert items[0]["bbox"] == [200, 100, 950, 200]

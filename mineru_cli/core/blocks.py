@@ -100,7 +100,10 @@ NOT_LINES = frozenset({T.TABLE, T.EQUATION, T.IMAGE})
 CONTENT_LIST_IMAGE = frozenset({T.IMAGE})
 CONTENT_LIST_CODE = frozenset({T.CODE, T.ALGORITHM})
 CONTENT_LIST_EQUATION = frozenset({T.EQUATION, T.EQUATION_BLOCK})
-CONTENT_LIST_TEXT = frozenset({T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE})
+# A formula_number beside no equation is text, as in MinerU 4 (markdown.numbered_equations).
+CONTENT_LIST_TEXT = frozenset(
+    {T.TEXT, T.TITLE, T.LIST, T.REF_TEXT, T.PHONETIC, T.PARAGRAPH_TITLE, T.DOC_TITLE, T.FORMULA_NUMBER}
+)
 # A heading's level (Markdown's `#` count, content_list's text_level) as MinerU gives it, as
 # (default, lowest, highest): a doc_title 1, a paragraph_title 2 to 6 (MinerU 4: docvortex's
 # _normalize_raw_blocks), a title 1 (MinerU 3's get_title_level) up to Markdown's deepest, 6;
