@@ -4,8 +4,9 @@ Rules by block type:
   title, doc_title,  "# text", "#" repeated for its level (core.blocks.heading_level: a doc_title
   paragraph_title    1, a paragraph_title 2..6, a title 1..6; extra["level"] when given), as
                      MinerU writes them
-  table              extra["html"] as-is, else extra["cells"] (rows of cell
-                     strings) as a Markdown table, else its text line by line
+  table              extra["html"] as-is but for its <eq> formulas, as $...$ (embedded_formulas),
+                     else extra["cells"] (rows of cell strings) as a Markdown table, else its
+                     text line by line
   equation           "$$ latex $$" when extra["latex"] (a formula_number beside it as its \\tag:
                      numbered_equations), else its text
   code               fenced block (a fence longer than any backtick run inside)
@@ -103,7 +104,7 @@ def block_to_markdown(block: Block, image: str = "") -> str:
     if kind in FIGURES:  # its crop's link, then only an analysed figure's text (not OCR'd labels)
         parts = [f"![]({image})"] if image else []
         if text and "sub_type" in extra:
-            parts.append(_details(text, str(extra["sub_type"] or f"{kind} content")))
+            parts.append(_details(embedded_formulas(text), str(extra["sub_type"] or f"{kind} content")))
         return "\n\n".join(parts)
     if kind in HEADINGS:
         level = heading_level(kind, extra.get("level"))
@@ -111,7 +112,7 @@ def block_to_markdown(block: Block, image: str = "") -> str:
         return f"{'#' * level} {_literal_heading(heading) if literal else heading}" if text else ""
     if kind == T.TABLE:
         if extra.get("html"):
-            return str(extra["html"]).strip()
+            return embedded_formulas(str(extra["html"]).strip())
         if extra.get("cells"):
             return cells_to_markdown(extra["cells"], literal)
         lines = (line.strip() for line in text.splitlines() if line.strip())
@@ -169,6 +170,20 @@ def prose_text(kind: str, text: str, source: object = None) -> str:
     if source in LITERAL_SOURCES or kind in NOT_PROSE:
         return text
     return _INLINE_FORMULA.sub(lambda m: f"${m[1].strip()}$" if m[1].strip() else "", text)
+
+
+# A formula in a table's cell or an analysed figure's content (MinerU2.5-Pro writes it
+# <eq>...</eq>, which MinerU 4 turns on) is written between the inline delimiters with a space
+# either side, its HTML entities unescaped, in the Markdown and content_list alike: MinerU 4.0.12's
+# format_embedded_html (docvortex render/_internal/markdown/table.py, the LaTeX stripped), MinerU
+# 3's _replace_eq_tags_in_table_html (mineru/backend/vlm/vlm_middle_json_mkcontent.py). A viewer
+# shows no <eq> tag: the formula stood there as bare text.
+_EQ_TAG = re.compile(r"<eq>(.*?)</eq>", re.IGNORECASE | re.DOTALL)
+
+
+def embedded_formulas(markup: str) -> str:
+    """`markup` (a table's HTML, a figure's content) with its <eq> formulas as $...$."""
+    return _EQ_TAG.sub(lambda m: f" ${html.unescape(m[1]).strip()}$ ", markup)
 
 
 # A table of contents (Pro's `index` block) as MinerU 4 writes it: one entry a line of the VLM's

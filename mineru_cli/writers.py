@@ -57,7 +57,15 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import LITERAL_SOURCES, blocks_to_markdown, index_entries, numbered_equations, prose_text, tag_equation
+from .markdown import (
+    LITERAL_SOURCES,
+    blocks_to_markdown,
+    embedded_formulas,
+    index_entries,
+    numbered_equations,
+    prose_text,
+    tag_equation,
+)
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -194,7 +202,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 8
+FILES_REVISION = 9
 
 
 class _Stamp:
@@ -490,13 +498,13 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
             "image_footnote": [],
         }
         if text.strip() and "sub_type" in b:  # MinerU 4 writes an analysed image's content
-            item["content"] = text.strip()  # when there is one; OCR'd labels are not content
+            item["content"] = embedded_formulas(text.strip())  # when there is one; OCR'd labels are not content
         return {**item, **_sub_type(b), **base}
     if kind == T.CHART:
         item = {
             "type": "chart",
             "img_path": _crop(image, b["bbox"], folder),
-            "content": text.strip(),
+            "content": embedded_formulas(text.strip()),
             "chart_caption": [],
             "chart_footnote": [],
         }
@@ -505,7 +513,7 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
         return {
             "type": "table",
             "img_path": _crop(image, b["bbox"], folder),
-            "table_body": b.get("html") or cells_to_html(b.get("cells") or []),
+            "table_body": embedded_formulas(b.get("html") or cells_to_html(b.get("cells") or [])),
             "table_caption": [],
             "table_footnote": [],
             **base,

@@ -223,3 +223,13 @@ def test_an_equations_number_is_its_tag_as_minerus():
 
     blocks = [eq("a=b"), number("(1)"), number("（２）"), eq("c=d"), Block("text", BOX, "So."), number("(3)")]
     assert blocks_to_markdown(blocks) == "$$\na=b\\tag{1}\n$$\n\n$$\nc=d\\tag{2}\n$$\n\nSo.\n\n(3)\n"
+
+
+def test_formulas_in_a_tables_cells_are_minerus_inline_math():
+    """MinerU2.5-Pro writes a formula in a table's cell as <eq>...</eq>; MinerU writes it between
+    the inline delimiters with a space either side, its entities unescaped (MinerU 4.0.12:
+    docvortex's format_embedded_html, render/_internal/markdown/table.py; MinerU 3:
+    _replace_eq_tags_in_table_html). A viewer shows no <eq>: the formula stood as bare text."""
+    html = "<table><tr><td><eq> a &lt; b </eq></td><td>x<EQ>\\alpha</EQ></td></tr></table>"
+    md = block_to_markdown(Block("table", BOX, "a<b", extra={"html": html, "source": "vlm"}))
+    assert md == "<table><tr><td> $a < b$ </td><td>x $\\alpha$ </td></tr></table>"

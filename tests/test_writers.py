@@ -603,3 +603,16 @@ def test_an_equations_number_is_its_tag_in_the_content_list(tmp_path):
         ("text", "(5)"),
     ]
     assert items[0]["bbox"] == [200, 100, 950, 200]
+
+
+def test_content_list_writes_formulas_in_tables_and_figures_as_minerus_inline_math(tmp_path):
+    """content_list v1 (MinerU 4.0.12) passes a table's body and an analysed figure's content
+    through format_embedded_html, which writes each <eq>...</eq> (MinerU2.5-Pro's formula in a
+    cell) as ` $...$ `: a tool reading MinerU's table_body found the tags in ours."""
+    cell = "<table><tr><td><eq>x^2</eq></td></tr></table>"
+    blocks = [
+        {"type": "table", "bbox": [0, 0, 900, 400], "text": "x^2", "score": None, "html": cell},
+        {"type": "chart", "bbox": [1000, 0, 1900, 400], "text": cell, "score": None, "sub_type": "bar_chart"},
+    ]
+    table, chart = content_list_items(page("t.pdf", 0, blocks), tmp_path, None)
+    assert table["table_body"] == chart["content"] == "<table><tr><td> $x^2$ </td></tr></table>"
