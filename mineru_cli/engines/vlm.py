@@ -99,6 +99,8 @@ STANDARD_VLM_TYPES = frozenset({"table", "equation"})
 BODY_TEXT = fusion.TEXT_TYPES - PARATEXT
 OCR_THREADS = 1  # one background OCR thread with one ONNX Runtime thread
 CONFIG_KEYS = ("architectures", "model_type", "image_token_id", "tie_word_embeddings")
+# The model folder's files the torch runtime reads beyond the weights and tokenizer.json.
+TORCH_READS = ("config.json", "preprocessor_config.json")
 
 
 def model_identity(model_dir: Path, strict: bool = True) -> ModelIdentity:
@@ -195,6 +197,12 @@ def identity(model_dir: Path, runtime: str, profile: Profile, config: dict | Non
         "weights": weights,
         "tokenizer": _sha256_file(model_dir / "tokenizer.json"),
     }
+    if runtime != "onnx":
+        # the torch runtime reads these whole (transformers: config.json's nested tables, such as
+        # text_config's rope_parameters, which "config" leaves out; the image processor: min/max
+        # pixels, mean and std), so an edit of either must change the fingerprint; an export's
+        # copies are in its manifest's digest
+        out["files"] = {name: _sha256_file(model_dir / name) for name in TORCH_READS}
     if runtime == "onnx":
         from ..vlm.export_format import manifest_digest, read_manifest
         from ..vlm.int8_target import graphs_needing_exact_kernels

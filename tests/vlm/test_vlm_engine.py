@@ -281,3 +281,27 @@ def test_cli_max_new_tokens_caps_every_answer(tiny_vlm, tmp_path):
     assert len(rec["blocks"]) < len(EXPECTED_BLOCKS)
     proc = mineru(*args, "--max-new-tokens", "0", "--out", "y.jsonl", cwd=tmp_path)
     assert proc.returncode == 2 and "--max-new-tokens" in proc.stderr
+
+
+def test_an_edited_preprocessor_config_is_parsed_again_not_resumed_or_served(tiny_vlm, tmp_path):
+    # The torch runtime reads preprocessor_config.json (max_pixels sizes the layout image), so a
+    # re-run after it changed must parse the page again: the journal and the cache held the
+    # result of the old setting under the same fingerprint.
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
+    args = ["parse", "page.png", "--engine", "vlm", "--model", str(model), "--runtime", "torch", "--cpus", "1"]
+    assert mineru(*args, "--out", "r.jsonl", cwd=tmp_path).returncode == 0
+    (before,) = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert before["blocks"] == EXPECTED_BLOCKS
+    config = json.loads((model / "preprocessor_config.json").read_text())
+    config["max_pixels"] = 100_352  # the layout image shrinks to a fifth: the tiny model finds no block
+    (model / "preprocessor_config.json").write_text(json.dumps(config))
+    # a new journal over the same cache: no hit of the old result; then the old journal: not
+    # resumed (its new result may come from the cache, stored by the run before)
+    for out, cache in (("fresh.jsonl", {"miss"}), ("r.jsonl", {"miss", "hit"})):
+        proc = mineru(*args, "--out", out, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (rec,) = [json.loads(line) for line in (tmp_path / out).read_text().splitlines()]
+        assert rec["cache"]["status"] in cache and rec["fingerprint"] != before["fingerprint"]
+        assert rec["blocks"] != EXPECTED_BLOCKS
