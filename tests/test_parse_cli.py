@@ -803,6 +803,22 @@ def test_a_damaged_tiff_says_what_is_wrong_with_the_file(tmp_path):
     assert errors["damaged.tif#0"]["kind"] == "corrupt" and "UserWarning" not in r.stderr, r.stderr
 
 
+def test_a_page_too_thin_to_read_fails_in_plain_words(tmp_path):
+    """A 1900 x 4 px spacer image (a rule of a saved web page) fails: its record and the console
+    said "RuntimeError: the text detector cannot read ...", a Python class name no other error
+    message carries. The words are the reason alone."""
+    d = tmp_path / "in"
+    d.mkdir()
+    Image.new("RGB", (1900, 4), "white").save(d / "spacer.png")
+    out = tmp_path / "r.jsonl"
+    r = mineru("parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr", "--quiet", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    (rec,) = read_journal(out)
+    words = "the text detector cannot read a 1900x4 px page (the page is too elongated: "
+    assert rec["error"]["kind"] == "engine_error" and rec["error"]["message"].startswith(words), rec["error"]
+    assert f"spacer.png#0: {words}" in r.stdout + r.stderr and "Error" not in r.stdout + r.stderr, r.stdout + r.stderr
+
+
 def test_a_model_path_that_is_no_folder_is_said_so(tmp_path):
     """--model (or $MINERU_MODEL_PATH) mistyped was "not a MinerU2.5 model folder (missing: the folder
     itself)"; it says the path does not exist (or is a file) and to check it."""

@@ -46,8 +46,9 @@ from PIL import Image
 from mineru_cli.budget import available_cpus
 from mineru_cli.core.blocks import Block
 from mineru_cli.core.blocks import BlockType as T
-from mineru_cli.core.errors import SetupError
+from mineru_cli.core.errors import PageError, SetupError
 from mineru_cli.core.geometry import Box, clip
+from mineru_cli.core.words import ErrorKind, Stage
 from mineru_cli.engines import deskew, orientation, table, tiles
 from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.base import EngineResult, parse_each
@@ -317,10 +318,8 @@ class OcrEngine:
             for piece in tiles.pieces(bgr, det_side):
                 piece_h, piece_w = piece.pixels.shape[:2]
                 if tiles.detector_pixels(piece_w, piece_h, det_side) > tiles.DETECTOR_PIXELS:
-                    raise RuntimeError(
-                        f"the text detector cannot read a {bgr.shape[1]}x{bgr.shape[0]} px page "
-                        "(the page is too elongated: it would be enlarged past "
-                        f"{tiles.DETECTOR_PIXELS // 1_000_000} M pixels)"
+                    raise _too_elongated(
+                        bgr, f"it would be enlarged past {tiles.DETECTOR_PIXELS // 1_000_000} M pixels"
                     )
                 piece_lines, piece_timings = _read_lines(ocr, piece.pixels)
                 lines += [line.moved(piece.x, piece.y) for line in piece_lines]
@@ -331,10 +330,7 @@ class OcrEngine:
                 raise
             # RapidOCR's detector scales a strip's short side to zero (over ~100:1) and says
             # only "ResizeImgError"; padding the strip lost text it could otherwise read
-            h, w = bgr.shape[:2]
-            raise RuntimeError(
-                f"the text detector cannot read a {w}x{h} px page ({type(exc).__name__}: the page is too elongated)"
-            ) from exc
+            raise _too_elongated(bgr, "its short side would be scaled to nothing") from exc
         if not lines:
             t = time.perf_counter()
             lines = _sparse_lines(ocr, bgr)
@@ -529,6 +525,18 @@ def _quieten_loggers() -> None:
 
 def _bgr(image: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
+
+
+def _too_elongated(bgr: np.ndarray, why: str) -> PageError:
+    """The page's error where the text detector cannot take its shape (a spacer, a rule), in
+    plain words: a PageError's message is the record's as it is (another exception's gets its
+    class name in front)."""
+    h, w = bgr.shape[:2]
+    return PageError(
+        ErrorKind.ENGINE_ERROR,
+        Stage.ENGINE,
+        f"the text detector cannot read a {w}x{h} px page (the page is too elongated: {why})",
+    )
 
 
 def check_setup(lang: str) -> None:

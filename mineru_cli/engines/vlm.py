@@ -64,8 +64,8 @@ from typing import Any, Callable, Mapping
 from PIL import Image
 
 from ..core.blocks import PARATEXT, Block
-from ..core.errors import SetupError, in_words, is_permission
-from ..core.words import FAILED_BLOCK, FAILED_BLOCKS
+from ..core.errors import PageError, SetupError, in_words, is_permission
+from ..core.words import FAILED_BLOCK, FAILED_BLOCKS, ErrorKind, Stage
 from ..hashing import file_sha256
 from ..markdown import blocks_to_markdown
 from ..reading_order import reading_order
@@ -596,9 +596,8 @@ class VlmEngine:
         t0 = time.perf_counter()
         for st, outcome in zip(states, ocr.results()):
             if isinstance(outcome, Exception):
-                st.warnings.append(
-                    f"OCR failed ({type(outcome).__name__}: {outcome}): no OCR text or cross-check on this page"
-                )
+                why = PageError.from_exception(outcome, ErrorKind.ENGINE_ERROR, Stage.ENGINE).message
+                st.warnings.append(f"OCR failed ({why}): no OCR text or cross-check on this page")
                 continue
             lines, seconds = outcome
             st.timings["ocr"] = seconds

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.blocks import Block, BlockType
-from mineru_cli.core.errors import SetupError
+from mineru_cli.core.errors import PageError, SetupError
 from mineru_cli.engines import orientation, rapid_compat, table
 from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.base import EngineResult
@@ -80,7 +80,8 @@ def test_blank_page_has_no_blocks(engine):
 
 @pytest.mark.parametrize("size", [(3000, 4), (16, 3000)])
 def test_a_strip_the_detector_cannot_scale_fails_with_a_clear_message(engine, size):
-    with pytest.raises(RuntimeError, match=f"cannot read a {size[0]}x{size[1]} px page .*too elongated"):
+    words = f"^the text detector cannot read a {size[0]}x{size[1]} px page .*too elongated"
+    with pytest.raises(PageError, match=words):
         engine.parse(Image.new("RGB", size, "white"))
 
 

@@ -201,7 +201,7 @@ def test_a_thin_spacer_image_is_refused_before_the_detector_enlarges_it():
     It is refused at once with the reason."""
     assert tiles.detector_pixels(1900, 4, DET_SIDE) > tiles.DETECTOR_PIXELS
     out = parse_in_4_gb((1900, 4))
-    assert "RuntimeError the text detector cannot read a 1900x4 px page (the page is too elongated" in out, out
+    assert "PageError the text detector cannot read a 1900x4 px page (the page is too elongated" in out, out
 
 
 @pytest.mark.parametrize("size", [(1, 100_000), (100_000, 1)])
@@ -211,7 +211,7 @@ def test_a_one_pixel_spacer_is_refused_without_enlarging_it_whole(size):
     it). Its middle is classified, and the page is refused at once for the detector."""
     w, h = size
     out = parse_in_4_gb(size)
-    assert f"RuntimeError the text detector cannot read a {w}x{h} px page (the page is too elongated" in out, out
+    assert f"PageError the text detector cannot read a {w}x{h} px page (the page is too elongated" in out, out
 
 
 def test_a_tall_thin_strip_is_read_in_pieces_the_detector_can_hold():
