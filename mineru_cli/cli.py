@@ -658,18 +658,22 @@ def merge(
     from .journal import merge as merge_journals
 
     try:
-        pages, duplicates, renamed = merge_journals(out, journals, warn=lambda m: typer.echo(f"warning: {m}", err=True))
+        merged = merge_journals(out, journals, warn=lambda m: typer.echo(f"warning: {m}", err=True))
     except SetupError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_SETUP) from None
     except OutputError as exc:  # a full disk: OUT holds what was written, whole
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_OUTPUT) from None
-    typer.echo(f"{out}: {pages} page(s) from {len(journals)} journal(s); {duplicates} found more than once")
-    if renamed:
-        longer, shorter = renamed[0]
+    itself = f" ({out} itself and {len(journals)} given)" if merged.out_held else ""
+    typer.echo(
+        f"{out}: {merged.pages} page(s) from {merged.journals} journal(s){itself}; "
+        f"{merged.duplicates} found in more than one"
+    )
+    if merged.renamed:
+        longer, shorter = merged.renamed[0]
         typer.echo(
-            f"warning: {len(renamed)} page(s) are in {out} twice, under ids from two different roots "
+            f"warning: {len(merged.renamed)} page(s) are in {out} twice, under ids from two different roots "
             f"({longer} and {shorter}): the journals were made with different --root or from different "
             "folders; give every shard's run the same --root",
             err=True,

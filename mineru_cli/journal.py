@@ -543,18 +543,27 @@ class _Kept:
         )
 
 
-def merge(
-    out: Path, journals: Iterable[Path], warn: Callable[[str], None] | None = None
-) -> tuple[int, int, list[tuple[str, str]]]:
+@dataclass(frozen=True)
+class Merged:
+    """What a merge did: `pages` in OUT now, from `journals` journals (OUT among them where it
+    held records before: they compete with the inputs' as any journal's do), `duplicates` of
+    them found in more than one journal, and `renamed`: pages kept under two ids (renamed_pages)."""
+
+    pages: int
+    journals: int
+    out_held: bool
+    duplicates: int
+    renamed: list[tuple[str, str]]
+
+
+def merge(out: Path, journals: Iterable[Path], warn: Callable[[str], None] | None = None) -> Merged:
     """Join journals (one per --shard machine, say) into `out`, which may exist: one record per
-    page, an ok record over a failed one, then the later one. Returns (pages, duplicates: pages
-    found in more than one place, pages kept under two ids: `renamed_pages`). An input that is
-    missing or no journal is a SetupError, and nothing is written then. `warn` hears what
-    Journal.compact says (no room to put the pages in order). Memory holds a few fields a page
-    (_Kept), not the records: chosen records are read back from their files when written."""
+    page, an ok record over a failed one, then the later one. An input that is missing or no
+    journal is a SetupError, and nothing is written then. `warn` hears what Journal.compact says
+    (no room to put the pages in order). Memory holds a few fields a page (_Kept), not the
+    records: chosen records are read back from their files when written."""
     chosen: dict[str, _Kept] = {}
     holders: dict[str, set[int]] = {}  # page id -> the journals that hold it (-1: out)
-    duplicates = 0
     sources = [Path(p) for p in journals]
     for path in sources:
         check_journal(path)
@@ -570,8 +579,6 @@ def merge(
                 pid = rec["id"]
                 holders.setdefault(pid, set()).add(n)
                 old = chosen.get(pid)
-                if old is not None and (old.n, old.offset) != (n, offset):
-                    duplicates += 1
                 if old is None or _better(rec, {"status": old.status, "created": old.created}):
                     chosen[pid] = _Kept.of(n, offset, length, rec)
         files = [open(path, "rb") for path in sources]
@@ -594,4 +601,6 @@ def merge(
         ({"source": k.source, "page_index": k.page_index, "source_sha256": k.source_sha256} for k in chosen.values()),
         holders,
     )
-    return len(chosen), duplicates, renamed
+    out_held = any(-1 in held for held in holders.values())
+    duplicates = sum(len(held) > 1 for held in holders.values())
+    return Merged(len(chosen), len(sources) + out_held, out_held, duplicates, renamed)

@@ -42,7 +42,7 @@ def test_shards_split_the_files_disjointly_and_merge_joins_them(tmp_path, record
     merged = tmp_path / "all.jsonl"
     r = mineru("merge", str(tmp_path / "shard1.jsonl"), str(tmp_path / "shard2.jsonl"), "--out", str(merged))
     assert r.returncode == 0, r.stderr
-    assert "7 page(s) from 2 journal(s); 0 found more than once" in r.stdout
+    assert "7 page(s) from 2 journal(s); 0 found in more than one" in r.stdout
     lines = read_journal(merged, record_validator)
     assert {rec["id"]: rec for rec in lines} == {**runs[1], **runs[2]} and len(lines) == 7
     again = mineru("merge", str(tmp_path / "shard1.jsonl"), "--out", str(merged))
@@ -69,7 +69,7 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     }
     (tmp_path / "failed.jsonl").write_text(json.dumps(failed) + "\n")
     r = mineru("merge", "failed.jsonl", "ok.jsonl", "--out", "m.jsonl", cwd=tmp_path)
-    assert r.returncode == 0 and "1 found more than once" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "1 found in more than one" in r.stdout, r.stdout + r.stderr
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # later, but failed: loses
     (tmp_path / "notes.txt").write_text("hello\n")
     bad = mineru("merge", "notes.txt", "ok.jsonl", "--out", "m.jsonl", cwd=tmp_path)
@@ -77,6 +77,30 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     assert bad.returncode == 2 and "not a mineru journal" in bad.stderr
     assert missing.returncode == 2 and "no such journal" in missing.stderr
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
+
+
+def test_merge_counts_out_as_a_journal_wherever_it_counts_its_pages(tmp_path):
+    """OUT's own records compete with the inputs' and are counted among the pages and those found
+    more than once, but the summary said "from 2 journal(s)" of them, and counted a page each
+    time it was seen again: a nightly merge of the same two shards said "4 page(s) from 2
+    journal(s); 5 found more than once". OUT is named among the journals where it held records,
+    and each page is counted once."""
+
+    def journal(name: str, numbers: range | tuple[int, ...]) -> str:
+        records = [{"schema_version": 1, "id": f"p{i}.png#0", "status": "ok", "blocks": []} for i in numbers]
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+        return name
+
+    a, b = journal("a.jsonl", range(3)), journal("b.jsonl", (2, 3))  # p2 in both
+    first = mineru("merge", a, b, "--out", "all.jsonl", cwd=tmp_path)
+    assert first.returncode == 0 and "all.jsonl: 4 page(s) from 2 journal(s); 1 found in more than one" in first.stdout
+    again = mineru("merge", a, b, "--out", "all.jsonl", cwd=tmp_path)
+    said = "all.jsonl: 4 page(s) from 3 journal(s) (all.jsonl itself and 2 given); 4 found in more than one"
+    assert again.returncode == 0 and said in again.stdout, again.stdout
+    one = mineru("merge", b, "--out", "all.jsonl", cwd=tmp_path)
+    said = "all.jsonl: 4 page(s) from 2 journal(s) (all.jsonl itself and 1 given); 2 found in more than one"
+    assert one.returncode == 0 and said in one.stdout, one.stdout
+    assert [r["id"] for r in read_journal(tmp_path / "all.jsonl")] == [f"p{i}.png#0" for i in range(4)]
 
 
 def test_merge_takes_a_shard_whose_only_line_is_torn_as_parse_does(tmp_path):
