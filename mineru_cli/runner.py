@@ -43,6 +43,14 @@ if TYPE_CHECKING:
 FEED_WAIT = 0.05  # before the workers start: how long the driver waits for the planner's next file
 LOOK_AHEAD = 0.5  # seconds the first page to do waits for more before the workers start
 STOP_GRACE = 30.0  # after Ctrl-C / SIGTERM: how long pages in flight may take to finish
+# What a first Ctrl-C / SIGTERM stops, in the words of its warning: while pages are parsed, and
+# from when they are all settled on where --format files are written (_write_documents takes
+# the stop between documents, and leaves one another run is writing at once)
+PAGES_STOP = f"pages in flight may finish (up to {STOP_GRACE:g} s)"
+DOCUMENTS_STOP = (
+    "the document at hand gets its per-document files (one another run is writing is not waited for) "
+    "and the next run writes the others"
+)
 # write errors that stop a run (exit 3) rather than fail a page: no room, a size limit, a bad disk
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 
@@ -78,6 +86,7 @@ class _Interrupts:
         self.install = install  # the CLI takes the signals; a library caller keeps its own
         self.count = 0
         self.pool: Executor | None = None  # the executor running now (killed on a second signal)
+        self.then = PAGES_STOP  # what the run does on a first signal now
         self._previous: dict = {}
 
     @property
@@ -98,10 +107,7 @@ class _Interrupts:
         self.count += 1
         name = signal.Signals(signum).name
         if self.count == 1:
-            self.reporter.warn(
-                f"{name}: stopping; pages in flight may finish (up to {STOP_GRACE:g} s). "
-                "Press Ctrl-C again to stop at once."
-            )
+            self.reporter.warn(f"{name}: stopping; {self.then}. Press Ctrl-C again to stop at once.")
             return
         if self.pool is not None:
             self.pool.kill_all()
@@ -223,6 +229,8 @@ class Parser:
                         raise
                 finally:
                     planner.close()
+                    if cfg.formats:
+                        stop.then = DOCUMENTS_STOP
                     order = _input_order(journal.index, self._file_order)
                     drop = _pages_past_end(journal.index, self._fixed_counts)
                     drop += _pages_of_other_content(journal.index, self._failed_whole)

@@ -334,6 +334,53 @@ def test_second_signal_stops_at_once_and_the_journal_stays_valid(pages, tmp_path
     assert [r["id"] for r in recs] == ["p0.png#0"] and recs[0]["status"] == "ok"
 
 
+def test_a_signal_while_the_per_document_files_are_written_says_what_it_stops(tmp_path, record_validator):
+    """A SIGTERM once every page is parsed, while the --format files are written (here: the run
+    waits for a document another run holds), said "pages in flight may finish (up to 30 s)":
+    none were. It says that the document at hand gets its files (or, held by another run, is
+    not waited for) and the next run writes the others; the run exits 130 and a re-run writes
+    them."""
+    import fcntl
+
+    d = tmp_path / "in"
+    d.mkdir()
+    text_page(d / "p0.png", "Page Alpha")
+    out = tmp_path / "o.jsonl"
+    held = tmp_path / "docs" / "p0_png"  # the document's folder, as another run writing it holds it
+    held.mkdir(parents=True)
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        proc = start_parse(d, out, "--workers", "1", "-f", "markdown", "--out-dir", "docs")
+        lines: list[str] = []
+        wait_for_event(proc, lines, lambda e: e["event"] == "info" and "waiting for another run" in e["message"])
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 130, "".join(lines) + rest
+    (told,) = [e["message"] for e in events(rest) if e["event"] == "warning" and "SIGTERM" in e["message"]]
+    assert "pages in flight" not in told, told
+    assert "the document at hand gets its per-document files" in told and "the next run writes the others" in told
+    assert [r["id"] for r in read_journal(out, record_validator)] == ["p0.png#0"]
+    assert not (held / "p0.md").exists()
+    r = mineru(
+        "parse",
+        str(d),
+        "--out",
+        str(out),
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "-f",
+        "markdown",
+        "--out-dir",
+        "docs",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0 and "Page Alpha" in (held / "p0.md").read_text(), r.stderr
+
+
 def test_explain_plan_prints_the_split_and_parses_nothing(tmp_path):
     text_page(tmp_path / "p.png", "Hello")
     r = mineru("parse", "p.png", "--out", "o.jsonl", "--cpus", "4", "--workers", "2", "--explain-plan", cwd=tmp_path)
