@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -259,6 +261,40 @@ def test_sigterm_mid_run_then_resume_does_every_page_exactly_once(tmp_path, reco
         assert rec["status"] == "ok"
         if rec["id"] in first:
             assert rec == first[rec["id"]]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stopped_while_it_starts_exits_130_and_writes_nothing(tmp_path, sig):
+    """A SIGTERM in the first second or so of `mineru parse` (its imports, before the run's
+    handler was installed) killed it with 143, not the 130 of an interrupted run, and a Ctrl-C
+    during the imports printed a KeyboardInterrupt traceback. SIGTERM is taken from the first
+    line of the command on, before the CLI is imported: the signal is sent the moment the
+    process catches SIGTERM, and the run ends with 130, no traceback, no journal."""
+    d = tmp_path / "in"
+    d.mkdir()
+    text_page(d / "p0.png", "Page Alpha")
+    out = tmp_path / "o.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mineru_cli", "parse", str(d), "--out", str(out), "--no-cache", "--engine", "ocr"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def catches_sigterm() -> bool:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        mask = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        return bool(mask >> (signal.SIGTERM - 1) & 1)
+
+    deadline = time.monotonic() + 120
+    while not catches_sigterm():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.001)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and not out.exists(), stdout + stderr
 
 
 def test_sigterm_to_the_process_group_leaves_no_page_failed_and_a_rerun_does_each_once(tmp_path, record_validator):
