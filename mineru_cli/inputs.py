@@ -95,7 +95,7 @@ def iter_sources(
     rel of each folder the walk lists ("." for the root): a failed record of such a folder from
     an earlier run (it could not be listed then) is out of date."""
     args = _unique_args(paths)
-    root_dir = os.path.abspath(root) if root is not None else _input_root(args)
+    root_dir = input_root(args, root)
     # Overlapping arguments (`a/ a/x.png`) reach one file twice: keep the first. One argument
     # cannot (a walk reaches each name once), so a single folder's dump keeps no set of names.
     seen: set[str] | None = set() if len(args) > 1 else None
@@ -118,6 +118,12 @@ def _unique_args(paths) -> list[Path]:
             seen.add(key)
             args.append(p)
     return args
+
+
+def input_root(paths: Sequence[Path], root: Path | None = None) -> str:
+    """The folder page ids are paths under (absolute): `root` (--root), else the arguments'
+    common folder."""
+    return os.path.abspath(root) if root is not None else _input_root(_unique_args(paths))
 
 
 def _input_root(args: list[Path]) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
-from .core.record import page_id
+from .core.record import page_id, split_page_id
 from .core.words import FAILED_BLOCK
 
 FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
@@ -463,32 +463,29 @@ def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return str(new.get("created", "")) >= str(old.get("created", ""))
 
 
-def renamed_pages(records: Iterable[dict[str, Any]], holders: dict[str, set[int]]) -> list[tuple[str, str]]:
-    """Pairs of page ids that name one page of one file under two roots: the same content and
-    page, one source a path inside the other (`dump/a/x.pdf#0` and `a/x.pdf#0`), no journal
-    holding both (`holders`: page id -> the journals that hold it), which is what journals
-    made with different --root (or from different folders) hold. Identical copies of a file at
-    unrelated paths are no such pair, nor copies one journal holds both of (`x.pdf` and
-    `old/x.pdf` of one folder: one run has one root). Each source's shorter paths are looked up
-    among its content's sources: a logo copied into 40,000 folders is no 40,000-squared search."""
-    by_content: dict[tuple[str, int], set[str]] = {}
-    for rec in records:
-        sha = rec.get("source_sha256")
-        if isinstance(sha, str) and isinstance(rec.get("page_index"), int):
-            by_content.setdefault((sha, rec["page_index"]), set()).add(str(rec.get("source", "")))
+def renamed_pages(
+    ids: Iterable[str], sha256: Callable[[str], str | None], apart: Callable[[str, str], bool]
+) -> list[tuple[str, str]]:
+    """Pairs (longer, shorter) of page ids among `ids` that name one page of one file under two
+    roots: the same content (`sha256`: a page id's file's, None for an id not among them) and
+    page, one source a path inside the other (`dump/a/x.pdf#0` and `a/x.pdf#0`), and
+    `apart(longer, shorter)`: no journal holds both (merge), or one was written by this run and
+    the other before it (parse), which is what journals made with different --root (or from
+    different folders) hold. Identical copies of a file at unrelated paths are no such pair, nor
+    copies one journal holds both of (`x.pdf` and `old/x.pdf` of one folder: one run has one
+    root). Each id's shorter paths are looked up by id: a logo copied into 40,000 folders is no
+    40,000-squared search, and nothing is held but the pairs."""
     pairs = []
-    for (_, page), sources in by_content.items():
-        if len(sources) < 2:
+    for longer in ids:
+        sha = sha256(longer)
+        source, page = split_page_id(longer)
+        if sha is None or page is None:
             continue
-        for longer in sources:
-            parts = longer.split("/")
-            for k in range(1, len(parts)):
-                shorter = "/".join(parts[k:])
-                if shorter not in sources:
-                    continue
-                ids = page_id(longer, page), page_id(shorter, page)
-                if not holders.get(ids[0], set()) & holders.get(ids[1], set()):
-                    pairs.append(ids)
+        parts = source.split("/")
+        for k in range(1, len(parts)):
+            shorter = page_id("/".join(parts[k:]), page)
+            if sha256(shorter) == sha and apart(longer, shorter):
+                pairs.append((longer, shorter))
     return sorted(pairs)
 
 
@@ -524,22 +521,13 @@ class _Kept:
     length: int
     status: str
     created: str
-    source: str
-    page_index: int | None
     source_sha256: str | None
 
     @classmethod
     def of(cls, n: int, offset: int, length: int, rec: dict[str, Any]) -> _Kept:
-        index, sha = rec.get("page_index"), rec.get("source_sha256")
+        sha = rec.get("source_sha256")
         return cls(
-            n,
-            offset,
-            length,
-            str(rec["status"]),
-            str(rec.get("created", "")),
-            str(rec.get("source", "")),
-            index if isinstance(index, int) else None,
-            sha if isinstance(sha, str) else None,
+            n, offset, length, str(rec["status"]), str(rec.get("created", "")), sha if isinstance(sha, str) else None
         )
 
 
@@ -598,8 +586,9 @@ def merge(out: Path, journals: Iterable[Path], warn: Callable[[str], None] | Non
         if note and warn is not None:
             warn(note)
     renamed = renamed_pages(
-        ({"source": k.source, "page_index": k.page_index, "source_sha256": k.source_sha256} for k in chosen.values()),
-        holders,
+        chosen,
+        lambda pid: kept.source_sha256 if (kept := chosen.get(pid)) is not None else None,
+        lambda longer, shorter: not holders[longer] & holders[shorter],
     )
     out_held = any(-1 in held for held in holders.values())
     duplicates = sum(len(held) > 1 for held in holders.values())

@@ -32,8 +32,8 @@ from .core.record import PageRecord, page_id, split_page_id
 from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
 from .engines import describe, resolve_engine
-from .inputs import DOC_EXTS, OpenDocuments, SourceFile, outside_root, parse_page_ranges
-from .journal import Journal, NoJournal
+from .inputs import DOC_EXTS, OpenDocuments, SourceFile, input_root, outside_root, parse_page_ranges
+from .journal import Journal, NoJournal, renamed_pages
 from .planner import Planned, Planner
 from .report import Reporter, StageTimes, Summary
 
@@ -178,6 +178,7 @@ class Parser:
         self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
+        self._written: set[str] = set()  # ids of the records this run writes (not those resumed)
         self._wait_s = 0.0
         with journal:
             if journal.repaired_bytes:
@@ -242,6 +243,9 @@ class Parser:
                         not_compacted, note = exc, None
                     if note:
                         reporter.warn(note)
+                    moved = _written_under_other_ids(journal.index, self._written)
+                    if moved:
+                        reporter.warn(root_moved(cfg, moved))
                     summary.seconds = time.monotonic() - t0
                 if cfg.formats and not summary.interrupted:
                     stopping = lambda: stop.requested  # noqa: E731
@@ -313,6 +317,7 @@ class Parser:
     def _emit(self, rec: PageRecord, worker: dict | None = None) -> PageRecord:
         line = rec.as_dict()
         self.journal.append(line)
+        self._written.add(line["id"])
         self._count(line, resumed=False, worker=worker)
         return rec
 
@@ -526,6 +531,58 @@ def nothing_found(config: RunConfig) -> str:
     narrowed = f" with {' '.join(given)}" if given else ""
     names = " ".join(f"*{ext}" for ext in sorted(DOC_EXTS))
     return f"no images or PDFs to parse in {where}{narrowed} (mineru parse reads files named {names})"
+
+
+def _written_under_other_ids(index, written: set[str]) -> list[tuple[str, str]]:
+    """(id written now, id written before) of each page the journal holds under ids from two
+    input roots, one of them this run's (renamed_pages, as `mineru merge` finds them)."""
+    if not written:  # a run that only resumed: nothing new to compare
+        return []
+    # only pages of the contents written now can pair with one of them (a dict lookup each for
+    # the rest of a journal of a million pages, not a look at every one's shorter paths)
+    now = {entry.source_sha256 for pid in written if (entry := index.get(pid)) is not None} - {None}
+    pairs = renamed_pages(
+        [pid for pid, entry in index.items() if entry.source_sha256 in now],
+        lambda pid: entry.source_sha256 if (entry := index.get(pid)) is not None else None,
+        lambda longer, shorter: (longer in written) != (shorter in written),
+    )
+    return sorted((a, b) if a in written else (b, a) for a, b in pairs)
+
+
+def root_moved(config: RunConfig, moved: list[tuple[str, str]]) -> str:
+    """The warning of a run that parsed pages its journal already holds under ids from another
+    input root (`moved`: renamed_since's pairs, the id now first): how many, an example, the two
+    roots where they can be told, and the --root that keeps the ids from moving: the wider one,
+    which holds this run's inputs (and the earlier run's, where that root was the wider)."""
+    now, before = moved[0]
+    root = input_root(config.inputs, config.root)
+    source, earlier = split_page_id(now)[0], split_page_id(before)[0]
+    old = _earlier_root(root, source, earlier)
+    wider = root if len(source) > len(earlier) else old
+    said = f"which moved from {_shown(old)} to {_shown(root)}" if old else "which moved"
+    if config.root is None:
+        said += " (without --root it is the arguments' common folder, and moves when they change)"
+    keep = f"--root {shlex.quote(_shown(wider))}" if wider else "--root"
+    return (
+        f"{len({pid for pid, _ in moved})} page(s) parsed again: {config.out} holds them under other ids "
+        f"(e.g. {before}, now {now}). Page ids are paths under the input root, {said}; the journal keeps "
+        f"both records. Give every run the same {keep} to keep the ids steady and the pages resumed"
+    )
+
+
+def _earlier_root(root: str, source: str, earlier: str) -> str | None:
+    """The input root under which a run named `earlier` the file this run names `source` under
+    `root` (one path ends with the other), where it can be told."""
+    if len(source) > len(earlier):  # wider now: the earlier root was a folder inside it
+        return os.path.join(root, *source[: -len(earlier) - 1].split("/"))
+    tail = os.sep + os.path.join(*earlier[: -len(source) - 1].split("/"))
+    return (root[: -len(tail)] or os.sep) if root.endswith(tail) else None  # a folder above it, by its name
+
+
+def _shown(path: str) -> str:
+    """A folder as a message names it: relative to the current folder where it is inside it."""
+    rel = os.path.relpath(path)
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
 
 def run_parse(config: RunConfig, reporter: Reporter) -> Summary:

@@ -277,6 +277,40 @@ def test_root_keeps_ids_and_resume_when_a_glob_matches_more_folders(tmp_path, re
     assert missing.returncode == 2 and "--root: not a folder: nowhere" in missing.stderr
 
 
+def test_a_run_whose_input_root_moved_warns_and_names_the_root_to_give(tmp_path, record_validator):
+    """`mineru parse dump/* ...` without --root: when dump/2025 appears, the arguments' common folder
+    moves from dump/2024 to dump and every page id with it, so every page was parsed again and
+    recorded twice, in silence (`mineru merge` warns of journals that differ so). The run says so,
+    with an id before and now, the two roots and the --root to give; a run that only resumes,
+    or one with that --root, says nothing."""
+    (tmp_path / "dump" / "2024").mkdir(parents=True)
+    text_page(tmp_path / "dump" / "2024" / "a.png", "January report")
+    args = ["--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+
+    def warnings(r: subprocess.CompletedProcess) -> list[str]:
+        assert r.returncode == 0, r.stderr
+        return [e["message"] for e in events(r.stderr) if e["event"] == "warning"]
+
+    assert warnings(mineru("parse", "dump/2024", *args, cwd=tmp_path)) == []
+    (tmp_path / "dump" / "2025").mkdir()
+    text_page(tmp_path / "dump" / "2025" / "c.png", "March report")
+    (told,) = warnings(mineru("parse", "dump/2024", "dump/2025", *args, cwd=tmp_path))
+    assert told.startswith(
+        "1 page(s) parsed again: o.jsonl holds them under other ids (e.g. a.png#0, now 2024/a.png#0)"
+    )
+    assert "moved from dump/2024 to dump" in told and "same --root dump to keep the ids steady" in told, told
+    assert sorted(by_id(read_journal(tmp_path / "o.jsonl", record_validator))) == [
+        "2024/a.png#0",
+        "2025/c.png#0",
+        "a.png#0",
+    ]
+    assert warnings(mineru("parse", "dump/2024", "dump/2025", *args, cwd=tmp_path)) == []  # resumed: nothing new
+    (told,) = warnings(mineru("parse", "dump/2025", *args, cwd=tmp_path))  # narrower again: c.png#0
+    assert "(e.g. 2025/c.png#0, now c.png#0)" in told and "moved from dump to dump/2025" in told, told
+    assert "same --root dump to keep" in told, told
+    assert warnings(mineru("parse", "dump/2025", "--root", "dump", *args, cwd=tmp_path)) == []
+
+
 def test_failed_pages_are_retried_only_when_asked(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
     text_page(tmp_path / "good.png", "Fine page")
