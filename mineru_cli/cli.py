@@ -591,14 +591,19 @@ def export_cmd(
 @contextlib.contextmanager
 def _sigterm_as_ctrl_c() -> Iterator[None]:
     """SIGTERM stops an export as Ctrl-C does, exit 130: a KeyboardInterrupt, on which the export
-    removes its unfinished OUT.partial and its lock and leaves OUT as it was. Python's default
-    ends the process where it stands and leaves both behind. A second SIGTERM ends it at once."""
+    removes its unfinished OUT.partial and its lock and leaves OUT as it was (`__main__` takes
+    SIGTERM so too, but not when the CLI is entered another way). A second SIGTERM ends the
+    process at once, as Python's default does. A SIGTERM our parent ignores stays ignored."""
 
     def stop(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
