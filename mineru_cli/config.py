@@ -18,7 +18,7 @@ from typing import Any
 
 from .core.errors import SetupError
 from .core.words import Word
-from .units import parse_duration, parse_size, shown
+from .units import parse_duration, parse_size, shown, url_shown
 
 
 class EngineChoice(Word):
@@ -418,8 +418,9 @@ class RunConfig:
         _at_least(self.max_worker_rss, 0, "--max-worker-rss")
         put("cache_ttl", _cache_ttl(self.cache_ttl))
         if self.cache_url is not None and not (isinstance(self.cache_url, str) and _is_redis_url(self.cache_url)):
+            url = url_shown(self.cache_url) if isinstance(self.cache_url, str) else self.cache_url  # never its password
             raise SetupError(
-                f"--cache-url {self.cache_url!r} is not a Redis URL: "
+                f"--cache-url {url!r} is not a Redis URL: "
                 "redis://[user:password@]host[:port][/db], rediss://... (TLS) or unix:///path/to/socket"
             )
         parse_choice(GifFrames, self.load.gif_frames, "--gif-frames")

@@ -27,7 +27,7 @@ from pathlib import Path
 from .budget import available_cpus, cgroup_cpu_quota
 from .config import user_cache_dir
 from .core.errors import SetupError
-from .units import human_bytes
+from .units import human_bytes, url_shown
 from .vlm import int8_target
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -317,11 +317,12 @@ def _unwritable(folder: Path) -> str | None:
 def redis_checks(cache_url: str | None) -> list[Check]:
     if not cache_url:
         return []
-    fix_server = f"start the Redis server at {cache_url}, fix --cache-url, or leave it out (local cache only)"
+    shown = url_shown(cache_url)  # never its password
+    fix_server = f"start the Redis server at {shown}, fix --cache-url, or leave it out (local cache only)"
     try:
         import redis
     except ImportError:
-        missing = f"{cache_url}: the redis package is not installed"
+        missing = f"{shown}: the redis package is not installed"
         return [Check("shared cache", FAIL, missing, "pip install -e '.[redis]'")]
     try:
         client = redis.Redis.from_url(cache_url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
@@ -331,10 +332,10 @@ def redis_checks(cache_url: str | None) -> list[Check]:
         finally:
             client.close()
     except ValueError as exc:  # not a redis:// URL
-        return [Check("shared cache", FAIL, f"{cache_url}: {exc}", "give --cache-url as redis://host:port/db")]
+        return [Check("shared cache", FAIL, f"{shown}: {exc}", "give --cache-url as redis://host:port/db")]
     except (redis.RedisError, OSError) as exc:
-        return [Check("shared cache", FAIL, f"{cache_url} unreachable ({type(exc).__name__}: {exc})", fix_server)]
-    return [Check("shared cache", OK, f"{cache_url}: Redis {version} answers")]
+        return [Check("shared cache", FAIL, f"{shown} unreachable ({type(exc).__name__}: {exc})", fix_server)]
+    return [Check("shared cache", OK, f"{shown}: Redis {version} answers")]
 
 
 # --------------------------------------------------------------------------- extras

@@ -1,4 +1,5 @@
-"""Parsing of human durations ("30d", "2h") and sizes ("2GB", "500MiB"), and sizes in words."""
+"""Parsing of human durations ("30d", "2h") and sizes ("2GB", "500MiB"), sizes in words, and values
+as messages show them."""
 
 from __future__ import annotations
 
@@ -29,6 +30,20 @@ def shown(value: Any, limit: int = 40) -> str:
     (a 5,000-digit value is not repeated whole)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def url_shown(url: str) -> str:
+    """A URL as messages show it: its password (`user:PASSWORD@`, `?password=`) as `***`, so
+    a warning in a cron mail or a log never carries a credential."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # no URL (a refused --cache-url): what looks like ":PASSWORD@"
+        return re.sub(r":[^:/@]*@", ":***@", url)
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    user, at, host = rest[:end].rpartition("@")  # a password may hold an unescaped "@"
+    if at and ":" in user:
+        user = user.split(":", 1)[0] + ":***"
+    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest[end:])
+    return f"{scheme}://{user}{at}{host}{tail}"
 
 
 def parse_duration(text: str | int | float) -> float:

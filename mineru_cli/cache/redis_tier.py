@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from ..units import url_shown
 from .store import SCHEMA_VERSION, digest
 
 KEY_PREFIX = f"mineru-cli:v{SCHEMA_VERSION}"
@@ -23,6 +24,7 @@ class RedisTier:
     def __init__(self, url: str, ttl_s: int, warn: Callable[[str], None] = print, local: bool = True):
         """local: whether the run has a local cache to go on with when this tier fails."""
         self.url, self.ttl_s, self._warn = url, int(ttl_s), warn
+        self._shown = url_shown(url)  # the URL in warnings: never its password
         self._then = "continuing with the local cache only" if local else "running without a cache"
         self._client = None
         try:
@@ -41,7 +43,7 @@ class RedisTier:
         return self._client is not None
 
     def _fail(self, why: str) -> None:
-        self._warn(f"shared cache {self.url} unavailable ({why}); {self._then}")
+        self._warn(f"shared cache {self._shown} unavailable ({why}); {self._then}")
         self.close()
 
     @staticmethod
@@ -86,7 +88,7 @@ class RedisTier:
             self._client.set(self.key(fingerprint, pixel_sha256), value, ex=self.ttl_s)
         except self._refused as e:
             self._writes = False
-            self._warn(f"shared cache {self.url} refuses writes ({e}); its results are still read, none are stored")
+            self._warn(f"shared cache {self._shown} refuses writes ({e}); its results are still read, none are stored")
         except self._errors as e:
             self._fail(f"{type(e).__name__}: {e}")
 

@@ -259,3 +259,34 @@ def test_redis_down_with_no_local_cache_says_the_run_has_none(tmp_path):
     assert warnings[1].startswith(f"shared cache {url} unavailable (") and warnings[1].endswith(
         "; running without a cache"
     ), warnings
+
+
+def test_a_password_in_the_cache_url_is_never_shown(tmp_path, redis_server):
+    """A Redis that needs a password: the warnings of a run (a wrong password, a full Redis that
+    refuses writes), doctor's line and its fix, and the refusal of a mistyped URL repeated the
+    URL whole, password and all, into cron mails and --log-json logs. Now it is `***`."""
+    from mineru_cli.config import RunConfig
+    from mineru_cli.core import SetupError
+    from mineru_cli.doctor import redis_checks
+
+    _, url, client = redis_server
+    client.acl_setuser("app", enabled=True, passwords=["+s3cret-pw"], keys=["*"], commands=["+@all"])
+    client.config_set("maxmemory", 1)  # full, evicting nothing: stores are refused
+    client.config_set("requirepass", "s3cret-pw")  # the default user's password too: ":wr0ng-pw@" is refused
+    wrong, right = url.replace("redis://", "redis://:wr0ng-pw@"), url.replace("redis://", "redis://app:s3cret-pw@")
+    warnings: list[str] = []
+    img = page(30)
+    for i, u in enumerate((wrong, right)):
+        with ResultCache(tmp_path / str(i), redis_url=u, warn=warnings.append) as c:
+            assert c.lookup(img, pixel_sha256(img), FP) is None
+            c.store(img, pixel_sha256(img), FP, "p#0", {"blocks": [], "markdown": ""})
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith(f"shared cache {url.replace('redis://', 'redis://:***@')} unavailable (")
+    assert warnings[1].startswith(f"shared cache {url.replace('redis://', 'redis://app:***@')} refuses writes")
+    checks = redis_checks(wrong) + redis_checks(right)
+    assert [c.status for c in checks] == ["fail", "ok"], checks
+    assert checks[1].detail.startswith(url.replace("redis://", "redis://app:***@")), checks
+    with pytest.raises(SetupError) as refused:
+        RunConfig.from_options(["x"], cache_url="redis//:s3cret-pw@localhost:6379/0")  # "redis:" lost its colon
+    said = [*warnings, *(f"{c.detail} {c.fix}" for c in checks), str(refused.value)]
+    assert not [s for s in said if "s3cret" in s or "wr0ng" in s], said
