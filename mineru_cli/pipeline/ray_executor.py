@@ -609,17 +609,52 @@ def _when(mtime_ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mtime_ns / 1e9)) + f".{mtime_ns % 10**9:09d} UTC"
 
 
+# The client's opening of an HTTP/2 connection (gRPC's transport) and an empty SETTINGS frame:
+# a Ray head's GCS, a gRPC server, answers with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4  # the frame type, the 4th byte of a frame's 9-byte header
+
+
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A HOST:PORT address must accept a connection (ray.init would retry for minutes)."""
+    """The cluster at a HOST:PORT address, or the one `auto` stands for, must answer as a Ray head
+    does. ray.init retries an address that refuses the connection, never answers, or answers in
+    another protocol (a Redis, a web server) for about 12 minutes, Ray's own log lines on stderr
+    meanwhile, even under --quiet."""
     import socket
 
+    if address == "auto":
+        address = _auto_address() or address
     host, sep, port = address.rpartition(":")
     if address == "auto" or "://" in address or not sep or not port.isdigit():
         return
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return  # a TLS cluster answers a TLS handshake, not a plain HTTP/2 opening
+            conn.sendall(_HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9 and (got := conn.recv(64)):
+                head += got
     except OSError as exc:
         raise ConnectionError(f"no Ray cluster answers at {address} ({exc})") from None
+    if len(head) < 9 or head[3] != _SETTINGS:
+        said = f"it answered {head[:40].decode('ascii', 'replace')!r}" if head else "it closed the connection"
+        raise ConnectionError(
+            f"no Ray cluster answers at {address}: something listens there but does not speak gRPC as a "
+            f"Ray head does ({said}); give the head's GCS address (`ray start --head` prints it; port 6379 "
+            "by default)"
+        )
+
+
+def _auto_address() -> str | None:
+    """The HOST:PORT `--ray-address auto` stands for, found as ray.init finds it (RAY_ADDRESS, else
+    the cluster last started on this machine); None where there is none (ray.init says so)."""
+    try:  # Ray's own lookup: no public API of Ray says where `auto` leads
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address("auto")
+    except Exception:  # noqa: BLE001 - no cluster found, or another Ray: ray.init decides
+        return None
 
 
 class _Relay(logging.Handler):

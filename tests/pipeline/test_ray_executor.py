@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from helpers import mineru, read_journal, start_parse, wait_for_event
@@ -153,6 +157,52 @@ def test_an_address_with_no_cluster_is_a_clear_setup_error(tmp_path):
         "--ray-address", "127.0.0.1:1", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 2 and "no Ray cluster answers at 127.0.0.1:1" in r.stderr, r.stderr
+
+
+@contextmanager
+def listener(answer: bytes) -> Iterator[int]:
+    """A loopback port where something other than Ray listens: it reads what comes and answers
+    `answer`, as a Redis or a web server would."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.recv(1024)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("where", ["a Redis", "auto, a dead RAY_ADDRESS"])
+def test_an_address_where_no_ray_head_answers_is_refused_at_once(tmp_path, where):
+    """A --ray-address where something else listens (a Redis on Ray's default port 6379, a web
+    server), or `auto` leading to an address that refuses connections (RAY_ADDRESS, or the file a
+    crashed head left): ray.init retried it for about 12 minutes, Ray's log lines on stderr under
+    --quiet. Now exit 2 at once, in one line."""
+    with listener(b"-ERR unknown command 'PRI'\r\n") as port:
+        address, env = f"127.0.0.1:{port}", {}
+        if where != "a Redis":  # a port nothing listens on any more
+            with socket.create_server(("127.0.0.1", 0)) as gone:
+                port = gone.getsockname()[1]
+            address, env = "auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"}
+        r = mineru(
+            "parse", str(EXAMPLES / "prose.png"), "--out", str(tmp_path / "o.jsonl"), "--executor", "ray",
+            "--ray-address", address, "--quiet", cwd=tmp_path, env=env, timeout=120,
+        )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"error: could not start or reach Ray at --ray-address {address}: ")
+    assert "no Ray cluster answers at " in r.stderr and f":{port}" in r.stderr and r.stderr.count("\n") == 1
+    if where == "a Redis":
+        assert 'does not speak gRPC as a Ray head does (it answered "-ERR unknown command' in r.stderr
 
 
 def test_sigterm_stops_gracefully_then_resume_does_every_page_once(tmp_path, record_validator):
