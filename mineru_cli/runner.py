@@ -219,13 +219,12 @@ class Parser:
                         cpu = plan_cpus(cfg.cpus, cfg.workers, pages=known, engine=self.spec.engine.value)
                         yield from self._run_pool(itertools.chain(ahead, feed), cpu, stop, known)
                     yield from self._drain_settled()
-                    if stop.requested:  # pages found and not settled: those of files not taken yet too
-                        summary.pages = max(summary.pages, planner.total())
-                        summary.unfinished = summary.pages - self._settled_pages
-                        summary.pages_at_least = not (self._feed_done or planner.exact)
+                    if stop.requested:
+                        self._count_unfinished(planner)
                     summary.interrupted = stop.requested
                 except KeyboardInterrupt:
                     summary.interrupted = True
+                    self._count_unfinished(planner)
                     if not self.signals:
                         raise
                 finally:
@@ -253,6 +252,13 @@ class Parser:
                 if not_compacted is not None:
                     raise not_compacted
         summary.seconds = time.monotonic() - t0
+
+    def _count_unfinished(self, planner: Planner) -> None:
+        """After a stop: the pages found and not settled, those of files not taken yet too."""
+        summary = self.summary
+        summary.pages = max(summary.pages, planner.total())
+        summary.unfinished = summary.pages - self._settled_pages
+        summary.pages_at_least = not (self._feed_done or planner.exact)
 
     # -- the stream of pages -------------------------------------------------------------
     def _feed(self, planner: Planner, stop: _Interrupts) -> Iterator[_Item | None]:

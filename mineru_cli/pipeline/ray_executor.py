@@ -261,6 +261,17 @@ class RayTransport:
             self._started_ray = True  # whatever it got to: shut it down
             self.close()
             raise SetupError(_init_error(exc, where)) from None
+        except SystemExit as exc:
+            # ray.init's first step installs Ray's own SIGTERM handler, sys.exit(SIGTERM): a SIGTERM
+            # while Ray starts ended the run with exit 15 and left the private instance's folder.
+            # It is ours to handle, as at any other time: Ray shut down, the run stops (exit 130).
+            self._started_ray = True
+            self.close()
+            ours = saved.get(signal.SIGTERM)
+            if exc.code != signal.SIGTERM or not callable(ours):
+                raise
+            ours(signal.SIGTERM, None)
+            raise KeyboardInterrupt from None
         finally:
             init_log.removeHandler(relay)
             init_log.propagate = init_propagate
@@ -529,8 +540,9 @@ def _sigterm_held_off() -> Iterator[None]:
     blocks for them. A SIGTERM to the whole process group or cgroup (`timeout`, `kill -- -PGID`,
     a service manager's stop) then reaches the driver alone, which stops gracefully with its
     actors still there to finish their pages; `ray.shutdown()` ends them with SIGKILL once its
-    SIGTERM goes unanswered (a second per process). A SIGTERM to the driver meanwhile waits,
-    pending, and is handled after."""
+    SIGTERM goes unanswered (a second per process). A SIGTERM to the driver meanwhile is not held
+    off (the driver's other threads take it) and meets the handler ray.init installs: open() turns
+    its exit into the run's stop."""
     if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, no process groups
         yield
         return
