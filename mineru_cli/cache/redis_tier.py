@@ -6,7 +6,9 @@ any error (down, killed mid-run, timeout) disables the tier for the rest of
 the run after one warning, and the run carries on with the local tier.  A
 server that answers a write with an error (a read-only replica, a user whose
 ACL allows reads only, a full Redis that evicts nothing) stops the writes
-only: what it holds is still read.
+only: what it holds is still read.  A value under a page's key that is no
+result of ours (damaged, another program's, of another Redis type) is a miss
+for that page alone.
 """
 
 from __future__ import annotations
@@ -54,8 +56,19 @@ class RedisTier:
         """(page_id, payload JSON, width, height) or None."""
         if self._client is None:
             return None
+        key = self.key(fingerprint, pixel_sha256)
         try:
-            raw = self._client.get(self.key(fingerprint, pixel_sha256))
+            raw = self._client.get(key)
+        except self._refused as e:
+            if not str(e).startswith("WRONGTYPE"):
+                self._fail(f"{type(e).__name__}: {e}")
+                return None
+            # a list, hash, ... under the page's key (another program's): the server is fine and this
+            # key holds no result; the page's store (SET) replaces it
+            self._warn(
+                f"shared cache {self._shown}: {key} holds no page result ({e}); ignored (the page is parsed again)"
+            )
+            return None
         except self._errors as e:
             self._fail(f"{type(e).__name__}: {e}")
             return None
@@ -67,7 +80,7 @@ class RedisTier:
             if not (isinstance(page_id, str) and isinstance(payload, str)) or digest(payload) != v["digest"]:
                 return None
             return page_id, payload, int(v["width"]), int(v["height"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: int() of 1e400
             return None  # someone else's or damaged value: a miss, never a wrong result
 
     def put(

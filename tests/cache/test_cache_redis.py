@@ -211,7 +211,10 @@ def test_a_shared_value_that_is_no_page_result_is_a_miss_and_not_copied(tmp_path
         assert c.lookup(img, sha, FP).payload["markdown"] == "mine"
 
 
-@pytest.mark.parametrize("field", [{"payload": 5}, {"page_id": 7}, {"payload": None}])
+@pytest.mark.parametrize(
+    "field",
+    [{"payload": 5}, {"page_id": 7}, {"payload": None}, {"width": float("inf")}],  # inf: 1e400 in the JSON
+)
 def test_a_shared_value_with_fields_of_another_type_is_a_miss(tmp_path, redis_server, field):
     _, url, client = redis_server
     img = page(5)
@@ -219,6 +222,26 @@ def test_a_shared_value_with_fields_of_another_type_is_a_miss(tmp_path, redis_se
     client.set(RedisTier.key(FP, pixel_sha256(img)), json.dumps(value))
     with ResultCache(tmp_path, redis_url=url, warn=lambda m: None) as c:
         assert c.lookup(img, pixel_sha256(img), FP) is None
+
+
+def test_a_key_of_another_redis_type_is_a_miss_for_its_page_alone(tmp_path, redis_server):
+    """A list (or hash, set, ...) under a page's key, another program's: GET answered WRONGTYPE,
+    which switched the whole shared tier off as "unavailable" for the rest of the run, and for
+    every run after (nothing was stored over it). Now it is that page's miss, the tier serves the
+    other pages, and the page's result replaces the list."""
+    _, url, client = redis_server
+    shared, listed = page(40), page(41)
+    with ResultCache(tmp_path / "a", redis_url=url) as a:
+        a.store(shared, pixel_sha256(shared), FP, "a#0", {"blocks": [], "markdown": "shared"})
+    client.rpush(RedisTier.key(FP, pixel_sha256(listed)), "another program's list")
+    warnings: list[str] = []
+    with ResultCache(tmp_path / "b", redis_url=url, warn=warnings.append) as b:
+        assert b.lookup(listed, pixel_sha256(listed), FP) is None
+        assert b.lookup(shared, pixel_sha256(shared), FP).payload["markdown"] == "shared"
+        b.store(listed, pixel_sha256(listed), FP, "b#0", {"blocks": [], "markdown": "mine"})
+    assert len(warnings) == 1 and "holds no page result (WRONGTYPE" in warnings[0], warnings
+    with ResultCache(tmp_path / "c", redis_url=url) as c:
+        assert c.lookup(listed, pixel_sha256(listed), FP).payload["markdown"] == "mine"
 
 
 @pytest.mark.e2e
