@@ -28,12 +28,14 @@ class Task:
 
 def timed_out(task: Task, now: float, page_timeout: float) -> PageOutcome:
     """The record of a lone page whose worker was killed at its deadline."""
+    took = task.seconds(now)
     return PageOutcome.failed(
         ErrorKind.TIMEOUT,
         task.stage or Stage.RENDER,
-        f"no result after {task.seconds(now):.0f} s (--page-timeout {page_timeout:g} s per page) in the "
+        # tenths under 10 s: a --page-timeout of 0.3 was "no result after 0 s"
+        f"no result after {took:.{1 if took < 10 else 0}f} s (--page-timeout {page_timeout:g} s per page) in the "
         f"{task.stage} stage; worker killed and restarted",
-        task.seconds(now),
+        took,
         status=Status.TIMEOUT,
     )
 

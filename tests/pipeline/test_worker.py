@@ -162,3 +162,14 @@ def test_a_page_with_a_block_the_engine_could_not_read_is_not_cached(tmp_path, f
     finally:
         cache.close()
         docs.close()
+
+
+@pytest.mark.parametrize(("took", "said"), [(0.31, "0.3 s"), (9.96, "10.0 s"), (612.4, "612 s")])
+def test_a_timeout_record_says_how_long_the_page_had_in_tenths_under_ten_seconds(took, said):
+    """--page-timeout 0.3 recorded `no result after 0 s (--page-timeout 0.3 s per page)`."""
+    from mineru_cli.pipeline.blame import Task, timed_out
+
+    task = Task(1, item=None, solo=True, sent=100.0, started=100.0, stage=Stage.ENGINE)  # the item is not read
+    out = timed_out(task, 100.0 + took, 0.3)
+    assert out.status is Status.TIMEOUT and out.error is not None
+    assert out.error.message.startswith(f"no result after {said} (--page-timeout 0.3 s per page) in the engine stage")
