@@ -138,7 +138,10 @@ class _PageActor:
         }
 
     def _notices(self) -> list[str]:
-        out, self.notices = self.notices, []
+        """The warnings since the last answer. The list is emptied in place: the cache appends
+        to this very list (its `warn`), so a new list would take none of its later warnings."""
+        out = self.notices[:]
+        self.notices.clear()
         return out
 
     def render(

@@ -269,6 +269,24 @@ def test_parse_reparses_a_page_whose_shared_value_is_no_result(tmp_path, redis_s
     assert "not a page result" in r.stderr
 
 
+@pytest.mark.e2e
+def test_under_ray_the_shared_tier_s_warnings_reach_the_user(tmp_path, redis_server):
+    """A Ray worker handed its cache warnings over through a list it replaced with a new one at
+    its first answer, while the cache went on appending to the old one: every warning after that
+    was lost (a Redis that went away mid-run, one that refuses writes, a damaged entry), where
+    the local executor says each once."""
+    pytest.importorskip("ray")
+    _, url, client = redis_server
+    client.config_set("maxmemory", 1)  # full, evicting nothing: the page's store is refused
+    (tmp_path / "in").mkdir()
+    shutil.copy(EXAMPLES / "slide.png", tmp_path / "in" / "slide.png")
+    args = ["--engine", "ocr", "--cache-url", url, "--cpus", "1", "--executor", "ray"]
+    r = mineru("parse", "in", "--out", "o.jsonl", "--cache-dir", "c", *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [x["status"] for x in read_journal(tmp_path / "o.jsonl")] == ["ok"]
+    assert r.stderr.count(f"warning: shared cache {url} refuses writes (") == 1, r.stderr
+
+
 def test_redis_down_with_no_local_cache_says_the_run_has_none(tmp_path):
     """A local cache it cannot use and a Redis it cannot reach: the second warning said
     "continuing with the local cache only" of a run that had none."""
