@@ -662,14 +662,11 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 
 
 def _auto_address() -> str | None:
-    """The HOST:PORT `--ray-address auto` stands for, found as ray.init finds it (RAY_ADDRESS, else
-    the cluster last started on this machine); None where there is none (ray.init says so)."""
-    try:  # Ray's own lookup: no public API of Ray says where `auto` leads
-        from ray._private.services import canonicalize_bootstrap_address
-
-        return canonicalize_bootstrap_address("auto")
-    except Exception:  # noqa: BLE001 - no cluster found, or another Ray: ray.init decides
-        return None
+    """The HOST:PORT `--ray-address auto` stands for where Ray's documented RAY_ADDRESS names it;
+    None otherwise: `auto` then means the cluster last started on this machine, which only Ray's
+    private modules can find, so ray.init looks for it and says where there is none."""
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    return address if address and address != "auto" else None
 
 
 class _Relay(logging.Handler):

@@ -185,8 +185,8 @@ def listener(answer: bytes) -> Iterator[int]:
 @pytest.mark.parametrize("where", ["a Redis", "auto, a dead RAY_ADDRESS"])
 def test_an_address_where_no_ray_head_answers_is_refused_at_once(tmp_path, where):
     """A --ray-address where something else listens (a Redis on Ray's default port 6379, a web
-    server), or `auto` leading to an address that refuses connections (RAY_ADDRESS, or the file a
-    crashed head left): ray.init retried it for about 12 minutes, Ray's log lines on stderr under
+    server), or `auto` leading to an address that refuses connections (RAY_ADDRESS left set):
+    ray.init retried it for about 12 minutes, Ray's log lines on stderr under
     --quiet. Now exit 2 at once, in one line."""
     with listener(b"-ERR unknown command 'PRI'\r\n") as port:
         address, env = f"127.0.0.1:{port}", {}
