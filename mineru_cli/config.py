@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.errors import SetupError
+from .core.record import fingerprint
 from .core.words import Word
 from .units import parse_duration, parse_size, shown, url_shown
 
@@ -140,6 +141,40 @@ class LoadOptions:
     gif_frames: str = GifFrames.FIRST.value
     text_layer: str = TextLayerChoice.AUTO.value  # PDF pages: read their text layer (auto) or not (off)
     pdf_renderer: int = PDF_RENDERER  # not an option: the renderer's revision, in the fingerprint (PDF_RENDERER)
+
+
+class FileKind(Word):
+    """What a file is to the page loader (inputs.Document.kind, by its content): which of the
+    LoadOptions make its pages (LOAD_OPTIONS_OF)."""
+
+    PDF = "pdf"
+    GIF = "gif"  # --gif-frames picks its frames
+    IMAGE = "image"  # any other image: a TIFF's frames are all pages, an APNG's or WebP's first is
+
+
+# The LoadOptions each kind of file is loaded with (inputs.py): the others change nothing of its
+# pages, so they are left out of its pages' fingerprint (load_options_for).
+LOAD_OPTIONS_OF = {
+    FileKind.PDF: frozenset({"dpi", "pdf_max_side", "max_page_pixels", "bomb_pixels", "text_layer", "pdf_renderer"}),
+    FileKind.GIF: frozenset({"max_page_pixels", "bomb_pixels", "gif_frames"}),
+    FileKind.IMAGE: frozenset({"max_page_pixels", "bomb_pixels"}),
+}
+
+
+def load_options_for(load: LoadOptions, kind: FileKind) -> LoadOptions:
+    """`load` with the options that do not apply to this kind of file at their defaults: what its
+    pages' fingerprint hashes, so --dpi parses no image again and --gif-frames no PDF, and options
+    at their defaults hash as they did before the fingerprint was made per kind (no journal or
+    cache made so is parsed again)."""
+    default = LoadOptions()
+    unused = {f.name: getattr(default, f.name) for f in dataclasses.fields(load) if f.name not in LOAD_OPTIONS_OF[kind]}
+    return dataclasses.replace(load, **unused)
+
+
+def page_fingerprints(engine_info: dict[str, Any], load: LoadOptions) -> dict[FileKind, str]:
+    """The fingerprint of the pages of each kind of file (core.record.fingerprint): the engine's
+    identity and options and the load options that apply to that kind."""
+    return {kind: fingerprint(engine_info, dataclasses.asdict(load_options_for(load, kind))) for kind in FileKind}
 
 
 @dataclass(frozen=True)

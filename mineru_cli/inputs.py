@@ -32,7 +32,7 @@ import numpy as np
 import pypdfium2 as pdfium
 from PIL import Image, ImageOps, TiffImagePlugin, UnidentifiedImageError
 
-from .config import LoadOptions
+from .config import FileKind, LoadOptions
 from .core.errors import PageError
 from .hashing import file_sha256  # noqa: F401  (part of the inputs API: hash a source file)
 from .text_layer import TextLayer, read_text_layer
@@ -165,6 +165,15 @@ def _selected(rel: str, include, exclude) -> bool:
 
 def _is_doc(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in DOC_EXTS
+
+
+def named_kind(src: SourceFile) -> FileKind:
+    """What a file is to the page loader by its name (or, named explicitly without a document's
+    extension, its sniffed content): the kind of a file that did not open, whose content says
+    nothing (its one record is fingerprinted as that kind)."""
+    if src.kind == "pdf":
+        return FileKind.PDF
+    return FileKind.GIF if src.path.name.lower().endswith(".gif") else FileKind.IMAGE
 
 
 def _kind_for(name: str) -> str:
@@ -364,6 +373,9 @@ class Document:
     # --gif-frames): what pages past the end of a file that shrank are told by. Known from the
     # content, as the document is opened: an extension may lie.
     fixed_page_count: bool = True
+    # Which load options make its pages (config.LOAD_OPTIONS_OF, what its pages' fingerprint
+    # hashes): known from the content, as the document is opened
+    kind: FileKind = FileKind.IMAGE
 
     def page(self, index: int) -> Page:
         raise NotImplementedError
@@ -448,6 +460,7 @@ class ImageDocument(Document):
                 self._im = Image.open(self._file)
                 self.page_count = self._frames_to_read()
                 self.fixed_page_count = self._im.format != "GIF"
+                self.kind = FileKind.GIF if self._im.format == "GIF" else FileKind.IMAGE
         except PageError:
             self._file.close()
             raise
@@ -544,6 +557,8 @@ class ImageDocument(Document):
 
 class PdfDocument(Document):
     """A PDF through pypdfium2: counting pages renders nothing."""
+
+    kind = FileKind.PDF
 
     def __init__(self, path: Path, opts: LoadOptions):
         self.opts = opts

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, overload
 
-from .config import LoadOptions
+from .config import FileKind, LoadOptions
 from .core.errors import PageError
 from .core.words import ErrorKind
 from .hashing import HashStopped
-from .inputs import SourceFile, file_sha256, iter_sources, open_document
+from .inputs import SourceFile, file_sha256, iter_sources, named_kind, open_document
 
 PLAN_AHEAD = 256  # files planned (hashed, counted) beyond what the driver has taken
 PLAN_AHEAD_PAGES = 100_000  # and no file more once the files planned ahead hold this many pages
@@ -60,6 +60,13 @@ class Planned:
     error: PageError | None = None
     stat: tuple[int, int] | None = None  # (size, mtime_ns) when it was hashed
     fixed_count: bool = False  # page_count is the file's own, by its content (Document.fixed_page_count)
+    # which load options make its pages (what their fingerprint hashes): by its content once it
+    # opened (Document.kind), else by its name
+    kind: FileKind = FileKind.IMAGE
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            self.kind = named_kind(self.src)
 
     def changed_since_planned(self) -> bool:
         """Whether the file is no longer what was hashed (removed, rewritten) mid-run."""
@@ -148,7 +155,7 @@ def plan_file(
             return Planned(src, error=PageError("not_a_file", "open", "not a regular file (changed since found)"))
         sha = file_sha256(src.path, stop)
         with _PDFIUM, open_document(src, load) as doc:  # counts pages (GIF frames per --gif-frames)
-            count, fixed = doc.page_count, doc.fixed_page_count
+            count, fixed, kind = doc.page_count, doc.fixed_page_count, doc.kind
     except PageError as exc:
         return Planned(src, sha256=sha if _of_the_content(exc) else None, error=exc)
     except HashStopped:
@@ -157,7 +164,13 @@ def plan_file(
         return Planned(src, error=PageError("unreadable", "open", f"{type(exc).__name__}: {exc}"))
     indices = range(count) if select is None else PageSelection(count, select)
     return Planned(
-        src, sha256=sha, page_count=count, indices=indices, stat=(st.st_size, st.st_mtime_ns), fixed_count=fixed
+        src,
+        sha256=sha,
+        page_count=count,
+        indices=indices,
+        stat=(st.st_size, st.st_mtime_ns),
+        fixed_count=fixed,
+        kind=kind,
     )
 
 

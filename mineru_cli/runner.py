@@ -11,7 +11,6 @@ batch. The busy time of each stage (from the pages' timings) is summed here for 
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import itertools
 import os
@@ -26,10 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, cast
 
 from .budget import CpuPlan, explain, plan_cpus
-from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, user_cache_dir
+from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, page_fingerprints, user_cache_dir
 from .core.errors import OutputError, PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
-from .core.record import fingerprint as make_fingerprint
 from .core.words import Status
 from .engines import describe, resolve_engine
 from .inputs import DOC_EXTS, OpenDocuments, SourceFile, input_root, outside_root, parse_page_ranges
@@ -56,6 +54,7 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, e
 
 
 _Planned = Planned  # the planner's result for one file (its old name here)
+_Doc = tuple[SourceFile, str | None, str]  # --format: a file, its sha256, its pages' fingerprint
 SETTLED_MAX = 256  # records of resumed / failed-at-planning pages held before the driver yields them
 
 
@@ -154,7 +153,9 @@ class Parser:
         cfg, reporter, summary = self.config, self.reporter, self.summary
         select, self.spec = prepare(cfg, reporter)
         self.engine_info = describe(self.spec)
-        self.fp = make_fingerprint(self.engine_info, dataclasses.asdict(cfg.load))
+        # per kind of file: an option that makes no page of a file (--dpi for an image) keeps
+        # its pages' fingerprint, so their records resume and the cache serves them
+        self.fps = page_fingerprints(self.engine_info, cfg.load)
         if cfg.formats:
             _check_out_dir(cfg.documents_dir)
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
@@ -175,7 +176,7 @@ class Parser:
         self._file_order: dict[str, tuple[int, Sequence[int]]] = {}  # rel -> (place, pages of this run)
         self._fixed_counts: dict[str, int] = {}  # page counts that are the files' own (pages past the end)
         self._failed_whole: dict[str, str] = {}  # files that no longer open, by content: their sha256
-        self._docs: list[tuple[SourceFile, str | None]] = []  # with --format: each file and its hash
+        self._docs: list[_Doc] = []  # with --format: each file, its hash and its pages' fingerprint
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
         self._written: set[str] = set()  # ids of the records this run writes (not those resumed)
@@ -248,7 +249,7 @@ class Parser:
                     summary.seconds = time.monotonic() - t0
                 if cfg.formats and not summary.interrupted:
                     stopping = lambda: stop.requested  # noqa: E731
-                    summary.interrupted = not _write_documents(cfg, self._docs, journal, self.fp, reporter, stopping)
+                    summary.interrupted = not _write_documents(cfg, self._docs, journal, reporter, stopping)
                 if not_compacted is not None:
                     raise not_compacted
         summary.seconds = time.monotonic() - t0
@@ -293,7 +294,7 @@ class Parser:
         elif planned.error is not None and planned.sha256 is not None:
             self._failed_whole[rel] = planned.sha256
         if self.config.formats:
-            self._docs.append((planned.src, planned.sha256))
+            self._docs.append((planned.src, planned.sha256, self.fps[planned.kind]))
         self.reporter.found(self.planner.total())
 
     def _planning_done(self) -> None:
@@ -315,7 +316,7 @@ class Parser:
             page_index=index,
             page_count=planned.page_count,
             engine=self.engine_info,
-            fingerprint=self.fp,
+            fingerprint=self.fps[planned.kind],
             source_sha256=planned.sha256,
             **fields,
         )
@@ -348,7 +349,8 @@ class Parser:
     def _done_before(self, planned: _Planned, index: int) -> PageRecord | None:
         if self.config.force:
             return None
-        rec = self.journal.finished(page_id(planned.src.rel, index), planned.sha256, self.fp, self.config.retry_failed)
+        pid, fp = page_id(planned.src.rel, index), self.fps[planned.kind]
+        rec = self.journal.finished(pid, planned.sha256, fp, self.config.retry_failed)
         if rec is None:
             return None
         self._count(rec, resumed=True)
@@ -420,7 +422,7 @@ class Parser:
             cpu.threads,
             cpu.spinning,
             cpu.thread_env(),
-            self.fp,
+            self.fps,
             cfg.load,
             cfg.cache_spec(user_cache_dir()),
             batch,
@@ -611,23 +613,19 @@ def _check_out_dir(out_dir: Path) -> None:
         raise SetupError(f"--out-dir {out_dir}: the folder cannot be written")
 
 
-def _document_pages(index, docs: list[tuple[SourceFile, str | None]], fp: str) -> dict[str, list[str]]:
+def _document_pages(index, docs: list[_Doc]) -> dict[str, list[str]]:
     """Ids of every page the journal holds of this run's files, per file in input order and page
     order: the per-document files are built from all of them, not only from the pages --pages
     chose now; but only from records of the file's current content made with this run's
-    fingerprint (a page parsed before the file changed, or by another engine version or options,
-    and not chosen now is left out, not mixed in)."""
-    current = {src.rel: sha for src, sha in docs}
+    fingerprint for it (a page parsed before the file changed, or by another engine version or
+    options, and not chosen now is left out, not mixed in)."""
+    current = {src.rel: (sha, fp) for src, sha, fp in docs}
     pages: dict[str, list[tuple[int, str]]] = {}
     for pid, entry in index.items():
         source, number = split_page_id(pid)
-        if (
-            number is not None
-            and source in current
-            and (entry.source_sha256, entry.fingerprint) == (current[source], fp)
-        ):
+        if number is not None and source in current and (entry.source_sha256, entry.fingerprint) == current[source]:
             pages.setdefault(source, []).append((number, pid))
-    return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, _ in docs if src.rel in pages}
+    return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, _, _ in docs if src.rel in pages}
 
 
 def _vanished_pages(index, plan: Iterable[_Planned]) -> list[str]:
@@ -682,20 +680,15 @@ def _pages_of_other_content(index, failed: dict[str, str]) -> list[str]:
 
 
 def _write_documents(
-    opts: RunConfig,
-    docs: list[tuple[SourceFile, str | None]],
-    journal,
-    fp: str,
-    reporter: Reporter,
-    stopping: Callable[[], bool] = lambda: False,
+    opts: RunConfig, docs: list[_Doc], journal, reporter: Reporter, stopping: Callable[[], bool] = lambda: False
 ) -> bool:
     """--format markdown / content-list / layout: per-document files from the journal's records
     (_document_pages), one document at a time (its records only are read back at once). A stop
     (Ctrl-C / SIGTERM) is taken between documents: False, the rest is left to the next run."""
     from .writers import document_dir, remove_documents, write_documents
 
-    sources = {src.rel: src for src, _ in docs}
-    pages = _document_pages(journal.index, docs, fp)
+    sources = {src.rel: src for src, _, _ in docs}
+    pages = _document_pages(journal.index, docs)
     opened = OpenDocuments(opts.load)
     written: list[Path] = []
     ok: set[str] = set()
@@ -770,7 +763,7 @@ def _write_documents(
             f"stopped before every per-document file was written under {opts.documents_dir}/: re-run to write them"
         )
         return False
-    removed = remove_documents(opts.documents_dir, [src.rel for src, _ in docs if src.rel not in ok])
+    removed = remove_documents(opts.documents_dir, [src.rel for src, _, _ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"

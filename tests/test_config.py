@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
 
-from mineru_cli.config import MAX_CACHE_TTL_S, LoadOptions, OutputFormat, RunConfig
+from mineru_cli.config import (
+    LOAD_OPTIONS_OF,
+    MAX_CACHE_TTL_S,
+    FileKind,
+    LoadOptions,
+    OutputFormat,
+    RunConfig,
+    page_fingerprints,
+)
 from mineru_cli.core import SetupError
+from mineru_cli.core.record import fingerprint
 
 
 def test_api_values_are_taken_as_the_cli_would_take_them():
@@ -109,3 +119,36 @@ def test_a_cache_ttl_no_tier_can_keep_is_refused_in_one_short_line():
 def test_a_bad_shard_is_a_setup_error(spec):
     with pytest.raises(SetupError, match="--shard"):
         RunConfig(inputs=("x",), shard=spec)
+
+
+ENGINE = {"name": "ocr", "version": "1", "options": {"lang": "en"}}
+
+
+def test_default_load_options_keep_every_kind_s_fingerprint():
+    """The fingerprint hashed all the load options for every file: at their defaults each kind's
+    is that same hash, so a journal or cache made before it was per kind resumes and serves."""
+    before = fingerprint(ENGINE, dataclasses.asdict(LoadOptions()))
+    assert page_fingerprints(ENGINE, LoadOptions()) == {kind: before for kind in FileKind}
+
+
+@pytest.mark.parametrize(
+    "option, value, kinds",
+    [
+        ("dpi", 150, {FileKind.PDF}),
+        ("pdf_max_side", 2000, {FileKind.PDF}),
+        ("text_layer", "off", {FileKind.PDF}),
+        ("pdf_renderer", 1, {FileKind.PDF}),
+        ("gif_frames", "all", {FileKind.GIF}),
+        ("max_page_pixels", 1_000_000, set(FileKind)),
+        ("bomb_pixels", 10_000_000, set(FileKind)),
+    ],
+)
+def test_a_load_option_changes_the_fingerprint_of_the_files_it_makes(option, value, kinds):
+    base = page_fingerprints(ENGINE, LoadOptions())
+    changed = page_fingerprints(ENGINE, LoadOptions(**{option: value}))
+    assert {kind for kind in FileKind if changed[kind] != base[kind]} == kinds
+
+
+def test_every_load_option_makes_some_kind_of_file():
+    """A new load option left out of LOAD_OPTIONS_OF would be in no fingerprint at all."""
+    assert set().union(*LOAD_OPTIONS_OF.values()) == {f.name for f in dataclasses.fields(LoadOptions)}

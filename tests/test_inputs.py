@@ -369,6 +369,25 @@ def test_gif_first_or_all_frames(tmp_path):
         assert [doc.page(i).image.getpixel((8, 8)) for i in range(3)] == [RED, GREEN, BLUE]
 
 
+def test_a_file_s_kind_is_its_content_s_and_a_file_that_fails_its_name_s(tmp_path):
+    """The kind picks the load options in its pages' fingerprint: a PDF named .png is rendered at
+    --dpi, a GIF named .png has --gif-frames; a file that does not open is what its name says."""
+    from mineru_cli.config import FileKind
+    from mineru_cli.planner import plan_file
+
+    pdf = pdf_with_pages(tmp_path / "scan.png", [(72, 72)])
+    gif = tmp_path / "anim.png"
+    Image.new("RGB", (16, 16), RED).save(gif, format="GIF")
+    tif = tmp_path / "pages.tif"
+    Image.new("RGB", (16, 16), RED).save(tif)
+    for path, kind in [(pdf, FileKind.PDF), (gif, FileKind.GIF), (tif, FileKind.IMAGE)]:
+        assert plan_file(src_for(path), None, LoadOptions()).kind is kind, path
+    for name, kind in [("bad.gif", FileKind.GIF), ("bad.pdf", FileKind.PDF), ("bad.jpg", FileKind.IMAGE)]:
+        (tmp_path / name).write_bytes(b"not a document")
+        planned = plan_file(src_for(tmp_path / name), None, LoadOptions())
+        assert planned.error is not None and planned.kind is kind, name
+
+
 def test_animated_png_gives_first_frame(tmp_path):
     path = tmp_path / "anim.png"
     frames = [Image.new("RGB", (16, 16), c) for c in (BLUE, RED)]

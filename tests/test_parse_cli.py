@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import mineru, read_journal
+from pdfs import prose, write_pdf
 from PIL import Image, ImageDraw, ImageFont
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
@@ -250,6 +251,72 @@ def test_resume_skips_done_pages_and_reprocesses_changes(tmp_path, record_valida
 
     other_opts = mineru(*args, "--lang", "ch", cwd=tmp_path)  # options change the fingerprint
     assert all(not e["resumed"] for e in events(other_opts.stderr) if e["event"] == "page")
+
+
+def mixed_tree(d: Path) -> Path:
+    """A folder of each kind of file the loader knows: a PDF, a PNG, a two-frame GIF and a
+    two-page TIFF (each small, with text the OCR engine reads)."""
+    d.mkdir()
+    write_pdf(d / "a.pdf", lambda c: prose(c, ["Quarterly report"], x=20, top=50), pagesize=(300, 100))
+    text_page(d / "b.png", "Page of an image")
+    frames = [Image.new("RGB", (320, 120), "white") for _ in range(2)]
+    for i, f in enumerate(frames):
+        ImageDraw.Draw(f).text((10, 40), f"Frame {i + 1}", fill="black", font=ImageFont.load_default(size=32))
+    frames[0].save(d / "c.gif", save_all=True, append_images=frames[1:])
+    frames[0].save(d / "d.tif", save_all=True, append_images=frames[1:])
+    return d
+
+
+def parsed(r: subprocess.CompletedProcess) -> list[str]:
+    """The ids of the pages a --log-json run parsed (not resumed)."""
+    assert r.returncode == 0, r.stderr
+    return sorted(e["id"] for e in events(r.stderr) if e["event"] == "page" and not e["resumed"])
+
+
+def test_a_load_option_parses_again_only_the_files_it_applies_to(tmp_path, record_validator):
+    """--dpi and --text-layer make a PDF's pages, --gif-frames a GIF's: every page of every file
+    was parsed again when one of them changed (the fingerprint hashed them all for every file)."""
+    mixed_tree(tmp_path / "in")
+    args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json", "--format", "markdown"]
+    assert parsed(mineru(*args, cwd=tmp_path)) == ["a.pdf#0", "b.png#0", "c.gif#0", "d.tif#0", "d.tif#1"]
+    first = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
+    (md := next((tmp_path / "mineru_output").rglob("b.md"))).unlink()
+
+    assert parsed(mineru(*args, "--dpi", "150", cwd=tmp_path)) == ["a.pdf#0"]
+    assert "Page of an image" in md.read_text()  # the resumed PNG's record makes its document
+    assert parsed(mineru(*args, "--dpi", "150", "--text-layer", "off", cwd=tmp_path)) == ["a.pdf#0"]
+    more = ["--dpi", "150", "--text-layer", "off", "--gif-frames", "all"]
+    assert parsed(mineru(*args, *more, cwd=tmp_path)) == ["c.gif#0", "c.gif#1"]
+    assert parsed(mineru(*args, cwd=tmp_path)) == ["a.pdf#0", "c.gif#0"]  # the defaults again
+
+    last = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
+    assert {pid: r["fingerprint"] for pid, r in last.items() if pid != "c.gif#1"} == {
+        pid: r["fingerprint"] for pid, r in first.items()
+    }
+    assert last["b.png#0"] == first["b.png#0"] and last["d.tif#1"] == first["d.tif#1"]  # never parsed again
+
+
+def test_an_image_page_is_a_cache_hit_whatever_the_pdf_options(tmp_path):
+    """An image's page parsed again (a new journal) with another --dpi or --text-layer was a
+    cache miss though its pixels and its answer are the same."""
+    mixed_tree(tmp_path / "in")
+    args = ["parse", "in", "--engine", "ocr"]
+    assert mineru(*args, "--out", "one.jsonl", cwd=tmp_path).returncode == 0
+    again = mineru(*args, "--out", "two.jsonl", "--dpi", "150", "--text-layer", "off", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    cache = {r["id"]: r["cache"]["status"] for r in read_journal(tmp_path / "two.jsonl")}
+    assert cache == {"a.pdf#0": "miss", "b.png#0": "hit", "c.gif#0": "hit", "d.tif#0": "hit", "d.tif#1": "hit"}
+    gif = mineru(*args, "--out", "three.jsonl", "--gif-frames", "all", cwd=tmp_path)
+    assert gif.returncode == 0, gif.stderr
+    cache = {r["id"]: r["cache"]["status"] for r in read_journal(tmp_path / "three.jsonl")}
+    assert cache == {
+        "a.pdf#0": "hit",
+        "b.png#0": "hit",
+        "c.gif#0": "miss",
+        "c.gif#1": "miss",
+        "d.tif#0": "hit",
+        "d.tif#1": "hit",
+    }
 
 
 def test_root_keeps_ids_and_resume_when_a_glob_matches_more_folders(tmp_path, record_validator):

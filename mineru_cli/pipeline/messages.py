@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import CacheSpec, EngineSpec, LoadOptions
+from ..config import CacheSpec, EngineSpec, FileKind, LoadOptions
 from ..core.blocks import Block
 from ..core.errors import ErrorInfo
 from ..core.record import CacheInfo, ImageInfo
@@ -58,7 +58,7 @@ class WorkerSpec:
     threads: int
     spinning: bool
     env: dict[str, str]  # thread-count variables, set before numpy / onnxruntime load
-    fingerprint: str
+    fingerprints: dict[FileKind, str]  # of a page, by the kind of its file (config.page_fingerprints)
     load: LoadOptions
     cache: CacheSpec | None
     page_batch: int

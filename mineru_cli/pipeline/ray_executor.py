@@ -114,18 +114,18 @@ class _PageActor:
 
     def identity(self) -> dict[str, Any]:
         """What the driver checks before it hands this worker a page: where it runs, its Ray and
-        Python, and the engine fingerprint computed here, from this node's own files."""
+        Python, and the pages' fingerprints (per kind of file) computed here, from this node's own files."""
         import platform
         import socket
 
         import ray
 
-        from ..core.record import fingerprint
+        from ..config import page_fingerprints
         from ..engines import describe
 
-        fp = fingerprint(describe(self.spec.engine), dataclasses.asdict(self.spec.load))
+        fps = page_fingerprints(describe(self.spec.engine), self.spec.load)
         if self.faults.get("fingerprint"):  # test hook: a node whose engine or models differ
-            fp = "0" * len(fp)
+            fps = {kind: "0" * len(fp) for kind, fp in fps.items()}
         ctx = ray.get_runtime_context()
         return {
             "pid": os.getpid(),
@@ -134,7 +134,7 @@ class _PageActor:
             "ip": ray.util.get_node_ip_address(),
             "ray": ray.__version__,
             "python": platform.python_version(),
-            "fingerprint": fp,
+            "fingerprints": fps,
         }
 
     def _notices(self) -> list[str]:
@@ -154,7 +154,7 @@ class _PageActor:
 
         if planned is not None and (mismatch := _check_planned(src.path, planned)) is not None:
             return mismatch, rss_bytes(), self._notices()
-        out = prepare_page(self.cache, self.docs, self.spec.fingerprint, src, index, lambda s: None)
+        out = prepare_page(self.cache, self.docs, self.spec.fingerprints, src, index, lambda s: None)
         if isinstance(out, PageOutcome):
             return out, rss_bytes(), self._notices()
         out.task_id = task_id
@@ -167,10 +167,7 @@ class _PageActor:
 
         waiting = [self.waiting.pop(t) for t in task_ids if t in self.waiting]
         results, share = parse_waiting(self.engine, waiting, self.faults)
-        done = [
-            (w.task_id, finish_page(self.cache, self.spec.fingerprint, w, res, share, lambda s: None))
-            for w, res in zip(waiting, results)
-        ]
+        done = [(w.task_id, finish_page(self.cache, w, res, share, lambda s: None)) for w, res in zip(waiting, results)]
         return done, rss_bytes(), len(waiting), self._notices()
 
 
@@ -449,9 +446,11 @@ class RayTransport:
         )
         if mismatch is not None:
             return f"{node} runs {mismatch}: {SAME_VERSIONS}"
-        if who["fingerprint"] != self.spec.fingerprint:
+        theirs, ours = who["fingerprints"], self.spec.fingerprints
+        other = next((kind for kind in ours if theirs.get(kind) != ours[kind]), None)
+        if other is not None:
             return (
-                f"{node} computes engine fingerprint {who['fingerprint']}, the driver {self.spec.fingerprint}: "
+                f"{node} computes engine fingerprint {theirs.get(other)}, the driver {ours[other]}: "
                 "its mineru-cli version, engine packages, models or export differ from the driver's "
                 "(install the same ones on every node); refused, so no page gets another engine's answer"
             )

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import FileKind
 from ..core.blocks import Block
 from ..core.errors import PageError, SetupError
 from ..core.record import CacheInfo, ImageInfo, page_id
@@ -171,7 +172,7 @@ def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool)
         while True:
             tasks, last = collect_batch(conn, size, window)
             if tasks:
-                run_batch(engine, cache, docs, spec.fingerprint, tasks, faults, send)
+                run_batch(engine, cache, docs, spec.fingerprints, tasks, faults, send)
             if last:
                 break
     except (BrokenPipeError, EOFError, OSError):
@@ -216,14 +217,17 @@ class _Waiting:
     cache: CacheInfo
     t0: float
     timings: dict[str, float] = field(default_factory=dict)
+    key: str = ""  # the fingerprint its result is cached under (page_key)
 
 
-def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send) -> None:
+def run_batch(engine, cache, docs, fps: dict[FileKind, str], tasks: list[PageTask], faults, send) -> None:
     """Render + cache lookup per page (hits answered at once), one engine call for the
     misses, then store and answer each. Every problem becomes that page's failed outcome."""
     waiting: list[_Waiting] = []
     for task in tasks:
-        out = prepare_page(cache, docs, fp, task.source, task.index, lambda s, t=task.task_id: send(StageEntered(t, s)))
+        out = prepare_page(
+            cache, docs, fps, task.source, task.index, lambda s, t=task.task_id: send(StageEntered(t, s))
+        )
         if isinstance(out, PageOutcome):
             send(Done(task.task_id, out, rss_bytes(), 0))
         else:
@@ -236,7 +240,7 @@ def run_batch(engine, cache, docs, fp: str, tasks: list[PageTask], faults, send)
         send(StageEntered(w.task_id, Stage.ENGINE, n))
     results, share = parse_waiting(engine, waiting, faults)
     for w, res in zip(waiting, results):
-        outcome = finish_page(cache, fp, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
+        outcome = finish_page(cache, w, res, share, lambda s, t=w.task_id: send(StageEntered(t, s)))
         send(Done(w.task_id, outcome, rss_bytes(), n))
 
 
@@ -298,9 +302,11 @@ def _failed(exc: BaseException, stage: Stage, t0: float) -> PageOutcome:
     return PageOutcome.failed(err.kind, err.stage, err.message, time.perf_counter() - t0, transient=err.transient)
 
 
-def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | _Waiting:
+def prepare_page(cache, docs, fps: dict[FileKind, str], src, index: int, stage) -> PageOutcome | _Waiting:
     """Render and look up one page: a finished outcome (cache hit, or failed), or a _Waiting
-    page for the engine. Nothing here raises."""
+    page for the engine. `fps`: the fingerprint of a page of each kind of file; the page's is
+    that of the document opened here (the driver's record has the planned file's: the same
+    unless the file changed mid-run, and such a record keeps no content hash). Nothing here raises."""
     pid = page_id(src.rel, index)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -318,17 +324,19 @@ def prepare_page(cache, docs, fp: str, src, index: int, stage) -> PageOutcome | 
             page.image.width, page.image.height, page.sha256, page.original_size[0], page.original_size[1], page.scale
         )
         cache_info = CacheInfo(CacheStatus.OFF if cache is None else CacheStatus.MISS)
+        key = ""
         if cache is not None:
             where = Stage.CACHE
             stage(Stage.CACHE)
             t1 = time.perf_counter()
-            hit = cache.lookup(page.image, page.sha256, page_key(fp, page))
+            key = page_key(fps[doc.kind], page)
+            hit = cache.lookup(page.image, page.sha256, key)
             timings["cache"] = time.perf_counter() - t1
             if hit is not None:
                 cache_info = CacheInfo(CacheStatus(hit.kind), hit.source if hit.kind == "near-hit" else None)
                 timings["total"] = time.perf_counter() - t0
                 return _ok(page, image, cache_info, hit.payload, timings, {})
-        return _Waiting(0, pid, page, image, cache_info, t0, timings)
+        return _Waiting(0, pid, page, image, cache_info, t0, timings, key)
     except Exception as exc:  # noqa: BLE001 - the page boundary: any failure costs this page only
         return _failed(exc, where, t0)
 
@@ -347,7 +355,7 @@ def page_key(fp: str, page) -> str:
     return f"{fp}:upright" if layer.upright else fp
 
 
-def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> PageOutcome:
+def finish_page(cache, w: _Waiting, result, engine_s: float, stage) -> PageOutcome:
     """The engine's answer for one page (EngineResult or Exception) -> its outcome, stored in
     the cache. `engine_s`: the page's share of its batch's engine call."""
     if isinstance(result, BaseException):
@@ -368,7 +376,7 @@ def finish_page(cache, fp: str, w: _Waiting, result, engine_s: float, stage) -> 
             where = Stage.STORE
             stage(Stage.STORE)
             t1 = time.perf_counter()
-            cache.store(w.page.image, w.page.sha256, page_key(fp, w.page), w.pid, payload)
+            cache.store(w.page.image, w.page.sha256, w.key, w.pid, payload)
             timings["store"] = time.perf_counter() - t1
         timings["total"] = time.perf_counter() - w.t0
         return _ok(w.page, w.image, w.cache, payload, timings, dict(result.counts))

@@ -8,11 +8,13 @@ import pytest
 from helpers import EXAMPLES
 
 from mineru_cli.cache import ResultCache
-from mineru_cli.config import LoadOptions
+from mineru_cli.config import FileKind, LoadOptions
 from mineru_cli.core.words import CacheStatus, ErrorKind, Stage, Status
 from mineru_cli.inputs import OpenDocuments, SourceFile
 from mineru_cli.pipeline.messages import PageOutcome
 from mineru_cli.pipeline.worker import prepare_page
+
+FPS = {kind: "fp" for kind in FileKind}  # the fingerprint of a page of each kind of file
 
 
 def _page(docs, src):
@@ -32,7 +34,7 @@ def test_a_cache_lookup_failure_is_recorded_with_stage_cache():
     docs = OpenDocuments(LoadOptions())
     try:
         stages: list[Stage] = []
-        out = prepare_page(_BrokenCache(), docs, "fp", src, 0, stages.append)
+        out = prepare_page(_BrokenCache(), docs, FPS, src, 0, stages.append)
         assert isinstance(out, PageOutcome) and out.status is Status.FAILED
         assert (out.error.kind, out.error.stage) == (ErrorKind.CACHE_ERROR, Stage.CACHE), out.error
         assert "the cache broke" in out.error.message and stages == [Stage.RENDER, Stage.CACHE]
@@ -50,7 +52,7 @@ def test_a_cached_row_that_is_no_result_is_a_miss(tmp_path):
     try:
         page = _page(docs, src)
         cache.store(page.image, page.sha256, "fp", "other#0", {"not": "a result"})
-        waiting = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
+        waiting = prepare_page(cache, docs, FPS, src, 0, lambda s: None)
         assert not isinstance(waiting, PageOutcome) and waiting.cache.status is CacheStatus.MISS
         assert warnings == ["local cache entry other#0 is not a page result; ignored (the page is parsed again)"]
     finally:
@@ -63,7 +65,7 @@ def test_a_file_that_cannot_be_decoded_is_corrupt_at_open(tmp_path):
     bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
     docs = OpenDocuments(LoadOptions())
     try:
-        out = prepare_page(None, docs, "fp", SourceFile(bad, "bad.png", "image"), 0, lambda s: None)
+        out = prepare_page(None, docs, FPS, SourceFile(bad, "bad.png", "image"), 0, lambda s: None)
     finally:
         docs.close()
     assert out.status is Status.FAILED and out.error.kind is ErrorKind.CORRUPT, out.error
@@ -147,16 +149,16 @@ def test_a_page_with_a_block_the_engine_could_not_read_is_not_cached(tmp_path, f
     docs = OpenDocuments(LoadOptions())
     cache = ResultCache(tmp_path / "cache")
     try:
-        waiting = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
+        waiting = prepare_page(cache, docs, FPS, src, 0, lambda s: None)
         result = EngineResult(
             [Block("text", (1, 2, 30, 40), "kept")],
             "kept\n",
             warnings=["block 1 (table): the VLM could not read it (RuntimeError: no memory); left empty"],
             counts={"failed_blocks": failed_blocks} if failed_blocks else {},
         )
-        out = finish_page(cache, "fp", waiting, result, 1.0, lambda s: None)
+        out = finish_page(cache, waiting, result, 1.0, lambda s: None)
         assert out.status is Status.OK and out.warnings == result.warnings
-        again = prepare_page(cache, docs, "fp", src, 0, lambda s: None)
+        again = prepare_page(cache, docs, FPS, src, 0, lambda s: None)
         hit = isinstance(again, PageOutcome) and again.cache.status is CacheStatus.HIT
         assert hit is (not failed_blocks)
     finally:
