@@ -317,7 +317,15 @@ def explain(plan: CpuPlan, config: RunConfig, spec: EngineSpec) -> str:
     else:
         batch = f"{default_page_batch(engine)}  (default for the {engine} engine)"
     mode_line = f"{spec.mode}  (engine {engine}" + (f", model {spec.model})" if spec.model else ")")
-    ocr_thread = "  ocr thread         +1 thread per worker runs the embedded OCR beside the VLM"
+    # vlm and hybrid read a page's OCR lines in a thread of their own during the layout step;
+    # standard has no layout step: its embedded engine runs first, on the worker's threads
+    ocr_line = (
+        "  embedded engine    runs before the VLM, on the worker's threads: its layout model finds the blocks, "
+        "its OCR (or the text layer) reads the text; the VLM reads only tables and equations"
+        if spec.mode == "standard"
+        else "  ocr thread         +1 thread per worker runs the embedded OCR beside the VLM"
+    )
+    measured = "VLM stages and plans" if engine == "vlm" else "Embedded engine"
     lines = [
         "CPU plan (mineru parse)",
         f"  cores we may use   {plan.cores}  (affinity mask, cgroup quota)",
@@ -335,13 +343,13 @@ def explain(plan: CpuPlan, config: RunConfig, spec: EngineSpec) -> str:
         f"  batch wait         {batch_wait_ms} ms  (a batch closes when full or no page came this long)",
         f"  crop batch         {crop_batch}  (vlm: crops decoded together)",
         f"  mode               {mode_line}",
-        *([ocr_thread] if engine == "vlm" else []),
+        *([ocr_line] if engine == "vlm" else []),
         "",
         "Rule: workers = min(budget, available memory / "
         f"{WORKER_MEM / GiB:.0f} GiB, pages to do); threads = budget // workers; spinning off when",
         "workers x threads > cores. --workers K overrides the worker count. A batch of n pages",
         "gets n x the page timeout from the start of its engine stage; if its worker dies or hangs,",
         "each of its pages is retried alone, so one bad page costs only itself.",
-        "Measured pages/min per plan: docs/benchmarks.md (Embedded engine).",
+        f"Measured pages/min per plan: docs/benchmarks.md ({measured}).",
     ]
     return "\n".join(lines)

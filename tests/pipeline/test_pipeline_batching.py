@@ -250,6 +250,28 @@ def test_explain_plan_resolves_the_engine_as_the_run_does(tiny_vlm, tmp_path):
     assert not (tmp_path / "results.jsonl").exists()  # a plan writes nothing
 
 
+def test_explain_plan_says_where_each_mode_runs_its_ocr(tiny_vlm, tmp_path):
+    """--explain-plan said '+1 thread per worker runs the embedded OCR beside the VLM' in
+    --mode standard too, where the embedded engine runs before the VLM on the worker's own
+    threads (no layout step to hide it behind), and pointed every engine at the embedded
+    engine's benchmarks. Each mode now says what it runs."""
+    text_page(tmp_path / "p.png", "Hello")
+    model = str(tiny_vlm / "model")
+    said = {}
+    for mode in ("vlm", "hybrid", "standard"):
+        r = mineru("parse", "p.png", "--model", model, "--mode", mode, "--explain-plan", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        said[mode] = r.stdout
+        assert "docs/benchmarks.md (VLM stages and plans)" in r.stdout
+    for mode in ("vlm", "hybrid"):
+        assert "+1 thread per worker runs the embedded OCR beside the VLM" in said[mode]
+    assert "beside the VLM" not in said["standard"]
+    assert "embedded engine    runs before the VLM, on the worker's threads" in said["standard"]
+    assert "the VLM reads only tables and equations" in said["standard"]
+    r = mineru("parse", "p.png", "--engine", "ocr", "--explain-plan", cwd=tmp_path)
+    assert r.returncode == 0 and "(Embedded engine)" in r.stdout and "VLM" not in r.stdout
+
+
 def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path, record_validator):
     """The vlm engine's own parse_batch through the pool: the default page batch (4) with
     --crop-batch 2 gives exactly the records of --page-batch 1 --crop-batch 8; a page that kills
