@@ -518,13 +518,15 @@ class VlmEngine:
     def _parse_standard(self, pages: list[tuple[Image.Image, TextLayer | None]]) -> list[EngineResult | Exception]:
         """Standard mode: the embedded engine's blocks (its layout model; text from a trusted
         text layer, else its OCR), and the VLM reads only the tables and equations, all pages'
-        crops decoded together. No VLM layout step runs."""
-        results: list[EngineResult | Exception] = []
+        crops decoded together. No VLM layout step runs. A page the embedded engine fails on
+        gets its exception in its place; the batch's other pages keep their reads (the
+        embedded engine is most of a page's time here: the batch is not read again)."""
+        bases = parse_each(lambda page_text: self.ocr.parse(*page_text), pages)
         states: list[tuple[EngineResult, list[int], list[LayoutBlock], Image.Image]] = []
-        for page, text in pages:
-            base = self.ocr.parse(page, text)  # a failure here is this page's (see _parse_all)
-            picked, layout = standard_vlm_blocks(base.blocks, page.size)
-            states.append((base, picked, layout, page))
+        for base, (page, _) in zip(bases, pages):
+            if not isinstance(base, Exception):
+                picked, layout = standard_vlm_blocks(base.blocks, page.size)
+                states.append((base, picked, layout, page))
         t0 = time.perf_counter()
         jobs = [
             (k, crop)
@@ -549,7 +551,13 @@ class VlmEngine:
                 base.warnings.append(
                     f"block {picked[crop.index]} ({layout[crop.index].type}) cut at {len(gen.tokens)} tokens"
                 )
-        for base, picked, layout, page in states:
+        finished = iter(states)
+        results: list[EngineResult | Exception] = []
+        for base in bases:
+            if isinstance(base, Exception):
+                results.append(base)
+                continue
+            _, picked, layout, page = next(finished)
             try:
                 results.append(self._finish_standard(base, picked, layout, page, content_time / len(states)))
             except Exception as exc:  # noqa: BLE001 - this page's post-processing only

@@ -90,3 +90,30 @@ def test_standard_mode_crops_a_turned_page_s_table_upright(engine, tmp_path):
     # the ruled table is wider than tall; read from the turned page it is cropped upright again
     assert crops["upright"].width > crops["upright"].height and crops["turned"].width > crops["turned"].height
     assert abs(crops["turned"].width - crops["upright"].width) <= 0.05 * crops["upright"].width
+
+
+def test_standard_mode_reads_a_batch_once_when_one_page_fails(tiny_vlm, shared_runtime, tmp_path):
+    """A page the embedded engine failed on (a 1900 x 4 px spacer: too elongated for the text
+    detector) made standard mode read the whole batch again page by page: in a batch of 3, 5
+    embedded reads, where the embedded engine is most of a page's time. The failing page now
+    gets its error in its place and the others keep their one read."""
+    good = first_page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    thin = Image.new("RGB", (1900, 4), "white")
+    standard = VlmEngine(tiny_vlm / "model", threads=1, mode="standard")
+    standard._runtime = Counting(shared_runtime)
+    read = standard.ocr.parse
+    calls = []
+
+    def counted(image, text=None):
+        calls.append(image.size)
+        return read(image, text)
+
+    standard.ocr.parse = counted  # type: ignore[method-assign]  (a spy: the real parse runs)
+    out = standard.parse_batch([good.image, thin, good.image], [good.text_layer, None, good.text_layer])
+    assert isinstance(out[1], Exception) and "too elongated" in str(out[1])
+    assert calls == [good.image.size, thin.size, good.image.size]  # each page read once
+    alone = standard.parse(good.image, good.text_layer)
+    for result in (out[0], out[2]):
+        assert not isinstance(result, Exception)
+        assert [b.as_dict() for b in result.blocks] == [b.as_dict() for b in alone.blocks]
+        assert result.counts["vlm_blocks"] == alone.counts["vlm_blocks"] == 1  # its table, read by the VLM
