@@ -571,16 +571,21 @@ class VlmEngine:
         t0 = time.perf_counter()
         width, height = page.size
         warnings = list(base.warnings)
-        answered = [j for j, b in enumerate(layout) if b.content]
+        answered = [j for j, b in enumerate(layout) if b.content is not None]  # (a failed read: None)
         read = [layout[j] for j in answered]
         done = post_process(
             read, self.profile, on_error=lambda step, content, err: warnings.append(f"{step} failed: {err}")
         )
         blocks = list(base.blocks)
         for block, m in zip(done, _match_blocks(done, read)):
-            if m is None or not block.content:  # dropped, or nothing read: the embedded block stays
+            if m is None:  # dropped by the post-processing: the embedded block stays
                 continue
             i = picked[answered[m]]
+            if not block.content:  # an empty answer, or one with no table cell: said, not silent
+                warnings.append(
+                    f"block {i} ({block.type}): the VLM's answer held no {block.type}; kept the embedded engine's block"
+                )
+                continue
             vlm_block = self._block(block, width, height)
             vlm_block.bbox = blocks[i].bbox  # the embedded engine's box, in its pixels
             vlm_block.extra["source"] = "vlm"

@@ -4,6 +4,8 @@ of its OCR; on the tiny trained MinerU2.5-shaped model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from PIL import Image
 
@@ -18,6 +20,8 @@ from mineru_cli.engines.vlm import VlmEngine, standard_vlm_blocks
 from mineru_cli.text_layer import TextLayer, TextLine
 from mineru_cli.vlm.protocol.crops import prepare_crops
 from mineru_cli.vlm.protocol.profiles import PROFILE_2509
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +121,20 @@ def test_standard_mode_reads_a_batch_once_when_one_page_fails(tiny_vlm, shared_r
         assert not isinstance(result, Exception)
         assert [b.as_dict() for b in result.blocks] == [b.as_dict() for b in alone.blocks]
         assert result.counts["vlm_blocks"] == alone.counts["vlm_blocks"] == 1  # its table, read by the VLM
+
+
+def test_standard_mode_says_when_the_vlm_gives_no_table(tiny_vlm, shared_runtime):
+    """A table whose VLM answer held no table (no OTSL cell: the tiny model's nonsense on the
+    second table of a real page) kept the embedded engine's block without a word, though the
+    VLM reads every table in standard mode. It still keeps it, and the page's warnings name it."""
+    page = first_page(DATA / "booktabs_table.pdf")
+    standard = VlmEngine(tiny_vlm / "model", threads=1, mode="standard")
+    standard._runtime = Counting(shared_runtime)
+    result = standard.parse(page.image, page.text_layer)
+    tables = [i for i, b in enumerate(result.blocks) if b.type == "table"]
+    kept = [i for i in tables if result.blocks[i].extra["source"] != "vlm"]
+    assert standard.runtime.sequences == len(tables) == 2 and len(kept) == 1  # both read, one gave no table
+    assert result.blocks[kept[0]].extra["source"] == "text_layer" and "html" in result.blocks[kept[0]].extra
+    assert result.warnings == [
+        f"block {kept[0]} (table): the VLM's answer held no table; kept the embedded engine's block"
+    ]
