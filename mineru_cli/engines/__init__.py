@@ -51,6 +51,9 @@ def resolve_engine(
     crop_batch = DEFAULT_CROP_BATCH if crop_batch is None else int(crop_batch)
     if crop_batch < 1:
         raise SetupError(f"--crop-batch must be at least 1, not {crop_batch}")
+    from .ocr import check_lang, check_setup  # deferred: imports the OCR libraries
+
+    check_lang(lang)  # before the engine is chosen: a --lang no engine reads is refused in every mode
     if name is EngineChoice.OCR and mode not in (None, Mode.OCR):
         raise SetupError(f"--mode {mode} needs the vlm engine (a MinerU2.5 model); the ocr engine runs only --mode ocr")
     if mode is Mode.OCR and name is not EngineChoice.OCR:
@@ -98,8 +101,6 @@ def resolve_engine(
         if mode is not None:  # a mode the user asked for says how to get what it needs, as --engine vlm does
             raise SetupError(f"--mode {mode} needs the vlm engine: {reason}; {fix}")
         say(f"engine: ocr (embedded RapidOCR + layout; {reason} for the vlm engine)")
-    from .ocr import check_setup
-
     check_setup(lang)
     return EngineSpec(EngineChoice.OCR, Mode.OCR, lang, crop_batch=crop_batch)
 

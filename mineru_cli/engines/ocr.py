@@ -539,10 +539,15 @@ def _too_elongated(bgr: np.ndarray, why: str) -> PageError:
     )
 
 
+def check_lang(lang: str) -> None:
+    """--lang names a language the OCR reads (every mode runs it: the vlm modes too)."""
+    if lang not in LANGS:
+        raise SetupError(f"--lang: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
+
+
 def check_setup(lang: str) -> None:
     """The engine can run here with this lang: tested library versions, models in the wheels."""
-    if lang not in LANGS:
-        raise SetupError(f"ocr engine: unsupported lang {lang!r} (choose from {', '.join(LANGS)})")
+    check_lang(lang)
     check_versions()
     missing = [str(p) for p in model_files().values() if not p.is_file()]
     if missing:

@@ -272,6 +272,18 @@ def test_explain_plan_says_where_each_mode_runs_its_ocr(tiny_vlm, tmp_path):
     assert r.returncode == 0 and "(Embedded engine)" in r.stdout and "VLM" not in r.stdout
 
 
+def test_an_unknown_lang_is_refused_in_every_mode(tiny_vlm, tmp_path):
+    """--lang fr was refused (exit 2) by the ocr engine only: with a model, --mode vlm, hybrid
+    and standard took it in silence and ran their OCR as ever. Every mode refuses it now."""
+    text_page(tmp_path / "p.png", "Hello")
+    model = str(tiny_vlm / "model")
+    for args in (("--engine", "ocr"), *(("--model", model, "--mode", mode) for mode in ("vlm", "hybrid", "standard"))):
+        for plan in (("--explain-plan",), ()):
+            r = mineru("parse", "p.png", *args, "--lang", "fr", "--out", "o.jsonl", *plan, cwd=tmp_path)
+            assert r.returncode == 2 and "unsupported lang 'fr' (choose from en, ch)" in r.stderr, (args, r.stderr)
+            assert not (tmp_path / "o.jsonl").exists() or not (tmp_path / "o.jsonl").read_text()
+
+
 def test_vlm_batches_give_the_same_records_and_a_poison_page_costs_only_itself(tiny_vlm, tmp_path, record_validator):
     """The vlm engine's own parse_batch through the pool: the default page batch (4) with
     --crop-batch 2 gives exactly the records of --page-batch 1 --crop-batch 8; a page that kills
