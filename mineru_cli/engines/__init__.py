@@ -119,6 +119,7 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
             batch_size=spec.crop_batch,
             max_new_tokens=spec.max_new_tokens,
             image_analysis=spec.image_analysis,
+            lang=spec.lang,
         )
     from .ocr import OcrEngine  # deferred: imports the OCR libraries
 
@@ -136,7 +137,7 @@ def describe(spec: EngineSpec) -> dict[str, Any]:
         name, version = vlm.VlmEngine.name, vlm.VlmEngine.version
         model = vlm.identity(model_dir, str(spec.runtime), profile, mode=str(spec.mode))
         context = vlm.context_length(vlm.read_config(model_dir))
-        options = vlm.options(profile, str(spec.mode), str(spec.runtime), spec.max_new_tokens, context)
+        options = vlm.options(profile, str(spec.mode), str(spec.runtime), spec.max_new_tokens, context, spec.lang)
     else:
         from . import ocr
 

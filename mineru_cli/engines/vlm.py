@@ -256,10 +256,16 @@ def post_process_switches(profile: Profile) -> dict:
 
 
 def options(
-    profile: Profile, mode: str, runtime: str, max_new_tokens: int | None = None, context: int | None = None
+    profile: Profile,
+    mode: str,
+    runtime: str,
+    max_new_tokens: int | None = None,
+    context: int | None = None,
+    lang: str = "en",
 ) -> dict:
     """Every setting that changes the output (the record's engine.options). max_new_tokens:
-    the cap on an answer (None: up to the context, `context` tokens minus the prompt)."""
+    the cap on an answer (None: up to the context, `context` tokens minus the prompt); lang:
+    --lang, recorded with standard mode's embedded engine as the ocr engine records it."""
     return {
         "mode": mode,
         "profile": profile.name,
@@ -280,7 +286,7 @@ def options(
                 "standard": {
                     "vlm_types": sorted(STANDARD_VLM_TYPES),
                     # the version too: a change of its reading order changes no option
-                    "embedded": {**ocr_options("en"), "version": OcrEngine.version},
+                    "embedded": {**ocr_options(lang), "version": OcrEngine.version},
                 }
             }
             if mode == "standard"
@@ -304,6 +310,7 @@ class VlmEngine:
         mode: str = "vlm",
         overlap: bool = True,
         image_analysis: bool = True,
+        lang: str = "en",
     ):
         if runtime not in RUNTIMES:
             raise SetupError(f"unknown vlm runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
@@ -319,6 +326,7 @@ class VlmEngine:
         self.max_new_tokens = None if max_new_tokens is None else int(max_new_tokens)
         self.mode = mode
         self.overlap = bool(overlap)
+        self.lang = lang  # recorded only: the OCR reads every lang with the same models
         self.tokenizer = ChatTokenizer.from_dir(self.model_dir)
         self.processor = ImageProcessor(ImageProcessorConfig.from_file(self.model_dir / "preprocessor_config.json"))
         self._config = read_config(self.model_dir)
@@ -338,7 +346,9 @@ class VlmEngine:
         return self._identity
 
     def options(self) -> dict:
-        return options(self.profile, self.mode, self.runtime_name, self.max_new_tokens, context_length(self._config))
+        return options(
+            self.profile, self.mode, self.runtime_name, self.max_new_tokens, context_length(self._config), self.lang
+        )
 
     # ------------------------------------------------------------------ runtime
 

@@ -138,3 +138,18 @@ def test_standard_mode_says_when_the_vlm_gives_no_table(tiny_vlm, shared_runtime
     assert result.warnings == [
         f"block {kept[0]} (table): the VLM's answer held no table; kept the embedded engine's block"
     ]
+
+
+def test_standard_mode_records_the_lang_its_embedded_engine_reads_with(tiny_vlm):
+    """--lang ch --mode standard recorded lang "en" with its embedded engine's options (the
+    record said otherwise than the run was told), where --mode ocr records "ch". Both say "ch"."""
+    from mineru_cli.engines import describe, make_engine, resolve_engine
+
+    model = str(tiny_vlm / "model")
+    for lang in ("ch", "en"):
+        spec = resolve_engine("vlm", mode="standard", model=model, lang=lang, say=lambda m: None)
+        engine = make_engine("vlm", threads=1, model=model, mode="standard", lang=lang, say=lambda m: None)
+        recorded = describe(spec)["options"]
+        assert recorded == engine.options()
+        assert recorded["standard"]["embedded"]["lang"] == lang
+        assert describe(resolve_engine("ocr", lang=lang, say=lambda m: None))["options"]["lang"] == lang
