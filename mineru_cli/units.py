@@ -37,9 +37,11 @@ def url_shown(url: str) -> str:
     a warning in a cron mail or a log never carries a credential."""
     scheme, sep, rest = url.partition("://")
     if not sep:  # no URL (a refused --cache-url): what looks like ":PASSWORD@"
-        return re.sub(r":[^:/@]*@", ":***@", url)
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    user, at, host = rest[:end].rpartition("@")  # a password may hold an unescaped "@"
+        return re.sub(r":[^:@]*@", ":***@", url)
+    end = min((i for i in (rest.find(c) for c in "?#") if i >= 0), default=len(rest))
+    # the user part runs to the last "@" ahead of the query: a password may hold an unescaped
+    # "@" or "/" (a base64 one), which makes the URL no Redis URL, whose refusal shows it
+    user, at, host = rest[:end].rpartition("@")
     if at and ":" in user:
         user = user.split(":", 1)[0] + ":***"
     tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest[end:])

@@ -152,3 +152,21 @@ def test_a_load_option_changes_the_fingerprint_of_the_files_it_makes(option, val
 def test_every_load_option_makes_some_kind_of_file():
     """A new load option left out of LOAD_OPTIONS_OF would be in no fingerprint at all."""
     assert set().union(*LOAD_OPTIONS_OF.values()) == {f.name for f in dataclasses.fields(LoadOptions)}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:ab/s3cret@localhost:6379/0",  # a base64 password's "/", not escaped as %2F
+        "redis://app:ab/s3cret@localhost:6379/0",
+        "redis://:ab/s3/cret@localhost/0",
+        "redis//:ab/s3cret@localhost:6379/0",  # "redis:" lost its colon
+    ],
+)
+def test_a_refused_cache_url_never_shows_a_password_holding_a_slash(url):
+    """A password with an unescaped "/" (base64 passwords hold them) makes the URL no Redis URL,
+    and its refusal repeated it whole, password and all: the password's end was taken for the
+    host's. Now everything before the last "@" ahead of the query is masked after its first ":"."""
+    with pytest.raises(SetupError) as refused:
+        RunConfig.from_options(["x"], cache_url=url)
+    assert "is not a Redis URL" in str(refused.value) and "s3" not in str(refused.value), refused.value
