@@ -214,6 +214,16 @@ def present_files(folder: Path) -> list[str]:
     )
 
 
+def manifest_as_written(export_dir: Path) -> dict:
+    """As much as can be read of export_dir's manifest, unchecked ({} where it cannot be read):
+    one this version refuses (read_manifest) still says how the export was made."""
+    try:
+        manifest = json.loads((export_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
 def export_command(export_dir: Path, manifest: dict | None = None, target: str | None = None) -> str:
     """The `mineru export` command that makes export_dir again as its manifest recorded it: its
     model folder (the one it sits in as onnx/, else the source the manifest names), --out where
@@ -221,12 +231,7 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     that one instead), and --force (an export there is replaced only with it, and an unfinished
     one may be there under OUT's name)."""
     export_dir = Path(export_dir)
-    if manifest is None:  # as much as can be read of it: one this version refuses still says how it was made
-        try:
-            manifest = json.loads((export_dir / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = None
-    manifest = manifest if isinstance(manifest, dict) else {}
+    manifest = manifest_as_written(export_dir) if manifest is None else manifest
     out = export_dir.with_name(export_dir.name.removesuffix(".partial").removesuffix(".replaced"))
     source = manifest.get("source")
     source = source.get("model_dir") if isinstance(source, dict) else None
@@ -284,11 +289,7 @@ def source_model(export_dir: Path, manifest: dict) -> str | None:
 def not_a_model(export_dir: Path) -> str:
     """Why the export in export_dir, named where a model folder is needed (the torch runtime,
     mineru export), is none, and what to name instead, for an error message."""
-    try:
-        manifest = json.loads((export_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = None
-    model = source_model(export_dir, manifest if isinstance(manifest, dict) else {})
+    model = source_model(export_dir, manifest_as_written(export_dir))
     named = f": --model {shlex.quote(model)}" if model else ""
     return (
         "is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto); "
