@@ -9,7 +9,9 @@ Rules by block type:
                      text line by line
   equation           "$$ latex $$" when extra["latex"] (a formula_number beside it as its \\tag:
                      numbered_equations), else its text
-  code               fenced block (a fence longer than any backtick run inside)
+  code               fenced block (a fence longer than any backtick run inside), no language
+                     named: MinerU names the one Magika guesses ("txt" where it cannot), a model
+                     mineru-cli does not ship
   index              the VLM's table of contents: "- entry" a line, page numbers after a tab
                      left out, as MinerU 4 writes it (index_entries)
   image, chart       the link to its crop, `![](images/<name>.jpg)`, where one was written
@@ -19,9 +21,12 @@ Rules by block type:
                      is the sub_type (else "image content" / "chart content"), as MinerU 4
                      writes it; the embedded engine's labels read inside a figure stay in the
                      block, as in MinerU's pipeline; no crop and no analysis: omitted
-  header / footer /  omitted: page furniture stays in the blocks only (a page_footnote is
-  page_number /      written as a paragraph)
-  aside_text
+  header / footer /  omitted: page furniture stays in the blocks only, as does a 2509 `unknown`
+  page_number /      block (MinerU drops it: core.blocks.NOT_WRITTEN)
+  aside_text,
+  unknown
+  page_footnote      its text in small grey type, <small><span ...>, its lines joined by <br>,
+                     as MinerU 4 writes it (_page_footnote)
   text               its text as a paragraph; a line starting with a block marker (`# `, `- `,
                      `+ `, `* `, or the marker alone on its line) has it escaped (`\\# `), as MinerU
                      escapes a text block's, so prose never becomes a heading or a list item
@@ -29,7 +34,8 @@ Rules by block type:
 Text read off the page (extra["source"] `text_layer` or `ocr`: literal characters, not Markdown)
 has the characters escaped that Markdown would otherwise take for markup and hide (escape_inline):
 in prose, headings and table cells alike. The VLM's prose (every type but the ones in NOT_PROSE)
-has its inline formulas `\\(...\\)` written `$...$`, as MinerU writes them (prose_text).
+has its inline formulas `\\(...\\)` written `$...$` and the text between them escaped (`\\$`,
+`\\*`, `\\_`, a tag's look as entities), as MinerU writes them (prose_text, escape_prose).
 (core.blocks.NOT_IN_MARKDOWN lists the omitted types.)
 """
 
@@ -125,6 +131,8 @@ def block_to_markdown(block: Block, image: str = "") -> str:
         # a fence longer than any run of backticks in the code, which would otherwise close it
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
         return f"{fence}\n{block.text.strip(chr(10))}\n{fence}"
+    if kind == T.PAGE_FOOTNOTE:
+        return _page_footnote(text, literal)
     if literal:  # any paragraph read off the page: a caption, a reference, a footnote too
         # its lines (a list's items) with a hard break between them, as MinerU breaks before
         # a list item: a newline alone would re-flow them in a viewer
@@ -132,6 +140,18 @@ def block_to_markdown(block: Block, image: str = "") -> str:
     if kind == T.TEXT:
         return escape_block_marker(text)
     return text
+
+
+# MinerU 4 writes a page footnote in small, grey type, its lines joined by <br> (docvortex
+# 0.6.4's _render_page_footnote, render/_internal/markdown/blocks.py); MinerU 2.5 and 3 left it
+# out of the Markdown. Inline HTML: the Markdown inside (an inline formula) still renders.
+_PAGE_FOOTNOTE = '<small><span class="docvortex-page-footnote" data-block-type="page_footnote" style="color:#6b7280">'
+
+
+def _page_footnote(text: str, literal: bool) -> str:
+    lines = [escape_block_marker(escape_inline(line) if literal else line) for line in text.split("\n")]
+    body = "<br>".join(lines).strip()
+    return f"{_PAGE_FOOTNOTE}{body}</span></small>" if body else ""
 
 
 # MinerU's TEXT_BLOCK_MARKDOWN_PREFIX_RE (mineru/backend/utils/markdown_utils.py), on every line:
@@ -150,7 +170,7 @@ def escape_block_marker(text: str) -> str:
 
 
 # Where a block's text was read off the page as it stands (the text layer or OCR): its characters
-# are literal. The VLM's text is Markdown already, and is left alone but for its inline formulas.
+# are literal. The VLM's prose is escaped as MinerU escapes it, its inline formulas made $...$ (prose_text).
 LITERAL_SOURCES = frozenset({"text_layer", "ocr"})
 # Types whose VLM text is no prose: a table's HTML, an equation's LaTeX, code as it is set, and a
 # figure's analysis (MinerU 4 reads inline formulas only in its natural-language blocks).
@@ -165,11 +185,42 @@ _INLINE_FORMULA = re.compile(r"\\\((.*?)\\\)", re.DOTALL)
 
 
 def prose_text(kind: str, text: str, source: object = None) -> str:
-    """A block's text as MinerU writes it: the VLM's prose with its inline formulas as $...$;
-    text read off the page (literal) and the types in NOT_PROSE as they are."""
+    """A block's text as MinerU writes it: the VLM's prose with its inline formulas as $...$ and
+    the text between them escaped (escape_prose); text read off the page (literal) and the types
+    in NOT_PROSE as they are."""
     if source in LITERAL_SOURCES or kind in NOT_PROSE:
         return text
-    return _INLINE_FORMULA.sub(lambda m: f"${m[1].strip()}$" if m[1].strip() else "", text)
+    parts, end = [], 0
+    for m in _INLINE_FORMULA.finditer(text):
+        parts += [escape_prose(text[end : m.start()]), f"${m[1].strip()}$" if m[1].strip() else ""]
+        end = m.end()
+    return "".join(parts) + escape_prose(text[end:])
+
+
+# The text between the VLM's inline formulas, as MinerU 4.0.12 writes it in the Markdown and
+# content_list alike (docvortex 0.6.4's _escape_plain_markdown_text, render/_internal/markdown/
+# inline.py): a backslash before each of `*`, `_`, backtick, `~` and `$` not escaped already (an
+# odd run of backslashes before it), so a literal `$` never pairs with a formula's and "a_b_c"
+# is no emphasis (escape_conservative_markdown_text; MinerU 3.4.4 escapes the same set, 2.5.4
+# none); a tag's look (`<b>`, `<!-- -->`) as its entities, shown, not taken for HTML; and an
+# `&` that would start an entity as `&amp;`.
+_CONSERVATIVE = re.compile(r"(\\*)([*_`~$])")
+_TAG_LIKE = re.compile(r"</?[A-Za-z][^<>\n]*>|<!--.*?-->|<![A-Za-z][^<>\n]*>|<\?[^<>\n]*\?>")
+_ENTITY_LIKE = re.compile(r"&(?:#[xX][0-9A-Fa-f]+|#[0-9]+|[A-Za-z][A-Za-z0-9]+);?")
+
+
+def escape_prose(text: str) -> str:
+    """The VLM's text (no formula in it) escaped as MinerU 4 escapes a text span."""
+    parts, end = [], 0
+    for m in _TAG_LIKE.finditer(text):
+        parts += [_escape_plain(text[end : m.start()]), html.escape(m[0], quote=False)]
+        end = m.end()
+    return "".join(parts) + _escape_plain(text[end:])
+
+
+def _escape_plain(text: str) -> str:
+    text = _CONSERVATIVE.sub(lambda m: m[1] + ("" if len(m[1]) % 2 else "\\") + m[2], text)
+    return _ENTITY_LIKE.sub(lambda m: "&amp;" + m[0][1:] if html.unescape(m[0]) != m[0] else m[0], text)
 
 
 # A formula in a table's cell or an analysed figure's content (MinerU2.5-Pro writes it

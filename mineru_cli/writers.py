@@ -15,14 +15,16 @@ the page furniture types, which stay in reading order), `bbox` in 0..1000 page u
 formula read off the page as text, by the text layer or OCR, is a text item);
 image: `img_path`, `image_caption`, `image_footnote`, and when analysed (Pro) `content` (the
 description) and `sub_type`; chart: `img_path`, `content` (its table), `chart_caption`,
-`chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML),
-`table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`, `code_footnote`.
+`chart_footnote`, `sub_type` when analysed; table: `img_path`, `table_body` (HTML; none where the
+table has no body), `table_caption`, `table_footnote`; code: `sub_type`, `code_body`, `code_caption`, `code_footnote`.
 An index (Pro's table of contents) is an `index` item whose `list_items` are its entries, "- " and
 the entry each, page numbers after a tab left out (markdown.index_entries), as MinerU 4 writes it.
 A list (the VLM's `list`, a container) is one item, `sub_type` (text | ref_text) and `list_items`
 (the texts of the text blocks inside it, which are not items of their own), as MinerU gathers them;
 a list read as text of its own (no block inside it) is a text item. Each run of ref_text blocks
-(one alone too) is one list of sub_type ref_text, as MinerU 4 writes a page's references.
+(one alone too) is one list of sub_type ref_text, a list item a reference (a line of a reference
+list read off the page), as MinerU 4 writes a page's references. A 2509 `unknown` block is no
+item (core.blocks.NOT_WRITTEN), as MinerU drops it.
 Captions and footnotes are attached to the nearest image/table of their kind on the page (an image
 caption or footnote nearest a chart to that chart, as chart_caption / chart_footnote; Pro's
 generic caption and footnote to the nearest image, chart, table or code: core.blocks.ATTACHED_TO).
@@ -52,6 +54,7 @@ from .core.blocks import (
     CONTENT_LIST_TEXT,
     FIGURES,
     HEADINGS,
+    NOT_WRITTEN,
     Block,
     heading_level,
 )
@@ -202,7 +205,7 @@ def _take_turn(fd: int, stopping: Callable[[], bool], waiting: Callable[[], None
 # files under this run's name between its writes and its stamp, and a stamp that only named them
 # vouched for the other run's Markdown for good.
 STAMP = ".{stem}.mineru-files.json"
-FILES_REVISION = 9
+FILES_REVISION = 10
 
 
 class _Stamp:
@@ -390,7 +393,7 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
     items: list[tuple[int, dict, dict]] = []  # (position in reading order, block, item)
     attached: list[tuple[int, dict, dict]] = []
     for pos, b in enumerate(blocks):
-        if pos in in_a_list or pos in numbers:
+        if pos in in_a_list or pos in numbers or b["type"] in NOT_WRITTEN:
             continue
         if b["type"] == T.LIST and (pos in members or not b.get("text", "").strip()):
             if pos in members:  # a list with no item and no text of its own is nothing (as in MinerU)
@@ -413,8 +416,8 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
 
 def _reference_lists(entries: list[tuple[int, dict, dict]], w: int, h: int, page_idx: int) -> list[dict]:
     """The entries' items, each run of ref_text blocks one `list` item of sub_type ref_text (a
-    lone one too), its bbox around them all and its list_items their texts, blank ones left out
-    (a run of only blank ones is nothing), as MinerU 4 writes a page's references (content_list
+    lone one too), its bbox around them all and its list_items their references (_reference_texts;
+    a run of only blank ones is nothing), as MinerU 4 writes a page's references (content_list
     v1: iter_page_units, unit_bbox)."""
     items: list[dict] = []
     for is_ref, run in groupby(entries, key=lambda e: e[1]["type"] == T.REF_TEXT):
@@ -422,7 +425,7 @@ def _reference_lists(entries: list[tuple[int, dict, dict]], w: int, h: int, page
             items += [it for _, _, it in run]
             continue
         blocks = [b for _, b, _ in run]
-        texts = _item_texts(blocks)
+        texts = _reference_texts(blocks)
         if texts:
             box = [f(b["bbox"][i] for b in blocks) for i, f in enumerate((min, min, max, max))]
             base = _base({"bbox": box}, w, h, page_idx)
@@ -458,6 +461,18 @@ def _list_item(b: dict, entries: list[dict], w: int, h: int, page_idx: int) -> d
     sub_type = max(counts, key=lambda t: (counts[t], t == T.TEXT))
     texts = _item_texts(entries)
     return {"type": "list", "sub_type": sub_type, "list_items": texts, **_base(b, w, h, page_idx)}
+
+
+def _reference_texts(blocks: list[dict]) -> list[str]:
+    """A run of ref_text blocks' list_items: one a reference, blank ones left out. MinerU's layout
+    boxes each reference (its VLM's and its pipeline's alike) and writes a list item a block; the
+    embedded engine boxes a page's reference list whole and starts each reference on a line of its
+    own, so a block read off the page (its source text_layer or ocr) gives an item a line."""
+    texts = []
+    for b in blocks:
+        text = _text(b)
+        texts += text.split("\n") if b.get("source") in LITERAL_SOURCES else [text]
+    return [text for text in texts if text.strip()]
 
 
 def _item_texts(blocks: list[dict]) -> list[str]:
@@ -510,14 +525,12 @@ def _item(b: dict, w: int, h: int, page_idx: int, folder: Path, image) -> dict:
         }
         return {**item, **_sub_type(b), **base}
     if kind == T.TABLE:
-        return {
-            "type": "table",
-            "img_path": _crop(image, b["bbox"], folder),
-            "table_body": embedded_formulas(b.get("html") or cells_to_html(b.get("cells") or [])),
-            "table_caption": [],
-            "table_footnote": [],
-            **base,
-        }
+        item = {"type": "table", "img_path": _crop(image, b["bbox"], folder)}
+        # no table_body where the table has none (a VLM answer with no HTML, OCR with no cells),
+        # as MinerU writes it (4.0.12's content_list/v1.py _render_table)
+        if body := embedded_formulas(b.get("html") or cells_to_html(b.get("cells") or [])):
+            item["table_body"] = body
+        return {**item, "table_caption": [], "table_footnote": [], **base}
     if kind == T.INDEX:  # MinerU 4's index item: its entries as list_items, no text
         return {"type": "index", "list_items": index_entries(text), **base}
     if kind in CONTENT_LIST_CODE:

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from mineru_cli.core.blocks import Block
@@ -112,13 +114,15 @@ def test_pro_titles_are_headings_at_minerus_levels():
 def test_aside_text_stays_out_as_minerus_markdown_leaves_it():
     """A margin note (arXiv's stamp down a paper's first page) is page furniture: MinerU leaves
     aside_text out of the Markdown as it leaves headers and page numbers (MinerU 4: docvortex's
-    PAGE_AUXILIARY_BLOCK_TYPES; MinerU 3: a discarded block); a page footnote stays."""
+    PAGE_AUXILIARY_BLOCK_TYPES; MinerU 3: a discarded block); a page footnote stays, in small
+    type (test_a_page_footnote_is_in_small_grey_type_as_mineru_4_writes_it)."""
     blocks = [
         Block("aside_text", BOX, "arXiv:2301.00001v1 [cs.CL] 1 Jan 2023"),
         Block("text", BOX, "Body."),
         Block("page_footnote", BOX, "1 A footnote."),
     ]
-    assert blocks_to_markdown(blocks) == "Body.\n\n1 A footnote.\n"
+    assert blocks_to_markdown(blocks).startswith("Body.\n\n<small>")
+    assert "arXiv" not in blocks_to_markdown(blocks)
 
 
 def _shown(markdown: str) -> str:
@@ -152,10 +156,12 @@ PAGE_TEXTS = [
 def test_text_read_off_the_page_shows_as_read(kind, text):
     """Text from a PDF's text layer or OCR is literal: a Markdown viewer shows its characters,
     none taken for a tag, an entity, emphasis, a link, a heading's closing hashes or a line
-    break. The VLM's text is Markdown already and stays as it is."""
+    break. The VLM's prose is escaped as MinerU escapes it (test_vlm_prose_is_escaped_as_minerus_text);
+    a VLM table's text is no prose and stays as it is."""
     md = block_to_markdown(Block(kind, BOX, text, extra={"source": "text_layer"}))
     assert _shown(md) == " ".join(text.split())
-    assert block_to_markdown(Block(kind, BOX, "a *b* c", extra={"source": "vlm"})).endswith("a *b* c")
+    vlm = "a *b* c" if kind == "table" else "a \\*b\\* c"
+    assert block_to_markdown(Block(kind, BOX, "a *b* c", extra={"source": "vlm"})).endswith(vlm)
 
 
 def test_table_cells_read_off_the_page_show_as_read():
@@ -181,7 +187,7 @@ def test_vlm_inline_formulas_are_written_as_minerus_dollars(kind):
     (docvortex/options.py); MinerU 2.5.4 alike (vlm_magic_model.py's INLINE_EQUATION spans,
     vlm_middle_json_mkcontent.py's merge_para_with_text)."""
     md = block_to_markdown(Block(kind, BOX, VLM_PROSE, extra={"source": "vlm"}))
-    assert md.endswith("Energy $E = mc^{2}$ and $\\alpha$ hold.")
+    assert "Energy $E = mc^{2}$ and $\\alpha$ hold." in md
     assert "\\(" not in md
 
 
@@ -233,3 +239,32 @@ def test_formulas_in_a_tables_cells_are_minerus_inline_math():
     html = "<table><tr><td><eq> a &lt; b </eq></td><td>x<EQ>\\alpha</EQ></td></tr></table>"
     md = block_to_markdown(Block("table", BOX, "a<b", extra={"html": html, "source": "vlm"}))
     assert md == "<table><tr><td> $a < b$ </td><td>x $\\alpha$ </td></tr></table>"
+
+
+def test_a_page_footnote_is_in_small_grey_type_as_mineru_4_writes_it():
+    """MinerU 4 writes a page footnote (kept in its Markdown, unlike headers and page numbers) as
+    `<small><span class="docvortex-page-footnote" data-block-type="page_footnote"
+    style="color:#6b7280">...</span></small>`, its lines joined by <br> (docvortex 0.6.4's
+    _render_page_footnote, render/_internal/markdown/blocks.py); ours wrote a plain paragraph,
+    which read as body text. The Markdown inside (an inline formula) still renders."""
+    opening = '<small><span class="docvortex-page-footnote" data-block-type="page_footnote" style="color:#6b7280">'
+    vlm = Block("page_footnote", BOX, "1 See \\(x\\).\n2 Ibid.", extra={"source": "vlm"})
+    assert block_to_markdown(vlm) == f"{opening}1 See $x$.<br>2 Ibid.</span></small>"
+    ocr = Block("page_footnote", BOX, "* Corresponding author\n<a@b.org>", extra={"source": "ocr"})
+    md = block_to_markdown(ocr)
+    assert md.startswith("<small><span") and md.endswith("</span></small>") and "\n" not in md
+    assert "author<br>" in md and _shown(md) == "* Corresponding author<a@b.org>"  # shown as read
+    assert block_to_markdown(Block("page_footnote", BOX, "  ", extra={"source": "vlm"})) == ""
+
+
+def test_vlm_prose_is_escaped_as_minerus_text():
+    """The text between the VLM's inline formulas is escaped as MinerU escapes a text span, in
+    the Markdown and content_list.json alike (MinerU 4.0.12: docvortex 0.6.4's
+    _escape_plain_markdown_text, render/_internal/markdown/inline.py; MinerU 3.4.4's
+    merge_para_with_text escapes the same `*`, `_`, backtick, `~`, `$`). Ours left it as it was:
+    a price's `$` paired with the `$` of the formula after it, and a viewer showed the words
+    between them as a formula."""
+    text = "Fees rose from $5 to \\(x\\) dollars (a_b, \\$3, <b>, AT&amp;T & co)."
+    md = block_to_markdown(Block("text", BOX, text, extra={"source": "vlm"}))
+    assert md == "Fees rose from \\$5 to $x$ dollars (a\\_b, \\$3, &lt;b&gt;, AT&amp;amp;T & co)."
+    assert re.findall(r"(?<!\\)\$[^$]*(?<!\\)\$", md) == ["$x$"]  # the one formula a viewer finds

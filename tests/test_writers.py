@@ -616,3 +616,53 @@ def test_content_list_writes_formulas_in_tables_and_figures_as_minerus_inline_ma
     ]
     table, chart = content_list_items(page("t.pdf", 0, blocks), tmp_path, None)
     assert table["table_body"] == chart["content"] == "<table><tr><td> $x^2$ </td></tr></table>"
+
+
+def test_a_2509_unknown_block_is_in_neither_file(tmp_path):
+    """MinerU2.5-2509 reads some boxes as `unknown`; MinerU drops them (2.5.4's and 3.4.4's
+    vlm_magic_model.py sort an unknown block into no kind of block, so neither its Markdown nor its
+    content_list has it). Ours wrote a content_list item of type `unknown` and a paragraph of its
+    text; the record keeps the block."""
+    vlm = {"score": None, "source": "vlm"}
+    blocks = [
+        {"type": "text", "bbox": [0, 0, 2000, 50], "text": "Body.", **vlm},
+        {"type": "unknown", "bbox": [0, 100, 2000, 150], "text": "QR 7f3a", **vlm},
+    ]
+    record = page("u.pdf", 0, blocks)
+    assert [it["type"] for it in content_list_items(record, tmp_path, None)] == ["text"]
+    write_documents([record], tmp_path, {"content-list"})
+    assert (tmp_path / "u_pdf" / "u.md").read_text() == "Body.\n"
+
+
+def test_a_table_without_a_body_has_no_table_body(tmp_path):
+    """MinerU writes table_body only where the table has one (2.5.4's and 3.4.4's
+    make_blocks_to_content_list set it from a non-empty html; 4.0.12's content_list/v1.py
+    _render_table adds it when there is content): a VLM table whose answer gave no HTML, or an
+    OCR table with no cells, had `"table_body": ""`."""
+    blocks = [
+        {"type": "table", "bbox": [0, 0, 900, 400], "text": "", "score": None, "source": "vlm"},
+        {"type": "table", "bbox": [0, 500, 900, 900], "text": "", "score": None, "source": "ocr", "cells": []},
+        {"type": "table", "bbox": [1000, 0, 1900, 400], "text": "", "score": None, "cells": [["a"]]},
+    ]
+    empty, no_cells, table = content_list_items(page("t.pdf", 0, blocks), tmp_path, None)
+    assert "table_body" not in empty and "table_body" not in no_cells
+    assert table["table_body"] == "<table><tr><td>a</td></tr></table>"
+    assert list(empty) == ["type", "img_path", "table_caption", "table_footnote", "bbox", "page_idx"]
+
+
+def test_the_embedded_engines_reference_list_is_an_item_a_reference(tmp_path):
+    """Page 5 of the asmejour template (tests/data/references_table_asmejour_p5.png, 150 DPI),
+    parsed by the embedded engine: its reference list is one ref_text block, a reference a line.
+    MinerU's layout boxes each reference and writes a list item a block (4.0.12's content_list/
+    v1.py: a ReferenceGroup's list_items, one per ref_text block; 3.4.4's pipeline
+    _get_ref_text_item_blocks), so a reader of list_items finds one reference in each; ours was
+    one item holding all of them."""
+    from mineru_cli.engines.ocr import OcrEngine
+
+    image = Image.open(writers.Path(__file__).parent / "data" / "references_table_asmejour_p5.png").convert("RGB")
+    blocks = [b.as_dict() for b in OcrEngine(threads=2, lang="en").parse(image).blocks]
+    record = {**page("refs.png", 0, blocks), "image": {"width": image.width, "height": image.height}}
+    (refs,) = [it for it in content_list_items(record, tmp_path, None) if it.get("sub_type") == "ref_text"]
+    numbers = [int(item[1 : item.index("]")]) for item in refs["list_items"]]
+    assert numbers[:3] == [1, 2, 3] and len(numbers) >= 15, refs["list_items"]
+    assert all(item.count("[") == 1 for item in refs["list_items"][:9]), refs["list_items"]

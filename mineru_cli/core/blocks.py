@@ -58,9 +58,13 @@ PAGE_BOTTOM = frozenset({T.FOOTER, T.PAGE_NUMBER})
 # Read after the page's head, before the body: a slide's sidebar, furniture as its headline is
 # (beamer draws it before the frame, and a PDF's text layer gives it first).
 PAGE_SIDE = frozenset({T.ASIDE_TEXT})
+# In neither the Markdown nor content_list.json: a box MinerU2.5-2509 could not class (`unknown`),
+# which MinerU drops (2.5.4's and 3.4.4's vlm_magic_model.py sort it into no kind of block; MinerU
+# 4's client reads Pro's as images). The record keeps it.
+NOT_WRITTEN = frozenset({T.UNKNOWN})
 # Not in a page's Markdown: running heads and margin notes (MinerU leaves them out), and pictures
 # without text (an analysed picture or chart shows its description or table: markdown.py).
-NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT})
+NOT_IN_MARKDOWN = frozenset({T.HEADER, T.FOOTER, T.PAGE_NUMBER, T.ASIDE_TEXT}) | NOT_WRITTEN
 FIGURES = frozenset({T.IMAGE, T.CHART})
 # Plain prose that OCR lines reflowed into a paragraph reproduce (hybrid takes the OCR text for
 # these). Left to the VLM: table, equation(_block), code and algorithm (structure, indentation and
