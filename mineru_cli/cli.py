@@ -44,7 +44,7 @@ from .core.errors import (
     in_words,
 )
 from .version import __version__
-from .vlm.model_dir import ENV_VAR, LINK_LOOP, LOCAL_DIRS, MINERU_CONFIG_ENV, link_loops
+from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV, not_a_folder
 
 # Where a MinerU2.5 model is looked for without --model: vlm.model_dir.find_model's order
 MODEL_SEARCH = (
@@ -797,8 +797,7 @@ def models(
 
     if model and not (given := Path(model).expanduser()).is_dir():
         # a folder the user names is never skipped without a word (parse refuses it too)
-        what = "is not a folder" if given.exists() else f"is {LINK_LOOP}" if link_loops(given) else "no such folder"
-        typer.echo(f"error: --model {model}: {what}", err=True)
+        typer.echo(f"error: --model {model}: {not_a_folder(given)}", err=True)
         raise typer.Exit(EXIT_SETUP)
     entries = discover(model)
     typer.echo(render(entries, json_out))

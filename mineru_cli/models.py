@@ -28,27 +28,26 @@ from .hashing import file_sha256
 from .vlm import int8_target
 from .vlm.export_format import (
     FORMAT,
-    MANIFEST,
     ExportDamaged,
     export_command,
     is_export_dir,
     is_unfinished_export,
-    not_an_export,
     read_fix,
     read_manifest,
     source_mismatch,
+    stale_export,
     verify_export,
 )
 from .vlm.model_dir import (
     DOWNLOAD_HINT,
     ENV_VAR,
-    LINK_LOOP,
+    NO_FOLDER,
     incomplete_models,
     is_model_dir,
-    link_loops,
     missing_files,
-    model_fix,
     named_place,
+    not_a_folder,
+    not_a_model_dir,
     search_places,
 )
 from .vlm.model_identity import detect, from_manifest
@@ -158,11 +157,11 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
     entry = Entry(str(path), MODEL, where)
     missing = missing_files(path)
     if missing:
-        entry.status, entry.detail, entry.fix = FAIL, _not_a_model(path, missing), model_fix(path)
+        entry.status = FAIL
+        entry.detail, entry.fix = not_a_model_dir(path, missing)
         entry.extra["missing"] = missing
         if is_unfinished_export(path):
             entry.kind = EXPORT
-            entry.fix = f"{export_command(path)} (it starts over and removes this folder)"
         return entry
     entry.bytes = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
     try:
@@ -200,15 +199,6 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
     return entry
 
 
-def _not_a_model(path: Path, missing: list[str]) -> str:
-    """Why `path`, which lacks `missing`, is neither a model folder nor an export."""
-    if missing == ["the folder itself"]:
-        return "not a folder" if path.exists() else LINK_LOOP if link_loops(path) else "no such folder"
-    if is_unfinished_export(path):
-        return not_an_export(path).split("; ")[0]
-    return f"not a model folder (missing: {', '.join(missing)}) and not an ONNX export (no {MANIFEST})"
-
-
 def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entry:
     entry = Entry(str(path), EXPORT, where, format=FORMAT)
     entry.bytes = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
@@ -240,8 +230,8 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         entry.fix = str(exc).rsplit("; ", 1)[1]
         return entry
     if why:
-        entry.status, entry.detail = FAIL, f"stale: not made from the model folder it is in as it is now ({why})"
-        entry.fix = f"export it again with: {export_command(path, manifest)}"
+        entry.status = FAIL
+        entry.detail, entry.fix = stale_export(path, why, manifest)
         return entry
     entry.detail = f"matches its manifest ({len(manifest['files'])} files)"
     graphs = int8_target.graphs_needing_exact_kernels(manifest)
@@ -282,14 +272,14 @@ def verify(path: str | Path) -> Entry:
     """One folder checked fully (every file hashed again, not trusting earlier stamps)."""
     path = Path(path).expanduser()
     if not path.is_dir():
-        raise SetupError(f"{path} is {LINK_LOOP if link_loops(path) else 'not a folder'}")
+        raise SetupError(f"{path} {not_a_folder(path)}")
     if not is_export_dir(path) and not is_model_dir(path) and is_export_dir(path / "onnx"):
         path = path / "onnx"
-    if not is_export_dir(path) and missing_files(path) == ["the folder itself"]:
-        raise SetupError(f"{path} is not a folder")
+    if not is_export_dir(path) and missing_files(path) == [NO_FOLDER]:
+        raise SetupError(f"{path} {not_a_folder(path)}")
     entry = inspect(path.resolve(), GIVEN, full=True)
     if entry.extra.get("missing") and entry.kind == MODEL:  # neither PATH nor PATH/onnx holds one
-        entry.detail = f"looked in {path} and {path / 'onnx'}: {entry.detail}"
+        entry.detail = f"looked in {path} and {path / 'onnx'}: {path} {entry.detail}"
     return entry
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import mineru
 
+from mineru_cli.vlm.export_format import UNFINISHED
+from mineru_cli.vlm.model_dir import LINK_LOOP
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vlm"))
 from model_shapes import COMMIT, pro_shaped
 from tiny_fixtures import tiny_vlm  # noqa: F401  (fixture)
@@ -113,7 +116,7 @@ def test_verify_checks_one_fully(site, tmp_path):
     r, report = models(root, "verify", str(snap), "--json")
     assert r.returncode == 1 and "does not match the sha256" in report["entries"][0]["detail"]
     r, _ = models(root, "verify", str(tmp_path / "nowhere"))
-    assert r.returncode == 2 and "not a folder" in r.stderr
+    assert r.returncode == 2 and f"{tmp_path / 'nowhere'} does not exist" in r.stderr
 
 
 def test_a_stale_export_is_said_to_be_stale_with_its_release(site, tmp_path):
@@ -128,7 +131,7 @@ def test_a_stale_export_is_said_to_be_stale_with_its_release(site, tmp_path):
     r, _ = models(tmp_path, "--model", str(model))
     export = r.stdout.split(f"[fail] {model.resolve() / 'onnx'}\n", 1)[1].splitlines()[0]
     assert r.returncode == 1 and "release unknown" not in r.stdout, r.stdout
-    assert "; MinerU2.5-Pro-2605-1.2B; " in export and "stale: not made from the model folder it is in" in export
+    assert "; MinerU2.5-Pro-2605-1.2B; " in export and "stale: it was not made from the model folder it is in" in export
     assert export.endswith(f"-> fix: export it again with: mineru export --model {model.resolve()} --force"), export
 
 
@@ -149,10 +152,10 @@ def test_a_model_folder_that_is_not_there_is_a_usage_error(tmp_path):
     """--model names a folder to look at: one that does not exist was ignored (exit 0, as if not
     given); it is refused with exit 2, as parse refuses it."""
     r, _ = models(tmp_path, "--model", str(tmp_path / "nowhere"))
-    assert r.returncode == 2 and f"--model {tmp_path / 'nowhere'}: no such folder" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"--model {tmp_path / 'nowhere'}: does not exist" in r.stderr, r.stderr
     (tmp_path / "a-file").write_text("")
     r, _ = models(tmp_path, "--model", str(tmp_path / "a-file"), "--json")
-    assert r.returncode == 2 and "is not a folder" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "is a file, not a folder" in r.stderr and r.stdout == ""
     # a symbolic-link loop is said to be one, not a folder that is not there
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     loop = "is a symbolic-link loop (a link on its path leads back to itself)"
@@ -161,7 +164,7 @@ def test_a_model_folder_that_is_not_there_is_a_usage_error(tmp_path):
     r, _ = models(tmp_path, "verify", str(tmp_path / "loop"))
     assert r.returncode == 2 and f"{tmp_path / 'loop'} {loop}" in r.stderr, r.stderr
     r = mineru("models", cwd=tmp_path, env={**env_for(tmp_path), "MINERU_MODEL_PATH": str(tmp_path / "loop")})
-    assert r.returncode == 1 and f"$MINERU_MODEL_PATH; {loop.removeprefix('is ')}" in r.stdout, r.stdout
+    assert r.returncode == 1 and f"$MINERU_MODEL_PATH; {loop}" in r.stdout, r.stdout
 
 
 def test_a_named_folder_without_a_model_is_reported_as_parse_refuses_it(site, tmp_path):
@@ -175,17 +178,66 @@ def test_a_named_folder_without_a_model_is_reported_as_parse_refuses_it(site, tm
     first = report["entries"][0]
     assert r.returncode == 1 and report["ok"] is False, r.stdout
     assert (first["path"], first["where"], first["status"]) == (str(tmp_path / "some-folder"), "--model", "fail")
-    assert "not a model folder (missing: tokenizer.json" in first["detail"] and "not an ONNX export" in first["detail"]
+    detail = first["detail"]
+    assert "is not a MinerU2.5 model folder (missing: tokenizer.json" in detail and "not an ONNX export" in detail
     assert len(report["entries"]) == 5  # the four found as before, each listed
     p = mineru("parse", str(tmp_path), "--model", str(tmp_path / "some-folder"), cwd=root, env=env_for(root))
     assert p.returncode == 2 and f"--model {tmp_path / 'some-folder'} is not a MinerU2.5 model folder" in p.stderr
     # the variable likewise, unless --model overrides it (as parse does)
     nowhere = str(tmp_path / "nowhere")
     r = mineru("models", cwd=root, env={**env_for(root), "MINERU_MODEL_PATH": nowhere}, timeout=120)
-    assert r.returncode == 1 and f"[fail] {nowhere}" in r.stdout and "$MINERU_MODEL_PATH; no such folder" in r.stdout
+    assert r.returncode == 1 and f"[fail] {nowhere}" in r.stdout and "$MINERU_MODEL_PATH; does not exist" in r.stdout
     env = {**env_for(root), "MINERU_MODEL_PATH": nowhere}
     r = mineru("models", "--model", str(site["export"]), "--json", cwd=root, env=env, timeout=120)
     assert nowhere not in r.stdout and json.loads(r.stdout)["entries"][0]["status"] == "ok", r.stdout
+
+
+def test_parse_and_models_say_what_a_named_folder_is_in_the_same_words(tmp_path):
+    """What a folder named as the model is when it holds none was written three times (parse,
+    `mineru models`, `mineru models verify`) in words that differed: a path not there "does not
+    exist" to parse, "no such folder" to models, "is not a folder" to verify; a file "is a file,
+    not a folder" to parse, "is not a folder" to models; part of a model "is not a MinerU2.5
+    model folder" to parse, "not a model folder ... and not an ONNX export" to models; an
+    unfinished export's fix was another sentence in each. They say it in the same words now."""
+    page = Path(__file__).parent / "data" / "dash_row_table_chromium.png"
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "part").mkdir()
+    (tmp_path / "part" / "config.json").write_text("{}")
+    (tmp_path / "unfinished").mkdir()
+    (tmp_path / "unfinished" / UNFINISHED).write_text("")
+
+    def parse(*args: str, env: dict | None = None) -> str:
+        env = {**env_for(tmp_path), **(env or {})}
+        r = mineru("parse", str(page), "--out", str(tmp_path / "r.jsonl"), *args, cwd=tmp_path, env=env, timeout=120)
+        assert r.returncode == 2, r.stdout + r.stderr
+        return r.stderr
+
+    no_folder = {"nowhere": "does not exist", "a-file": "is a file, not a folder", "loop": f"is {LINK_LOOP}"}
+    for name, words in no_folder.items():
+        path = tmp_path / name
+        assert f"--model {path} {words}: check the path, or get it with: " in parse("--model", str(path))
+        r, _ = models(tmp_path, "--model", str(path))
+        assert r.returncode == 2 and f"--model {path}: {words}" in r.stderr, r.stderr
+        r, _ = models(tmp_path, "verify", str(path))
+        assert r.returncode == 2 and f"{path} {words}" in r.stderr, r.stderr
+        r = mineru("models", "--json", cwd=tmp_path, env={**env_for(tmp_path), "MINERU_MODEL_PATH": str(path)})
+        (entry,) = json.loads(r.stdout)["entries"]
+        assert entry["detail"].startswith(words) and entry["fix"].startswith("check the path, or get it with: ")
+        said = parse(env={"MINERU_MODEL_PATH": str(path)})
+        assert f"MINERU_MODEL_PATH {path} {entry['detail']}: {entry['fix']}" in said, said
+    not_a_model = {
+        "part": "is not a MinerU2.5 model folder (missing: tokenizer.json, preprocessor_config.json, *.safetensors) "
+        "and not an ONNX export (no manifest.json)",
+        "unfinished": "is an unfinished export (mineru export was cut off while writing it)",
+    }
+    for name, words in not_a_model.items():
+        path = tmp_path / name
+        r, report = models(tmp_path, "--model", str(path), "--json")
+        (entry,) = report["entries"]
+        assert r.returncode == 1 and entry["detail"] == words, entry
+        said = parse("--model", str(path))
+        assert f"--model {path} {entry['detail']}; {entry['fix']}" in said, said
 
 
 def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
@@ -194,15 +246,15 @@ def test_verify_of_a_folder_without_a_model_exits_1(tmp_path):
     (tmp_path / "empty").mkdir()
     r, report = models(tmp_path, "verify", str(tmp_path / "empty"), "--json")
     assert r.returncode == 1 and report["entries"][0]["status"] == "fail", r.stdout + r.stderr
-    assert "not a model folder" in report["entries"][0]["detail"]
+    assert "is not a MinerU2.5 model folder" in report["entries"][0]["detail"]
     # it says where it looked and what is missing, not "found via given"
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty"))
     empty = tmp_path / "empty"
-    looked = f"looked in {empty} and {empty / 'onnx'}: not a model folder (missing: config.json"
+    looked = f"looked in {empty} and {empty / 'onnx'}: {empty} is not a MinerU2.5 model folder (missing: config.json"
     assert r.returncode == 1 and looked in r.stdout and "given" not in r.stdout, r.stdout
     assert "GB" not in r.stdout  # no size or release of a folder that holds no model
     r, _ = models(tmp_path, "verify", str(tmp_path / "empty" / "nowhere"))
-    assert r.returncode == 2 and "not a folder" in r.stderr
+    assert r.returncode == 2 and "does not exist" in r.stderr
 
 
 def test_an_incomplete_model_in_the_default_place_is_listed_with_what_it_lacks(tiny_vlm, tmp_path):

@@ -286,14 +286,23 @@ def source_model(export_dir: Path, manifest: dict) -> str | None:
     return None
 
 
-def not_a_model(export_dir: Path) -> str:
-    """Why the export in export_dir, named where a model folder is needed (the torch runtime,
-    mineru export), is none, and what to name instead, for an error message."""
+def not_a_model(export_dir: Path) -> tuple[str, str]:
+    """(what, fix): why the export in export_dir, named where a model folder is needed (the torch
+    runtime, mineru export), is none, and what to name instead."""
     model = source_model(export_dir, manifest_as_written(export_dir))
     named = f": --model {shlex.quote(model)}" if model else ""
     return (
-        "is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto); "
-        f"--runtime torch and mineru export take the MinerU2.5 model folder it was exported from{named}"
+        "is an ONNX export, not a model folder: parse runs it with --runtime onnx (or auto)",
+        f"--runtime torch and mineru export take the MinerU2.5 model folder it was exported from{named}",
+    )
+
+
+def stale_export(export_dir: Path, why: str, manifest: dict) -> tuple[str, str]:
+    """(what, fix) for the export in a model folder's onnx/ that was not made from that folder as
+    it is now (source_mismatch says why): parse refuses it (export_in), `mineru models` fails it."""
+    return (
+        f"stale: it was not made from the model folder it is in as it is now ({why})",
+        f"export it again with: {export_command(export_dir, manifest)}",
     )
 
 
@@ -371,11 +380,8 @@ def export_in(model_dir: Path) -> Path | None:
         return None
     why = source_mismatch(export_dir, model_dir)
     if why:
-        raise SetupError(
-            f"the ONNX export {export_dir} is stale: it was not made from the model folder it is in as it is now "
-            f"({why}); export it again with: {export_command(export_dir, read_manifest(export_dir))} "
-            "(or run --runtime torch)"
-        )
+        what, fix = stale_export(export_dir, why, read_manifest(export_dir))
+        raise SetupError(f"the ONNX export {export_dir} is {what}; {fix} (or run --runtime torch)")
     return export_dir
 
 
@@ -448,13 +454,18 @@ def is_unfinished_export(path: str | Path) -> bool:
     return (Path(path) / UNFINISHED).is_file()
 
 
+def unfinished_export(path: Path) -> tuple[str, str]:
+    """(what, fix) for an unfinished export at `path` (is_unfinished_export)."""
+    return (
+        "is an unfinished export (mineru export was cut off while writing it)",
+        f"run the export again, which starts over and removes it: {export_command(path)}",
+    )
+
+
 def not_an_export(path: Path) -> str:
     """Why `path` is no export, for an error message."""
     if is_unfinished_export(path):
-        return (
-            "is an unfinished export (mineru export was cut off while writing it); run the export again, "
-            f"which starts over and removes it: {export_command(path)}"
-        )
+        return "; ".join(unfinished_export(path))
     model = shlex.quote(str(path)) if is_model_dir(path) else "MODEL_DIR"
     return (
         f"is not an ONNX export (no {MANIFEST}); make one with: mineru export --model {model} (it writes {model}/onnx)"

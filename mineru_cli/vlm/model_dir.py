@@ -74,12 +74,15 @@ def _release_repo(folder: Path) -> str | None:
     return f"opendatalab/{RELEASES[config_vote(config)]}" if isinstance(config, dict) else None
 
 
+NO_FOLDER = "the folder itself"  # all that missing_files says a path that is no folder lacks
+
+
 def missing_files(path: Path) -> list[str]:
     """What `path` lacks to be a model folder ([] when it is one). A link to a file that is not
     there (a Hugging Face snapshot copied without its blobs) is a missing file: is_file follows
     links, and every safetensors file must be there, not only one."""
     if not path.is_dir():
-        return ["the folder itself"]
+        return [NO_FOLDER]
     missing = [_lacking(path / name) for name in REQUIRED_FILES if not (path / name).is_file()]
     weights = sorted(path.glob("*.safetensors"))
     missing += [_lacking(p) for p in weights if not p.is_file()]
@@ -276,29 +279,46 @@ def named_place(explicit: str | os.PathLike | None = None) -> tuple[str, Path] |
     return None
 
 
-def _checked(path: Path, source: str) -> Path:
-    from .export_format import (
+def not_a_folder(path: Path) -> str:
+    """What `path`, named where a model folder or export is wanted, is when it is no folder, in
+    words that follow its name: a file or something else, a symbolic-link loop, or nothing."""
+    if path.exists():
+        return "is a file, not a folder" if path.is_file() else "is not a folder"
+    return f"is {LINK_LOOP}" if link_loops(path) else "does not exist"
+
+
+def not_a_model_dir(path: Path, missing: list[str]) -> tuple[str, str]:
+    """(what, fix) for `path`, which lacks `missing` (missing_files): what it is instead of a
+    model folder, in words that follow its name (no folder, an unfinished export, an export, part
+    of a model or its pickle weights alone), and what to do about it. parse's refusal of --model,
+    `mineru models`, `mineru models verify` and `mineru doctor` say it in these words."""
+    from .export_format import (  # (it imports this module)
+        MANIFEST,
         is_export_dir,
         is_unfinished_export,
         not_a_model,
-        not_an_export,
-    )  # (it imports this module)
+        unfinished_export,
+    )
 
+    if missing == [NO_FOLDER]:
+        return not_a_folder(path), f"check the path, or {DOWNLOAD_HINT}"
+    if is_unfinished_export(path):
+        return unfinished_export(path)
+    if is_export_dir(path):
+        return not_a_model(path)
+    return (
+        f"is not a MinerU2.5 model folder (missing: {', '.join(missing)}) and not an ONNX export (no {MANIFEST})",
+        model_fix(path),
+    )
+
+
+def _checked(path: Path, source: str) -> Path:
     missing = missing_files(path)
-    if missing and is_unfinished_export(path):
-        raise SetupError(f"{source} {path} {not_an_export(path)}")
-    if missing and is_export_dir(path):
-        raise SetupError(f"{source} {path} {not_a_model(path)}")
-    if missing == ["the folder itself"]:  # a mistyped path, most often
-        what = (
-            "is a file, not a folder" if path.exists() else f"is {LINK_LOOP}" if link_loops(path) else "does not exist"
-        )
-        raise SetupError(f"{source} {path} {what}: check the path, or {DOWNLOAD_HINT}")
-    if missing:
-        raise SetupError(
-            f"{source} {path} is not a MinerU2.5 model folder (missing: {', '.join(missing)}); {model_fix(path)}"
-        )
-    return path.resolve()
+    if not missing:
+        return path.resolve()
+    what, fix = not_a_model_dir(path, missing)
+    # a mistyped path, most often: the fix is about the path itself
+    raise SetupError(f"{source} {path} {what}{': ' if missing == [NO_FOLDER] else '; '}{fix}")
 
 
 def find_model(explicit: str | os.PathLike | None = None) -> Path | None:
