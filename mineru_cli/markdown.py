@@ -54,13 +54,11 @@ from mineru_cli.core.blocks import BlockType as T
 def blocks_to_markdown(blocks: Iterable[Block], images: Mapping[int, str] = MappingProxyType({})) -> str:
     """The blocks' Markdown; images: the path of the crop written for a figure, by its position
     in `blocks` (writers.py writes crops for content-list). An equation's number (Pro's
-    formula_number) is its \\tag (numbered_equations)."""
+    formula_number) is its \\tag (equation_tags)."""
     blocks = list(blocks)
-    numbers = numbered_equations([b.type for b in blocks])
-    for n, e in numbers.items():
-        latex = tag_equation(str(blocks[e].extra.get("latex") or ""), blocks[n].text)
-        if latex:
-            blocks[e] = replace(blocks[e], extra={**blocks[e].extra, "latex": latex})
+    numbers, tags = equation_tags(blocks)
+    for _, e, latex in tags:
+        blocks[e] = replace(blocks[e], extra={**blocks[e].extra, "latex": latex})
     mds = (block_to_markdown(b, images.get(i, "")) for i, b in enumerate(blocks) if i not in numbers)
     parts = [md for md in mds if md]
     return "\n\n".join(parts) + "\n" if parts else ""
@@ -86,6 +84,18 @@ def numbered_equations(kinds: Sequence[str]) -> dict[int, int]:
         elif i + 1 < len(kinds) and kinds[i + 1] == T.EQUATION and (i + 2 == len(kinds) or kinds[i + 2] != kind):
             numbers[i] = i + 1
     return numbers
+
+
+def equation_tags(blocks: Sequence[Block]) -> tuple[dict[int, int], list[tuple[int, int, str]]]:
+    """(numbers, tags): numbered_equations of `blocks` (no number among them is written on its
+    own) and (number, equation, its LaTeX tagged with the number) for each number that tags its
+    equation (tag_equation). The Markdown and the content list tag equations with it."""
+    numbers = numbered_equations([b.type for b in blocks])
+    tags = []
+    for n, e in numbers.items():
+        if latex := tag_equation(str(blocks[e].extra.get("latex") or ""), blocks[n].text):
+            tags.append((n, e, latex))
+    return numbers, tags
 
 
 def tag_equation(latex: str, number: str) -> str:

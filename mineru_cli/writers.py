@@ -60,15 +60,7 @@ from .core.blocks import (
 )
 from .core.blocks import BlockType as T
 from .core.geometry import covered
-from .markdown import (
-    LITERAL_SOURCES,
-    blocks_to_markdown,
-    embedded_formulas,
-    index_entries,
-    numbered_equations,
-    prose_text,
-    tag_equation,
-)
+from .markdown import LITERAL_SOURCES, blocks_to_markdown, embedded_formulas, equation_tags, index_entries, prose_text
 from .version import __version__
 
 FORMATS = ("markdown", "content-list", "layout")
@@ -383,11 +375,10 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
     img_path) by the block's position in the record's blocks, for the Markdown to link."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
     blocks = list(record["blocks"])
-    numbers = numbered_equations([b["type"] for b in blocks])  # each a \tag of its equation
-    for n, e in numbers.items():
-        if latex := tag_equation(blocks[e].get("latex") or "", blocks[n].get("text", "")):
-            box = [f(blocks[e]["bbox"][i], blocks[n]["bbox"][i]) for i, f in enumerate((min, min, max, max))]
-            blocks[e] = {**blocks[e], "latex": latex, "bbox": box}
+    numbers, tags = equation_tags([to_block(b) for b in blocks])  # each number a \tag of its equation
+    for n, e, latex in tags:
+        box = [f(blocks[e]["bbox"][i], blocks[n]["bbox"][i]) for i, f in enumerate((min, min, max, max))]
+        blocks[e] = {**blocks[e], "latex": latex, "bbox": box}
     members = list_members(blocks)
     in_a_list = {m for ms in members.values() for m in ms}
     items: list[tuple[int, dict, dict]] = []  # (position in reading order, block, item)
