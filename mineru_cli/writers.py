@@ -66,11 +66,6 @@ from .version import __version__
 FORMATS = ("markdown", "content-list", "layout")
 
 
-def to_block(d: dict) -> Block:
-    extra = {k: v for k, v in d.items() if k not in ("type", "bbox", "text", "score")}
-    return Block(d["type"], tuple(d["bbox"]), d.get("text", ""), d.get("score"), extra)
-
-
 def document_dir(out_dir: Path, source: str) -> Path:
     rel = PurePosixPath(source)
     return out_dir.joinpath(*rel.parent.parts, rel.stem + rel.suffix.replace(".", "_"))
@@ -127,7 +122,7 @@ def _write_document(
             items += content_list_items(page, folder, image, crops)
     if formats & {"markdown", "content-list"}:
         md = "\n".join(
-            blocks_to_markdown([to_block(b) for b in p["blocks"]], crops) for p, crops in zip(pages, figures)
+            blocks_to_markdown([Block.from_dict(b) for b in p["blocks"]], crops) for p, crops in zip(pages, figures)
         )
         written.append(stamp.wrote(atomic_write(folder / f"{stem}.md", md)))
     if "content-list" in formats:
@@ -375,7 +370,7 @@ def content_list_items(record: dict, folder: Path, image=None, crops: dict[int, 
     img_path) by the block's position in the record's blocks, for the Markdown to link."""
     w, h, page_idx = record["image"]["width"], record["image"]["height"], record["page_index"]
     blocks = list(record["blocks"])
-    numbers, tags = equation_tags([to_block(b) for b in blocks])  # each number a \tag of its equation
+    numbers, tags = equation_tags([Block.from_dict(b) for b in blocks])  # each number a \tag of its equation
     for n, e, latex in tags:
         box = [f(blocks[e]["bbox"][i], blocks[n]["bbox"][i]) for i, f in enumerate((min, min, max, max))]
         blocks[e] = {**blocks[e], "latex": latex, "bbox": box}
