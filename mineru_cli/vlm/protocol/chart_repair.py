@@ -13,6 +13,8 @@ import itertools
 import re
 from collections.abc import Iterator
 
+from .markdown_table import without_outer_pipes
+
 _SEPARATOR_CELL = re.compile(r"^:?-{3,}:?$")
 # words (with inner - _ . /) or any single non-space character: the units a loop repeats
 _REPEAT_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)*|[^\s]", re.UNICODE)
@@ -36,13 +38,9 @@ def split_row(line: str) -> list[str] | None:
     Unlike the table conversion, a backslash keeps itself and hides the next character, and a
     pipe inside `code` does not split.
     """
-    text = line.strip()
-    if not text or "|" not in text:
+    if "|" not in line:
         return None
-    if text.startswith("|"):
-        text = text[1:]
-    if text.endswith("|"):
-        text = text[:-1]
+    text = without_outer_pipes(line)
     cells: list[str] = []
     buf: list[str] = []
     escaped = in_code = False

@@ -14,7 +14,8 @@ import re
 _SEPARATOR_CELL = re.compile(r":?-{3,}:?")
 
 
-def _without_outer_pipes(line: str) -> str:
+def without_outer_pipes(line: str) -> str:
+    """The line stripped, less one leading and one trailing pipe (a row's outer pipes are optional)."""
     text = line.strip()
     if text.startswith("|"):
         text = text[1:]
@@ -25,7 +26,7 @@ def _without_outer_pipes(line: str) -> str:
 
 def column_count(line: str) -> int:
     """Columns as the client counts them: every pipe between the outer ones, escaped or not."""
-    return len(_without_outer_pipes(line).split("|"))
+    return len(without_outer_pipes(line).split("|"))
 
 
 def is_separator_line(line: str) -> bool:
@@ -36,12 +37,7 @@ def is_separator_line(line: str) -> bool:
     a long run of spaces (a looping answer has them); reading the cells gives the same answer in
     linear time.
     """
-    text = line.strip()
-    if text.startswith("|"):
-        text = text[1:]
-    if text.endswith("|"):
-        text = text[:-1]
-    cells = text.split("|")
+    cells = without_outer_pipes(line).split("|")
     return len(cells) >= 2 and all(_SEPARATOR_CELL.fullmatch(cell.strip()) for cell in cells)
 
 
@@ -56,7 +52,7 @@ def split_row(line: str) -> list[str]:
     cells: list[str] = []
     current: list[str] = []
     escaped = False
-    for char in _without_outer_pipes(line):
+    for char in without_outer_pipes(line):
         if escaped:
             current.append("|" if char == "|" else "\\" + char)
             escaped = False
