@@ -79,31 +79,16 @@ class _PageActor:
     def start(self) -> tuple[str, Any]:
         """Load the engine: ("ready", who this worker is: identity()) or ("fatal", message)."""
         from ..core.errors import SetupError as _SetupError
-        from .worker import parse_faults
+        from .worker import parse_faults, start_engine
 
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's business
         self.faults = parse_faults(os.environ.get(FAULTS_ENV))
         spec = self.spec
         try:
-            from ..engines import build_engine
-
-            self.engine = build_engine(spec.engine, threads=spec.threads, spinning=spec.spinning)
-            self.engine.warm_up()
-            if spec.cache is not None:
-                from ..cache import ResultCache
-
-                self.cache = ResultCache(
-                    path=spec.cache.path,
-                    near=spec.cache.near.value,
-                    redis_url=spec.cache.redis_url,
-                    ttl_s=spec.cache.ttl_s,
-                    warn=self.notices.append,
-                )
+            self.engine, self.cache = start_engine(spec, self.notices.append)
         except _SetupError as exc:
             return "fatal", str(exc)
-        except Exception as exc:  # noqa: BLE001
-            return "fatal", f"worker could not start the engine: {type(exc).__name__}: {exc}"
         from ..inputs import OpenDocuments
 
         self.docs = OpenDocuments(spec.load)

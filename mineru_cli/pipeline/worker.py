@@ -36,7 +36,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config import FileKind
 from ..core.blocks import Block
@@ -44,6 +44,10 @@ from ..core.errors import PageError, SetupError
 from ..core.record import CacheInfo, ImageInfo, page_id
 from ..core.words import FAILED_BLOCKS, CacheStatus, ErrorKind, Stage, Status
 from .messages import Done, Fatal, Finish, Notice, PageOutcome, PageTask, Ready, StageEntered, WorkerSpec
+
+if TYPE_CHECKING:
+    from ..cache import ResultCache
+    from ..engines import Engine
 
 FAULTS_ENV = "MINERU_TEST_FAULTS"
 SLOW_FAULT_S = 1.0  # MINERU_TEST_FAULTS "slow": seconds the page takes at its engine stage
@@ -124,6 +128,29 @@ def _die_with_parent(parent_pid: int, by_thread: bool) -> None:
         os._exit(1)  # the main process died while we were starting, before the tie above
 
 
+def start_engine(spec: WorkerSpec, warn: Callable[[str], None]) -> tuple[Engine, ResultCache | None]:
+    """A worker's page engine, its models loaded now rather than on page one, and its result
+    cache (None: none), which says through warn what it cannot do. A SetupError when they cannot
+    start: the engine's own, or any other error in words. A worker process and a Ray actor start
+    with it."""
+    try:
+        from ..engines import build_engine
+
+        engine = build_engine(spec.engine, threads=spec.threads, spinning=spec.spinning)
+        engine.warm_up()
+        cache = None
+        if spec.cache is not None:
+            from ..cache import ResultCache
+
+            c = spec.cache
+            cache = ResultCache(path=c.path, near=c.near.value, redis_url=c.redis_url, ttl_s=c.ttl_s, warn=warn)
+    except SetupError:
+        raise
+    except Exception as exc:  # whatever stops the engine loading ends the worker, said in words
+        raise SetupError(f"worker could not start the engine: {type(exc).__name__}: {exc}") from exc
+    return engine, cache
+
+
 def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool) -> None:
     """Entry point of a worker process (started by the main process `parent_pid`, from its
     main thread or another one)."""
@@ -140,26 +167,9 @@ def worker_main(conn, spec: WorkerSpec, parent_pid: int, from_main_thread: bool)
     send = conn.send
 
     try:
-        from ..engines import build_engine
-
-        engine = build_engine(spec.engine, threads=spec.threads, spinning=spec.spinning)
-        engine.warm_up()  # load the models now, not on page one
-        cache = None
-        if spec.cache is not None:
-            from ..cache import ResultCache
-
-            cache = ResultCache(
-                path=spec.cache.path,
-                near=spec.cache.near.value,
-                redis_url=spec.cache.redis_url,
-                ttl_s=spec.cache.ttl_s,
-                warn=lambda m: send(Notice(m)),
-            )
+        engine, cache = start_engine(spec, lambda m: send(Notice(m)))
     except SetupError as exc:
         send(Fatal(str(exc)))
-        return
-    except Exception as exc:  # noqa: BLE001
-        send(Fatal(f"worker could not start the engine: {type(exc).__name__}: {exc}"))
         return
 
     from ..inputs import OpenDocuments
