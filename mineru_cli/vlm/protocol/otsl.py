@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import itertools
 import re
+from collections.abc import Iterable, Iterator
 
 OTSL_TOKENS = ("<fcel>", "<ecel>", "<lcel>", "<ucel>", "<xcel>", "<nl>")
 _OTSL_SPLIT = re.compile("(" + "|".join(OTSL_TOKENS) + ")")
@@ -67,14 +68,24 @@ def otsl_to_html(otsl: str) -> str:
 
     if not any(token in ("<fcel>", "<ecel>") for row in rows for token in row):
         return ""
-    out = ["<table>"]
-    for i in range(nrows):
-        out.append("<tr>")
+
+    def cells(i: int) -> Iterator[tuple[int, int, str]]:  # row i's cells, each at its top-left place
         for j in range(ncols):
-            cell = grid[i][j] or (i, j, 1, 1, "")
-            r, c, rowspan, colspan, text = cell
-            if (r, c) != (i, j):
-                continue
+            r, c, rowspan, colspan, text = grid[i][j] or (i, j, 1, 1, "")
+            if (r, c) == (i, j):
+                yield rowspan, colspan, text
+
+    return html_table(cells(i) for i in range(nrows))
+
+
+def html_table(rows: Iterable[Iterable[tuple[int, int, str]]]) -> str:
+    """`<table><tr><td rowspan="2" colspan="3">text</td>...</tr></table>`: each row's cells as
+    (rowspan, colspan, text), the text escaped, a span of 1 left out. A VLM table and one the
+    embedded engine reads (engines.table.to_html) are written in this one form."""
+    out = ["<table>"]
+    for row in rows:
+        out.append("<tr>")
+        for rowspan, colspan, text in row:
             attrs = (f' rowspan="{rowspan}"' if rowspan > 1 else "") + (f' colspan="{colspan}"' if colspan > 1 else "")
             out.append(f"<td{attrs}>{html.escape(text)}</td>")
         out.append("</tr>")
