@@ -66,10 +66,15 @@ class Journal:
         self.bad_lines = 0  # complete lines that were not records (dropped at compaction)
         self._fh: IO[bytes] | None = None  # appending
         self._size = 0
+        self._opened_size = 0  # its size once opened: a discard removes nothing once it grew
         self._synced = 0.0  # monotonic time of the last fsync
         self._lock: IO[str] | None = None
         self.broken: OSError | None = None  # a write failed: nothing more is written
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        # what open() made that was not there: the file, its lock file, the folders on its path
+        # (nearest first); a set-up error before any record removes them (discard)
+        self._made: list[Path] = []
+        self._made_folders: list[Path] = []
 
     # -- opening -------------------------------------------------------------------------
     def open(self) -> "Journal":
@@ -91,6 +96,7 @@ class Journal:
         self.path = Path(os.path.realpath(self.given))
         if self.path.is_dir():
             raise SetupError(f"--out {self.given} is a folder; give a file name (e.g. {self.given}/results.jsonl)")
+        self._made_folders = [folder for folder in self.path.parents if not folder.exists()]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -98,11 +104,18 @@ class Journal:
                 f"--out {self.given}: cannot create its folder {self.given.parent}: "
                 "part of that path is an existing file"
             ) from None
-        self._lock = lock = open(self.path.with_name("." + self.path.name + ".lock"), "w")
+        lock_path = self.path.with_name("." + self.path.name + ".lock")
+        if not lock_path.exists():
+            self._made.append(lock_path)
+        self._lock = lock = open(lock_path, "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
+        if not _same_file(lock.fileno(), lock_path):
+            # a run that made it removed it as its set-up failed (discard) while this one opened
+            # it: a lock on the removed file would exclude no run that opens the name afresh
+            raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish")
         # a compaction's copy left by a run killed while making it (this run holds the lock: no
         # other is making one); the next compaction would replace it, but a journal in order is
         # never copied again, and the copy is as large as the journal
@@ -112,11 +125,13 @@ class Journal:
             pass  # a folder it may not write in: opening says so, or the run only reads
         if self.path.exists():
             self._index_and_repair()
+        else:
+            self._made.append(self.path)
         # unbuffered: a record is one write() call, and a failed one leaves no bytes in a buffer
         # for a later flush to add after the cut; readable too: compaction reads the records
         # back through this descriptor, which still holds them if the name is removed mid-run
         self._fh = fh = open(self.path, "a+b", buffering=0)
-        self._size = fh.tell()
+        self._size = self._opened_size = fh.tell()
         st = os.fstat(fh.fileno())
         self._file_id = (st.st_dev, st.st_ino)
 
@@ -371,11 +386,41 @@ class Journal:
             raise RuntimeError("the journal is not open")
         return self._fh
 
+    def discard(self) -> None:
+        """Remove what open() made, for a run whose set-up failed after it (a model that fails
+        to load in the workers): the file, its lock file and the folders made for them, so the
+        failed command leaves nothing new behind. Nothing is removed once a record is written,
+        and a file that was there before is kept as it is."""
+        if self._fh is None or self._size != self._opened_size:
+            return
+        # the journal's name only while it still holds this file (not one put in its place)
+        made = [p for p in self._made if p != self.path or _same_file(self._out.fileno(), p)]
+        try:
+            for path in made:  # the lock still held
+                path.unlink(missing_ok=True)
+            self.close()
+            for folder in self._made_folders:
+                folder.rmdir()
+        except OSError:
+            pass  # what cannot be removed stays: an empty journal resumes as none
+
     def __enter__(self) -> Journal:
         return self.open()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is not None and issubclass(kind, SetupError):
+            self.discard()
         self.close()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` names the open file `fd`."""
+    try:
+        there = os.stat(path)
+    except OSError:
+        return False
+    here = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
 
 
 class NoJournal:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from .vlm.model_dir import (
     named_place,
     not_a_folder,
     not_a_model_dir,
+    safetensors_check,
     search_places,
 )
 from .vlm.model_identity import detect, from_manifest
@@ -174,7 +174,7 @@ def inspect(path: str | Path, where: str = GIVEN, full: bool = False, of_parent:
     tensors = 0
     for weights in sorted(path.glob("*.safetensors")):
         try:
-            count, problem = _safetensors_check(weights)
+            count, problem = safetensors_check(weights)
             tensors += count
             if problem:
                 problems.append(problem)
@@ -240,24 +240,6 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
         entry.detail += f"; its {' and '.join(graphs)} weights run on the exact, slower INT8 kernels here"
         entry.fix = f"{export_command(path, manifest, target='avx2')} (an avx2 export is right on every CPU)"
     return entry
-
-
-def _safetensors_check(path: Path) -> tuple[int, str | None]:
-    """(tensors, problem): the header parses and the data it describes fills the file exactly."""
-    with open(path, "rb") as fh:  # an OSError is the caller's: whether it is damage depends on why
-        try:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            if n > 100_000_000:
-                return 0, f"{path.name}: not a safetensors file (header of {n} bytes)"
-            header = json.loads(fh.read(n))
-        except (ValueError, struct.error) as exc:
-            return 0, f"{path.name}: unreadable safetensors header ({exc})"
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
-    size = path.stat().st_size
-    if 8 + n + end != size:
-        return len(tensors), f"{path.name} has {size} bytes, its header describes {8 + n + end} (cut short or padded)"
-    return len(tensors), None
 
 
 def _hub_blob_sha256(path: Path) -> str | None:

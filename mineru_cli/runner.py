@@ -29,7 +29,7 @@ from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, p
 from .core.errors import OutputError, PageError, SetupError
 from .core.record import PageRecord, page_id, split_page_id
 from .core.words import Status
-from .engines import describe, resolve_engine
+from .engines import check_model, describe, resolve_engine
 from .inputs import DOC_EXTS, OpenDocuments, SourceFile, input_root, outside_root, parse_page_ranges
 from .journal import Journal, NoJournal, renamed_pages
 from .planner import Planned, Planner
@@ -501,7 +501,8 @@ class Parser:
 
 def prepare(config: RunConfig, reporter: Reporter) -> tuple[Callable[[int], bool] | None, EngineSpec]:
     """What a run checks before it starts, and the engine it runs (auto resolved, the mode
-    checked against it): --pages as a page filter and the EngineSpec. The run and
+    checked against it, the model's files checked as its load checks them): --pages as a page
+    filter and the EngineSpec. The run and
     --explain-plan both take them from here, so the plan is the run's and refuses what it refuses."""
     select = _page_filter(config.pages)
     spec = resolve_engine(
@@ -517,6 +518,7 @@ def prepare(config: RunConfig, reporter: Reporter) -> tuple[Callable[[int], bool
         say=reporter.info,
         warn=reporter.warn,
     )
+    check_model(spec)  # a damaged export refused here, before the journal is opened, as --explain-plan refuses it
     return select, spec
 
 

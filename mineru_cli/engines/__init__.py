@@ -126,6 +126,15 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
     return OcrEngine(threads=threads, lang=spec.lang, spinning=spinning)
 
 
+def check_model(spec: EngineSpec) -> None:
+    """The model's files checked as loading it checks them, without loading it (vlm.check_files):
+    a damaged export or model folder is a SetupError before the run writes anything."""
+    if spec.engine is EngineChoice.VLM:
+        from . import vlm
+
+        vlm.check_files(vlm.locate(spec.model, str(spec.runtime)), str(spec.runtime))
+
+
 def describe(spec: EngineSpec) -> dict[str, Any]:
     """The record's `engine` field: name, version, package, model identity and the options that
     change the output (what the fingerprint hashes), from the spec alone: no engine is built."""
@@ -212,4 +221,13 @@ def _locate_vlm(model: str | None, runtime: str) -> tuple[str, str] | None:
     return str(model_dir), "torch"
 
 
-__all__ = ["Block", "Engine", "EngineResult", "build_engine", "describe", "make_engine", "resolve_engine"]
+__all__ = [
+    "Block",
+    "Engine",
+    "EngineResult",
+    "build_engine",
+    "check_model",
+    "describe",
+    "make_engine",
+    "resolve_engine",
+]

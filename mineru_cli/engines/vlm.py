@@ -71,7 +71,7 @@ from ..markdown import blocks_to_markdown
 from ..reading_order import reading_order
 from ..text_layer import TextLayer
 from ..vlm.generate import generate
-from ..vlm.model_dir import DOWNLOAD_HINT, resolve_model
+from ..vlm.model_dir import DOWNLOAD_HINT, resolve_model, safetensors_check
 from ..vlm.model_identity import ModelIdentity, detect, from_manifest
 from ..vlm.processor import ImageProcessor, ImageProcessorConfig
 from ..vlm.protocol.chat import SYSTEM_PROMPT
@@ -172,6 +172,30 @@ def locate(model_dir: str | Path | None, runtime: str) -> Path:
 
         return find_export(model_dir)
     return resolve_model(model_dir)
+
+
+def check_files(model_dir: Path, runtime: str) -> None:
+    """What loading the model checks of its files, without loading it (runner.prepare: before a
+    run opens its journal, and for --explain-plan): an export's files against its manifest, as
+    the onnx runtime checks them when it loads (export_format.verify_export; a file unchanged
+    since it was last hashed is not hashed again), a model folder's safetensors against their
+    headers (a file cut short or padded, which the torch runtime refuses to load). A SetupError
+    says what is wrong and how to fix it, as the run's load would."""
+    if runtime == "onnx":
+        from ..vlm.export_format import verify_export
+
+        verify_export(model_dir)
+        return
+    for weights in sorted(model_dir.glob("*.safetensors")):
+        try:
+            problem = safetensors_check(weights)[1]
+        except OSError:
+            continue  # one it cannot read: _weights_sha256 says so in words when the run hashes it
+        if problem:
+            raise SetupError(
+                f"cannot load the model from {model_dir}: {problem}; download the model again "
+                "(hf download ... --force-download)"
+            )
 
 
 def read_config(model_dir: Path) -> dict:

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import shlex
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,24 @@ def missing_files(path: Path) -> list[str]:
         never = f" (only {pickled}: pickle weights, which mineru-cli never reads)" if pickled else ""
         missing.append(f"*.safetensors{never}")
     return missing
+
+
+def safetensors_check(path: Path) -> tuple[int, str | None]:
+    """(tensors, problem): the header parses and the data it describes fills the file exactly."""
+    with open(path, "rb") as fh:  # an OSError is the caller's: whether it is damage depends on why
+        try:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            if n > 100_000_000:
+                return 0, f"{path.name}: not a safetensors file (header of {n} bytes)"
+            header = json.loads(fh.read(n))
+        except (ValueError, struct.error) as exc:
+            return 0, f"{path.name}: unreadable safetensors header ({exc})"
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    end = max((int(v["data_offsets"][1]) for v in tensors.values()), default=0)
+    size = path.stat().st_size
+    if 8 + n + end != size:
+        return len(tensors), f"{path.name} has {size} bytes, its header describes {8 + n + end} (cut short or padded)"
+    return len(tensors), None
 
 
 def pickle_weights(path: Path) -> list[Path]:

@@ -367,3 +367,100 @@ def test_cli_export_then_parse_picks_the_onnx_runtime(tiny_vlm, tmp_path, record
     assert a["engine"]["model"]["export"]["quantization"] == "int8"
     assert a["blocks"] == b["blocks"] and a["markdown"] == b["markdown"]
     assert a["fingerprint"] != b["fingerprint"]  # a different runtime never resumes the other's pages
+
+
+def _flip_a_bit(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit of one weight: the size stays, the sha256 does not
+    path.write_bytes(bytes(raw))
+
+
+def _rehashed(export: Path, name: str, data: bytes) -> None:
+    """`name` in `export` replaced by `data`, with its size and sha256 written into the manifest:
+    a file the manifest check passes that is no longer what the runtime can load."""
+    import hashlib
+
+    (export / name).write_bytes(data)
+    manifest = json.loads((export / "manifest.json").read_text())
+    manifest["files"][name].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (export / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_explain_plan_refuses_a_damaged_export_as_the_run_does_and_neither_leaves_a_journal(tiny_onnx, tmp_path):
+    """`--explain-plan` printed its plan and exited 0 over an export whose decoder weights were cut
+    short or changed in one bit, that lacks a file its manifest lists or holds one it does not,
+    where the run exits 2 (its workers check the export against its manifest as they load it);
+    and that run left an empty journal behind (opened before the workers loaded). Both now exit 2
+    with the same error, and nothing is written."""
+    from helpers import mineru
+
+    Image.new("RGB", (200, 100), "white").save(tmp_path / "page.png")
+    damages = {
+        "cut": lambda bad: os.truncate(bad / "decoder.onnx.data", 1000),
+        "bit": lambda bad: _flip_a_bit(bad / "decoder.onnx.data"),
+        "missing": lambda bad: (bad / "vision.onnx.data").unlink(),
+        "unlisted": lambda bad: (bad / "stray.bin").write_bytes(b"x"),
+    }
+    said = {
+        "cut": "decoder.onnx.data has 1000 bytes",
+        "bit": "decoder.onnx.data does not match its sha256",
+        "missing": "vision.onnx.data is missing",
+        "unlisted": "stray.bin is in the folder but not in the manifest's file table",
+    }
+    for name, damage in damages.items():
+        bad = tmp_path / name
+        shutil.copytree(tiny_onnx, bad)
+        damage(bad)
+        for extra in (["--explain-plan"], []):
+            r = mineru(
+                "parse",
+                "page.png",
+                "--mode",
+                "standard",
+                "--model",
+                str(bad),
+                "--out",
+                f"runs/{name}/r.jsonl",
+                "--no-cache",
+                *extra,
+                cwd=tmp_path,
+                timeout=120,
+            )
+            assert r.returncode == 2, (name, extra, r.stdout, r.stderr)
+            assert "damaged or was changed" in r.stderr and said[name] in r.stderr, (name, extra, r.stderr)
+            assert not (tmp_path / "runs").exists(), (name, extra)
+
+
+def test_a_run_whose_model_fails_to_load_leaves_no_journal_and_an_old_one_as_it_was(tiny_onnx, tmp_path):
+    """An export whose decoder is no ONNX graph, though its manifest lists it as it is (the manifest
+    made again over it): the files check passes and the workers' load fails, exit 2. The run left
+    an empty `--out` journal behind (with the folders made for it), opened before the workers
+    loaded the model; it leaves nothing now, and a journal that was there is left as it was."""
+    from helpers import mineru
+
+    Image.new("RGB", (200, 100), "white").save(tmp_path / "page.png")
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_onnx, bad)
+    _rehashed(bad, "decoder.onnx", os.urandom(2000))
+    old = tmp_path / "old.jsonl"
+    ok = mineru("parse", "page.png", "--mode", "ocr", "--out", str(old), "--no-cache", cwd=tmp_path, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    before = old.read_bytes()
+    for out in ("runs/2026/r.jsonl", "old.jsonl"):
+        r = mineru(
+            "parse",
+            "page.png",
+            "--mode",
+            "standard",
+            "--model",
+            str(bad),
+            "--out",
+            out,
+            "--no-cache",
+            "--force",
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert r.returncode == 2 and f"cannot load the ONNX export {bad}" in r.stderr, r.stderr
+    assert not (tmp_path / "runs").exists()
+    assert old.read_bytes() == before

@@ -248,3 +248,39 @@ def test_an_incomplete_model_in_the_default_place_is_named(no_model):
     assert "remove its broken links (find models/MinerU2.5-2509-1.2B -xtype l -delete), then hf download" in str(
         err.value
     )
+
+
+def test_explain_plan_refuses_weights_cut_short_as_the_run_does(tiny_vlm, tmp_path):
+    """A model folder whose safetensors lost their last kilobyte: the torch runtime's load refuses
+    it (exit 2), but `--explain-plan` printed its plan and exited 0. It now refuses it too, from the
+    file's header (no model is loaded), and the run refuses it before it writes anything."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from helpers import mineru
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    weights = model / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        fh.truncate(size - 1000)
+    shutil.copy(tiny_vlm / "page.png", tmp_path / "page.png")
+    for extra in (["--explain-plan"], []):
+        r = mineru(
+            "parse",
+            "page.png",
+            "--mode",
+            "standard",
+            "--model",
+            str(model),
+            "--runtime",
+            "torch",
+            "--out",
+            "runs/r.jsonl",
+            *extra,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        assert r.returncode == 2, (extra, r.stdout, r.stderr)
+        assert f"model.safetensors has {size - 1000} bytes" in r.stderr, (extra, r.stderr)
+        assert not (tmp_path / "runs").exists(), extra
