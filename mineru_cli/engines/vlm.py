@@ -622,6 +622,12 @@ class VlmEngine:
                 continue
             vlm_block = self._block(block, width, height)
             vlm_block.bbox = blocks[i].bbox  # the embedded engine's box, in its pixels
+            # and its `angle`: the page's turn where it read the page turned, else none, as on the
+            # page's other blocks (the VLM was given no angle of its own, only the crop turned by it)
+            if "angle" in blocks[i].extra:
+                vlm_block.extra["angle"] = blocks[i].extra["angle"]
+            else:
+                del vlm_block.extra["angle"]
             vlm_block.extra["source"] = "vlm"
             blocks[i] = vlm_block
         counts = dict(base.counts)

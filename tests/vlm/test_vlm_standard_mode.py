@@ -153,3 +153,21 @@ def test_standard_mode_records_the_lang_its_embedded_engine_reads_with(tiny_vlm)
         assert recorded == engine.options()
         assert recorded["standard"]["embedded"]["lang"] == lang
         assert describe(resolve_engine("ocr", lang=lang, say=lambda m: None))["options"]["lang"] == lang
+
+
+def test_standard_mode_s_vlm_blocks_carry_the_angle_the_page_s_other_blocks_carry(tiny_vlm, shared_runtime, tmp_path):
+    """A table the VLM read in standard mode carried `angle: 0` where every other block of its
+    page, the embedded engine's, carries none (the embedded engine gives `angle` only to the
+    blocks of a page it read turned, and then to each). The VLM block now carries what the
+    embedded block it replaces carried: nothing on an upright page, the page's turn on a
+    turned one."""
+    page = first_page(table_pdf(tmp_path / "table.pdf"), dpi=100)
+    standard = VlmEngine(tiny_vlm / "model", threads=1, mode="standard")
+    standard._runtime = Counting(shared_runtime)
+    upright = standard.parse(page.image, page.text_layer)
+    read = [b for b in upright.blocks if b.extra["source"] == "vlm"]
+    assert [b.type for b in read] == ["table"]  # the page's ruled table, read by the VLM
+    assert not [b.as_dict() for b in upright.blocks if "angle" in b.extra]
+    turned = standard.parse(page.image.rotate(90, expand=True))
+    angles = [b.extra.get("angle") for b in turned.blocks]
+    assert set(angles) == {270} and "vlm" in {b.extra["source"] for b in turned.blocks}, angles
