@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, cast
@@ -156,8 +157,7 @@ class Parser:
         # per kind of file: an option that makes no page of a file (--dpi for an image) keeps
         # its pages' fingerprint, so their records resume and the cache serves them
         self.fps = page_fingerprints(self.engine_info, cfg.load)
-        if cfg.formats:
-            _check_out_dir(cfg.documents_dir)
+        made = _check_out_dir(cfg.documents_dir) if cfg.formats else []
         journal = Journal(cfg.out) if cfg.out is not None else NoJournal()
         self.journal = journal
         out_dir = os.path.abspath(cfg.documents_dir) + os.sep
@@ -181,7 +181,7 @@ class Parser:
         self._settled_pages = 0
         self._written: set[str] = set()  # ids of the records this run writes (not those resumed)
         self._wait_s = 0.0
-        with journal:
+        with _removed_on_setup_error(made), journal:
             if journal.repaired_bytes:
                 reporter.warn(
                     f"{cfg.out}: cut off a torn last line ({journal.repaired_bytes} bytes) left by an interrupted run"
@@ -603,8 +603,10 @@ def run_parse(config: RunConfig, reporter: Reporter) -> Summary:
     return parser.summary
 
 
-def _check_out_dir(out_dir: Path) -> None:
-    """--out-dir must be a folder we can create and write: found out before parsing, not after."""
+def _check_out_dir(out_dir: Path) -> list[Path]:
+    """--out-dir must be a folder we can create and write: found out before parsing, not after.
+    Returns the folders it made (nearest first)."""
+    made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -613,6 +615,22 @@ def _check_out_dir(out_dir: Path) -> None:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
     if not os.access(out_dir, os.W_OK | os.X_OK):  # a read-only mount, another user's folder
         raise SetupError(f"--out-dir {out_dir}: the folder cannot be written")
+    return made
+
+
+@contextmanager
+def _removed_on_setup_error(folders: list[Path]) -> Iterator[None]:
+    """The folders a run made (--out-dir's) removed where a set-up error ends it (a model its
+    workers cannot load) while they are still empty: the failed command leaves nothing new."""
+    try:
+        yield
+    except SetupError:
+        for folder in folders:
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty (or not ours to remove): it and the folders above it stay
+        raise
 
 
 def _document_pages(index, docs: list[_Doc]) -> dict[str, list[str]]:

@@ -434,8 +434,9 @@ def test_explain_plan_refuses_a_damaged_export_as_the_run_does_and_neither_leave
 def test_a_run_whose_model_fails_to_load_leaves_no_journal_and_an_old_one_as_it_was(tiny_onnx, tmp_path):
     """An export whose decoder is no ONNX graph, though its manifest lists it as it is (the manifest
     made again over it): the files check passes and the workers' load fails, exit 2. The run left
-    an empty `--out` journal behind (with the folders made for it), opened before the workers
-    loaded the model; it leaves nothing now, and a journal that was there is left as it was."""
+    an empty `--out` journal behind (with the folders made for it) and an empty `--out-dir`, made
+    before the workers loaded the model; it leaves nothing now, and a journal that was there is
+    left as it was."""
     from helpers import mineru
 
     Image.new("RGB", (200, 100), "white").save(tmp_path / "page.png")
@@ -446,7 +447,7 @@ def test_a_run_whose_model_fails_to_load_leaves_no_journal_and_an_old_one_as_it_
     ok = mineru("parse", "page.png", "--mode", "ocr", "--out", str(old), "--no-cache", cwd=tmp_path, timeout=120)
     assert ok.returncode == 0, ok.stderr
     before = old.read_bytes()
-    for out in ("runs/2026/r.jsonl", "old.jsonl"):
+    for out, *formats in (("runs/2026/r.jsonl", "--format", "markdown", "--out-dir", "docs/md"), ("old.jsonl",)):
         r = mineru(
             "parse",
             "page.png",
@@ -458,9 +459,10 @@ def test_a_run_whose_model_fails_to_load_leaves_no_journal_and_an_old_one_as_it_
             out,
             "--no-cache",
             "--force",
+            *formats,
             cwd=tmp_path,
             timeout=120,
         )
         assert r.returncode == 2 and f"cannot load the ONNX export {bad}" in r.stderr, r.stderr
-    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "docs").exists()
     assert old.read_bytes() == before
