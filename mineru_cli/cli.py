@@ -43,6 +43,7 @@ from .core.errors import (
     SetupError,
     in_words,
 )
+from .streams import StdoutFailed, guard_standard_streams
 from .version import __version__
 from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV, not_a_folder
 
@@ -864,7 +865,12 @@ _reflow_help(app)
 
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    app()
+    guard_standard_streams()  # a full log disk or a closed pipe does not stop the work (streams.py)
+    try:
+        app()
+    except StdoutFailed as exc:
+        typer.echo(f"error: standard output: {exc.why}", err=True)
+        raise SystemExit(EXIT_OUTPUT) from None
 
 
 if __name__ == "__main__":

@@ -452,3 +452,62 @@ def test_a_journal_with_no_room_to_be_reordered_is_left_as_it_is_and_the_documen
         ballast.unlink()
         assert mineru(*args, cwd=tmp_path).returncode == 0
         assert out.read_bytes() == a + b
+
+
+def test_a_log_that_takes_no_more_does_not_stop_the_run(tmp_path):
+    """A cron job's log on a full disk (`2>> mineru.log`): the first message that did not fit
+    ended the run with a traceback and exit 1, before its first page (the log on /dev/full) or
+    later (here a file-size limit the log is a few bytes short of, which fails part-way through a
+    line as a disk that fills up does). What the run says from there on is dropped; every page
+    gets its record and the exit code says how the run went."""
+    (tmp_path / "in").mkdir()
+    text_page(tmp_path / "in" / "a.png", "A good page")
+    text_page(tmp_path / "in" / "b.png", "Another good page")
+    args = [sys.executable, "-m", "mineru_cli", "parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr"]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=full)
+    assert r.returncode == 0
+    first = read_journal(tmp_path / "o.jsonl")
+    assert [(x["id"], x["status"]) for x in first] == [("a.png#0", "ok"), ("b.png#0", "ok")]
+
+    (tmp_path / "in" / "c.png").write_bytes((EXAMPLES / "slide.png").read_bytes()[:3000])  # truncated
+    limit = 1 << 20
+    log = tmp_path / "mineru.log"
+    with open(log, "wb") as f:
+        f.truncate(limit - 100)  # room for part of the first line
+
+    def limit_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    with open(log, "ab") as stderr:
+        r = subprocess.run(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=limit_files)
+    said = log.read_bytes()[limit - 100 :].decode(errors="replace")
+    assert said.startswith("pipeline: ") and len(said) == 100, said  # the log full part-way through
+    assert r.returncode == 1, said  # c.png failed
+    after = read_journal(tmp_path / "o.jsonl")
+    assert after[:2] == first and [(x["id"], x["status"]) for x in after[2:]] == [("c.png#0", "failed")]
+
+
+def test_a_full_standard_output_is_exit_3_and_said_of_standard_output(tmp_path):
+    """A command whose answer cannot be written (stdout on a full disk: /dev/full) ended with a
+    traceback and exit 1, and `cache stats` said "cache folder ...: no space left on its disk",
+    sending the user to free space where there was no problem. It is exit 3 and one line that
+    says standard output; what the command wrote elsewhere (merge's journal) is whole."""
+    (tmp_path / "s.jsonl").write_text(
+        "".join(
+            json.dumps({"schema_version": 1, "id": f"p{i}.png#0", "status": "ok", "blocks": []}) + "\n"
+            for i in range(3)
+        )
+    )
+    for command in (["schema"], ["cache", "stats", "--cache-dir", "cache"], ["merge", "s.jsonl", "--out", "m.jsonl"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(
+                [sys.executable, "-m", "mineru_cli", *command],
+                cwd=tmp_path,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        assert r.returncode == 3, (command, r.returncode, r.stderr)
+        assert r.stderr == "error: standard output: No space left on device\n", (command, r.stderr)
+    assert read_journal(tmp_path / "m.jsonl") == read_journal(tmp_path / "s.jsonl")
