@@ -247,8 +247,9 @@ def export_(
             for row in store.iter_rows() if store is not None else ():
                 row["thumb"] = base64.b64encode(row["thumb"]).decode()
                 row["coarse"] = base64.b64encode(row["coarse"]).decode()
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                _write(f, json.dumps(row, ensure_ascii=False) + "\n", file)
                 n += 1
+            _write(f, "", file)  # the buffer's last rows: a full disk says so here, of FILE
         if len(said) > opened:
             typer.echo(
                 f"error: cache file {folder / FILENAME} turned out damaged after {n} entries; "
@@ -274,6 +275,19 @@ def export_(
 # longer one (a file with no newlines) is damaged, skipped in pieces of this size, never held whole
 # (a piece costs up to four bytes a character in memory).
 MAX_LINE_CHARS = 16 * 2**20
+
+
+def _write(f: TextIO, text: str, file: Path) -> None:
+    """`text` onto the export FILE (`f`, buffered; "" flushes it). A write that fails (FILE's
+    disk full, a file-size limit, /dev/full) carries no file name: it is said of FILE, not of
+    the cache folder, which the command's errors name when no other path is given."""
+    try:
+        if text:
+            f.write(text)
+        else:
+            f.flush()
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(file)) from None
 
 
 def export_lines(f: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[Optional[str]]:

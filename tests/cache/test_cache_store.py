@@ -6,6 +6,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import resource
 import shlex
 import socket
 import sqlite3
@@ -521,6 +522,33 @@ def test_an_export_of_a_cache_damaged_part_way_leaves_its_file_as_it_was(tmp_pat
     assert f"error: cache file {folder / FILENAME} turned out damaged after" in r.output, r.output
     assert kept.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "kept.jsonl", "link.jsonl"]  # no partial file
+
+
+def test_an_export_onto_a_full_disk_says_so_of_its_file_not_of_the_cache(tmp_path):
+    """`mineru cache export FILE` where FILE's disk is full (here /dev/full, and a file-size limit,
+    which fails the same way) said "cache folder CACHE: no space left on its disk": the write's
+    error names no file, and the command took it for the cache's. It names FILE; a FILE already
+    there is left as it was, and no partial file stays."""
+    folder = tmp_path / "cache"
+    store = SqliteStore(folder, warn=lambda m: None)
+    for i in range(100):
+        payload = json.dumps({"blocks": [], "markdown": f"page {i} " + "x" * 2000, "warnings": []})
+        store.put("fp", f"sha{i}", f"page{i}", 100, 100, 0, payload, 0, 0, b"", b"")
+    store.close()
+    r = mineru("cache", "export", "/dev/full", "--cache-dir", str(folder), cwd=tmp_path)
+    assert r.returncode == EXIT_SETUP and r.stderr == "error: export file /dev/full: no space left on its disk\n", (
+        r.stderr
+    )
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text("an earlier export\n")
+
+    def limit() -> None:  # FILE may hold 64 kB; the export is some 200 kB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+
+    r = mineru("cache", "export", str(kept), "--cache-dir", str(folder), cwd=tmp_path, preexec_fn=limit)
+    assert r.returncode == EXIT_SETUP and r.stderr == f"error: export file {kept}: File too large\n", r.stderr
+    assert kept.read_text() == "an earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "kept.jsonl"]  # no partial file
 
 
 def test_import_into_a_missing_cache_folder_makes_it(tmp_path):
