@@ -43,7 +43,7 @@ from .core.errors import (
     SetupError,
     in_words,
 )
-from .streams import StdoutFailed, guard_standard_streams
+from .streams import StdoutFailed, guard_standard_streams, is_stream
 from .version import __version__
 from .vlm.model_dir import ENV_VAR, LOCAL_DIRS, MINERU_CONFIG_ENV, not_a_folder
 
@@ -722,7 +722,8 @@ def review(
     typer.echo(
         f"{html}: {stats.pages} page(s), {stats.images} image(s)"
         + (f" ({stats.missing} left out)" if stats.missing else "")
-        + f", {stats.bytes / 1e6:.1f} MB"
+        + f", {stats.bytes / 1e6:.1f} MB",
+        err=is_stream(html),  # on /dev/stdout it would be a line of the page
     )
 
 

@@ -21,6 +21,7 @@ import base64
 import html
 import io
 import json
+import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any, Callable
 from .config import LoadOptions
 from .journal import read_records
 from .overlay import COLOURS, OTHER, block_source, hex_colour
+from .streams import is_stream
 from .writers import atomic_write
 
 THUMB_WIDTH = 360  # px: a card's width on a laptop screen; ~12-18 KB a PDF page (base64 JPEG)
@@ -58,10 +60,14 @@ def write_review(
     records = sorted(read_records(records_path), key=lambda r: (r["source"], r["page_index"]))
     root = Path(root) if root is not None else Path.cwd()
     thumbs = _thumbnails(records, root, log) if images else {}
-    page = render(records, thumbs, title=str(records_path))
-    atomic_write(out, page)  # whole or not at all, through a temporary of this run's own
+    page = render(records, thumbs, title=str(records_path)).encode("utf-8")
+    if is_stream(out):  # a device or pipe (/dev/stdout): written into as it is
+        with open(out, "wb") as fh:
+            fh.write(page)
+    else:  # whole or not at all, through a temporary of this run's own; a link is followed (it stays)
+        atomic_write(Path(os.path.realpath(out)), page)
     wanted = sum(1 for r in records if r.get("image") and r.get("page_count")) if images else 0
-    return ReviewStats(len(records), len(thumbs), wanted - len(thumbs), out.stat().st_size)
+    return ReviewStats(len(records), len(thumbs), wanted - len(thumbs), len(page))
 
 
 def render(records: list[dict[str, Any]], thumbs: dict[str, str], title: str) -> str:

@@ -1,6 +1,13 @@
-"""The `mineru` command's standard streams when what is behind them takes no more: a log on a
-full disk (`2>> /var/log/mineru.log`: ENOSPC, a quota, a file-size limit), a pipe whose reader
-is gone (EPIPE), an I/O error.
+"""Streams: paths that name one, and the `mineru` command's standard streams when what is behind
+them takes no more.
+
+A device, pipe or socket given as a file to write (`--html /dev/stdout`, `cache export
+/dev/full`) is written into as it is, never replaced by a file through a rename, which as root
+would take the system's /dev/stdout or /dev/full away from every program (is_stream).
+
+The standard streams take no more where they lead to a log on a full disk (`2>>
+/var/log/mineru.log`: ENOSPC, a quota, a file-size limit), a pipe whose reader is gone (EPIPE),
+or a disk that fails (EIO).
 
 stderr carries what a command says (progress, warnings, failures, the summary). A write there
 that fails does not stop the work it reports on: a cron job's full log disk would otherwise end
@@ -22,7 +29,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, TextIO
+
+
+def is_stream(path: Path) -> bool:
+    """Whether `path` is a device, pipe or socket, or names one under /dev or /proc (/dev/stdout
+    is a link to /proc/self/fd/1, whose target may be a pipe no path reaches)."""
+    return (path.exists() and not path.is_file()) or path.absolute().parts[1:2] in (("dev",), ("proc",))
 
 
 class StdoutFailed(Exception):

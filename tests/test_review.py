@@ -315,3 +315,34 @@ def test_review_refuses_what_it_cannot_read_or_write_before_working(tmp_path):
     r = mineru("review", str(journal), "--html", str(tmp_path), cwd=tmp_path)
     assert r.returncode == 2 and "is a folder; give a file name" in r.stderr, r.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_review_writes_into_a_pipe_and_through_a_link_never_over_them(tmp_path):
+    """The page was written beside --html and renamed over it, whatever --html was: as root,
+    `--html /dev/full` replaced the system's /dev/full with a regular file (and `--html
+    /dev/stdout` its /dev/stdout), a named pipe became a file its reader never heard from, and
+    a link became a file where it pointed elsewhere. A pipe or device is written into (the count
+    goes to stderr, so a page on /dev/stdout stays whole); a link is followed: its file is
+    replaced, the link stays."""
+    import stat
+
+    journal = _journal(tmp_path / "results.jsonl", [_record("a.png", 0, 1, "0" * 64, (400, 300))])
+    pipe = tmp_path / "page.fifo"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # the page (a few kB) fits the pipe's buffer
+    try:
+        r = mineru("review", str(journal), "--html", str(pipe), "--no-images", cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout == "" and f"{pipe}: 1 page(s)" in r.stderr, r.stdout + r.stderr
+        assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+        page = os.read(reader, 1 << 20)
+    finally:
+        os.close(reader)
+    assert page.startswith(b"<!DOCTYPE html>") and page.rstrip().endswith(b"</html>"), page[-100:]
+
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "r.html").write_text("an earlier page")
+    (tmp_path / "latest.html").symlink_to("reports/r.html")
+    r = mineru("review", str(journal), "--html", "latest.html", "--no-images", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("latest.html: 1 page(s)"), r.stdout + r.stderr
+    assert (tmp_path / "latest.html").is_symlink()
+    assert (tmp_path / "reports" / "r.html").read_bytes() == page

@@ -18,6 +18,7 @@ import typer
 
 from ..config import user_cache_dir
 from ..core.errors import EXIT_SETUP
+from ..streams import is_stream
 from ..units import human_bytes, parse_duration, parse_size
 from .node import node_local_dir
 from .result_cache import page_result
@@ -232,7 +233,7 @@ def export_(
     # store moves it aside and goes on empty) leaves FILE as it was, and the command fails. A
     # link is followed; a device or pipe (/dev/stdout, whatever it points to) is written as the
     # rows come.
-    stream = (file.exists() and not file.is_file()) or file.absolute().parts[1:2] in (("dev",), ("proc",))
+    stream = is_stream(file)
     target = resolved if file.is_symlink() and not stream else file
     partial = target if stream else target.with_name(f".{target.name}.partial")
     if target is not file and not target.parent.is_dir():
