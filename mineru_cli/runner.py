@@ -761,10 +761,11 @@ def _write_documents(
         if exc.errno not in OUTPUT_ERRNOS:
             raise
         # a full disk: the journal is complete, the files are written by the next run
+        fix = "make it writable again" if exc.errno == errno.EROFS else "free space (or fix the cause)"
         raise OutputError(
             f"--out-dir {opts.documents_dir}: {exc.strerror or exc} while writing the per-document files "
             f"({getattr(exc, 'filename', '') or 'a file'}); every page's record is in the journal and no "
-            "file is torn: free space and run the same command again to write them"
+            f"file is torn: {fix} and run the same command again to write them"
         ) from None
     finally:
         opened.close()

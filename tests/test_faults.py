@@ -4,6 +4,7 @@ per-document files) followed by a re-run once there is room again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -20,7 +21,7 @@ from fshelpers import as_plain_user, fill, read_only, small_filesystem
 from helpers import EXAMPLES, mineru, read_journal
 from PIL import Image, ImageDraw, ImageFont
 
-from mineru_cli.core.errors import SetupError
+from mineru_cli.core.errors import OutputError, SetupError
 from mineru_cli.report import Reporter
 
 pytestmark = pytest.mark.e2e  # runs the real CLI / worker pool on real pages (make test-fast skips it)
@@ -511,3 +512,27 @@ def test_a_full_standard_output_is_exit_3_and_said_of_standard_output(tmp_path):
         assert r.returncode == 3, (command, r.returncode, r.stderr)
         assert r.stderr == "error: standard output: No space left on device\n", (command, r.stderr)
     assert read_journal(tmp_path / "m.jsonl") == read_journal(tmp_path / "s.jsonl")
+
+
+def test_an_out_dir_made_read_only_mid_run_says_so_and_a_rerun_writes_its_files(tmp_path):
+    """An --out-dir remounted read-only while the pages parse (EROFS when the files are written
+    after the last record): the run stops with an output error (exit 3) that said "free space",
+    which frees nothing on a read-only mount. It says to make it writable; then the same run
+    writes the files and parses nothing again."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only mount needs root (a read-only folder is EACCES otherwise, refused at the start)")
+    import mineru_cli
+
+    text_page(tmp_path / "p.png", "A page for a read-only folder")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    options = dict(engine="ocr", workers=1, cache=False, formats=["markdown"], out_dir=docs)
+    with contextlib.ExitStack() as mounted, pytest.raises(OutputError) as exc:
+        for _ in mineru_cli.parse(tmp_path / "p.png", tmp_path / "o.jsonl", **options):
+            mounted.enter_context(read_only(docs))  # the page is parsed; its files come next
+    assert "Read-only file system" in str(exc.value) and "make it writable again" in str(exc.value), exc.value
+    assert not list(docs.iterdir())
+    journal = (tmp_path / "o.jsonl").read_bytes()
+    assert [r.status for r in mineru_cli.parse(tmp_path / "p.png", tmp_path / "o.jsonl", **options)] == ["ok"]
+    assert "read-only" in (docs / "p_png" / "p.md").read_text()
+    assert (tmp_path / "o.jsonl").read_bytes() == journal  # resumed, not parsed again
