@@ -23,7 +23,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Container, Generator, Iterable, Iterator, Sequence, cast
 
 from .budget import CpuPlan, explain, plan_cpus
 from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, page_fingerprints, user_cache_dir
@@ -243,7 +243,7 @@ class Parser:
                         not_compacted, note = exc, None
                     if note:
                         reporter.warn(note)
-                    moved = _written_under_other_ids(journal.index, self._written)
+                    moved = _written_under_other_ids(journal.index, self._written, self._file_order)
                     if moved:
                         reporter.warn(root_moved(cfg, moved))
                     summary.seconds = time.monotonic() - t0
@@ -543,9 +543,12 @@ def nothing_found(config: RunConfig) -> str:
     return f"no images or PDFs to parse in {where}{narrowed} (mineru parse reads files named {names})"
 
 
-def _written_under_other_ids(index, written: set[str]) -> list[tuple[str, str]]:
+def _written_under_other_ids(index, written: set[str], inputs: Container[str]) -> list[tuple[str, str]]:
     """(id written now, id written before) of each page the journal holds under ids from two
-    input roots, one of them this run's (renamed_pages, as `mineru merge` finds them)."""
+    input roots, one of them this run's (renamed_pages, as `mineru merge` finds them). An id
+    written before whose file is one of this run's `inputs` (their sources) names no old root:
+    the file is still there, and the one written now is a new copy of it (`x/2024/a.png` added
+    beside `2024/a.png`)."""
     if not written:  # a run that only resumed: nothing new to compare
         return []
     # only pages of the contents written now can pair with one of them (a dict lookup each for
@@ -556,7 +559,8 @@ def _written_under_other_ids(index, written: set[str]) -> list[tuple[str, str]]:
         lambda pid: entry.source_sha256 if (entry := index.get(pid)) is not None else None,
         lambda longer, shorter: (longer in written) != (shorter in written),
     )
-    return sorted((a, b) if a in written else (b, a) for a, b in pairs)
+    moved = ((a, b) if a in written else (b, a) for a, b in pairs)
+    return sorted((now, before) for now, before in moved if split_page_id(before)[0] not in inputs)
 
 
 def root_moved(config: RunConfig, moved: list[tuple[str, str]]) -> str:

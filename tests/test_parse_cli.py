@@ -378,6 +378,32 @@ def test_a_run_whose_input_root_moved_warns_and_names_the_root_to_give(tmp_path,
     assert warnings(mineru("parse", "dump/2025", "--root", "dump", *args, cwd=tmp_path)) == []
 
 
+def test_a_new_copy_of_a_file_at_a_longer_path_is_no_moved_root(tmp_path):
+    """A copy of dump/2024/a.png added at dump/x/2024/a.png (a path ending with the old one's)
+    is parsed beside it; the run said the input root had moved from dump/x to dump, though
+    dump/2024/a.png is still there and still resumed. Nor is the copy told of the other way
+    round (a copy at the shorter path, beside the longer one)."""
+    (tmp_path / "dump" / "2024").mkdir(parents=True)
+    text_page(tmp_path / "dump" / "2024" / "a.png", "January report")
+    args = ["--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json"]
+
+    def warnings(r: subprocess.CompletedProcess) -> list[str]:
+        assert r.returncode == 0, r.stderr
+        return [e["message"] for e in events(r.stderr) if e["event"] == "warning"]
+
+    assert warnings(mineru("parse", "dump", *args, cwd=tmp_path)) == []
+    (tmp_path / "dump" / "x" / "2024").mkdir(parents=True)
+    shutil.copy(tmp_path / "dump" / "2024" / "a.png", tmp_path / "dump" / "x" / "2024" / "a.png")
+    assert warnings(mineru("parse", "dump", *args, cwd=tmp_path)) == []
+    (tmp_path / "other" / "deep").mkdir(parents=True)  # the copy at the shorter path
+    text_page(tmp_path / "other" / "deep" / "b.png", "February report")
+    args = ["--out", "p.jsonl", *args[2:]]
+    assert warnings(mineru("parse", "other", *args, cwd=tmp_path)) == []
+    shutil.copy(tmp_path / "other" / "deep" / "b.png", tmp_path / "other" / "b.png")
+    assert warnings(mineru("parse", "other", *args, cwd=tmp_path)) == []
+    assert sorted(by_id(read_journal(tmp_path / "p.jsonl"))) == ["b.png#0", "deep/b.png#0"]
+
+
 def test_failed_pages_are_retried_only_when_asked(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
     text_page(tmp_path / "good.png", "Fine page")
