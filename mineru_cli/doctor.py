@@ -324,6 +324,9 @@ def redis_checks(cache_url: str | None) -> list[Check]:
     except ImportError:
         missing = f"{shown}: the redis package is not installed"
         return [Check("shared cache", FAIL, missing, "pip install -e '.[redis]'")]
+    from .cache.redis_tier import give_password, needs_password
+
+    client = None
     try:
         client = redis.Redis.from_url(cache_url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         try:
@@ -334,6 +337,8 @@ def redis_checks(cache_url: str | None) -> list[Check]:
     except ValueError as exc:  # not a redis:// URL
         return [Check("shared cache", FAIL, f"{shown}: {exc}", "give --cache-url as redis://host:port/db")]
     except (redis.RedisError, OSError) as exc:
+        if needs_password(exc, client):  # up, but not to be used as the URL stands
+            return [Check("shared cache", FAIL, f"{shown}: the server requires a password", give_password(cache_url))]
         return [Check("shared cache", FAIL, f"{shown} unreachable ({type(exc).__name__}: {exc})", fix_server)]
     return [Check("shared cache", OK, f"{shown}: Redis {version} answers")]
 

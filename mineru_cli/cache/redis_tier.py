@@ -8,7 +8,8 @@ server that answers a write with an error (a read-only replica, a user whose
 ACL allows reads only, a full Redis that evicts nothing) stops the writes
 only: what it holds is still read.  A value under a page's key that is no
 result of ours (damaged, another program's, of another Redis type) is a miss
-for that page alone.
+for that page alone.  A server that requires a password, reached without one,
+is said so in our words (failure), with where the password goes in the URL.
 """
 
 from __future__ import annotations
@@ -20,6 +21,44 @@ from ..units import url_shown
 from .store import SCHEMA_VERSION, digest
 
 KEY_PREFIX = f"mineru-cli:v{SCHEMA_VERSION}"
+
+
+def failure(exc: Exception, client, url: str) -> str:
+    """Why the server at `url` failed `client` (a redis.Redis made from it), as messages say it:
+    its type and Redis's words, or, for a server that requires a password reached without one
+    (needs_password), that and where the password goes."""
+    if needs_password(exc, client):
+        return f"the server requires a password: {give_password(url)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def needs_password(exc: Exception, client) -> bool:
+    """Whether `exc` is a server that requires a password refusing `client`, which gave none.
+    Its words do not say so: `HELLO must be called with the client already authenticated,
+    otherwise the HELLO AUTH <user> <pass> option can be used ...` to redis-py's RESP3 handshake,
+    `Authentication required.` (NOAUTH) to a command."""
+    import redis
+
+    if not isinstance(exc, redis.AuthenticationError) or client is None:
+        return False
+    return not client.connection_pool.connection_kwargs.get("password")
+
+
+def give_password(url: str) -> str:
+    """How to give the server at `url` its password, the password shown as `***`."""
+    return f"give it in --cache-url, {url_with_password(url)} with the password for ***"
+
+
+def url_with_password(url: str) -> str:
+    """`url` (a Redis URL without a password) with one, shown as `***` (url_shown): in the user
+    part of a redis:// or rediss:// URL (`redis://:***@host:6379/0`, `redis://app:***@host`), as
+    `?password=` in a unix:// one (`unix:///run/redis.sock?password=***`)."""
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() == "unix" or not sep:
+        return url_shown(url) + ("&" if "?" in url else "?") + "password=***"
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    user, at, host = rest[:end].rpartition("@")
+    return url_shown(f"{scheme}://{user.split(':', 1)[0]}:***@{host}{rest[end:]}")
 
 
 class RedisTier:
@@ -70,7 +109,7 @@ class RedisTier:
             )
             return None
         except self._errors as e:
-            self._fail(f"{type(e).__name__}: {e}")
+            self._fail(failure(e, self._client, self.url))
             return None
         if raw is None:
             return None
@@ -103,7 +142,7 @@ class RedisTier:
             self._writes = False
             self._warn(f"shared cache {self._shown} refuses writes ({e}); its results are still read, none are stored")
         except self._errors as e:
-            self._fail(f"{type(e).__name__}: {e}")
+            self._fail(failure(e, self._client, self.url))
 
     def close(self) -> None:
         if self._client is not None:

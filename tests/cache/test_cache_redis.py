@@ -331,3 +331,39 @@ def test_a_password_in_the_cache_url_is_never_shown(tmp_path, redis_server):
         RunConfig.from_options(["x"], cache_url="redis//:s3cret-pw@localhost:6379/0")  # "redis:" lost its colon
     said = [*warnings, *(f"{c.detail} {c.fix}" for c in checks), str(refused.value)]
     assert not [s for s in said if "s3cret" in s or "wr0ng" in s], said
+
+
+@pytest.mark.e2e
+def test_a_server_that_requires_a_password_reached_without_one_is_said_so(tmp_path, redis_server):
+    """A Redis with requirepass, --cache-url without a password: the run's warning and doctor's
+    line gave Redis's own words (`AuthenticationError: HELLO must be called with the client already
+    authenticated, otherwise the HELLO AUTH <user> <pass> option can be used ...`), which do not
+    say that a password is missing nor where it goes. Now they say so, with the URL to give (its
+    password as ***); the run goes on with its local cache as for any other Redis failure, and a
+    wrong password keeps Redis's words (it was given)."""
+    from mineru_cli.doctor import redis_checks
+
+    _, url, client = redis_server
+    client.config_set("requirepass", "s3cret-pw")
+    (tmp_path / "in").mkdir()
+    shutil.copy(EXAMPLES / "prose.png", tmp_path / "in" / "prose.png")
+    r = mineru("parse", "in", "--out", "o.jsonl", "--engine", "ocr", "--cache-url", url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [x["status"] for x in read_journal(tmp_path / "o.jsonl")] == ["ok"]
+    with_password = url.replace("redis://", "redis://:***@")
+    said = (
+        f"warning: shared cache {url} unavailable (the server requires a password: give it in --cache-url, "
+        f"{with_password} with the password for ***); continuing with the local cache only"
+    )
+    assert r.stderr.count(said) == 1 and "HELLO" not in r.stderr, r.stderr
+    (check,) = redis_checks(url)
+    assert (check.status, check.detail) == ("fail", f"{url}: the server requires a password"), check
+    assert check.fix == f"give it in --cache-url, {with_password} with the password for ***", check
+    (wrong,) = redis_checks(url.replace("redis://", "redis://:wr0ng@"))
+    assert "unreachable (AuthenticationError: invalid username-password pair" in wrong.detail, wrong
+    for bare in (f"{url}?protocol=2", url.replace("redis://", "redis://default@")):  # NOAUTH; a user alone
+        warnings: list[str] = []
+        with ResultCache(tmp_path / "c", redis_url=bare, warn=warnings.append) as c:
+            assert c.lookup(page(40), pixel_sha256(page(40)), FP) is None
+        assert len(warnings) == 1 and "(the server requires a password: give it in --cache-url" in warnings[0]
+    assert "redis://default:***@127.0.0.1:" in warnings[0], warnings
