@@ -346,7 +346,8 @@ def pixels_sha256(image: Image.Image) -> str:
     return h.hexdigest()
 
 
-def _os_error(exc: OSError, stage: str) -> PageError:
+def os_error(exc: OSError, stage: str) -> PageError:
+    """A file's OSError as its page's error, in the words every executor's records use."""
     if isinstance(exc, PermissionError):
         return PageError("unreadable", stage, "permission denied")
     if isinstance(exc, FileNotFoundError):
@@ -440,7 +441,7 @@ def _read_head(path: Path) -> bytes:
         with open(path, "rb") as f:
             return f.read(_HEAD_BYTES)
     except OSError as exc:
-        raise _os_error(exc, "open") from None
+        raise os_error(exc, "open") from None
 
 
 class ImageDocument(Document):
@@ -452,7 +453,7 @@ class ImageDocument(Document):
         try:
             self._file = open(path, "rb")
         except OSError as exc:
-            raise _os_error(exc, "open") from None
+            raise os_error(exc, "open") from None
         notes: list[str] = []
         try:
             # Only the header is read here; page() checks each frame's size before decoding.
@@ -691,7 +692,7 @@ def _decode_error(exc: Exception, stage: str) -> PageError:
     if isinstance(exc, MemoryError):  # this process's memory as much as the file: tried again next run
         return PageError("too_large", stage, "out of memory while decoding", transient=True)
     if isinstance(exc, (PermissionError, FileNotFoundError)):
-        return _os_error(exc, stage)
+        return os_error(exc, stage)
     if isinstance(exc, ValueError) and "MAX_TEXT_CHUNK" in str(exc):  # Pillow's guard on PNG text chunks
         return PageError(
             "too_large",

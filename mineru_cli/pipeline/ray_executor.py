@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 
 from ..budget import CpuPlan, NodeCpus, available_cpus, available_memory, plan_nodes, slot_order
 from ..core.errors import SetupError
-from ..core.words import Stage
+from ..core.words import ErrorKind, Stage
 from .blame import Task
 from .messages import Done, Fatal, Notice, PageOutcome, Ready, StageEntered, WorkerSpec
 from .scheduler import Event, Lost, Scheduler, Unanswered
@@ -161,6 +161,7 @@ class _Call:
     ref: Any  # ray.ObjectRef
     kind: str  # "render" | "parse"
     task_ids: list[int]
+    path: Path | None = None  # a render's file, as the driver names it
 
 
 @dataclass
@@ -348,7 +349,8 @@ class RayTransport:
         for t in tasks:
             src = _absolute(t.item.src)  # actors do not share the driver's working directory
             planned = getattr(t.item, "stat", None)  # (size, mtime_ns) when the driver hashed it
-            a.calls.append(_Call(a.handle.render.remote(t.id, src, t.item.index, planned), "render", [t.id]))
+            ref = a.handle.render.remote(t.id, src, t.item.index, planned)
+            a.calls.append(_Call(ref, "render", [t.id], getattr(src, "path", None)))
         ids = [t.id for t in tasks]
         a.calls.append(_Call(a.handle.parse.remote(ids), "parse", ids))
         return len(tasks), self._begun(a) if idle else []
@@ -405,7 +407,7 @@ class RayTransport:
                 if outcome is None:
                     a.waiting.add(call.task_ids[0])
                 else:
-                    yield Done(call.task_ids[0], outcome, rss, 0)
+                    yield Done(call.task_ids[0], _gone_here(outcome, call.path), rss, 0)
             else:
                 answered, rss, n, notices = value
                 for tid, outcome in answered:
@@ -580,8 +582,6 @@ def _check_planned(path: Path, planned: tuple[int, int]) -> PageOutcome | None:
     the page's error record."""
     import socket
 
-    from ..core.words import ErrorKind
-
     here = socket.gethostname()
     try:
         st = os.stat(path)
@@ -602,6 +602,25 @@ def _check_planned(path: Path, planned: tuple[int, int]) -> PageOutcome | None:
         f"{size} bytes, modified {_when(mtime)}: the file changed since, or this node sees another copy ({SHARED})",
         0.0,
     )
+
+
+def _gone_here(outcome: PageOutcome, path: Path | None) -> PageOutcome:
+    """A page whose file its node could not find (_check_planned, or its opening there), said as
+    the process pool says it where the driver cannot find the file either: it was removed (or
+    its link left dangling) since the run planned it. The node's advice to share the inputs is
+    wrong then, and on a private instance, whose node is the driver's machine, always."""
+    if path is None or outcome.error is None or outcome.error.kind is not ErrorKind.NOT_FOUND:
+        return outcome
+    from ..inputs import os_error
+
+    try:
+        os.stat(path)
+    except FileNotFoundError as exc:
+        gone = os_error(exc, Stage.OPEN)
+        return PageOutcome.failed(gone.kind, gone.stage, gone.message, outcome.timings.get("total", 0.0))
+    except OSError:  # there, but not to be read here either: the node's words stand
+        pass
+    return outcome
 
 
 def _when(mtime_ns: int) -> str:

@@ -356,6 +356,31 @@ def test_a_file_that_is_not_what_the_driver_planned_is_that_page_s_error(tmp_pat
     assert "the driver planned" in err["message"] and "shared at the same path on every node" in err["message"], err
 
 
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_a_file_removed_mid_run_is_said_removed_as_the_process_pool_says(tmp_path, record_validator, executor):
+    """A file deleted after the driver planned it, on the private instance mineru starts on this
+    machine: its record said `... cannot be read on node HOST (No such file or directory); inputs
+    must be on a filesystem shared at the same path on every node`, advice that cannot apply to
+    one machine. Where the driver cannot find the file either, the record says what the process
+    pool's does: it was removed."""
+    src = text_pages(tmp_path / "in", WORDS[:3])
+    out = tmp_path / "o.jsonl"
+    proc = start_parse(src, out, "--cpus", "2", "--executor", executor)
+    lines: list[str] = []
+    wait_for_event(proc, lines, lambda e: e.get("message", "").startswith("pipeline:"))  # the files are hashed by now
+    (src / "p2.png").unlink()
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 1, "".join(lines) + rest
+    by_id = {rec["id"]: rec for rec in read_journal(out, record_validator)}
+    assert by_id["p0.png#0"]["status"] == by_id["p1.png#0"]["status"] == "ok"
+    assert by_id["p2.png#0"]["status"] == "failed" and by_id["p2.png#0"]["source_sha256"] is None
+    assert by_id["p2.png#0"]["error"] == {
+        "kind": "not_found",
+        "stage": "open",
+        "message": "no such file (removed or a dangling link)",
+    }
+
+
 def test_version_mismatch_says_both_sides():
     from mineru_cli.pipeline.ray_executor import _init_error, version_mismatch
 
