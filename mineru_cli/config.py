@@ -148,7 +148,7 @@ class FileKind(Word):
     LoadOptions make its pages (LOAD_OPTIONS_OF)."""
 
     PDF = "pdf"
-    GIF = "gif"  # --gif-frames picks its frames
+    GIF = "gif"  # --gif-frames picks its frames (PAGE_CHOICE_OPTIONS)
     IMAGE = "image"  # any other image: a TIFF's frames are all pages, an APNG's or WebP's first is
 
 
@@ -156,16 +156,22 @@ class FileKind(Word):
 # pages, so they are left out of its pages' fingerprint (load_options_for).
 LOAD_OPTIONS_OF = {
     FileKind.PDF: frozenset({"dpi", "pdf_max_side", "max_page_pixels", "bomb_pixels", "text_layer", "pdf_renderer"}),
-    FileKind.GIF: frozenset({"max_page_pixels", "bomb_pixels", "gif_frames"}),
+    FileKind.GIF: frozenset({"max_page_pixels", "bomb_pixels"}),
     FileKind.IMAGE: frozenset({"max_page_pixels", "bomb_pixels"}),
 }
+# The LoadOptions that choose which pages a file has, as --pages chooses which are parsed, and
+# make none of them: in no fingerprint. A GIF's frame 1 is the same pixels under --gif-frames
+# first and all, so its record resumes and the cache serves it; the record's page_count, which
+# follows the option, is made this run's as it resumes (runner), and a document is made of the
+# pages the file has now (runner._document_pages).
+PAGE_CHOICE_OPTIONS = frozenset({"gif_frames"})
 
 
 def load_options_for(load: LoadOptions, kind: FileKind) -> LoadOptions:
     """`load` with the options that do not apply to this kind of file at their defaults: what its
-    pages' fingerprint hashes, so --dpi parses no image again and --gif-frames no PDF, and options
-    at their defaults hash as they did before the fingerprint was made per kind (no journal or
-    cache made so is parsed again)."""
+    pages' fingerprint hashes, so --dpi parses no image again and --gif-frames no page at all
+    (PAGE_CHOICE_OPTIONS), and options at their defaults hash as they did before the fingerprint
+    was made per kind (no journal or cache made so is parsed again)."""
     default = LoadOptions()
     unused = {f.name: getattr(default, f.name) for f in dataclasses.fields(load) if f.name not in LOAD_OPTIONS_OF[kind]}
     return dataclasses.replace(load, **unused)

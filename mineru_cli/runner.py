@@ -55,7 +55,8 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, e
 
 
 _Planned = Planned  # the planner's result for one file (its old name here)
-_Doc = tuple[SourceFile, str | None, str]  # --format: a file, its sha256, its pages' fingerprint
+# --format: a file, its sha256, its pages' fingerprint and how many it has (None: it did not open)
+_Doc = tuple[SourceFile, str | None, str, int | None]
 SETTLED_MAX = 256  # records of resumed / failed-at-planning pages held before the driver yields them
 
 
@@ -176,7 +177,7 @@ class Parser:
         self._file_order: dict[str, tuple[int, Sequence[int]]] = {}  # rel -> (place, pages of this run)
         self._fixed_counts: dict[str, int] = {}  # page counts that are the files' own (pages past the end)
         self._failed_whole: dict[str, str] = {}  # files that no longer open, by content: their sha256
-        self._docs: list[_Doc] = []  # with --format: each file, its hash and its pages' fingerprint
+        self._docs: list[_Doc] = []  # with --format: each file, its hash, its pages' fingerprint and count
         self._unselected: tuple[int, str] = (0, "")  # files --pages selects no page of; the first
         self._settled_pages = 0
         self._written: set[str] = set()  # ids of the records this run writes (not those resumed)
@@ -294,7 +295,7 @@ class Parser:
         elif planned.error is not None and planned.sha256 is not None:
             self._failed_whole[rel] = planned.sha256
         if self.config.formats:
-            self._docs.append((planned.src, planned.sha256, self.fps[planned.kind]))
+            self._docs.append((planned.src, planned.sha256, self.fps[planned.kind], planned.page_count))
         self.reporter.found(self.planner.total())
 
     def _planning_done(self) -> None:
@@ -353,6 +354,11 @@ class Parser:
         rec = self.journal.finished(pid, planned.sha256, fp, self.config.retry_failed)
         if rec is None:
             return None
+        if rec.get("page_count") != planned.page_count:
+            # a GIF's frame count follows --gif-frames, which makes no page (in no fingerprint):
+            # its frame resumes, recorded with the count it has in this run
+            rec = {**rec, "page_count": planned.page_count}
+            self.journal.append(rec)
         self._count(rec, resumed=True)
         return PageRecord.from_dict(rec)
 
@@ -642,14 +648,20 @@ def _document_pages(index, docs: list[_Doc]) -> dict[str, list[str]]:
     order: the per-document files are built from all of them, not only from the pages --pages
     chose now; but only from records of the file's current content made with this run's
     fingerprint for it (a page parsed before the file changed, or by another engine version or
-    options, and not chosen now is left out, not mixed in)."""
-    current = {src.rel: (sha, fp) for src, sha, fp in docs}
+    options, and not chosen now is left out, not mixed in), and only of the pages the file has
+    now: a GIF's frames past the first, parsed under --gif-frames all, are no pages of it under
+    first (their fingerprint is the same: config.PAGE_CHOICE_OPTIONS)."""
+    current = {src.rel: (sha, fp) for src, sha, fp, _ in docs}
+    counts = {src.rel: count for src, _, _, count in docs}
     pages: dict[str, list[tuple[int, str]]] = {}
     for pid, entry in index.items():
         source, number = split_page_id(pid)
-        if number is not None and source in current and (entry.source_sha256, entry.fingerprint) == current[source]:
+        if number is None or source not in current or (entry.source_sha256, entry.fingerprint) != current[source]:
+            continue
+        count = counts[source]
+        if count is None or number < count:
             pages.setdefault(source, []).append((number, pid))
-    return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, _, _ in docs if src.rel in pages}
+    return {src.rel: [pid for _, pid in sorted(pages[src.rel])] for src, *_ in docs if src.rel in pages}
 
 
 def _vanished_pages(index, plan: Iterable[_Planned]) -> list[str]:
@@ -711,7 +723,7 @@ def _write_documents(
     (Ctrl-C / SIGTERM) is taken between documents: False, the rest is left to the next run."""
     from .writers import document_dir, remove_documents, write_documents
 
-    sources = {src.rel: src for src, _, _ in docs}
+    sources = {src.rel: src for src, *_ in docs}
     pages = _document_pages(journal.index, docs)
     opened = OpenDocuments(opts.load)
     written: list[Path] = []
@@ -788,7 +800,7 @@ def _write_documents(
             f"stopped before every per-document file was written under {opts.documents_dir}/: re-run to write them"
         )
         return False
-    removed = remove_documents(opts.documents_dir, [src.rel for src, _, _ in docs if src.rel not in ok])
+    removed = remove_documents(opts.documents_dir, [src.rel for src, *_ in docs if src.rel not in ok])
     if removed:
         reporter.warn(
             f"removed {len(removed)} per-document file(s) of documents with no ok page now, e.g. {removed[0]}"

@@ -274,8 +274,9 @@ def parsed(r: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_a_load_option_parses_again_only_the_files_it_applies_to(tmp_path, record_validator):
-    """--dpi and --text-layer make a PDF's pages, --gif-frames a GIF's: every page of every file
-    was parsed again when one of them changed (the fingerprint hashed them all for every file)."""
+    """--dpi and --text-layer make a PDF's pages: every page of every file was parsed again when
+    one of them changed (the fingerprint hashed them all for every file). --gif-frames makes no
+    page, it chooses a GIF's: only the frames it adds are parsed."""
     mixed_tree(tmp_path / "in")
     args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json", "--format", "markdown"]
     assert parsed(mineru(*args, cwd=tmp_path)) == ["a.pdf#0", "b.png#0", "c.gif#0", "d.tif#0", "d.tif#1"]
@@ -286,14 +287,48 @@ def test_a_load_option_parses_again_only_the_files_it_applies_to(tmp_path, recor
     assert "Page of an image" in md.read_text()  # the resumed PNG's record makes its document
     assert parsed(mineru(*args, "--dpi", "150", "--text-layer", "off", cwd=tmp_path)) == ["a.pdf#0"]
     more = ["--dpi", "150", "--text-layer", "off", "--gif-frames", "all"]
-    assert parsed(mineru(*args, *more, cwd=tmp_path)) == ["c.gif#0", "c.gif#1"]
-    assert parsed(mineru(*args, cwd=tmp_path)) == ["a.pdf#0", "c.gif#0"]  # the defaults again
+    assert parsed(mineru(*args, *more, cwd=tmp_path)) == ["c.gif#1"]
+    assert parsed(mineru(*args, cwd=tmp_path)) == ["a.pdf#0"]  # the defaults again
 
     last = by_id(read_journal(tmp_path / "o.jsonl", record_validator))
     assert {pid: r["fingerprint"] for pid, r in last.items() if pid != "c.gif#1"} == {
         pid: r["fingerprint"] for pid, r in first.items()
     }
+    assert last["c.gif#0"]["page_count"] == 1 and last["c.gif#1"]["page_count"] == 2
     assert last["b.png#0"] == first["b.png#0"] and last["d.tif#1"] == first["d.tif#1"]  # never parsed again
+
+
+def test_gif_frames_parses_only_the_frames_it_adds_and_counts_them_right(tmp_path, record_validator):
+    """--gif-frames all after first parsed the GIF's first frame again though its pixels, and
+    so its answer, are the same under either (the option was in its fingerprint), and first
+    after all parsed it a third time. Now only the frames it adds are parsed; the first frame's
+    record resumes with the page count of the run (2, then 1 again), and the Markdown is made of
+    the frames the GIF has in that run."""
+    d = tmp_path / "in"
+    d.mkdir()
+    frames = [Image.new("RGB", (320, 120), "white") for _ in range(2)]
+    for i, f in enumerate(frames):
+        ImageDraw.Draw(f).text((10, 40), f"Frame {i + 1}", fill="black", font=ImageFont.load_default(size=32))
+    frames[0].save(d / "c.gif", save_all=True, append_images=frames[1:])
+    args = ["parse", "in", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "--log-json", "--format", "markdown"]
+
+    def counts() -> dict[str, int]:
+        return {pid: r["page_count"] for pid, r in by_id(read_journal(tmp_path / "o.jsonl", record_validator)).items()}
+
+    assert parsed(mineru(*args, cwd=tmp_path)) == ["c.gif#0"]
+    first = by_id(read_journal(tmp_path / "o.jsonl"))["c.gif#0"]
+    md = next((tmp_path / "mineru_output").rglob("c.md"))
+    assert "Frame 1" in md.read_text() and "Frame 2" not in md.read_text()
+    assert parsed(mineru(*args, "--gif-frames", "all", cwd=tmp_path)) == ["c.gif#1"]
+    assert counts() == {"c.gif#0": 2, "c.gif#1": 2}
+    assert "Frame 1" in md.read_text() and "Frame 2" in md.read_text()
+    again = mineru(*args, cwd=tmp_path)
+    assert parsed(again) == [] and "warning" not in again.stderr, again.stderr
+    assert counts() == {"c.gif#0": 1, "c.gif#1": 2}  # frame 2's record is kept, as before, for `all`
+    assert "Frame 1" in md.read_text() and "Frame 2" not in md.read_text()
+    last = by_id(read_journal(tmp_path / "o.jsonl"))["c.gif#0"]
+    assert {**last, "page_count": 2} == {**first, "page_count": 2}  # the same result, never parsed again
+    assert parsed(mineru(*args, "--gif-frames", "all", cwd=tmp_path)) == []
 
 
 def test_an_image_page_is_a_cache_hit_whatever_the_pdf_options(tmp_path):
@@ -312,8 +347,8 @@ def test_an_image_page_is_a_cache_hit_whatever_the_pdf_options(tmp_path):
     assert cache == {
         "a.pdf#0": "hit",
         "b.png#0": "hit",
-        "c.gif#0": "miss",
-        "c.gif#1": "miss",
+        "c.gif#0": "hit",  # the same pixels under either --gif-frames
+        "c.gif#1": "hit",  # the same pixels as d.tif#1 (mixed_tree), parsed by the first run
         "d.tif#0": "hit",
         "d.tif#1": "hit",
     }
