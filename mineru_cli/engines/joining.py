@@ -10,6 +10,7 @@ import statistics
 from typing import Collection, Mapping, Sequence
 
 from mineru_cli.core.blocks import NOT_LINES
+from mineru_cli.core.blocks import BlockType as T
 from mineru_cli.engines.lines import Line, join_text, level_boxes
 from mineru_cli.reading_order import group_rows
 
@@ -93,7 +94,7 @@ def block_text(
     rights = [max(ln.box[2] for ln in row) for row in rows]
     height = statistics.median(ln.height for row in rows for ln in row)
     lefts, noted = _body_lefts(rows, height)
-    return join_lines(row_texts, lefts, height, markers, rights, noted, index)
+    return join_lines(row_texts, lefts, height, markers, rights, noted, index, references=kind == T.REF_TEXT)
 
 
 # Margin notes set flush right in the left margin (\marginpar in KOMA-Script and memoir, ltxdoc's
@@ -165,6 +166,8 @@ _SEPARATOR = re.compile(rf"(?<=\S\s)([{_BULLETS}·])(?=\s+\S|\s*$)")
 # starts with the item next to it in the sequence (same style, the number one up or one down),
 # set at the same x. A row of prose that a wrap starts with "2." or "1990." has no such sibling.
 _NUMBERED = re.compile(r"[(（]?(\d{1,3}(?:\.\d{1,3})*|[a-zA-Z]|[ivxlc]{1,6}|[IVXLC]{1,6})([.)．、）])(?=\s|$)")
+# A reference's label in a reference list ("[12]"), a numbered item's there as "12." is one.
+_CITATION_LABEL = re.compile(r"\[(\d{1,3})(\])(?=\s|$)")
 # A row that ends so ends a sentence (or an item's clause): the row after it may start a new one.
 _SENTENCE_END = re.compile(r"[.:;!?。：；！？][)\]\"'”’）]*$")
 
@@ -177,6 +180,7 @@ def join_lines(
     rights: Sequence[float] | None = None,
     noted: Collection[int] = (),
     index: bool = False,
+    references: bool = False,
 ) -> str:
     """A paragraph's rows joined as join_text joins them, a word broken at a line end made whole
     again (its hyphen dropped; a hyphen before a capital or a digit, "Non-" / "ASCII", stays), and
@@ -187,10 +191,11 @@ def join_lines(
     its definition on it (_description_entries). An index's letter heading is a line of its own
     (_letter_heading). A row with a margin note (`noted`, see NOTE_ALIGN) after a row that ends
     short of the block's right edge starts a paragraph beside its note (ltxdoc's macro name beside
-    its description): it starts a line too."""
+    its description): it starts a line too. `references`: the rows are a reference list's, whose
+    labels include "[12]" and exclude an author's initial, "B." (_numbered_items)."""
     out, listed = "", False
     separators = {glyph for row in rows for glyph in _SEPARATOR.findall(row)}
-    numbered = _numbered_items(rows, lefts, height, markers)
+    numbered = _numbered_items(rows, lefts, height, markers, references)
     index_starts, index_rest = _index_entries(rows, index)
     items = [
         i
@@ -350,17 +355,25 @@ def _wrapped_into(i: int, lefts: Sequence[float], rights: Sequence[float], edge:
 
 
 def _numbered_items(
-    rows: list[str], lefts: Sequence[float] | None, height: float, markers: Markers = NO_MARKERS
+    rows: list[str],
+    lefts: Sequence[float] | None,
+    height: float,
+    markers: Markers = NO_MARKERS,
+    references: bool = False,
 ) -> set[int]:
     """The rows that start numbered list items: each has a sibling, a row whose marker is next
     to its own in the same sequence, set at its x (within a line height: "9." and "10." are set
     flush right). The sibling may be a row of another block of the page (one of `markers`) where
     the row before ends a sentence: the layout model boxes a list's items apart, or an item with
     the prose before it. Siblings are looked up by their labels' keys (_label_keys), so that a
-    block of thousands of numbered rows (an index) costs no more than its rows."""
+    block of thousands of numbered rows (an index) costs no more than its rows. In a reference
+    list (`references`: each reference starts a line, and the content list takes a line for a
+    reference) a bracketed number ("[12]", _CITATION_LABEL) is a label too, and a letter (or a
+    roman numeral) and a dot is an author's initial, no label: of two references wrapped before
+    "B. Hansen" and "C. Weber", neither goes on as a lettered item."""
     if lefts is None:
         return set()
-    marks = {i: m for i, row in enumerate(rows) if (m := _NUMBERED.match(row))}
+    marks = {i: m for i, row in enumerate(rows) if (m := _label(row, references))}
     own: dict[LabelKey, list[int]] = {}
     for i, m in marks.items():
         for key in _label_keys(m):
@@ -375,6 +388,17 @@ def _numbered_items(
             if any(abs(lefts[i] - x) <= height for key in _next_to(a) for x in markers.get(key, ())):
                 found.add(i)
     return found
+
+
+def _label(row: str, references: bool) -> re.Match | None:
+    """The numbered item's marker that starts `row`, if any; in a reference list, none for an
+    author's initial and a bracketed number's too (see _numbered_items)."""
+    m = _NUMBERED.match(row)
+    if not references:
+        return m
+    if m and m[2] == "." and m[1].isalpha():
+        return None
+    return m or _CITATION_LABEL.match(row)
 
 
 def page_markers(lines: Sequence[Line]) -> Markers:

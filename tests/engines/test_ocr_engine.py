@@ -472,6 +472,28 @@ def test_join_lines_breaks_before_numbered_items_only_with_their_sibling():
     assert join_lines(["• one and", "wraps back"], [20, 0], 10) == "• one and wraps back"
 
 
+def test_a_reference_lists_rows_start_a_line_at_each_reference_only():
+    """In a reference list (references=True) a row that starts with an author's initial ("B.
+    Hansen", a wrap before the last author) is no lettered item, though another reference wraps
+    before "C. Weber" at the same x: each reference is one line, as the content list takes a line
+    for a reference. A bracketed number ("[2]") starts a reference where its sibling stands at its
+    x, the rows under it hanging by less than a description's indent; elsewhere "B." and "C."
+    stay lettered items, and "[2]" starts no line."""
+    rows = ["[1] A. Smith, and", "B. Hansen, Reading order.", "[2] D. Moreau, and", "C. Weber, Tables."]
+    lefts = [0, 20, 0, 20]
+    assert join_lines(rows, lefts, 15, references=True) == (
+        "[1] A. Smith, and B. Hansen, Reading order.\n[2] D. Moreau, and C. Weber, Tables."
+    )
+    assert join_lines(rows, lefts, 15) == (
+        "[1] A. Smith, and\nB. Hansen, Reading order. [2] D. Moreau, and\nC. Weber, Tables."
+    )
+    flush = ["[1] Ning, X. On the", "sliding friction.", "[2] Gibson, T. The Big", "Book. Wiley (2008)."]
+    assert join_lines(flush, [0, 0, 0, 0], 15, references=True) == (
+        "[1] Ning, X. On the sliding friction.\n[2] Gibson, T. The Big Book. Wiley (2008)."
+    )
+    assert join_lines(flush, [0, 0, 0, 0], 15) == " ".join(flush)
+
+
 def test_join_lines_starts_a_line_at_each_entry_of_a_description_list_only():
     # a term alone over its indented definition, a term run in with it, then prose at the margin
     rows = ["--verbose", "say more about", "what it does.", "-q print nothing.", "After the list."]

@@ -781,3 +781,41 @@ def test_a_contents_list_keeps_an_entry_whose_page_is_roman_on_a_line_of_its_own
     assert len(first) == 1 and lines[first[0]].rstrip().endswith("xxxvi"), lines
     assert lines[first[0] + 1].startswith("2") and lines[first[0] + 1].rstrip().endswith("xxxvii"), lines
     assert lines[first[0] + 2].startswith("1.1"), lines
+
+
+@pytest.mark.parametrize("text_layer", [True, False])
+def test_a_reference_wrapped_before_an_authors_initial_is_one_item(engine, tmp_path, text_layer):
+    """A Chromium-made reference list (tests/data/references_initials_chromium.pdf): four IEEE-style
+    references, [2] wrapped before its last author "B. Hansen" and [3] before "C. Weber", each row
+    under the first hanging. The two initials, siblings at one x, were read as a lettered list's
+    items: each started a line, and the content list, which takes a line of the embedded engine's
+    reference list for a reference, gave "B. Hansen, “Reading order ..." as a reference of its own.
+    Each reference is one line and one list item, through the text layer and from the pixels; the
+    Markdown breaks before no initial."""
+    page = first_page(Path(__file__).parents[1] / "data" / "references_initials_chromium.pdf", dpi=150)
+    result = engine.parse(page.image, page.text_layer if text_layer else None)
+    record = {"image": {"width": page.image.width, "height": page.image.height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    (refs,) = [item for item in content_list_items(record, tmp_path) if item.get("sub_type") == "ref_text"]
+    assert [item[:4] for item in refs["list_items"]] == ["[1] ", "[2] ", "[3] ", "[4] "], refs["list_items"]
+    assert "N. Ito, and B. Hansen," in refs["list_items"][1] and "O. Ruiz, and C. Weber," in refs["list_items"][2]
+    assert "  \nB. Hansen" not in result.markdown and "  \nC. Weber" not in result.markdown
+
+
+def test_each_bracketed_reference_starts_a_line_of_its_reference_list(engine, tmp_path):
+    """The asmeconf sample's references (tests/data/two_column_asme.pdf, its text layer): the left
+    column's list, [1] to [7], each reference's rows hanging under its text by less than a
+    description list's indent. The bracketed numbers were no list's labels, and the seven
+    references were one paragraph and one list item of the content list (the right column's,
+    boxed as a table, a row each). Each starts a line and is a list item of its own."""
+    page = first_page(Path(__file__).parents[1] / "data" / "two_column_asme.pdf", dpi=150)
+    result = engine.parse(page.image, page.text_layer)
+    record = {"image": {"width": page.image.width, "height": page.image.height}, "page_index": 0}
+    record["blocks"] = [b.as_dict() for b in result.blocks]
+    (refs,) = [item for item in content_list_items(record, tmp_path) if item.get("sub_type") == "ref_text"]
+    labels = [item[: item.index("]") + 1] for item in refs["list_items"]]
+    assert labels == [f"[{n}]" for n in (*range(1, 8), *range(11, 22))], refs["list_items"]
+    assert refs["list_items"][1] == (
+        "[2] Gibson, Tom A. and Tucker, Matthew A. The Big Book of Cellular Studies. "
+        "John Wiley and Sons, New York (2008)."
+    )
