@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..core.blocks import LINE_TEXT
+from ..core.blocks import BlockType as T
 from ..core.geometry import best_holders
 from ..vlm.protocol.profiles import SamplingParams
 from .assembly import make_block
@@ -78,10 +79,12 @@ def assign_lines(lines: Sequence[Line], boxes: Sequence[Sequence[float]]) -> lis
     return out
 
 
-def read_lines(lines: Sequence[Line]) -> tuple[str, list[dict], float]:
+def read_lines(lines: Sequence[Line], kind: str = T.TEXT) -> tuple[str, list[dict], float]:
     """(text, line dicts in reading order, mean score) of one block's lines: rows top to
-    bottom, pieces left to right, reflowed into one paragraph as the ocr engine does."""
-    block = make_block("text", list(lines))
+    bottom, pieces left to right, reflowed into one paragraph as the ocr engine does a block of
+    the `kind` (one of TEXT_TYPES: a reference's rows that start with an author's initial, "B.",
+    start no line, joining.block_text)."""
+    block = make_block(kind, list(lines))
     assert block.score is not None  # make_block scores every block: its lines' mean
     return block.text, block.extra["lines"], block.score
 

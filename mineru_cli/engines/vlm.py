@@ -670,7 +670,7 @@ class VlmEngine:
                 and block.type not in self.profile.skip_types
                 and fusion.trusted(lines)
             ):
-                text, line_dicts, score = fusion.read_lines(lines)
+                text, line_dicts, score = fusion.read_lines(lines, block.type)
                 block.content = text
                 st.filled.add(i)
                 st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score}
@@ -685,7 +685,7 @@ class VlmEngine:
             block = st.blocks[i]
             lines = st.lines[i] if st.lines is not None else []
             if block.type in fusion.TEXT_TYPES and block.angle in (0, None) and lines:
-                block.content, line_dicts, score = fusion.read_lines(lines)
+                block.content, line_dicts, score = fusion.read_lines(lines, block.type)
                 st.info[i] = {"source": st.line_source, "lines": line_dicts, "score": score, FAILED_BLOCK: True}
                 kept = f"kept the {st.line_source} text of its box"
             else:
@@ -707,7 +707,7 @@ class VlmEngine:
             text, gen = st.answers[crop.index]
             lines = st.lines[crop.index] if st.lines is not None else []
             # line OCR reads horizontal text: a rotated block has nothing to compare with
-            ocr_text = fusion.read_lines(lines)[0] if lines and block.angle in (0, None) else None
+            ocr_text = fusion.read_lines(lines, block.type)[0] if lines and block.angle in (0, None) else None
             reason = fusion.runaway(text, gen.truncated, ocr_text, len(gen.tokens))
             if reason is not None:
                 suspects.append((st, crop, reason, ocr_text, lines))
@@ -732,7 +732,7 @@ class VlmEngine:
             if again is None:
                 block.content, outcome = retry, "kept the retry"
             elif ocr_text and fusion.trusted(lines):
-                line_dicts = fusion.read_lines(lines)[1]
+                line_dicts = fusion.read_lines(lines, block.type)[1]
                 block.content, outcome = ocr_text, f"the retry {again}: kept the OCR text"
                 info.update({"source": st.line_source, "lines": line_dicts})
             else:

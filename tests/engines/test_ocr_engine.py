@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from mineru_cli.core.blocks import Block, BlockType
 from mineru_cli.core.errors import PageError, SetupError
-from mineru_cli.engines import orientation, rapid_compat, table
+from mineru_cli.engines import fusion, orientation, rapid_compat, table
 from mineru_cli.engines.assembly import assemble_blocks
 from mineru_cli.engines.base import EngineResult
 from mineru_cli.engines.joining import join_lines, page_markers
@@ -492,6 +492,19 @@ def test_a_reference_lists_rows_start_a_line_at_each_reference_only():
         "[1] Ning, X. On the sliding friction.\n[2] Gibson, T. The Big Book. Wiley (2008)."
     )
     assert join_lines(flush, [0, 0, 0, 0], 15) == " ".join(flush)
+
+
+def test_hybrid_reads_a_references_ocr_lines_as_one_reference():
+    """hybrid gives a VLM block its box's OCR lines (fusion.read_lines), read as the embedded
+    engine reads a block of its type: one reference boxed alone, its authors wrapped before "B.
+    Jones" and again before "C. Brown", is one line, as the content list takes a line of a
+    reference list read off the page for a reference. Read as text, the two initials were a
+    lettered list's items, and the reference was three."""
+    rows = [(100, "[4] A. Smith, D. Ortiz, E. Novak, F. Lindqvist, and G. Mbeki, and"), (140, "B. Jones, H. Ito, and")]
+    rows += [(140, "C. Brown, Reading order, 2020.")]
+    lines = [Line((x, 100 + 30 * n, 900, 120 + 30 * n), text, 0.95) for n, (x, text) in enumerate(rows)]
+    assert fusion.read_lines(lines, BlockType.REF_TEXT)[0] == " ".join(text for _, text in rows)
+    assert fusion.read_lines(lines)[0].count("\n") == 2  # text: "B." and "C." are siblings
 
 
 def test_join_lines_starts_a_line_at_each_entry_of_a_description_list_only():
