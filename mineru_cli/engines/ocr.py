@@ -121,7 +121,7 @@ LAYOUT_SETTINGS = {"conf_thresh": 0.5, "iou_thresh": 0.5}
 
 class OcrEngine:
     name = "ocr"
-    version = "3.18"  # bump when the same inputs would give different output
+    version = "3.19"  # bump when the same inputs would give different output
 
     def __init__(self, threads: int = 1, lang: str = "en", spinning: bool = True):
         check_setup(lang)

@@ -316,6 +316,9 @@ def options(
             if mode == "standard"
             else {}
         ),
+        # hybrid's text is the embedded engine's reading of each block's lines (joining): its
+        # version, as standard mode's, so that a change of how lines are joined re-reads a page
+        **({"hybrid": {"embedded_version": OcrEngine.version}} if mode == "hybrid" else {}),
     }
 
 

@@ -113,6 +113,10 @@ def test_mode_is_an_option_and_changes_the_fingerprint(tiny_vlm):
         for e in (vlm, hybrid)
     }
     assert len(fps) == 2
+    # hybrid's text is the embedded engine's reading of its lines: its version is in hybrid's
+    # fingerprint (a new reading re-reads hybrid pages), not in vlm's
+    assert hybrid.options()["hybrid"] == {"embedded_version": OcrEngine.version}
+    assert "hybrid" not in vlm.options()
     assert {m["role"] for m in vlm.identity()["ocr"]["models"]} == {"det", "cls", "rec"}
     said = []
     ocr = make_engine("vlm", threads=1, model=model, mode="ocr", say=said.append)
