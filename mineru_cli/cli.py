@@ -42,6 +42,7 @@ from .core.errors import (
     OutputError,
     SetupError,
     in_words,
+    is_permission,
 )
 from .streams import StdoutFailed, guard_standard_streams, is_stream
 from .version import __version__
@@ -645,6 +646,12 @@ def _export_failed(out: Path, exc: OSError) -> tuple[int, str]:
         )
     if exc.errno == errno.EIO:
         return EXIT_OUTPUT, f"the export to {out} failed: {why}; {kept}"
+    if is_permission(exc) and not os.path.isfile(path):  # a folder it may not write in, not a file to read
+        # the default --out is in the model folder, which is often shared and read-only
+        return (
+            EXIT_SETUP,
+            f"the export to {out} failed: {why}; {kept}: choose another --out (a folder this user may write in)",
+        )
     return EXIT_SETUP, f"the export to {out} failed: {why}; {kept}"
 
 

@@ -174,9 +174,9 @@ def model_checks(model: str | None) -> list[Check]:
     else:
         try:
             model_dir = find_model(model)
-        except SetupError as exc:  # the named place is no model folder: its message ends with the fix
-            fix = model_fix(place[1]) if place is not None else DOWNLOAD_HINT
-            return [Check("model", FAIL, str(exc).split(f"; {fix}")[0], fix)]
+        except SetupError as exc:  # the named place is no model folder
+            fix = exc.fix or (model_fix(place[1]) if place is not None else DOWNLOAD_HINT)
+            return [Check("model", FAIL, exc.detail, fix)]
         if model_dir is None and (incomplete := incomplete_note()) is not None:
             # a download cut short where parse looks: named with what it lacks, as parse warns
             detail = f"no complete MinerU2.5 model: {incomplete[0]}; --engine auto runs the embedded ocr engine"
@@ -225,9 +225,11 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
         free_bytes,
         in_words,
         is_full,
+        may_write,
         own_fix,
         refuse_newer,
         unusable_folder,
+        with_side_files,
     )
 
     # `{node}` is this machine's name, as parse's workers take it (cache.node)
@@ -237,9 +239,10 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
         return [Check("cache", FAIL, unusable.detail, f"{unusable.fix}, or run with --no-cache")]
     fix = f"{own_fix(folder, 'u+rwx')}give --cache-dir a writable folder, or run with --no-cache"
     problem = _unwritable(folder)
-    if problem:
-        return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
     db = folder / FILENAME
+    # a cache parse may read but not write: it serves its hits and stores nothing (SqliteStore)
+    blocked = next((f for f in with_side_files(db) if not may_write(f)), None)
+    read_only = problem or (blocked and f"{blocked} may not be written by this user")
     size = files_bytes(folder)  # before this check's own connection adds its -shm file
     free = free_bytes(folder)
     full = is_full(free)  # where SQLite's failing writes mean a full disk
@@ -249,6 +252,8 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
             if not fh.read(1):  # an empty file: parse makes its tables
                 raise FileNotFoundError(db)
     except FileNotFoundError:
+        if problem:
+            return [Check("cache", FAIL, f"{folder} is not writable ({problem})", fix)]
         if free == 0:  # parse runs without a cache it cannot make
             return [Check("cache", FAIL, f"{folder}: {no_space}", f"{FREE_SPACE_FIX}, or run with --no-cache")]
         if full:  # it may make one and store a few results, or run without one
@@ -260,9 +265,12 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
         fix = f"{own_fix(db, 'u+rw')}give --cache-dir another folder, or run with --no-cache"
         return [Check("cache", FAIL, f"cache file {db} cannot be read ({in_words(exc)})", fix)]
     try:
-        # on a full disk SQLite could not make the shared-memory index a reader needs: the file
-        # is read as it is (parse reads it so too)
-        conn = sqlite3.connect(f"file:{db}?mode=ro{'&immutable=1' if full else ''}", uri=True, timeout=5)
+        # on a full disk SQLite could not make the shared-memory index a reader needs, and a
+        # reader makes it (and the -wal file) as this user where no writer has: the file is read
+        # as it is, as parse reads it
+        writer = all(os.path.lexists(f) for f in with_side_files(db)[1:])
+        immutable = "&immutable=1" if full or not writer else ""
+        conn = sqlite3.connect(f"file:{db}?mode=ro{immutable}", uri=True, timeout=5)
         try:
             refuse_newer(conn)
             entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -289,6 +297,9 @@ def cache_checks(cache_dir: Path | None, cache: bool) -> list[Check]:
                 f"mineru cache clear, or remove {db}",
             )
         ]
+    if read_only:
+        used = f"parse uses its {entries} entries ({human_bytes(size)}) but stores no new results"
+        return [Check("cache", WARN, f"{folder} is not writable ({read_only}): {used}", fix)]
     if full:
         stores = "stores no new results" if free == 0 else "may store few or no new results"
         used = f"parse uses its {entries} entries ({human_bytes(size)}) but {stores}"
@@ -305,7 +316,9 @@ def _unwritable(folder: Path) -> str | None:
     path = nearest_existing(folder)
     if not path.is_dir():
         return f"{path} is not a folder"
-    if os.access(path, os.W_OK | os.X_OK):
+    # for this process's effective user and capabilities, as its writes are judged (plain
+    # os.access answers for the real user id and drops capabilities)
+    if os.access(path, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
         return None
     try:
         read_only_fs = bool(os.statvfs(path).f_flag & os.ST_RDONLY)

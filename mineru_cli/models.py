@@ -212,9 +212,8 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
     except ExportDamaged as exc:
         entry.status, entry.detail, entry.fix = FAIL, exc.detail, exc.fix
         return entry
-    except SetupError as exc:  # a manifest it cannot take: the fix is the command its message ends with
-        what, _, fix = str(exc).rpartition("; ")
-        entry.status, entry.detail = FAIL, what if "mineru export" in fix else str(exc)
+    except SetupError as exc:  # a manifest it cannot take: the fix is a command that makes it again
+        entry.status, entry.detail = FAIL, exc.detail if "mineru export" in exc.fix else str(exc)
         entry.fix = export_command(path)
         return entry
     try:  # the release it holds, stale or not: its manifest says which it was made from
@@ -226,8 +225,7 @@ def _inspect_export(path: Path, where: str, full: bool, of_parent: bool) -> Entr
     try:
         why = of_parent and path.name == "onnx" and is_model_dir(path.parent) and source_mismatch(path, path.parent)
     except SetupError as exc:  # the model's weights it was made from cannot be read
-        entry.status, entry.detail = FAIL, str(exc).rsplit("; ", 1)[0]
-        entry.fix = str(exc).rsplit("; ", 1)[1]
+        entry.status, entry.detail, entry.fix = FAIL, exc.detail, exc.fix
         return entry
     if why:
         entry.status = FAIL

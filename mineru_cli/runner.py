@@ -17,6 +17,7 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Container, Generator, Iterable, Iter
 
 from .budget import CpuPlan, explain, plan_cpus
 from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, page_fingerprints, user_cache_dir
-from .core.errors import OutputError, PageError, SetupError
+from .core.errors import OutputError, PageError, SetupError, in_words
 from .core.record import PageRecord, page_id, split_page_id
 from .core.words import Status
 from .engines import check_model, describe, resolve_engine
@@ -623,8 +624,13 @@ def _check_out_dir(out_dir: Path) -> list[Path]:
         raise SetupError(f"--out-dir {out_dir} is a file, not a folder") from None
     except OSError as exc:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
-    if not os.access(out_dir, os.W_OK | os.X_OK):  # a read-only mount, another user's folder
-        raise SetupError(f"--out-dir {out_dir}: the folder cannot be written")
+    # a read-only mount, another user's folder: found by making a file there (one without a name,
+    # gone when closed), as the run's own writes are judged; os.access answers for the real user
+    # id, without this process's capabilities
+    try:
+        tempfile.TemporaryFile(dir=out_dir).close()
+    except OSError as exc:
+        raise SetupError(f"--out-dir {out_dir}: the folder cannot be written ({in_words(exc)})") from None
     return made
 
 

@@ -116,3 +116,23 @@ def skip_unless_bits_stop(code: str) -> None:
     r = subprocess.run([sys.executable, "-c", code], preexec_fn=as_plain_user(), capture_output=True)
     if r.returncode == 0:
         pytest.skip("permission bits do not stop a plain user's process here (it keeps a DAC capability)")
+
+
+def with_capability(cap: str) -> list[str]:
+    """The start of a command line that runs a program as another user (uid and gid 65534)
+    holding the capability `cap` ("dac_override", "dac_read_search") as a service user given
+    one does (systemd's AmbientCapabilities=): it may write, or read, files its user may not.
+    os.access answers for the real user id without capabilities and says it may not. Skipped
+    where this machine cannot start such a process (not root, no setpriv)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("starting a process of another user with a capability needs root and setpriv")
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    argv += [f"--inh-caps=+{cap}", f"--ambient-caps=+{cap}", "--"]
+    if subprocess.run([*argv, sys.executable, "-c", ""], capture_output=True).returncode != 0:
+        pytest.skip(f"setpriv cannot give a process the ambient capability {cap} here")
+    return argv

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fshelpers import read_only
 from helpers import EXAMPLES, mineru
+from PIL import Image
 
 from mineru_cli.vlm.export_format import FORMAT, FORMAT_VERSION, GRAPHS, write_manifest
 
@@ -173,6 +174,66 @@ def test_a_read_only_cache_folder_fails_with_the_fix(tmp_path, env):
     with read_only(folder):
         code, _, checks = doctor(tmp_path, env, "--cache-dir", str(folder))
     assert code == 1 and checks["cache"]["status"] == "fail" and str(folder) in checks["cache"]["fix"]
+
+
+def test_a_cache_parse_may_read_but_not_write_is_a_warning_and_left_as_it_is(tmp_path, env):
+    """A cache in a read-only folder (a shared cache cron users read): doctor failed it, exit 1,
+    "is not writable", where parse serves its hits and stores nothing. A cache file this user may
+    not write in a folder it may write in was "writable", and doctor's reading it left a -wal and
+    a -shm file of this user beside it, which the cache's owner may then not write. Both are a
+    warning that says what parse does, and doctor makes no file."""
+    from fshelpers import as_plain_user, skip_unless_bits_stop
+
+    from mineru_cli.cache import ResultCache
+    from mineru_cli.cache.store import FILENAME
+
+    folder = tmp_path / "shared-cache"
+    with ResultCache(folder) as c:
+        c.store(Image.new("RGB", (64, 64), "white"), "0" * 64, "fp", "p1", {"blocks": []})
+    with read_only(folder):
+        code, _, checks = doctor(tmp_path, env, "--cache-dir", str(folder))
+    assert code == 0 and checks["cache"]["status"] == "warn", checks["cache"]
+    assert (
+        "parse uses its 1 entries" in checks["cache"]["detail"] and "stores no new results" in checks["cache"]["detail"]
+    )
+    (folder / FILENAME).chmod(0o444)
+    try:
+        skip_unless_bits_stop(f"open({str(folder / FILENAME)!r}, 'r+b')")
+        code, _, checks = doctor(tmp_path, env, "--cache-dir", str(folder), preexec_fn=as_plain_user())
+    finally:
+        (folder / FILENAME).chmod(0o644)
+    assert code == 0 and checks["cache"]["status"] == "warn", checks["cache"]
+    assert f"{folder / FILENAME} may not be written by this user" in checks["cache"]["detail"], checks["cache"]
+    assert sorted(p.name for p in folder.iterdir()) == [FILENAME]
+
+
+def test_a_cache_folder_a_capability_lets_this_user_write_is_writable(tmp_path, env):
+    """A service user given CAP_DAC_OVERRIDE (it may write in folders it does not own) was told
+    "no permission to write in" a cache folder parse writes in: os.access answered for the real
+    user id without capabilities. doctor asks for this process's effective ones."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from fshelpers import with_capability
+
+    prefix = with_capability("dac_override")
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are searched by their owner alone
+    try:
+        shared.chmod(0o755)
+        (shared / "cache").mkdir()  # this process's, mode 755
+        r = subprocess.run(
+            [*prefix, sys.executable, "-m", "mineru_cli", "doctor", "--json", "--cache-dir", str(shared / "cache")],
+            cwd=shared,
+            env={**os.environ, **env, "HOME": str(shared)},
+            capture_output=True,
+            text=True,
+        )
+        check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "cache")
+        assert check["status"] == "ok" and "writable" in check["detail"], check
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_an_unreachable_redis_url_fails_with_the_fix(tmp_path, env):

@@ -362,3 +362,63 @@ def test_the_fix_for_a_damaged_export_is_a_command_that_works(site, tmp_path):
     assert export_command(out, int8) == f"mineru export --model {model} --out {out} --int8 --target avx2 --force"
     partial = model / "onnx.partial"
     assert export_command(partial, {}) == f"mineru export --model {model} --force"
+
+
+def test_a_path_holding_a_semicolon_keeps_its_problem_and_fix_apart(site, tmp_path):
+    """models and doctor split a SetupError's text at its last "; " to show the problem and the
+    fix apart: for a model folder under "a; b" whose safetensors this user may not read, the
+    export's fix began "b/model/model.safetensors')" and its detail ended in half a chmod command.
+    The error carries the two parts; each is shown whole."""
+    from fshelpers import as_plain_user, skip_unless_bits_stop
+
+    from mineru_cli.vlm.export_format import read_fix
+
+    model = tmp_path / "a; b" / "model"
+    shutil.copytree(site["pro"], model)
+    (model / "model.safetensors").chmod(0o000)
+    skip_unless_bits_stop(f"open({str(model / 'model.safetensors')!r}).close()")
+    env = {**env_for(tmp_path), "MINERU_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "cache").mkdir(mode=0o777)
+    r = mineru("models", "--model", str(model), "--json", cwd=tmp_path, env=env, preexec_fn=as_plain_user())
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    export = next(e for e in json.loads(r.stdout)["entries"] if e["kind"] == "export")
+    weights = model.resolve() / "model.safetensors"
+    assert export["detail"] == (
+        f"cannot read {weights} (permission denied), so whether the export {model.resolve() / 'onnx'} "
+        "was made from it cannot be checked"
+    ), export
+    assert export["fix"] == read_fix(weights) and "'" in export["fix"], export  # the path quoted whole
+    d = mineru("doctor", "--model", str(model), "--json", cwd=tmp_path, env=env, preexec_fn=as_plain_user())
+    check = next(c for c in json.loads(d.stdout)["checks"] if c["name"].startswith("export "))
+    assert (check["detail"], check["fix"]) == (export["detail"], export["fix"]), check
+
+
+def test_a_user_allowed_to_read_by_a_capability_is_not_refused_the_export(site, tmp_path):
+    """A service user given CAP_DAC_READ_SEARCH (it may read files it does not own, as a backup
+    user does) was told the export's files "cannot be read (permission denied)": os.access, which
+    answers for the real user id without capabilities, said so. Reading is tried: it matches."""
+    import subprocess
+    import tempfile
+
+    from fshelpers import with_capability
+
+    prefix = with_capability("dac_read_search")
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are searched by their owner alone
+    try:
+        shared.chmod(0o755)
+        export = shared / "onnx"
+        shutil.copytree(site["export"], export)
+        for p in export.iterdir():
+            p.chmod(0o600)  # this process's: the other user reads them by its capability alone
+        env = {**os.environ, **env_for(shared)}
+        r = subprocess.run(
+            [*prefix, sys.executable, "-m", "mineru_cli", "models", "verify", str(export), "--json"],
+            cwd=shared,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        entry = json.loads(r.stdout)["entries"][0]
+        assert entry["status"] == "ok" and entry["detail"].startswith("matches its manifest"), entry
+    finally:
+        shutil.rmtree(shared)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -795,6 +796,37 @@ def test_a_rerun_rewrites_only_the_documents_whose_files_are_not_those_of_their_
     assert (out / "report_pdf" / "report_content_list.json").stat().st_mtime_ns != third[
         "report_pdf/report_content_list.json"
     ][1]
+
+
+def test_an_out_dir_is_judged_by_writing_in_it(tmp_path):
+    """--out-dir was judged writable by os.access, which answers for the real user id without
+    capabilities: a service user given CAP_DAC_OVERRIDE was refused a folder it may write in
+    ("the folder cannot be written", exit 2). A file is made there to find out: that user's run
+    writes its markdown; a read-only folder is refused before parsing, with why."""
+    from fshelpers import read_only, with_capability
+
+    text_page(tmp_path / "p.png", "Alpha")
+    (tmp_path / "out").mkdir()
+    args = ["parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr", "-f", "markdown", "--out-dir", "out"]
+    with read_only(tmp_path / "out"):
+        r = mineru(*args, cwd=tmp_path)
+    assert r.returncode == 2 and "--out-dir out: the folder cannot be written (" in r.stderr, r.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+    prefix = with_capability("dac_override")
+    # a folder on a path every user may search (tmp_path's is its owner's alone), the page readable by all
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        shutil.copy(tmp_path / "p.png", shared / "p.png")
+        (shared / "out").mkdir()  # this process's: not the other user's to write in but for its capability
+        env = {**os.environ, "HOME": str(shared), "MINERU_CACHE_DIR": str(shared / "cache")}
+        r = subprocess.run(
+            [*prefix, sys.executable, "-m", "mineru_cli", *args], cwd=shared, env=env, capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr
+        assert list((shared / "out").rglob("*.md")), r.stderr
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_an_out_dir_that_is_a_file_is_refused_before_parsing(tmp_path):

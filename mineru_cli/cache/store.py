@@ -269,6 +269,22 @@ def unusable_folder(directory: Path) -> Problem | None:
     return broken_link(directory) or folder_problem(directory) or file_problem(directory)
 
 
+def with_side_files(path: Path) -> list[Path]:
+    """The cache file and its -wal and -shm files."""
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
+def may_write(path: Path) -> bool:
+    """Whether this process may open `path` for writing, found by opening it so: False where the
+    system refuses (permission, a read-only filesystem); True where it is not there, or fails
+    otherwise (SQLite then says why)."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK))
+    except OSError as exc:
+        return exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS)
+    return True
+
+
 def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     # SQLITE_NOTADB / SQLITE_CORRUPT surface as plain DatabaseError; busy/locked are
     # OperationalError and Integrity/ProgrammingError are bugs, not damage.
@@ -380,6 +396,7 @@ class SqliteStore:
         self.full_disk = False  # read-only for want of space on its disk (else for permissions)
         self._write_tried = 0.0  # monotonic time of the last attempt to open for writing
         self._locked_until = 0.0  # monotonic time until which writes are skipped (LOCKED_PAUSE_S)
+        self._blocked: Path | None = None  # the file that made the cache read-only, where one did
         # in-memory pHash index per fingerprint: (ids, phashes, widths, heights, last id)
         self._index: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
         if (problem := unusable_folder(self.dir)) is not None:
@@ -401,11 +418,6 @@ class SqliteStore:
         full = False
         try:
             self._open_rw()
-            if not os.access(self.path, os.W_OK):
-                # SQLite opens a file it may not write read-only without a word (when no -wal
-                # or -shm file has to be made): every write would fail later
-                self.close()
-                raise sqlite3.OperationalError("attempt to write a readonly database")
             if self.readonly:
                 self.readonly = False
                 self._warn(f"cache folder {self.dir} is writable again: new results are stored")
@@ -446,14 +458,24 @@ class SqliteStore:
         self.readonly = True
         self.full_disk = full
         self._write_tried = time.monotonic()
+        used = "its results are used, new results are not stored"
+        if not full and self._blocked is not None and self._blocked != self.path:
+            self._warn(
+                f"cache file {self._blocked} may not be written by this user (another user's run made it): {used}; "
+                "remove it (as its owner) while no run uses the cache"
+            )
+            return
         why = "has no space left on its disk" if full else "is read-only"
-        self._warn(f"cache folder {self.dir} {why}: its results are used, new results are not stored")
+        self._warn(f"cache folder {self.dir} {why}: {used}")
 
     def _open_ro(self) -> None:
         """Read-only, without creating the -wal/-shm files: through those of a writer where they
-        exist, else `immutable` (nothing can write a file nobody may write)."""
+        exist, else `immutable` (nothing can write a file nobody may write). A plain read-only
+        connection makes them where the folder allows, as this user: files another user, the
+        cache's owner, may then not write."""
         uri = self.path.absolute().as_uri() + "?mode=ro"
-        for attempt in (uri, uri + "&immutable=1"):
+        writer = all(os.path.lexists(f) for f in with_side_files(self.path)[1:])
+        for attempt in (uri, uri + "&immutable=1") if writer else (uri + "&immutable=1",):
             conn = sqlite3.connect(
                 attempt, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
@@ -476,6 +498,14 @@ class SqliteStore:
             return
 
     def _open_rw(self) -> None:
+        # SQLite opens a file it may not write read-only without a word, and makes its -wal and
+        # -shm files as this user where the folder allows: a reader of another user's cache in a
+        # shared folder left files its owner may not write, which made the owner's cache
+        # read-only. So each file is opened for writing first, as SQLite would (os.access
+        # answers for the real user id, without this process's capabilities).
+        self._blocked = next((f for f in with_side_files(self.path) if not may_write(f)), None)
+        if self._blocked is not None:
+            raise sqlite3.OperationalError("attempt to write a readonly database")
         if self.path.exists() and self.path.stat().st_size >= 16:
             with open(self.path, "rb") as f:
                 if f.read(16) != b"SQLite format 3\x00":

@@ -93,7 +93,15 @@ def is_permission(exc: OSError) -> bool:
 
 
 class SetupError(Exception):
-    """A usage or set-up problem (bad option, missing model): exit code 2, no pages run."""
+    """A usage or set-up problem (bad option, missing model): exit code 2, no pages run.
+
+    Said "DETAIL; FIX" where a `fix` is given: `detail` and `fix` keep the two parts for `mineru
+    models` and `mineru doctor`, which show them apart (a path or a sentence may hold "; " itself,
+    so the text is never split to find them). Without a fix, `detail` is the whole message."""
+
+    def __init__(self, detail: str, fix: str = ""):
+        self.detail, self.fix = detail, fix
+        super().__init__(f"{detail}; {fix}" if fix else detail)
 
 
 class OutputError(Exception):

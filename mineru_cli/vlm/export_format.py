@@ -107,7 +107,8 @@ def read_manifest(export_dir: str | Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SetupError(f"{export_dir} {not_an_export(Path(export_dir))}") from None
+        why, fix = not_an_export_parts(Path(export_dir))
+        raise SetupError(f"{export_dir} {why}", fix) from None
     except OSError as exc:
         if is_permission(exc):  # a permission to give, not an export to make again
             raise ExportDamaged(Path(export_dir), [], [f"{MANIFEST} cannot be read ({in_words(exc)})"], "") from None
@@ -118,9 +119,9 @@ def read_manifest(export_dir: str | Path) -> dict:
         raise SetupError(f"{path} is not a {FORMAT} manifest")
     if int(manifest.get("format_version", 0)) != FORMAT_VERSION:
         raise SetupError(
-            f"{path} has format version {manifest.get('format_version')}; this mineru-cli "
-            f"reads version {FORMAT_VERSION}; export the model again with this mineru-cli: "
-            f"{export_command(Path(export_dir), manifest)}"
+            f"{path} has format version {manifest.get('format_version')}; "
+            f"this mineru-cli reads version {FORMAT_VERSION}",
+            f"export the model again with this mineru-cli: {export_command(Path(export_dir), manifest)}",
         )
     for key in ("files", "graphs", "model"):
         if not isinstance(manifest.get(key), dict):
@@ -157,7 +158,7 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_st
         try:
             if not path.is_file():
                 problems.append(f"{name} is missing")
-            elif not os.access(path, os.R_OK):  # a stamp says nothing of who may read it
+            elif not _may_read(path):  # a stamp says nothing of who may read it
                 unreadable.append(f"{name} cannot be read (permission denied)")
             elif path.stat().st_size != int(meta.get("bytes", -1)):
                 problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
@@ -179,6 +180,18 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_st
     return manifest
 
 
+def _may_read(path: Path) -> bool:
+    """Whether this process may read `path`, found by opening it (os.access answers for the real
+    user id, without this process's capabilities: a user allowed to read every file was refused)."""
+    try:
+        with open(path, "rb"):
+            return True
+    except OSError as exc:
+        if is_permission(exc):
+            return False
+        raise
+
+
 class ExportDamaged(SetupError):
     """An export whose files do not match its manifest (`problems`: made again, by `command`), or
     that this user may not read (`unreadable`: a permission to give, not a copy to make)."""
@@ -187,12 +200,11 @@ class ExportDamaged(SetupError):
         self.problems, self.unreadable, self.command = problems, unreadable, command
         if problems:
             what = f"the ONNX export {export_dir} is damaged or was changed: {'; '.join(problems + unreadable)}"
-            self.fix = f"export it again with: {command}"
+            fix = f"export it again with: {command}"
         else:
             what = f"the ONNX export {export_dir} cannot be read: {'; '.join(unreadable)}"
-            self.fix = read_fix(export_dir / "*")
-        self.detail = what
-        super().__init__(f"{what}; {self.fix}")
+            fix = read_fix(export_dir / "*")
+        super().__init__(what, fix)
 
 
 def read_fix(path: Path) -> str:
@@ -329,7 +341,8 @@ def source_mismatch(export_dir: Path, model_dir: Path) -> str | None:
     except OSError as exc:
         raise SetupError(
             f"cannot read {exc.filename} ({in_words(exc)}), so whether the export {export_dir} was made from it "
-            f"cannot be checked; {read_fix(Path(exc.filename))}"
+            "cannot be checked",
+            read_fix(Path(exc.filename)),
         ) from None
     stamps.save()
     if changed:
@@ -463,12 +476,18 @@ def unfinished_export(path: Path) -> tuple[str, str]:
 
 
 def not_an_export(path: Path) -> str:
-    """Why `path` is no export, for an error message."""
+    """Why `path` is no export, and what to do, for an error message ("WHY; FIX")."""
+    return "; ".join(not_an_export_parts(path))
+
+
+def not_an_export_parts(path: Path) -> tuple[str, str]:
+    """(why, fix) of not_an_export, apart: the path in the fix may hold "; " itself."""
     if is_unfinished_export(path):
-        return "; ".join(unfinished_export(path))
+        return unfinished_export(path)
     model = shlex.quote(str(path)) if is_model_dir(path) else "MODEL_DIR"
     return (
-        f"is not an ONNX export (no {MANIFEST}); make one with: mineru export --model {model} (it writes {model}/onnx)"
+        f"is not an ONNX export (no {MANIFEST})",
+        f"make one with: mineru export --model {model} (it writes {model}/onnx)",
     )
 
 

@@ -336,8 +336,9 @@ def _checked(path: Path, source: str) -> Path:
     if not missing:
         return path.resolve()
     what, fix = not_a_model_dir(path, missing)
-    # a mistyped path, most often: the fix is about the path itself
-    raise SetupError(f"{source} {path} {what}{': ' if missing == [NO_FOLDER] else '; '}{fix}")
+    if missing == [NO_FOLDER]:  # a mistyped path, most often: the fix is about the path itself
+        raise SetupError(f"{source} {path} {what}: {fix}")
+    raise SetupError(f"{source} {path} {what}", fix)
 
 
 def find_model(explicit: str | os.PathLike | None = None) -> Path | None:

@@ -474,3 +474,100 @@ def test_an_entry_that_fails_its_checksum_in_a_read_only_cache_is_not_said_remov
     with ResultCache(tmp_path, warn=warnings.append) as cache:  # writable: removed, and said so
         assert cache.lookup(img, pixel_sha256(img), FP) is None
     assert warnings[-1] == "cache entry p1 failed its checksum; ignored and removed" and rows(tmp_path) == 0
+
+
+def _as_plain_user(folder: Path, seeds: tuple[int, ...], store: int) -> dict:
+    """In a process of a plain user (as_plain_user): look up the pages of `seeds` in the cache in
+    `folder`, then store the page of `store`; what it found and the warnings said."""
+    code = (
+        "import json, sys; sys.path[:0] = sys.argv[1:]\n"
+        "from test_cache_readonly import FP, noise_page, put\n"
+        "from mineru_cli.cache import ResultCache\n"
+        "from mineru_cli.cache.similarity import pixel_sha256\n"
+        "said = []\n"
+        f"with ResultCache({str(folder)!r}, warn=said.append) as c:\n"
+        f"    hits = [c.lookup(noise_page(s), pixel_sha256(noise_page(s)), FP) is not None for s in {seeds!r}]\n"
+        f"    put(c, {store})\n"
+        "print(json.dumps({'hits': hits, 'said': said}))\n"
+    )
+    here = str(Path(__file__).parent)
+    r = subprocess.run(
+        [sys.executable, "-c", code, here, str(Path(here).parent)],
+        preexec_fn=as_plain_user(),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_reader_of_a_cache_it_may_not_write_makes_no_files_beside_it(tmp_path):
+    """A cache file this user may not write (another user's, 644) in a folder it may write in (a
+    shared 1777 or group folder): SQLite made its -wal and -shm files there as this user, mode 644,
+    so the cache's owner could no longer write its own cache ("attempt to write a readonly
+    database" for every page). The reader serves the hits and makes nothing."""
+    with ResultCache(tmp_path) as c:
+        put(c, 1)
+    (tmp_path / FILENAME).chmod(0o444)
+    skip_unless_bits_stop(f"open({str(tmp_path / FILENAME)!r}, 'r+b')")
+    try:
+        out = _as_plain_user(tmp_path, (1,), store=2)
+        assert out["hits"] == [True] and len(out["said"]) == 1 and "is read-only" in out["said"][0], out
+        assert sorted(p.name for p in tmp_path.iterdir()) == [FILENAME]
+    finally:
+        (tmp_path / FILENAME).chmod(0o644)
+    assert rows(tmp_path) == 1
+
+
+def test_side_files_another_user_left_are_said_and_cost_no_page(tmp_path):
+    """A -wal and -shm file this user may not write beside its own writable cache file (left by
+    another user's reader): every store failed, each said "local cache error (OperationalError:
+    attempt to write a readonly database); this page is treated as a miss". The cache is read,
+    nothing is stored, and one warning names the file and what to do."""
+    with ResultCache(tmp_path) as c:
+        put(c, 1)
+    reader = sqlite3.connect(f"file:{tmp_path / FILENAME}?mode=ro", uri=True)  # makes them, as a reader did
+    reader.execute("SELECT count(*) FROM entries").fetchone()
+    reader.close()
+    sides = [tmp_path / f"{FILENAME}-wal", tmp_path / f"{FILENAME}-shm"]
+    assert all(p.exists() for p in sides)
+    for p in sides:
+        p.chmod(0o444)
+    skip_unless_bits_stop(f"open({str(sides[0])!r}, 'r+b')")
+    try:
+        out = _as_plain_user(tmp_path, (1,), store=2)
+    finally:
+        for p in sides:
+            p.chmod(0o644)
+    assert out["hits"] == [True], out
+    assert out["said"] == [
+        f"cache file {sides[0]} may not be written by this user (another user's run made it): its results are "
+        "used, new results are not stored; remove it (as its owner) while no run uses the cache"
+    ], out
+    assert rows(tmp_path) == 1
+
+
+def test_a_user_allowed_to_write_by_a_capability_stores_in_the_cache(tmp_path):
+    """A service user given CAP_DAC_OVERRIDE (it may write files it does not own) found another
+    user's cache read-only: os.access, which answers for the real user id without capabilities,
+    said it could not write the file. Writing is tried as SQLite does it: the results are stored."""
+    from fshelpers import with_capability
+
+    with ResultCache(tmp_path) as c:
+        put(c, 1)
+    prefix = with_capability("dac_override")
+    code = (
+        "import json, sys; sys.path[:0] = sys.argv[1:]\n"
+        "from test_cache_readonly import put\n"
+        "from mineru_cli.cache import ResultCache\n"
+        "said = []\n"
+        f"with ResultCache({str(tmp_path)!r}, warn=said.append) as c:\n"
+        "    put(c, 2)\n"
+        "print(json.dumps(said))\n"
+    )
+    here = str(Path(__file__).parent)
+    r = subprocess.run(
+        [*prefix, sys.executable, "-c", code, here, str(Path(here).parent)], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r.stdout + r.stderr
+    assert rows(tmp_path) == 2

@@ -465,6 +465,30 @@ def test_an_export_that_cannot_read_its_model_or_make_its_folder_says_why(tiny_v
     assert "free space" not in r.stderr and not (model / "onnx").exists()
 
 
+def test_an_export_into_a_folder_this_user_may_not_write_says_to_choose_another_out(tiny_vlm, tmp_path):
+    """A shared model folder this user may only read: `mineru export --model MODEL` (its default
+    --out is MODEL/onnx) said "MODEL: permission denied" and no more. It says what to do, exit 2;
+    an unreadable source file is not told to choose another --out."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    model.chmod(0o555)
+    try:
+        skip_unless_bits_stop(f"open({str(model / 'probe')!r}, 'w')")
+        r = mineru("export", "--model", str(model), "--no-verify", cwd=tmp_path, preexec_fn=as_plain_user())
+    finally:
+        model.chmod(0o755)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert (
+        f"{model}: permission denied" in r.stderr
+        and "choose another --out (a folder this user may write in)" in r.stderr
+    )
+    assert not (model / "onnx").exists() and not (model / "onnx.partial").exists()
+    (model / "tokenizer.json").chmod(0)
+    r = mineru("export", "--model", str(model), "--no-verify", cwd=tmp_path, preexec_fn=as_plain_user())
+    assert r.returncode == 2 and f"{model / 'tokenizer.json'}: permission denied" in r.stderr, r.stderr[-3000:]
+    assert "choose another --out" not in r.stderr
+
+
 def test_an_export_left_from_other_weights_in_the_model_folder_is_refused(tiny_vlm, tmp_path):
     """A model folder updated in place (new weights, as an `hf download` of a newer revision
     writes them) kept its onnx/ export of the old weights, which parse ran in the folder's name
