@@ -93,29 +93,25 @@ class Journal:
     def _open(self) -> None:
         # Resolve symlinks first: the lock, the writes and compaction's rename must all act on
         # the real file, or a run via a link and one via its target would not exclude each other.
-        self.path = Path(os.path.realpath(self.given))
-        if self.path.is_dir():
-            raise SetupError(f"--out {self.given} is a folder; give a file name (e.g. {self.given}/results.jsonl)")
+        # It is checked before anything is made: a refused --out leaves no lock file behind.
+        self.path = check_out(self.given)
         self._made_folders = [folder for folder in self.path.parents if not folder.exists()]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise SetupError(
-                f"--out {self.given}: cannot create its folder {self.given.parent}: "
-                "part of that path is an existing file"
-            ) from None
-        lock_path = self.path.with_name("." + self.path.name + ".lock")
+            raise _no_folder(self.given) from None  # a file put on the path since the check
+        lock_path = _lock_path(self.path)
         if not lock_path.exists():
             self._made.append(lock_path)
         self._lock = lock = open(lock_path, "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish") from None
+            raise SetupError(another_run_writes(self.path)) from None
         if not _same_file(lock.fileno(), lock_path):
             # a run that made it removed it as its set-up failed (discard) while this one opened
             # it: a lock on the removed file would exclude no run that opens the name afresh
-            raise SetupError(f"another run is writing to {self.path} (lock held); wait for it to finish")
+            raise SetupError(another_run_writes(self.path))
         # a compaction's copy left by a run killed while making it (this run holds the lock: no
         # other is making one); the next compaction would replace it, but a journal in order is
         # never copied again, and the copy is as large as the journal
@@ -150,15 +146,13 @@ class Journal:
     def _index_and_repair(self) -> None:
         good = 0  # end of the last complete line
         with open(self.path, "rb") as fh:
-            if not _JSON_OBJECT_START.match(fh.read(64) or b"{"):  # cheap refusal of binaries
-                raise self._not_a_journal()
+            if not _journal_head(fh):  # someone else's file (put there since check_out): never cut or rewrite it
+                raise _not_a_journal(self.given)
             fh.seek(0)
             offset = 0
             for line in fh:
                 complete = line.endswith(b"\n")
                 rec = _parse(line) if complete else None
-                if offset == 0 and rec is None and not _starts_a_journal(line):
-                    raise self._not_a_journal()  # someone else's file: never cut or rewrite it
                 if rec is not None:
                     self._remember(rec, offset, len(line))
                 elif complete:
@@ -174,12 +168,6 @@ class Journal:
                 fh.truncate(good)
                 fh.flush()
                 os.fsync(fh.fileno())
-
-    def _not_a_journal(self) -> SetupError:
-        return SetupError(
-            f"--out {self.given} exists and is not a mineru journal (its first line is not a "
-            "page record); it was left untouched: choose another --out or remove it"
-        )
 
     def _remember(self, rec: dict[str, Any], offset: int, length: int) -> None:
         self.index.pop(rec["id"], None)  # re-insert: index order follows the latest write
@@ -411,6 +399,73 @@ class Journal:
         if kind is not None and issubclass(kind, SetupError):
             self.discard()
         self.close()
+
+
+def check_out(given: Path) -> Path:
+    """The file --out `given` names (symlinks resolved), or the SetupError a run's open() gives
+    it: a folder, a path through an existing file, a file that is not a journal. Nothing is
+    created, written or locked, and of an existing file only its head is read (_journal_head):
+    the run checks with it before it makes anything, and --explain-plan does."""
+    try:
+        path = Path(os.path.realpath(given))
+        if path.is_dir():
+            raise SetupError(f"--out {given} is a folder; give a file name (e.g. {given}/results.jsonl)")
+        if not next(folder for folder in path.parents if folder.exists()).is_dir():
+            raise _no_folder(given)
+        if path.is_file():  # not a FIFO or a device, whose read would wait or never end
+            with open(path, "rb") as fh:
+                if not _journal_head(fh):
+                    raise _not_a_journal(given)
+    except OSError as exc:
+        raise SetupError(f"--out {given}: {exc.strerror or exc}") from None
+    return path
+
+
+def lock_held(path: Path) -> str | None:
+    """The words of a run refused because another run holds the lock of the journal `path` (as
+    check_out resolves it); None where /proc/locks lists no such lock (or there is none to read:
+    not Linux). It is read, never taken: --explain-plan says so without excluding a run that
+    starts meanwhile."""
+    try:
+        st = os.stat(_lock_path(path))
+        with open("/proc/locks") as fh:
+            listed = fh.read().split()
+    except OSError:
+        return None  # no lock file: no run has opened this journal; no /proc/locks: not told
+    # each lock is listed as MAJOR:MINOR:INODE of its file (major and minor in hex)
+    ours = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return another_run_writes(path) if ours in listed else None
+
+
+def another_run_writes(path: Path) -> str:
+    """What a run says that finds the lock of the journal `path` held."""
+    return f"another run is writing to {path} (lock held); wait for it to finish"
+
+
+def _lock_path(path: Path) -> Path:
+    """The lock file of the journal `path`: a hidden file beside it."""
+    return path.with_name("." + path.name + ".lock")
+
+
+def _no_folder(given: Path) -> SetupError:
+    return SetupError(f"--out {given}: cannot create its folder {given.parent}: part of that path is an existing file")
+
+
+def _not_a_journal(given: Path) -> SetupError:
+    return SetupError(
+        f"--out {given} exists and is not a mineru journal (its first line is not a "
+        "page record); it was left untouched: choose another --out or remove it"
+    )
+
+
+def _journal_head(fh: IO[bytes]) -> bool:
+    """Whether the open file `fh` starts as a journal: a JSON object in its first 64 bytes (a
+    binary is refused without reading a line of it), then a first line that can start a journal
+    (_starts_a_journal). Reads no further than the first line."""
+    if not _JSON_OBJECT_START.match(fh.read(64) or b"{"):
+        return False
+    fh.seek(0)
+    return _starts_a_journal(fh.readline())
 
 
 def _same_file(fd: int, path: Path) -> bool:

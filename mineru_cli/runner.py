@@ -33,7 +33,7 @@ from .core.record import PageRecord, page_id, split_page_id
 from .core.words import Status
 from .engines import check_model, describe, resolve_engine
 from .inputs import DOC_EXTS, OpenDocuments, SourceFile, input_root, outside_root, parse_page_ranges
-from .journal import Journal, NoJournal, renamed_pages
+from .journal import Journal, NoJournal, check_out, lock_held, renamed_pages
 from .planner import Planned, Planner
 from .report import Reporter, StageTimes, Summary
 
@@ -531,10 +531,18 @@ def prepare(config: RunConfig, reporter: Reporter) -> tuple[Callable[[int], bool
 
 def explain_plan(config: RunConfig, reporter: Reporter) -> str:
     """--explain-plan: the CPU plan and batch settings the run of `config` would use, from the
-    engine it would resolve; a SetupError where the run would refuse the options. Nothing is
-    written."""
+    engine it would resolve; a SetupError where the run would refuse the options or its output
+    places (--out, --out-dir), in the run's order and words. Nothing is written, made or locked.
+    Another run writing the journal is a warning, not a refusal: the options are fine, the
+    plan is the one that run uses, and a run started once it ends is not refused."""
     Parser(config, reporter)  # the inputs must exist, as for the run
     _, spec = prepare(config, reporter)
+    if config.formats:
+        check_out_dir(config.documents_dir)
+    if config.out is not None:
+        held = lock_held(check_out(config.out))
+        if held is not None:
+            reporter.warn(held)
     return explain(plan_cpus(config.cpus, config.workers, engine=spec.engine.value), config, spec)
 
 
@@ -617,11 +625,12 @@ def run_parse(config: RunConfig, reporter: Reporter) -> Summary:
 def _check_out_dir(out_dir: Path) -> list[Path]:
     """--out-dir must be a folder we can create and write: found out before parsing, not after.
     Returns the folders it made (nearest first)."""
+    check_out_dir(out_dir)
     made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise SetupError(f"--out-dir {out_dir} is a file, not a folder") from None
+    except FileExistsError:  # a file put there since the check
+        raise _out_dir_is_a_file(out_dir) from None
     except OSError as exc:
         raise SetupError(f"--out-dir {out_dir}: {exc.strerror or exc}") from None
     # a read-only mount, another user's folder: found by making a file there (one without a name,
@@ -632,6 +641,31 @@ def _check_out_dir(out_dir: Path) -> list[Path]:
     except OSError as exc:
         raise SetupError(f"--out-dir {out_dir}: the folder cannot be written ({in_words(exc)})") from None
     return made
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """What _check_out_dir refuses of --out-dir, found without making anything (the run checks
+    with it first, --explain-plan only with it): a file in its place or on its path, a folder
+    that cannot be written (a read-only mount, another user's folder) where it is or is made."""
+    there = next(folder for folder in (out_dir, *out_dir.parents) if folder.exists())
+    if there == out_dir and not out_dir.is_dir():
+        raise _out_dir_is_a_file(out_dir)
+    if not there.is_dir():  # a file above it: making its folders fails as mkdir says
+        raise SetupError(f"--out-dir {out_dir}: {os.strerror(errno.ENOTDIR)}")
+    # asked with the effective ids, which is how the kernel judges this process's writes (with
+    # its capabilities); os.access's default answers for the real user id
+    if not os.access(there, os.W_OK | os.X_OK, effective_ids=True):
+        raise _not_writable(out_dir, there)
+
+
+def _out_dir_is_a_file(out_dir: Path) -> SetupError:
+    return SetupError(f"--out-dir {out_dir} is a file, not a folder")
+
+
+def _not_writable(out_dir: Path, there: Path) -> SetupError:
+    if there == out_dir:
+        return SetupError(f"--out-dir {out_dir}: the folder cannot be written")
+    return SetupError(f"--out-dir {out_dir}: cannot make it in {there}, which cannot be written")
 
 
 @contextmanager

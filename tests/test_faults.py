@@ -272,6 +272,39 @@ def test_an_out_dir_that_cannot_be_written_is_refused_before_parsing(tmp_path):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    "out_dir, said",
+    [
+        ("docs", "--out-dir docs: the folder cannot be written"),
+        ("docs/new", "--out-dir docs/new: cannot make it in docs, which cannot be written"),
+    ],
+)
+def test_explain_plan_refuses_an_out_dir_that_cannot_be_written_as_the_run_does(tmp_path, out_dir, said):
+    """--explain-plan exits 2 with the run's words on a read-only --out-dir, or one to be made
+    in a read-only folder (it said nothing and exited 0)."""
+    text_page(tmp_path / "p.png", "Alpha")
+    (tmp_path / "docs").mkdir()
+    args = (
+        "parse",
+        "p.png",
+        "--out",
+        "o.jsonl",
+        "--no-cache",
+        "--engine",
+        "ocr",
+        "-f",
+        "markdown",
+        "--out-dir",
+        out_dir,
+    )
+    with read_only(tmp_path / "docs"):
+        plan = mineru(*args, "--explain-plan", cwd=tmp_path)
+        run = mineru(*args, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr == f"error: {said}\n", run.stderr
+    assert (plan.returncode, plan.stderr, plan.stdout) == (2, run.stderr, "")
+    assert sorted(os.listdir(tmp_path)) == ["docs", "p.png"]
+
+
 class _ChangeOnFound(Reporter):
     """A quiet reporter that rewrites the second file once the run has taken it from the planner
     (hashed, counted), before any worker reads it."""

@@ -74,7 +74,7 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path, co
     out.write_bytes(content)
     with pytest.raises(SetupError, match="not a mineru journal"):
         Journal(out).open()
-    assert out.read_bytes() == content
+    assert out.read_bytes() == content and os.listdir(tmp_path) == ["keep.bin"]  # no lock file made beside it
     with Journal(out.with_name("other.jsonl")):  # the refusal released the lock it took
         pass
 

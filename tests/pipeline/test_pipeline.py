@@ -425,6 +425,61 @@ def test_explain_plan_prints_the_split_and_parses_nothing(tmp_path):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `folder` (hidden ones too) with its size and mtime: what a command that
+    writes nothing leaves as it was."""
+    return {str(p.relative_to(folder)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize(
+    "places",
+    [
+        ("--out", "page.png"),  # an image: not a journal
+        ("--out", "notes.txt"),  # text: not a journal
+        ("--out", "folder"),
+        ("--out", "notes.txt/sub/o.jsonl"),  # its folder's path crosses a file
+        ("--out", "o.jsonl", "-f", "markdown", "--out-dir", "notes.txt"),
+        ("--out", "o.jsonl", "-f", "markdown", "--out-dir", "notes.txt/docs"),
+    ],
+)
+def test_explain_plan_refuses_the_output_places_the_run_refuses_and_neither_touches_anything(tmp_path, places):
+    """--explain-plan exits 2 with the run's words where the run refuses its --out or --out-dir,
+    and neither leaves anything behind (before, the plan exited 0 on each, and the run refusing
+    a file that is not a journal left a lock file beside it)."""
+    (tmp_path / "in").mkdir()
+    text_page(tmp_path / "in" / "p.png", "Hello")
+    text_page(tmp_path / "page.png", "Not a journal")
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    (tmp_path / "folder").mkdir()
+    args = ("parse", "in", *places, "--no-cache", "--engine", "ocr")
+    before = listing(tmp_path)
+    plan = mineru(*args, "--explain-plan", cwd=tmp_path)
+    assert listing(tmp_path) == before
+    run = mineru(*args, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.startswith("error: "), run.stderr
+    assert (plan.returncode, plan.stderr, plan.stdout) == (2, run.stderr, "")
+    assert listing(tmp_path) == before
+
+
+def test_explain_plan_says_another_run_holds_the_journal_and_plans_on(tmp_path):
+    """Another run writing --out is a warning in the run's words, exit 0 and the plan: the
+    options are fine and a run started once it ends goes ahead, while the run refuses now."""
+    from mineru_cli.journal import Journal
+
+    text_page(tmp_path / "p.png", "Hello")
+    args = ("parse", "p.png", "--out", "o.jsonl", "--no-cache", "--engine", "ocr")
+    with Journal(tmp_path / "o.jsonl"):  # the other run
+        before = listing(tmp_path)
+        plan = mineru(*args, "--explain-plan", cwd=tmp_path)
+        assert listing(tmp_path) == before
+        run = mineru(*args, cwd=tmp_path)
+    said = f"another run is writing to {tmp_path / 'o.jsonl'} (lock held); wait for it to finish"
+    assert run.returncode == 2 and said in run.stderr, run.stderr
+    assert plan.returncode == 0 and f"warning: {said}" in plan.stderr and "CPU plan" in plan.stdout, plan.stderr
+    plan = mineru(*args, "--explain-plan", cwd=tmp_path)  # that run ended: nothing to say
+    assert plan.returncode == 0 and "another run" not in plan.stderr, plan.stderr
+
+
 def test_cpu_plan_rule():
     from mineru_cli.budget import GiB, plan_cpus
 
