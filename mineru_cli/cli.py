@@ -709,7 +709,8 @@ def review(
     --root (a file changed since it was parsed gets none).
 
     Exit 0 when written, 2 when the journal is missing or no journal or --html is a folder or in
-    one that does not exist, 3 when the page could not be written (nothing is written)."""
+    one that does not exist, 3 when the page could not be written (nothing is written, but a
+    pipe or device may have taken the page's start)."""
     from .journal import check_journal
     from .review import write_review
 
@@ -724,7 +725,12 @@ def review(
     try:
         stats = write_review(records, html, root, images=not no_images, log=lambda m: typer.echo(m, err=True))
     except OSError as exc:  # a full disk, mostly: the page is written whole or not at all
-        typer.echo(f"error: --html {html} could not be written ({exc.strerror or exc}); nothing was written", err=True)
+        why = exc.strerror or exc
+        if is_stream(html):  # but a pipe's reader may have taken its start (`| head`)
+            said = f"could not be written whole ({why}); the page is cut short there"
+        else:
+            said = f"could not be written ({why}); nothing was written"
+        typer.echo(f"error: --html {html} {said}", err=True)
         raise typer.Exit(EXIT_OUTPUT) from None
     typer.echo(
         f"{html}: {stats.pages} page(s), {stats.images} image(s)"

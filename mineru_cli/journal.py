@@ -36,6 +36,9 @@ from .core.record import page_id, split_page_id
 from .core.words import FAILED_BLOCK
 
 FSYNC_EVERY = 1.0  # seconds between fsyncs of the journal while pages are being appended
+# opening the lock file again after it was removed under this run (a failed run's discard); each
+# try means another run removed it in between, so a few are plenty
+LOCK_TRIES = 5
 # How our first record starts (PageRecord.as_dict's first key): a torn first write is a prefix of it.
 RECORD_START = b'{"schema_version":'
 _JSON_OBJECT_START = re.compile(rb"\s*\{")
@@ -100,18 +103,7 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise _no_folder(self.given) from None  # a file put on the path since the check
-        lock_path = _lock_path(self.path)
-        if not lock_path.exists():
-            self._made.append(lock_path)
-        self._lock = lock = open(lock_path, "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SetupError(another_run_writes(self.path)) from None
-        if not _same_file(lock.fileno(), lock_path):
-            # a run that made it removed it as its set-up failed (discard) while this one opened
-            # it: a lock on the removed file would exclude no run that opens the name afresh
-            raise SetupError(another_run_writes(self.path))
+        self._lock_file(_lock_path(self.path))
         # a compaction's copy left by a run killed while making it (this run holds the lock: no
         # other is making one); the next compaction would replace it, but a journal in order is
         # never copied again, and the copy is as large as the journal
@@ -130,6 +122,26 @@ class Journal:
         self._size = self._opened_size = fh.tell()
         st = os.fstat(fh.fileno())
         self._file_id = (st.st_dev, st.st_ino)
+
+    def _lock_file(self, lock_path: Path) -> None:
+        """Take the lock file's lock, or refuse the run: another holds it."""
+        for _ in range(LOCK_TRIES):
+            made = not lock_path.exists()
+            self._lock = lock = open(lock_path, "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SetupError(another_run_writes(self.path)) from None
+            if _same_file(lock.fileno(), lock_path):
+                if made:
+                    self._made.append(lock_path)
+                return
+            # a run whose set-up failed removed it (discard) after this one opened it and let its
+            # lock go: a lock on the removed file excludes no run that opens the name afresh, so
+            # the name is opened again
+            self._lock = None
+            lock.close()
+        raise SetupError(another_run_writes(self.path))
 
     def is_file(self, path: str | Path) -> bool:
         """Whether `path` names the file this journal opened, by any name (a link, a folder link,
@@ -381,10 +393,13 @@ class Journal:
         and a file that was there before is kept as it is."""
         if self._fh is None or self._size != self._opened_size:
             return
-        # the journal's name only while it still holds this file (not one put in its place)
+        # the journal's name only while it still holds this file (not one put in its place);
+        # the journal before the lock file, the lock still held: a run that opens the name once
+        # the lock file is gone makes a new one and finds no journal of this run to append to
         made = [p for p in self._made if p != self.path or _same_file(self._out.fileno(), p)]
+        made.sort(key=lambda p: p != self.path)
         try:
-            for path in made:  # the lock still held
+            for path in made:
                 path.unlink(missing_ok=True)
             self.close()
             for folder in self._made_folders:

@@ -302,3 +302,75 @@ def test_a_compactions_copy_left_by_a_kill_goes_when_the_journal_opens(tmp_path)
     with Journal(out) as j:
         j.compact(["a#0"])  # in order already: no copy made
     assert not copy.exists() and [r["id"] for r in read_records(out)] == ["a#0"]
+
+
+# What another run does at a given moment of this one: sys.addaudithook's events (os.remove,
+# fcntl.flock) are the moments; a hook cannot be removed, so it calls whatever `_at_event` holds
+_at_event: list = []
+_hooks_added: list = []
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    if _at_event:
+        _at_event[0](event, args)
+
+
+@pytest.fixture
+def at_event():
+    """`at_event(fn)`: fn(event, args) is called at each audit event until the test ends."""
+    import sys
+
+    if _on_audit not in _hooks_added:
+        sys.addaudithook(_on_audit)
+        _hooks_added.append(_on_audit)
+    yield lambda fn: _at_event.append(fn)
+    _at_event.clear()
+
+
+def test_a_run_opening_as_a_failed_set_up_discards_its_journal_keeps_its_own(tmp_path, at_event):
+    """Two runs start at once on a new --out and one fails its set-up (a model its workers cannot
+    load), which removes the journal and lock file it made. It removed the lock file first: a run
+    that opened the name then made a new lock file, found the failed run's journal still there and
+    appended to it, and the failed run then removed that journal's name, so the records of the
+    run that went on were in a file no name reached (lost to a kill, unseen by `tail -f`)."""
+    out = tmp_path / "new" / "r.jsonl"
+    failed = Journal(out).open()
+    made = {os.fspath(out), os.fspath(out.with_name(".r.jsonl.lock"))}
+    other, opened = Journal(out), []
+
+    def other_opens(event: str, args: tuple) -> None:
+        if event == "os.remove" and os.fspath(args[0]) in made and not opened:
+            try:
+                opened.append(other.open())  # as the failed run is about to remove each of its files
+            except SetupError:
+                pass  # the failed run holds the lock yet: refused, as it should be then
+
+    at_event(other_opens)
+    failed.discard()
+    _at_event.clear()
+    if not opened:
+        other.open()
+    try:
+        other.append(rec("a#0"))
+        assert other.is_file(out), "the other run's journal has no name"
+    finally:
+        other.close()
+    assert [r["id"] for r in read_records(out)] == ["a#0"]
+
+
+def test_a_run_opening_the_lock_file_a_failed_set_up_removes_is_not_refused(tmp_path, at_event):
+    """A run that opened the lock file just before a run whose set-up failed removed it, and took
+    the lock once that run let it go, was refused 'another run is writing (lock held)' while no
+    run was. It opens the lock file again and runs."""
+    out = tmp_path / "r.jsonl"
+    failed = Journal(out).open()
+
+    def failed_discards(event: str, args: tuple) -> None:
+        if event == "fcntl.flock":
+            _at_event.clear()
+            failed.discard()  # between the other run's opening of the lock file and its flock
+
+    at_event(failed_discards)
+    with Journal(out) as j:
+        j.append(rec("a#0"))
+    assert [r["id"] for r in read_records(out)] == ["a#0"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,32 @@ def test_review_writes_into_a_pipe_and_through_a_link_never_over_them(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("latest.html: 1 page(s)"), r.stdout + r.stderr
     assert (tmp_path / "latest.html").is_symlink()
     assert (tmp_path / "reports" / "r.html").read_bytes() == page
+
+
+def test_review_into_a_pipe_whose_reader_goes_says_the_page_is_cut_short(tmp_path):
+    """`mineru review ... --html /dev/stdout | head -c 100`: the reader went after the first
+    bytes of the page, and the command said "nothing was written" of a page whose start had been
+    read. It exits 3 and says the page is cut short."""
+    import subprocess
+    import sys
+
+    records = [_record(f"p{i:04}.png", 0, 1, "0" * 64, (400, 300)) for i in range(2000)]
+    journal = _journal(tmp_path / "results.jsonl", records)
+    pipe = tmp_path / "page.fifo"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    command = [sys.executable, "-m", "mineru_cli", "review", str(journal), "--html", str(pipe), "--no-images"]
+    p = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = b""
+    try:
+        while len(start) < 100 and p.poll() is None:
+            try:
+                start += os.read(reader, 100)
+            except BlockingIOError:
+                time.sleep(0.05)
+    finally:
+        os.close(reader)  # `head -c 100` has what it wanted: the page (megabytes) is cut there
+    out, err = p.communicate(timeout=120)
+    assert start.startswith(b"<!DOCTYPE html>"), start
+    assert p.returncode == 3 and out == "", (p.returncode, out, err)
+    assert err == f"error: --html {pipe} could not be written whole (Broken pipe); the page is cut short there\n", err
