@@ -525,7 +525,8 @@ def prepare(config: RunConfig, reporter: Reporter) -> tuple[Callable[[int], bool
         say=reporter.info,
         warn=reporter.warn,
     )
-    check_model(spec)  # a damaged export refused here, before the journal is opened, as --explain-plan refuses it
+    # a damaged export refused here, before the journal is opened, as --explain-plan refuses it
+    check_model(spec, say=reporter.info)
     return select, spec
 
 

@@ -126,13 +126,14 @@ def build_engine(spec: EngineSpec, threads: int, spinning: bool = True) -> Any:
     return OcrEngine(threads=threads, lang=spec.lang, spinning=spinning)
 
 
-def check_model(spec: EngineSpec) -> None:
+def check_model(spec: EngineSpec, say: Callable[[str], None] | None = None) -> None:
     """The model's files checked as loading it checks them, without loading it (vlm.check_files):
-    a damaged export or model folder is a SetupError before the run writes anything."""
+    a damaged export or model folder is a SetupError before the run writes anything. `say`
+    hears that an export's files are hashed, before they are."""
     if spec.engine is EngineChoice.VLM:
         from . import vlm
 
-        vlm.check_files(vlm.locate(spec.model, str(spec.runtime)), str(spec.runtime))
+        vlm.check_files(vlm.locate(spec.model, str(spec.runtime)), str(spec.runtime), say)
 
 
 def describe(spec: EngineSpec) -> dict[str, Any]:

@@ -174,17 +174,18 @@ def locate(model_dir: str | Path | None, runtime: str) -> Path:
     return resolve_model(model_dir)
 
 
-def check_files(model_dir: Path, runtime: str) -> None:
+def check_files(model_dir: Path, runtime: str, say: Callable[[str], None] | None = None) -> None:
     """What loading the model checks of its files, without loading it (runner.prepare: before a
     run opens its journal, and for --explain-plan): an export's files against its manifest, as
     the onnx runtime checks them when it loads (export_format.verify_export; a file unchanged
     since it was last hashed is not hashed again), a model folder's safetensors against their
     headers (a file cut short or padded, which the torch runtime refuses to load). A SetupError
-    says what is wrong and how to fix it, as the run's load would."""
+    says what is wrong and how to fix it, as the run's load would; `say` hears that an export's
+    files are hashed (seconds a GB) before they are."""
     if runtime == "onnx":
         from ..vlm.export_format import verify_export
 
-        verify_export(model_dir)
+        verify_export(model_dir, say=say)
         return
     for weights in sorted(model_dir.glob("*.safetensors")):
         try:

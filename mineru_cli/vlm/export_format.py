@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import user_cache_dir
@@ -137,9 +138,15 @@ def read_manifest(export_dir: str | Path) -> dict:
     return manifest
 
 
-def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_stamps: bool = True) -> dict:
+def verify_export(
+    export_dir: str | Path,
+    manifest: dict | None = None,
+    trust_stamps: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> dict:
     """The manifest, after checking every file it lists (size, then sha256; trust_stamps: not
-    again for a file unchanged since it was last hashed, see _VerifiedStamps), and that it lists
+    again for a file unchanged since it was last hashed, see _VerifiedStamps; `say` hears, once,
+    that files are hashed: seconds a GB, where nothing else shows), and that it lists
     every file the export needs: each graph, the files the runtime reads, and every other file in
     the folder (a graph's external data is named inside the graph, so any file there may be one).
     A file left out of the table would be read unchecked: deleting its entry must not switch the
@@ -153,6 +160,7 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_st
     problems: list[str] = []
     unreadable: list[str] = []
     stamps = _VerifiedStamps()
+    hashing = say
     for name, meta in sorted(listed.items()):
         path = export_dir / name
         try:
@@ -163,6 +171,12 @@ def verify_export(export_dir: str | Path, manifest: dict | None = None, trust_st
             elif path.stat().st_size != int(meta.get("bytes", -1)):
                 problems.append(f"{name} has {path.stat().st_size} bytes, the manifest says {meta.get('bytes')}")
             elif not (trust_stamps and stamps.seen(path, meta.get("sha256"))):
+                if hashing is not None:
+                    hashing(
+                        f"checking the ONNX export {export_dir} against its manifest (the sha256 of its files, "
+                        "about 2 s a GB; once: files unchanged since are trusted)"
+                    )
+                    hashing = None
                 if sha256_file(path) != meta.get("sha256"):
                     problems.append(f"{name} does not match its sha256 in {MANIFEST}")
                 else:

@@ -466,3 +466,21 @@ def test_a_run_whose_model_fails_to_load_leaves_no_journal_and_an_old_one_as_it_
         assert r.returncode == 2 and f"cannot load the ONNX export {bad}" in r.stderr, r.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "docs").exists()
     assert old.read_bytes() == before
+
+
+def test_explain_plan_says_it_hashes_a_fresh_export_once(tiny_onnx, tmp_path):
+    """The run and --explain-plan check an export's files against its manifest before anything
+    else (sha256, about 2 s a GB: 10 s and more for a full-size export), and said nothing while
+    they did: the plan stopped after its `engine:` line for no reason given. The first check of
+    an export says so; a later one, which trusts the files unchanged since, says nothing."""
+    from helpers import mineru
+
+    Image.new("RGB", (200, 100), "white").save(tmp_path / "page.png")
+    args = ("parse", "page.png", "--model", str(tiny_onnx), "--mode", "vlm", "--out", "r.jsonl", "--explain-plan")
+    env = {"MINERU_CACHE_DIR": str(tmp_path / "fresh-cache")}  # no stamps: every file is hashed
+    first = mineru(*args, cwd=tmp_path, env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    said = f"checking the ONNX export {tiny_onnx} against its manifest"
+    assert said in first.stdout + first.stderr, first.stdout + first.stderr
+    again = mineru(*args, cwd=tmp_path, env=env, timeout=120)
+    assert again.returncode == 0 and said not in again.stdout + again.stderr, again.stdout + again.stderr
