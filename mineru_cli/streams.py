@@ -34,9 +34,12 @@ from typing import Any, TextIO
 
 
 def is_stream(path: Path) -> bool:
-    """Whether `path` is a device, pipe or socket, or names one under /dev or /proc (/dev/stdout
-    is a link to /proc/self/fd/1, whose target may be a pipe no path reaches)."""
-    return (path.exists() and not path.is_file()) or path.absolute().parts[1:2] in (("dev",), ("proc",))
+    """Whether `path` is a device, pipe or socket, or a link under /dev or /proc: /dev/stdout is a
+    link to /proc/self/fd/1, whose target may be a pipe no path reaches, or the file a shell's
+    `> page.html` opened, to be written into, not replaced. A file under /dev that is no link
+    (/dev/shm/report.html, on a tmpfs) is a file."""
+    under = path.absolute().parts[1:2] in (("dev",), ("proc",))
+    return (path.exists() and not path.is_file()) or (under and path.is_symlink())
 
 
 class StdoutFailed(Exception):

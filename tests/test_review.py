@@ -376,3 +376,23 @@ def test_review_into_a_pipe_whose_reader_goes_says_the_page_is_cut_short(tmp_pat
     assert start.startswith(b"<!DOCTYPE html>"), start
     assert p.returncode == 3 and out == "", (p.returncode, out, err)
     assert err == f"error: --html {pipe} could not be written whole (Broken pipe); the page is cut short there\n", err
+
+
+def test_review_writes_a_new_file_under_dev_shm_as_a_file(tmp_path):
+    """`--html /dev/shm/report.html` (a new file on the tmpfs) was taken for a device, being under
+    /dev: written in place (a full tmpfs left a page cut short) and its count line sent to stderr.
+    It is a file as any other: written whole through a temporary, the count on stdout. /dev/stdout
+    (a link under /dev) is still written into."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    journal = _journal(tmp_path / "results.jsonl", [_record("a.png", 0, 1, "0" * 64, (400, 300))])
+    page = shm / f"mineru-review-test-{os.getpid()}.html"
+    try:
+        r = mineru("review", str(journal), "--html", str(page), "--no-images", cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout.startswith(f"{page}: 1 page(s)"), r.stdout + r.stderr
+        assert page.read_bytes().rstrip().endswith(b"</html>")
+    finally:
+        page.unlink(missing_ok=True)
+    r = mineru("review", str(journal), "--html", "/dev/stdout", "--no-images", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("<!DOCTYPE html>") and "/dev/stdout: 1 page(s)" in r.stderr
