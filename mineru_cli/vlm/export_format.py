@@ -255,7 +255,8 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     model folder (the one it sits in as onnx/, else the source the manifest names), --out where
     that is not the default place, the weights' scheme and CPU target (`target`: INT8 weights for
     that one instead), and --force (an export there is replaced only with it, and an unfinished
-    one may be there under OUT's name)."""
+    one may be there under OUT's name). Where this user may not write beside export_dir (a shared
+    model folder), --out is a folder under the user's cache folder, and parse is told to name it."""
     export_dir = Path(export_dir)
     manifest = manifest_as_written(export_dir) if manifest is None else manifest
     out = export_dir.with_name(export_dir.name.removesuffix(".partial").removesuffix(".replaced"))
@@ -264,7 +265,10 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
     # made elsewhere (an export copied from another machine) or its model moved: a placeholder
     model = source_model(out, manifest) or "MODEL_DIR"
     words = ["mineru", "export", "--model", model]
-    if (Path(model) / "onnx").resolve() != out.resolve():
+    elsewhere = None if _may_write_in(out.parent) else user_cache_dir() / "exports" / _export_name(out)
+    if elsewhere is not None:
+        words += ["--out", str(elsewhere)]
+    elif (Path(model) / "onnx").resolve() != out.resolve():
         words += ["--out", str(out)]
     quantization = manifest.get("quantization")
     quantization = quantization if isinstance(quantization, dict) else {}
@@ -277,10 +281,32 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
         words += quantization_options(quantization)
     words.append("--force")
     command = " ".join(w if w == "MODEL_DIR" else shlex.quote(w) for w in words)
-    if model != "MODEL_DIR":
-        return command
-    where = f", no longer a model folder at {source}" if isinstance(source, str) and source else ""
-    return f"{command} (MODEL_DIR: the MinerU2.5 model folder it was exported from{where})"
+    notes = []
+    if model == "MODEL_DIR":
+        where = f", no longer a model folder at {source}" if isinstance(source, str) and source else ""
+        notes.append(f"MODEL_DIR: the MinerU2.5 model folder it was exported from{where}")
+    if elsewhere is not None:
+        # an export named with --model runs as it is, wherever it is; the one in out stays
+        # (its owner replaces it), so the model folder alone would still find that one
+        notes.append(
+            f"this user may not write in {out.parent}: the export goes to a folder of its own; "
+            f"then run parse with --model {shlex.quote(str(elsewhere))}"
+        )
+    return f"{command} ({'; '.join(notes)})" if notes else command
+
+
+def _may_write_in(folder: Path) -> bool:
+    """Whether this user may make and rename files in `folder` (the nearest existing one above
+    it where it is not there), asked with the effective ids and capabilities, as the kernel
+    judges the export's writes (os.access's real-uid answer refuses a capability user)."""
+    there = next((f for f in (folder, *folder.parents) if f.exists()), folder)
+    return os.access(there, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _export_name(out: Path) -> str:
+    """A name for an export of the model `out` is (or would be) the export of: the model
+    folder's name for MODEL/onnx, else out's own."""
+    return out.parent.name if out.name == "onnx" and out.parent.name else out.name
 
 
 def quantization_options(quantization: dict) -> list[str]:

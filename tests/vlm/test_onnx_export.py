@@ -590,6 +590,41 @@ def test_an_export_whose_model_config_changed_is_stale(tiny_vlm, tmp_path):
     assert "preprocessor_config.json changed since it was made" in entries["onnx"]["detail"]
 
 
+def test_a_stale_export_in_a_folder_this_user_may_not_write_is_made_again_elsewhere(tiny_vlm, tmp_path):
+    """A stale export in a shared model folder this user may only read: parse and `mineru models`
+    said "export it again with: mineru export --model MODEL --force", which that user's export
+    refuses (it writes MODEL/onnx). The command exports under the user's cache folder and says to
+    name that export with --model; followed, it makes an export that parse runs."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_vlm / "model", model)
+    export_model(model, model / "onnx", exporter="torchscript", verify=False, threads=1)
+    preprocessor = json.loads((model / "preprocessor_config.json").read_text())
+    preprocessor["max_pixels"] = preprocessor["max_pixels"] // 2  # the folder changed since: stale
+    (model / "preprocessor_config.json").write_text(json.dumps(preprocessor))
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "MINERU_MODEL_PATH": ""}
+    elsewhere = tmp_path / ".cache-test" / "exports" / "model"  # helpers.mineru's MINERU_CACHE_DIR
+    page = str(tiny_vlm / "page.png")
+    model.chmod(0o555)
+    try:
+        skip_unless_bits_stop(f"open({str(model / 'probe')!r}, 'w')")
+        plain = as_plain_user()
+        r = mineru("parse", page, "--model", str(model), "--out", "r.jsonl", cwd=tmp_path, env=env, preexec_fn=plain)
+        listing = mineru("models", "--model", str(model), cwd=tmp_path, env=env, timeout=120, preexec_fn=plain)
+        hint = f"mineru export --model {model} --out {elsewhere} --force (this user may not write in {model}: "
+        assert r.returncode == 2 and f"the ONNX export {model / 'onnx'} is stale" in r.stderr, r.stderr[-2000:]
+        assert f"export it again with: {hint}" in r.stderr and f"then run parse with --model {elsewhere})" in r.stderr
+        assert listing.returncode == 1 and f"-> fix: export it again with: {hint}" in listing.stdout, listing.stdout
+        command = shlex.split(r.stderr.split("export it again with: ", 1)[1].split(" (", 1)[0])
+        made = mineru(*command[1:], "--no-verify", cwd=tmp_path, env=env, preexec_fn=plain)
+        assert made.returncode == 0, made.stderr[-2000:]
+        args = ("parse", page, "--model", str(elsewhere), "--out", "r.jsonl")
+        r = mineru(*args, cwd=tmp_path, env=env, preexec_fn=plain)
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        model.chmod(0o755)
+    assert not (model / "onnx.partial").exists() and is_export_dir(elsewhere)
+
+
 def test_an_export_named_where_a_model_folder_is_needed_is_said_to_be_one(tiny_vlm, tmp_path):
     """`--runtime torch --model MODEL/onnx` (and `mineru export --model MODEL/onnx`) said the
     export is no model folder for lack of *.safetensors, with the command that downloads one: it
