@@ -666,8 +666,8 @@ def merge(
     wins over a failed one, then the later one. OUT resumes like any journal.
 
     Exit 0 when joined, 2 when a journal is missing or no journal or OUT cannot be opened as one (a
-    folder, another run's lock): nothing is written; 3 when OUT could not be written (it holds what
-    was written, whole)."""
+    folder, a named pipe or a device, another run's lock): nothing is written; 3 when OUT could
+    not be written (it holds what was written, whole)."""
     from .journal import merge as merge_journals
 
     try:

@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -425,6 +426,15 @@ def check_out(given: Path) -> Path:
         path = Path(os.path.realpath(given))
         if path.is_dir():
             raise SetupError(f"--out {given} is a folder; give a file name (e.g. {given}/results.jsonl)")
+        # a FIFO's open waits for a writer forever, a device takes the lock file beside it (in
+        # /dev) and gives no records back: a journal is read back, compacted and renamed
+        special = not_a_regular_file(given)
+        if special:
+            raise SetupError(
+                f"--out {given} is {special}, not a regular file: the journal is read back, compacted and "
+                "renamed in place; give the name of a file (e.g. results.jsonl): each record is appended to it whole, "
+                "to read as the run goes or after it"
+            )
         if not next(folder for folder in path.parents if folder.exists()).is_dir():
             raise _no_folder(given)
         if path.is_file():  # not a FIFO or a device, whose read would wait or never end
@@ -434,6 +444,25 @@ def check_out(given: Path) -> Path:
     except OSError as exc:
         raise SetupError(f"--out {given}: {exc.strerror or exc}") from None
     return path
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """What `path` is in words where it exists and is neither a regular file nor a folder (a
+    named pipe, a device, a socket), following links (/dev/stdout as its pipe); None otherwise.
+    Only stat() is asked: nothing is opened, so a FIFO is not waited on."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # not there (or not to be looked at): what the run makes of it, it says
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
 
 
 def lock_held(path: Path) -> str | None:
@@ -607,6 +636,9 @@ def renamed_pages(
 def check_journal(path: Path) -> None:
     """SetupError unless `path` is a journal to read: a file whose first line (if any) is a page
     record."""
+    special = not_a_regular_file(path)
+    if special:  # never opened: a FIFO would wait for a writer
+        raise SetupError(f"{path} is {special}, not a journal: give the journal's file")
     if not path.is_file():
         raise SetupError(f"{path}: " + ("is a folder, not a journal" if path.is_dir() else "no such journal"))
     with open(path, "rb") as fh:

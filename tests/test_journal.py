@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 from fshelpers import small_filesystem
@@ -116,6 +118,31 @@ def test_bad_locations_are_setup_errors(tmp_path):
         Journal(tmp_path / "file.jsonl" / "x.jsonl").open()
     with pytest.raises(SetupError, match="existing file"):
         Journal(tmp_path / "file.jsonl" / "sub" / "x.jsonl").open()
+
+
+def test_an_out_that_is_no_regular_file_is_refused_before_anything_is_opened(tmp_path, monkeypatch):
+    """A named pipe as the journal hung the run (opening it to read waits for a writer), a device
+    took a lock file beside it (in /dev): such an --out is refused, saying what it is, before
+    anything is opened or made. /dev/null is only looked at (check_out opens nothing)."""
+    import socket
+
+    from mineru_cli.journal import check_out
+
+    monkeypatch.chdir(tmp_path)  # a socket's path must be short: bound by a relative name
+    os.mkfifo("ff")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+    for name, what in (("ff", "a named pipe (FIFO)"), ("sock", "a socket"), ("/dev/null", "a character device")):
+        said = rf"^--out {name} is {re.escape(what)}, not a regular file: .* give the name of a file"
+        with pytest.raises(SetupError, match=said):
+            check_out(Path(name))
+    (tmp_path / "link.jsonl").symlink_to("ff")  # followed: the pipe is what would be opened
+    with pytest.raises(SetupError, match="is a named pipe"):
+        check_out(Path("link.jsonl"))
+    for name in ("ff", "sock", "link.jsonl"):  # the run's open() checks first: no lock file, no hang
+        with pytest.raises(SetupError, match="not a regular file"):
+            Journal(Path(name)).open()
+    assert sorted(os.listdir(tmp_path)) == ["ff", "link.jsonl", "sock"]
 
 
 def test_finished_needs_same_content_and_fingerprint(tmp_path):

@@ -79,6 +79,22 @@ def test_merge_keeps_an_ok_record_over_a_failed_one_and_refuses_what_is_no_journ
     assert read_journal(tmp_path / "m.jsonl") == [ok]  # untouched
 
 
+def test_merge_refuses_a_named_pipe_as_out_or_as_a_journal_without_opening_it(tmp_path):
+    """merge --out a named pipe hung (opening it to read waits for a writer) and left a lock
+    file; a named pipe given as a journal was 'no such journal'. Both are said to be a named
+    pipe, exit 2, and nothing is made."""
+    import os
+
+    os.mkfifo(tmp_path / "ff")
+    (tmp_path / "a.jsonl").write_text("")  # an empty journal
+    given = mineru("merge", "ff", "--out", "m.jsonl", cwd=tmp_path, timeout=60)
+    assert given.returncode == 2 and "error: ff is a named pipe (FIFO), not a journal" in given.stderr, given.stderr
+    out = mineru("merge", "a.jsonl", "--out", "ff", cwd=tmp_path, timeout=60)
+    said = "error: --out ff is a named pipe (FIFO), not a regular file"
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "ff"]
+
+
 def test_merge_counts_out_as_a_journal_wherever_it_counts_its_pages(tmp_path):
     """OUT's own records compete with the inputs' and are counted among the pages and those found
     more than once, but the summary said "from 2 journal(s)" of them, and counted a page each

@@ -461,6 +461,27 @@ def test_explain_plan_refuses_the_output_places_the_run_refuses_and_neither_touc
     assert listing(tmp_path) == before
 
 
+def test_an_out_that_is_a_named_pipe_or_a_socket_is_refused_by_the_run_and_the_plan(tmp_path, monkeypatch):
+    """--out a named pipe hung the run (opening it to read back the journal waits for a writer)
+    and the plan exited 0; a socket failed with 'No such device or address' after making a lock
+    file. Both refuse it in the same words, exit 2, and make nothing."""
+    import socket
+
+    text_page(tmp_path / "p.png", "Hello")
+    os.mkfifo(tmp_path / "ff")
+    monkeypatch.chdir(tmp_path)  # a socket's path must be short: bound by a relative name
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+    for out, what in (("ff", "a named pipe (FIFO)"), ("sock", "a socket")):
+        args = ("parse", "p.png", "--out", out, "--no-cache", "--engine", "ocr")
+        before = listing(tmp_path)
+        plan = mineru(*args, "--explain-plan", cwd=tmp_path, timeout=60)
+        assert plan.returncode == 2 and f"error: --out {out} is {what}, not a regular file" in plan.stderr, plan.stderr
+        run = mineru(*args, cwd=tmp_path, timeout=60)
+        assert (run.returncode, run.stderr) == (2, plan.stderr)
+        assert listing(tmp_path) == before
+
+
 def test_explain_plan_says_another_run_holds_the_journal_and_plans_on(tmp_path):
     """Another run writing --out is a warning in the run's words, exit 0 and the plan: the
     options are fine and a run started once it ends goes ahead, while the run refuses now."""
