@@ -33,6 +33,7 @@ from .config import (
     TextLayerChoice,
 )
 from .core.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -883,6 +884,8 @@ def main() -> None:
     try:
         app()
     except StdoutFailed as exc:
+        if exc.errno == errno.EPIPE:  # `mineru schema | head -1`: the reader has what it wanted
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
         typer.echo(f"error: standard output: {exc.why}", err=True)
         raise SystemExit(EXIT_OUTPUT) from None
 

@@ -16,7 +16,9 @@ write is dropped, and so is everything said after it; the exit code still says h
 
 stdout carries what a command answers (`mineru schema`, `cache stats --json`, merge's count). A
 write there that fails ends the command with `error: standard output: <why>` on stderr, exit 3
-(EXIT_OUTPUT), as any output that cannot be written does. It is raised as StdoutFailed, not as
+(EXIT_OUTPUT), as any output that cannot be written does; a pipe whose reader is gone (`mineru
+schema | head -1`) ends it without a word, exit 141, as a shell reports a program SIGPIPE ended
+(the reader took what it wanted; `set -o pipefail` still sees the cut). It is raised as StdoutFailed, not as
 an OSError, so a command's own handlers of OSError (which say which cache folder or export
 folder failed) do not take a full stdout for their folder's disk.
 
@@ -48,6 +50,7 @@ class StdoutFailed(Exception):
     def __init__(self, exc: OSError):
         super().__init__(exc.strerror or str(exc))
         self.why = exc.strerror or str(exc)
+        self.errno = exc.errno
 
 
 def _to_devnull(stream: TextIO) -> None:

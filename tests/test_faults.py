@@ -547,6 +547,27 @@ def test_a_full_standard_output_is_exit_3_and_said_of_standard_output(tmp_path):
     assert read_journal(tmp_path / "m.jsonl") == read_journal(tmp_path / "s.jsonl")
 
 
+def test_a_reader_that_goes_away_ends_a_command_without_a_word(tmp_path):
+    """`mineru schema | head -1`: the reader takes its line and closes the pipe; the command said
+    "error: standard output: Broken pipe" and exited 3, an error where the user got what they
+    asked for. It ends without a word, exit 141 (128 + SIGPIPE, as a shell reports a program the
+    signal ended), so `set -o pipefail` still sees the cut."""
+    for command in (["schema"], ["--help"]):
+        reader, writer = os.pipe()
+        os.close(reader)  # gone before the first write: the answer is larger than no pipe buffer
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "mineru_cli", *command],
+                cwd=tmp_path,
+                stdout=writer,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        finally:
+            os.close(writer)
+        assert (r.returncode, r.stderr) == (141, ""), (command, r.returncode, r.stderr)
+
+
 def test_an_out_dir_made_read_only_mid_run_says_so_and_a_rerun_writes_its_files(tmp_path):
     """An --out-dir remounted read-only while the pages parse (EROFS when the files are written
     after the last record): the run stops with an output error (exit 3) that said "free space",

@@ -12,6 +12,9 @@ from .words import ErrorKind, Stage
 # The exit codes of every command: all pages ok; some pages failed; a usage or set-up problem
 # (nothing run); the output could not be written; stopped by Ctrl-C / SIGTERM.
 EXIT_OK, EXIT_FAILED, EXIT_SETUP, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# stdout's reader went away (`mineru schema | head -1`): 128 + SIGPIPE, as a shell reports a
+# program the signal ended, without a word (the reader took what it wanted)
+EXIT_BROKEN_PIPE = 141
 
 # What each exit code of `mineru parse` means, in the words `mineru --help` prints; each row of
 # docs/usage.md's exit code table starts with the same words (a test holds them together).
@@ -21,6 +24,7 @@ EXIT_CODES = (
     (EXIT_SETUP, "usage or set-up error: the message says what to change; nothing was parsed"),
     (EXIT_OUTPUT, "the output could not be written mid-run (disk full, a file-size limit, an I/O error)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM): the journal is valid, re-run to resume"),
+    (EXIT_BROKEN_PIPE, "standard output's reader went away (a pipe into head): stopped there, without a word"),
 )
 
 
