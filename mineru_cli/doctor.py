@@ -312,13 +312,12 @@ def _unwritable(folder: Path) -> str | None:
     would), or None. Nothing is created: the folder, or else its nearest existing ancestor, must
     be a folder this process may write in."""
     from .cache.store import nearest_existing
+    from .core.places import may_write_in
 
     path = nearest_existing(folder)
     if not path.is_dir():
         return f"{path} is not a folder"
-    # for this process's effective user and capabilities, as its writes are judged (plain
-    # os.access answers for the real user id and drops capabilities)
-    if os.access(path, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+    if may_write_in(path):
         return None
     try:
         read_only_fs = bool(os.statvfs(path).f_flag & os.ST_RDONLY)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable, Container, Generator, Iterable, Iter
 from .budget import CpuPlan, explain, plan_cpus
 from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, page_fingerprints, user_cache_dir
 from .core.errors import OutputError, PageError, SetupError, in_words
+from .core.places import may_write_in
 from .core.record import PageRecord, page_id, split_page_id
 from .core.words import Status
 from .engines import check_model, describe, resolve_engine
@@ -653,9 +654,7 @@ def check_out_dir(out_dir: Path) -> None:
         raise _out_dir_is_a_file(out_dir)
     if not there.is_dir():  # a file above it: making its folders fails as mkdir says
         raise SetupError(f"--out-dir {out_dir}: {os.strerror(errno.ENOTDIR)}")
-    # asked with the effective ids, which is how the kernel judges this process's writes (with
-    # its capabilities); os.access's default answers for the real user id
-    if not os.access(there, os.W_OK | os.X_OK, effective_ids=True):
+    if not may_write_in(there):
         raise _not_writable(out_dir, there)
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..config import user_cache_dir
 from ..core.errors import SetupError, in_words, is_permission
+from ..core.places import may_write_in
 from ..hashing import file_sha256 as sha256_file
 from .model_dir import ENV_VAR, REQUIRED_FILES, is_model_dir
 
@@ -297,10 +298,9 @@ def export_command(export_dir: Path, manifest: dict | None = None, target: str |
 
 def _may_write_in(folder: Path) -> bool:
     """Whether this user may make and rename files in `folder` (the nearest existing one above
-    it where it is not there), asked with the effective ids and capabilities, as the kernel
-    judges the export's writes (os.access's real-uid answer refuses a capability user)."""
+    it where it is not there), as the kernel judges the export's writes (core.places)."""
     there = next((f for f in (folder, *folder.parents) if f.exists()), folder)
-    return os.access(there, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
+    return may_write_in(there)
 
 
 def _export_name(out: Path) -> str:
