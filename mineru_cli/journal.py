@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Literal
 
 from .core.errors import OutputError, SetupError
+from .core.places import missing_folders, remove_empty
 from .core.record import page_id, split_page_id
 from .core.words import FAILED_BLOCK
 
@@ -99,7 +100,7 @@ class Journal:
         # the real file, or a run via a link and one via its target would not exclude each other.
         # It is checked before anything is made: a refused --out leaves no lock file behind.
         self.path = check_out(self.given)
-        self._made_folders = [folder for folder in self.path.parents if not folder.exists()]
+        self._made_folders = missing_folders(self.path.parent)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -403,10 +404,9 @@ class Journal:
             for path in made:
                 path.unlink(missing_ok=True)
             self.close()
-            for folder in self._made_folders:
-                folder.rmdir()
         except OSError:
-            pass  # what cannot be removed stays: an empty journal resumes as none
+            return  # what cannot be removed stays: an empty journal resumes as none
+        remove_empty(self._made_folders)
 
     def __enter__(self) -> Journal:
         return self.open()

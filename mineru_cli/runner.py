@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Container, Generator, Iterable, Iter
 from .budget import CpuPlan, explain, plan_cpus
 from .config import EngineSpec, ExecutorChoice, RunConfig, default_page_batch, page_fingerprints, user_cache_dir
 from .core.errors import OutputError, PageError, SetupError, in_words
-from .core.places import may_write_in
+from .core.places import may_write_in, missing_folders, remove_empty
 from .core.record import PageRecord, page_id, split_page_id
 from .core.words import Status
 from .engines import check_model, describe, resolve_engine
@@ -628,7 +628,7 @@ def _check_out_dir(out_dir: Path) -> list[Path]:
     """--out-dir must be a folder we can create and write: found out before parsing, not after.
     Returns the folders it made (nearest first)."""
     check_out_dir(out_dir)
-    made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]
+    made = missing_folders(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file put there since the check
@@ -675,11 +675,7 @@ def _removed_on_setup_error(folders: list[Path]) -> Iterator[None]:
     try:
         yield
     except SetupError:
-        for folder in folders:
-            try:
-                folder.rmdir()
-            except OSError:
-                break  # not empty (or not ours to remove): it and the folders above it stay
+        remove_empty(folders)
         raise
 
 
